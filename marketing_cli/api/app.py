@@ -1,0 +1,69 @@
+"""create_app(db_path): the `/v1` Starlette app over the service layer.
+
+Handlers are `async def` and call the (synchronous) services directly on the event loop
+with the loop thread's own connection: the queries are short, and a thread-pool hand-off
+costs about 3x here (docs/performance.md). Long work goes to the job queue instead.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+
+from marketing_cli.api import rates
+from marketing_cli.api.auth import RateLimiter
+from marketing_cli.api.responses import http_error_handler, mkt_error_handler, server_error_handler
+from marketing_cli.db import Database
+from marketing_cli.errors import MktError
+
+# One routes module per resource, each exporting `routes`.
+ROUTE_MODULES = [
+    "marketing_cli.api.workspace",
+    "marketing_cli.api.rates",
+    "marketing_cli.api.merge_tags",
+    "marketing_cli.api.contacts",
+    "marketing_cli.api.fields",
+    "marketing_cli.api.tags",
+    "marketing_cli.api.events",
+    "marketing_cli.api.segments",
+]
+
+
+def create_app(db_path: str | os.PathLike[str] | None = None, *, worker: bool = False,
+               worker_interval: float = 1.0) -> Starlette:
+    db = Database(db_path)
+    routes = []
+    for name in ROUTE_MODULES:
+        routes.extend(importlib.import_module(name).routes)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        job_worker = None
+        if worker:
+            from marketing_cli.jobs import Worker
+
+            job_worker = Worker(db.path, interval=worker_interval)
+            job_worker.start()
+        try:
+            yield
+        finally:
+            if job_worker is not None:
+                job_worker.stop()
+
+    app = Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        exception_handlers={
+            MktError: mkt_error_handler,
+            HTTPException: http_error_handler,
+            Exception: server_error_handler,
+        },
+    )
+    app.state.db = db
+    app.state.public_rates_limiter = RateLimiter(60, 60.0, rates.PUBLIC_LIMIT)
+    return app

@@ -1,0 +1,92 @@
+"""Envelopes, request bodies and the one error renderer of the HTTP face.
+
+Envelope A is `{"error": null, "data": ...}`, envelope B is `{"data": ...}`; the
+specification names which one each endpoint uses. Every error, on every endpoint, is
+`{"data": null, "error": {"status": <int>, "message": "<text>"}}` (CONTRACT section 4).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+
+from marketing_cli.encoding import dumps_bytes
+from marketing_cli.errors import MktError
+
+log = logging.getLogger("mkt.api")
+
+MAX_BODY_BYTES = 1024 * 1024  # 1 MiB; endpoints that take files pass a larger limit
+INVALID_BODY = "Invalid request body."
+
+
+class JSONBody(Response):
+    media_type = "application/json"
+
+    def render(self, content: Any) -> bytes:
+        return dumps_bytes(content)
+
+
+def envelope_a(data: Any, status: int = 200) -> JSONBody:
+    return JSONBody({"error": None, "data": data}, status_code=status)
+
+
+def envelope_b(data: Any, status: int = 200) -> JSONBody:
+    return JSONBody({"data": data}, status_code=status)
+
+
+def error_response(status: int, message: str, headers: dict[str, str] | None = None) -> JSONBody:
+    return JSONBody({"data": None, "error": {"status": status, "message": message}}, status_code=status,
+                    headers=headers)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+async def read_json(request: Request, invalid_message: str = INVALID_BODY, *,
+                    max_bytes: int = MAX_BODY_BYTES, default: Any = None) -> Any:
+    """The decoded body. Over `max_bytes`: 413. Not JSON: 400 with the endpoint's message.
+
+    An empty body gives `default` when the endpoint's members are all optional,
+    otherwise it cannot be parsed.
+    """
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > max_bytes:
+        raise MktError(413, f"The request body is too large: the limit is {max_bytes // 1024} KiB.")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > max_bytes:
+            raise MktError(413, f"The request body is too large: the limit is {max_bytes // 1024} KiB.")
+        chunks.append(chunk)
+    raw = b"".join(chunks)
+    if not raw.strip():
+        if default is not None:
+            return default
+        raise MktError(400, invalid_message)
+    try:
+        return json.loads(raw, parse_constant=_reject_constant)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        raise MktError(400, invalid_message) from None
+
+
+async def mkt_error_handler(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, MktError)
+    headers = {"Retry-After": "60"} if exc.status == 429 else None
+    return error_response(exc.status, exc.message, headers)
+
+
+async def http_error_handler(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    message = {404: "Not found.", 405: "Method not allowed."}.get(exc.status_code, exc.detail)
+    return error_response(exc.status_code, message, exc.headers)
+
+
+async def server_error_handler(request: Request, exc: Exception) -> Response:
+    log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    return error_response(500, "Internal server error.")

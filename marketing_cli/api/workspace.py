@@ -1,0 +1,28 @@
+"""GET and PATCH /v1/workspace."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from marketing_cli.api.auth import db_conn, require_workspace
+from marketing_cli.api.responses import envelope_a, read_json
+from marketing_cli.services import workspaces
+
+
+async def get_workspace(request: Request) -> Response:
+    workspace_id = require_workspace(request)
+    return envelope_a(workspaces.get_workspace_info(db_conn(request), workspace_id))
+
+
+async def patch_workspace(request: Request) -> Response:
+    workspace_id = require_workspace(request)
+    body = await read_json(request, workspaces.INVALID_BODY)
+    return envelope_a(workspaces.update_workspace(db_conn(request), workspace_id, body))
+
+
+routes = [
+    Route("/v1/workspace", get_workspace, methods=["GET"]),
+    Route("/v1/workspace", patch_workspace, methods=["PATCH"]),
+]

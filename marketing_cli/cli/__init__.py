@@ -1,0 +1,1 @@
+"""The terminal face: a typer app (`main.app`) with one module per resource."""

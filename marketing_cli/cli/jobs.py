@@ -1,0 +1,37 @@
+"""`mkt jobs`: the durable job queue (`run` is for cron)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from marketing_cli.cli.output import JsonOption, emit, table
+from marketing_cli.cli.state import state
+
+app = typer.Typer(help="Background jobs: run the due ones, list the queue.", no_args_is_help=True)
+
+
+@app.command("run")
+def jobs_run(ctx: typer.Context, as_json: JsonOption = False) -> None:
+    """Run every job that is due once, then exit (for cron)."""
+    from marketing_cli import jobs
+
+    result = jobs.run_due(state(ctx).conn())
+    emit(result, as_json, lambda r: f"{r['processed']} job(s) processed, {r['failed']} failed.")
+
+
+@app.command("list")
+def jobs_list(
+    ctx: typer.Context,
+    status: Annotated[Optional[str], typer.Option(help="Only jobs in this state: queued, running, done, failed.")] = None,
+    limit: Annotated[int, typer.Option(help="How many of the newest jobs.")] = 50,
+    as_json: JsonOption = False,
+) -> None:
+    """List the newest jobs in the queue."""
+    from marketing_cli import jobs
+
+    emit(jobs.list_jobs(state(ctx).conn(), status=status, limit=limit), as_json, lambda rows: table(
+        ["id", "type", "workspace", "status", "attempts", "run at", "last error"],
+        [(j["id"], j["type"], j["workspace_id"], j["status"], f"{j['attempts']}/{j['max_attempts']}",
+          j["run_at"], j["last_error"] or "") for j in rows]))

@@ -1,0 +1,114 @@
+"""The root `mkt` app: global options, `init`, `serve`, and one sub-app per resource.
+
+Heavy modules (Starlette, uvicorn, phonenumbers, email-validator) are imported inside
+the commands that need them, so `mkt --help` starts about as fast as a bare typer app.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Annotated, Optional
+
+import typer
+
+from marketing_cli import __version__
+from marketing_cli.cli.output import JsonOption, MktGroup, emit, pairs
+from marketing_cli.cli.state import state
+
+app = typer.Typer(
+    cls=MktGroup,
+    name="mkt",
+    help="Self-hosted email and SMS marketing: contacts, segments, campaigns and the /v1 HTTP API.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+# (module, command name): one typer app per resource, joined with add_typer.
+SUBCOMMANDS = [
+    ("keys", "keys"),
+    ("workspace", "workspace"),
+    ("billing", "billing"),
+    ("rates", "rates"),
+    ("merge_tags", "merge-tags"),
+    ("jobs", "jobs"),
+    ("contacts", "contacts"),
+    ("fields", "fields"),
+    ("tags", "tags"),
+    ("events", "events"),
+    ("segments", "segments"),
+]
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"mkt {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    ctx: typer.Context,
+    db: Annotated[Optional[str], typer.Option("--db", envvar="MKT_DB", metavar="PATH",
+                                              help="SQLite database file (default: workspace.db in the user data dir).")] = None,
+    workspace: Annotated[Optional[int], typer.Option("--workspace", envvar="MKT_WORKSPACE", metavar="ID",
+                                                     help="Workspace to act on; optional when the database holds one.")] = None,
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Show the version and exit.")] = False,
+) -> None:
+    """Self-hosted email and SMS marketing: contacts, segments, campaigns and the /v1 HTTP API."""
+    s = state(ctx)
+    s.db_option = db
+    s.workspace_option = workspace
+
+
+@app.command("init")
+def init(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Option("--name", help="Workspace name (2-50 characters).")],
+    as_json: JsonOption = False,
+) -> None:
+    """Create the database if missing, a new workspace and its first API key."""
+    from marketing_cli.services import workspaces
+
+    result = workspaces.create_workspace(state(ctx).conn(), name)
+
+    def human(value: dict) -> object:
+        from rich.console import Group
+        from rich.panel import Panel
+
+        ws = value["workspace"]
+        return Group(
+            pairs({"workspace": f"{ws['name']} (id {ws['id']})", "database": str(state(ctx).db_path)}),
+            Panel(value["api_key"], title="API key: copy it now, it is not shown again", expand=False),
+        )
+
+    emit(result, as_json, human)
+
+
+@app.command("serve")
+def serve(
+    ctx: typer.Context,
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+    smtp_url: Annotated[Optional[str], typer.Option("--smtp-url", envvar="MKT_SMTP_URL",
+                                                    help="Send mail through this SMTP server (smtp://HOST:PORT).")] = None,
+    outbox: Annotated[Optional[str], typer.Option("--outbox", envvar="MKT_OUTBOX",
+                                                  help="Folder for .eml files when no SMTP server is set.")] = None,
+    worker_interval: Annotated[float, typer.Option(help="Seconds between job worker passes.")] = 1.0,
+    bootstrap: Annotated[bool, typer.Option(help="Create a first workspace and key when the database has none.")] = True,
+) -> None:
+    """Serve the /v1 HTTP API (and run the background job worker) until SIGINT or SIGTERM."""
+    from marketing_cli.cli.serve import run_server
+
+    run_server(state(ctx).db_path, host=host, port=port, smtp_url=smtp_url, outbox=outbox,
+               worker_interval=worker_interval, bootstrap=bootstrap)
+
+
+for module_name, command_name in SUBCOMMANDS:
+    module = importlib.import_module(f"marketing_cli.cli.{module_name}")
+    app.add_typer(module.app, name=command_name)
+
+
+def run() -> None:
+    app(prog_name="mkt")

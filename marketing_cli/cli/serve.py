@@ -1,0 +1,52 @@
+"""`mkt serve`: uvicorn over create_app, with the job worker in the app's lifespan."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from rich.console import Console
+from rich.panel import Panel
+
+from marketing_cli.db import connect
+
+console = Console(stderr=True, highlight=False)
+
+
+def _bootstrap(db_path: Path, base_url: str) -> None:
+    """On a database with no workspace, create one so the server is usable at once."""
+    from marketing_cli.services import workspaces
+
+    conn = connect(db_path)
+    try:
+        if conn.execute("SELECT 1 FROM workspaces LIMIT 1").fetchone() is not None:
+            return
+        created = workspaces.create_workspace(conn, "My workspace")
+    finally:
+        conn.close()
+    console.print(Panel(
+        f"Workspace [bold]{created['workspace']['name']}[/] (id {created['workspace']['id']}) created in {db_path}\n"
+        f"API key (shown once): [bold green]{created['api_key']}[/]\n\n"
+        f"Try: curl -H 'Authorization: Bearer {created['api_key']}' {base_url}/v1/workspace",
+        title="mkt: first run", expand=False,
+    ))
+
+
+def run_server(db_path: Path, *, host: str, port: int, smtp_url: str | None, outbox: str | None,
+               worker_interval: float, bootstrap: bool) -> None:
+    import uvicorn
+
+    from marketing_cli.api.app import create_app
+
+    if smtp_url:
+        os.environ["MKT_SMTP_URL"] = smtp_url
+    if outbox:
+        os.environ["MKT_OUTBOX"] = outbox
+    if bootstrap:
+        _bootstrap(db_path, f"http://{host}:{port}")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    app = create_app(db_path, worker=True, worker_interval=worker_interval)
+    console.print(f"mkt serving {db_path} on http://{host}:{port}/v1 (Ctrl+C to stop)")
+    uvicorn.run(app, host=host, port=port, log_level="info", access_log=True, lifespan="on",
+                timeout_graceful_shutdown=10)

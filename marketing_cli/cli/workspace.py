@@ -1,0 +1,102 @@
+"""`mkt workspace`: read and change the workspace (the twin of GET/PATCH /v1/workspace)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Optional
+
+import typer
+
+from marketing_cli.cli.output import JsonOption, emit, pairs, table
+from marketing_cli.cli.state import state
+from marketing_cli.services import workspaces
+
+app = typer.Typer(help="Show and update the workspace and its settings.", no_args_is_help=True)
+
+
+def render_workspace(ws: dict[str, Any], settings: dict[str, Any] | None = None) -> Any:
+    shown = {
+        "id": ws["id"],
+        "name": ws["name"],
+        "conversion tracking": ws["conversion_tracking"],
+        "interaction tracking": ws["interaction_tracking"],
+        "approved": ws["is_approved"],
+        "suspended": ws["is_suspended"],
+        "created": ws["created_at"],
+    }
+    if settings:
+        shown.update({
+            "SMS markup": settings["sms_markup"],
+            "contacts without email": "allowed" if settings["allow_contacts_without_email"] else "not allowed",
+            "SMS sender ID": settings["sms_sender_id"] or "(none)",
+        })
+    return pairs(shown, title="Workspace")
+
+
+def render_billing(billing: dict[str, Any]) -> Any:
+    from rich.console import Group
+
+    sub = billing["subscription"]
+    parts: list[Any] = []
+    if sub is None:
+        parts.append("No active subscription.")
+    else:
+        parts.append(pairs({
+            "plan": f"{sub['plan_name']} (id {sub['plan_id']})",
+            "status": sub["status"],
+            "period start": sub["current_period_start"],
+            "next invoice": f"${sub['next_invoice_total']:.2f}",
+        }, title="Subscription"))
+        if sub["addons"]:
+            parts.append(table(["add-on", "price", "quantity"],
+                               [(a["name"], f"${a['price']:.2f}", a["quantity"]) for a in sub["addons"]]))
+    parts.append(table(["resource", "used", "allowed"],
+                       [(r["name"], r["used"], r["allowed"]) for r in billing["resources"]], title="Usage"))
+    return Group(*parts)
+
+
+@app.command("show")
+def workspace_show(ctx: typer.Context, as_json: JsonOption = False) -> None:
+    """Show the workspace, its billing and usage (GET /v1/workspace)."""
+    from rich.console import Group
+
+    s = state(ctx)
+    workspace_id = s.workspace_id()
+    info = workspaces.get_workspace_info(s.conn(), workspace_id)
+    if as_json:
+        emit(info, True)
+        return
+    settings = workspaces.get_operator_settings(s.conn(), workspace_id)
+    emit(info, False, lambda v: Group(render_workspace(v["workspace"], settings), render_billing(v["billing"])))
+
+
+@app.command("list")
+def workspace_list(ctx: typer.Context, as_json: JsonOption = False) -> None:
+    """List the workspaces in the database."""
+    emit(workspaces.list_workspaces(state(ctx).conn()), as_json, lambda rows: table(
+        ["id", "name", "created"], [(w["id"], w["name"], w["created_at"]) for w in rows]))
+
+
+@app.command("update")
+def workspace_update(
+    ctx: typer.Context,
+    name: Annotated[Optional[str], typer.Option(help="New name (2-50 characters).")] = None,
+    conversion_tracking: Annotated[Optional[bool], typer.Option(
+        "--conversion-tracking/--no-conversion-tracking", help="Track conversions (plan must include it).")] = None,
+    interaction_tracking: Annotated[Optional[bool], typer.Option(
+        "--interaction-tracking/--no-interaction-tracking", help="Track opens and clicks.")] = None,
+    sms_markup: Annotated[Optional[str], typer.Option(
+        "--sms-markup", metavar="FACTOR", help="Multiply list SMS prices by FACTOR for this workspace (operator).")] = None,
+    allow_contacts_without_email: Annotated[Optional[bool], typer.Option(
+        "--allow-contacts-without-email/--require-email",
+        help="Whether contacts may have a phone number and no email address (operator).")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Change workspace settings; options left out keep their values."""
+    s = state(ctx)
+    changes = {k: v for k, v in {"name": name, "conversion_tracking": conversion_tracking,
+                                  "interaction_tracking": interaction_tracking}.items() if v is not None}
+    workspace_id = s.workspace_id()
+    result = workspaces.update_operator_settings(
+        s.conn(), workspace_id, sms_markup=sms_markup,
+        allow_contacts_without_email=allow_contacts_without_email, changes=changes)
+    emit(result, as_json, lambda ws: render_workspace(ws, workspaces.get_operator_settings(s.conn(), workspace_id)))

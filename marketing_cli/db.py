@@ -1,0 +1,154 @@
+"""The SQLite database: opening it, upgrading it, and transactions.
+
+Every connection runs in WAL mode with foreign keys on and a busy timeout, so `mkt serve`
+and a CLI command can write the same file at once: readers never block, and a writer waits
+for the other writer instead of failing with "database is locked". Every write runs in
+one `BEGIN IMMEDIATE` transaction (`transaction(conn)`), taken before the first read of
+the operation so that no write ever has to upgrade a stale read snapshot.
+
+The schema lives in `schema.sql` (shipped inside the package as `marketing_cli/schema.sql`,
+read from the repository root in a source checkout) as numbered steps; `connect` applies
+the steps above the file's `PRAGMA user_version`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import cache
+from pathlib import Path
+
+BUSY_TIMEOUT_MS = 30_000
+_STEP = re.compile(r"^-- version: (\d+)\s*$", re.MULTILINE)
+
+
+def default_db_path() -> Path:
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("mkt")) / "workspace.db"
+
+
+def resolve_db_path(path: str | os.PathLike[str] | None) -> Path:
+    if path:
+        return Path(path)
+    env = os.environ.get("MKT_DB")
+    return Path(env) if env else default_db_path()
+
+
+@cache
+def schema_text() -> str:
+    from importlib.resources import files
+
+    packaged = files("marketing_cli").joinpath("schema.sql")
+    if packaged.is_file():
+        return packaged.read_text(encoding="utf-8")
+    return (Path(__file__).resolve().parent.parent / "schema.sql").read_text(encoding="utf-8")
+
+
+@cache
+def schema_steps() -> tuple[tuple[int, str], ...]:
+    """The schema as (version, sql) steps, in order."""
+    text = schema_text()
+    marks = list(_STEP.finditer(text))
+    steps = []
+    for i, mark in enumerate(marks):
+        end = marks[i + 1].start() if i + 1 < len(marks) else len(text)
+        steps.append((int(mark.group(1)), text[mark.end() : end]))
+    versions = [v for v, _ in steps]
+    if versions != list(range(1, len(versions) + 1)):
+        raise RuntimeError(f"schema.sql steps must be numbered 1..N, found {versions}")
+    return tuple(steps)
+
+
+def latest_version() -> int:
+    return schema_steps()[-1][0]
+
+
+def split_statements(sql: str) -> list[str]:
+    """Split a script into statements (triggers keep their inner semicolons)."""
+    statements, buffer = [], ""
+    for line in sql.splitlines(keepends=True):
+        if not buffer and (not line.strip() or line.lstrip().startswith("--")):
+            continue
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            statements.append(buffer.strip())
+            buffer = ""
+    if buffer.strip():
+        raise RuntimeError(f"incomplete SQL statement in schema.sql: {buffer[:80]!r}")
+    return statements
+
+
+def _configure(conn: sqlite3.Connection) -> None:
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    conn.execute("PRAGMA foreign_keys = ON")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+        conn.execute("PRAGMA journal_mode = WAL")
+
+
+def migrate(conn: sqlite3.Connection, target: int | None = None) -> int:
+    """Apply the schema steps above the file's version (up to `target`); returns the version."""
+    target = latest_version() if target is None else target
+    if conn.execute("PRAGMA user_version").fetchone()[0] >= target:
+        return target
+    with transaction(conn):
+        # Re-read inside the write lock: another process may have just migrated.
+        current = conn.execute("PRAGMA user_version").fetchone()[0]
+        for version, sql in schema_steps():
+            if current < version <= target:
+                for statement in split_statements(sql):
+                    conn.execute(statement)
+                conn.execute(f"PRAGMA user_version = {version}")
+    return target
+
+
+def connect(path: str | os.PathLike[str] | None = None, *, upgrade: bool = True) -> sqlite3.Connection:
+    """Open (creating if needed) the database and bring its schema up to date."""
+    db_path = resolve_db_path(path)
+    if str(db_path) != ":memory:":
+        db_path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(db_path, isolation_level=None, check_same_thread=False)
+    conn.row_factory = sqlite3.Row
+    _configure(conn)
+    if upgrade:
+        migrate(conn)
+    return conn
+
+
+@contextmanager
+def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """One write transaction: BEGIN IMMEDIATE, COMMIT on success, ROLLBACK on any error.
+
+    Nested use joins the outer transaction, so services can call each other.
+    """
+    if conn.in_transaction:
+        yield conn
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+class Database:
+    """A database file shared by threads: one connection per thread, opened on first use."""
+
+    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
+        self.path = resolve_db_path(path)
+        self._local = threading.local()
+        connect(self.path).close()  # create and migrate once, up front
+
+    def conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = connect(self.path, upgrade=False)
+            self._local.conn = conn
+        return conn

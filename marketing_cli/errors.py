@@ -1,0 +1,31 @@
+"""The one error type of mkt.
+
+    MktError(status, message)      every failure a user can cause or see
+      status 400, 401, 404, 409, 413, 429 ...   the HTTP status the API answers with
+      message                                   the specification's exact text
+
+Services raise it; the HTTP face renders it as CONTRACT section 4's body
+(`marketing_cli/api/responses.py`), the CLI prints the message to stderr and exits 1
+(`marketing_cli/cli/output.py`). Anything else that escapes is a bug: the API answers
+500 with a generic message and logs the traceback.
+"""
+
+from __future__ import annotations
+
+
+class MktError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+    def __repr__(self) -> str:
+        return f"MktError({self.status}, {self.message!r})"
+
+
+def bad_request(message: str) -> MktError:
+    return MktError(400, message)
+
+
+def not_found(message: str) -> MktError:
+    return MktError(404, message)

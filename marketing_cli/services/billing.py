@@ -1,0 +1,236 @@
+"""Plans, subscriptions, add-ons, allowances and live usage.
+
+Usage is read from `usage_counters`, which triggers and services keep current as data
+changes, so `resources` never counts rows: reading it costs the same at ten contacts or
+ten million. Standing resources (contacts, segments, domains, users, automations) use
+period ''; monthly_emails and events count the current calendar month ('YYYY-MM');
+hourly_emails counts the current hour ('YYYY-MM-DDTHH') and so resets every hour.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from marketing_cli import clock
+from marketing_cli.db import transaction
+from marketing_cli.errors import MktError
+
+RESOURCES = ("contacts", "monthly_emails", "domains", "users", "segments", "automations", "events", "hourly_emails")
+MONTHLY = {"monthly_emails", "events"}
+HOURLY = {"hourly_emails"}
+CENTS = Decimal("0.01")
+
+
+def period_of(resource: str, moment: datetime | None = None) -> str:
+    if resource not in MONTHLY and resource not in HOURLY:
+        return ""
+    moment = moment or clock.utcnow()
+    return moment.strftime("%Y-%m") if resource in MONTHLY else moment.strftime("%Y-%m-%dT%H")
+
+
+def bump_usage(conn: sqlite3.Connection, workspace_id: int, resource: str, amount: int = 1) -> None:
+    """Add `amount` to the current period's counter (call inside the write transaction)."""
+    conn.execute(
+        "INSERT INTO usage_counters (workspace_id, resource, period, used) VALUES (?, ?, ?, ?)"
+        " ON CONFLICT (workspace_id, resource, period) DO UPDATE SET used = used + excluded.used",
+        (workspace_id, resource, period_of(resource), amount),
+    )
+
+
+def _plan(conn: sqlite3.Connection, name: str) -> sqlite3.Row:
+    row = conn.execute("SELECT * FROM plans WHERE name = ?", (name,)).fetchone()
+    if row is None:
+        names = ", ".join(r["name"] for r in conn.execute("SELECT name FROM plans ORDER BY id"))
+        raise MktError(400, f"There is no plan named '{name}'. Plans: {names}.")
+    return row
+
+
+def plan_of(conn: sqlite3.Connection, workspace_id: int) -> sqlite3.Row:
+    row = conn.execute(
+        "SELECT p.* FROM plans p JOIN subscriptions s ON s.plan_id = p.id WHERE s.workspace_id = ?",
+        (workspace_id,),
+    ).fetchone()
+    if row is None:
+        return _plan(conn, "free")
+    return row
+
+
+def start_subscription(conn: sqlite3.Connection, workspace_id: int, plan_name: str) -> None:
+    plan = _plan(conn, plan_name)
+    conn.execute(
+        "INSERT INTO subscriptions (workspace_id, plan_id, status, current_period_start)"
+        " VALUES (?, ?, 'active', ?)"
+        " ON CONFLICT (workspace_id) DO UPDATE SET plan_id = excluded.plan_id, status = 'active',"
+        " current_period_start = excluded.current_period_start, current_period_end = NULL,"
+        " cancel_at_period_end = 0",
+        (workspace_id, plan["id"], clock.now()),
+    )
+
+
+def allowances(conn: sqlite3.Connection, workspace_id: int) -> dict[str, int]:
+    """What the plan, its add-ons and any operator override allow, per resource."""
+    allowed = {r: 0 for r in RESOURCES}
+    for row in conn.execute(
+        "SELECT a.resource, a.allowed FROM plan_allowances a JOIN subscriptions s ON s.plan_id = a.plan_id"
+        " WHERE s.workspace_id = ?",
+        (workspace_id,),
+    ):
+        allowed[row["resource"]] = row["allowed"]
+    for row in conn.execute(
+        "SELECT a.resource, a.amount * sa.quantity AS extra FROM subscription_addons sa"
+        " JOIN addons a ON a.id = sa.addon_id WHERE sa.workspace_id = ? AND a.resource IS NOT NULL",
+        (workspace_id,),
+    ):
+        allowed[row["resource"]] += row["extra"]
+    for row in conn.execute(
+        "SELECT resource, allowed FROM allowance_overrides WHERE workspace_id = ?", (workspace_id,)
+    ):
+        allowed[row["resource"]] = row["allowed"]
+    return allowed
+
+
+def usage(conn: sqlite3.Connection, workspace_id: int, resource: str) -> int:
+    row = conn.execute(
+        "SELECT used FROM usage_counters WHERE workspace_id = ? AND resource = ? AND period = ?",
+        (workspace_id, resource, period_of(resource)),
+    ).fetchone()
+    return row["used"] if row else 0
+
+
+def remaining(conn: sqlite3.Connection, workspace_id: int, resource: str) -> int:
+    """How many more units of `resource` the workspace may use now (never negative)."""
+    return max(0, allowances(conn, workspace_id)[resource] - usage(conn, workspace_id, resource))
+
+
+def resources(conn: sqlite3.Connection, workspace_id: int) -> list[dict[str, Any]]:
+    allowed = allowances(conn, workspace_id)
+    now = clock.utcnow()
+    periods = {r: period_of(r, now) for r in RESOURCES}
+    used = {r: 0 for r in RESOURCES}
+    for row in conn.execute(
+        "SELECT resource, period, used FROM usage_counters WHERE workspace_id = ?", (workspace_id,)
+    ):
+        if periods.get(row["resource"]) == row["period"]:
+            used[row["resource"]] = row["used"]
+    return [{"name": r, "used": used[r], "allowed": allowed[r]} for r in RESOURCES]
+
+
+def subscription(conn: sqlite3.Connection, workspace_id: int) -> dict[str, Any] | None:
+    row = conn.execute(
+        "SELECT s.*, p.name AS plan_name, p.price AS plan_price FROM subscriptions s"
+        " JOIN plans p ON p.id = s.plan_id WHERE s.workspace_id = ?",
+        (workspace_id,),
+    ).fetchone()
+    if row is None or row["status"] != "active":
+        return None
+    addons = []
+    total = Decimal(row["plan_price"])
+    for a in conn.execute(
+        "SELECT sa.id, sa.addon_id, a.name, a.price, sa.quantity FROM subscription_addons sa"
+        " JOIN addons a ON a.id = sa.addon_id WHERE sa.workspace_id = ? ORDER BY sa.id",
+        (workspace_id,),
+    ):
+        price = Decimal(a["price"])
+        total += price * a["quantity"]
+        addons.append(
+            {"id": a["id"], "addon_id": a["addon_id"], "name": a["name"], "price": price, "quantity": a["quantity"]}
+        )
+    return {
+        "plan_id": row["plan_id"],
+        "plan_name": row["plan_name"],
+        "status": row["status"],
+        "current_period_start": row["current_period_start"],
+        "current_period_end": row["current_period_end"],
+        "cancel_at_period_end": bool(row["cancel_at_period_end"]),
+        "next_invoice_total": total.quantize(CENTS),
+        "addons": addons,
+    }
+
+
+def get_billing(conn: sqlite3.Connection, workspace_id: int) -> dict[str, Any]:
+    return {"subscription": subscription(conn, workspace_id), "resources": resources(conn, workspace_id)}
+
+
+def _require_workspace(conn: sqlite3.Connection, workspace_id: int) -> None:
+    if conn.execute("SELECT 1 FROM workspaces WHERE id = ?", (workspace_id,)).fetchone() is None:
+        raise MktError(404, "The workspace does not exist.")
+
+
+def set_plan(conn: sqlite3.Connection, workspace_id: int, plan_name: str) -> dict[str, Any]:
+    """Move to a plan of the catalog. Leaving a plan with conversion tracking turns it off."""
+    with transaction(conn):
+        _require_workspace(conn, workspace_id)
+        plan = _plan(conn, plan_name)
+        start_subscription(conn, workspace_id, plan_name)
+        if not plan["conversion_tracking"]:
+            conn.execute("UPDATE workspaces SET conversion_tracking = 0 WHERE id = ?", (workspace_id,))
+        return get_billing(conn, workspace_id)
+
+
+def set_allowance(conn: sqlite3.Connection, workspace_id: int, resource: str, allowed: int | None) -> dict[str, Any]:
+    """Override one allowance; None removes the override (back to plan and add-ons)."""
+    if resource not in RESOURCES:
+        raise MktError(400, f"There is no resource named '{resource}'. Resources: {', '.join(RESOURCES)}.")
+    if allowed is not None and allowed < 0:
+        raise MktError(400, "An allowance must be 0 or more.")
+    with transaction(conn):
+        _require_workspace(conn, workspace_id)
+        if allowed is None:
+            conn.execute(
+                "DELETE FROM allowance_overrides WHERE workspace_id = ? AND resource = ?", (workspace_id, resource)
+            )
+        else:
+            conn.execute(
+                "INSERT INTO allowance_overrides (workspace_id, resource, allowed) VALUES (?, ?, ?)"
+                " ON CONFLICT (workspace_id, resource) DO UPDATE SET allowed = excluded.allowed",
+                (workspace_id, resource, allowed),
+            )
+        return get_billing(conn, workspace_id)
+
+
+def list_addons(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    return [
+        {"id": r["id"], "name": r["name"], "price": Decimal(r["price"]), "resource": r["resource"], "amount": r["amount"]}
+        for r in conn.execute("SELECT * FROM addons ORDER BY id")
+    ]
+
+
+def list_plans(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    plans = []
+    for p in conn.execute("SELECT * FROM plans ORDER BY id").fetchall():
+        limits = {r["resource"]: r["allowed"] for r in conn.execute(
+            "SELECT resource, allowed FROM plan_allowances WHERE plan_id = ?", (p["id"],))}
+        plans.append({
+            "id": p["id"],
+            "name": p["name"],
+            "price": Decimal(p["price"]),
+            "conversion_tracking": bool(p["conversion_tracking"]),
+            "allowances": {r: limits.get(r, 0) for r in RESOURCES},
+        })
+    return plans
+
+
+def set_addon(conn: sqlite3.Connection, workspace_id: int, addon_name: str, quantity: int) -> dict[str, Any]:
+    """Set how many units of an add-on the subscription carries (0 removes it)."""
+    if quantity < 0:
+        raise MktError(400, "An add-on quantity must be 0 or more.")
+    with transaction(conn):
+        _require_workspace(conn, workspace_id)
+        addon = conn.execute("SELECT id FROM addons WHERE name = ?", (addon_name,)).fetchone()
+        if addon is None:
+            names = ", ".join(r["name"] for r in conn.execute("SELECT name FROM addons ORDER BY id"))
+            raise MktError(400, f"There is no add-on named '{addon_name}'. Add-ons: {names}.")
+        if quantity == 0:
+            conn.execute(
+                "DELETE FROM subscription_addons WHERE workspace_id = ? AND addon_id = ?", (workspace_id, addon["id"])
+            )
+        else:
+            conn.execute(
+                "INSERT INTO subscription_addons (workspace_id, addon_id, quantity) VALUES (?, ?, ?)"
+                " ON CONFLICT (workspace_id, addon_id) DO UPDATE SET quantity = excluded.quantity",
+                (workspace_id, addon["id"], quantity),
+            )
+        return get_billing(conn, workspace_id)

@@ -1,0 +1,166 @@
+"""Workspaces: creation (with built-in fields, the free plan and a first key), reading
+and updating settings.
+
+The Workspace object is the specification's; operator settings (SMS markup, whether
+contacts may lack an email address, the SMS sender ID) are kept beside it and changed
+only from the CLI (`update_operator_settings`).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from marketing_cli import clock
+from marketing_cli.db import transaction
+from marketing_cli.errors import MktError
+from marketing_cli.services import billing, keys
+from marketing_cli.services.inputs import member, require_object
+
+NAME_LENGTH = "Workspace name must be between 2 and 50 characters."
+NOT_FOUND = "The workspace does not exist."
+INVALID_BODY = "Invalid request body."
+NO_CONVERSION_PLAN = "Your plan does not support conversion tracking. Please upgrade to enable this feature."
+CONVERSION_NEEDS_INTERACTION = "Conversion tracking cannot be enabled while interaction tracking is disabled."
+
+# Fields every workspace starts with (CONTRACT section 5).
+BUILTIN_FIELDS = (
+    {"label": "Email address", "merge_tag": "email_address", "immutable": 1, "required": 1},
+    {"label": "First name", "merge_tag": "first_name", "immutable": 0, "required": 0},
+    {"label": "Last name", "merge_tag": "last_name", "immutable": 0, "required": 0},
+)
+
+
+def _check_name(name: Any) -> str:
+    if not isinstance(name, str) or not 2 <= len(name.strip()) <= 50:
+        raise MktError(400, NAME_LENGTH)
+    return name.strip()
+
+
+def workspace_view(row: sqlite3.Row) -> dict[str, Any]:
+    return {
+        "id": row["id"],
+        "name": row["name"],
+        "conversion_tracking": bool(row["conversion_tracking"]),
+        "interaction_tracking": bool(row["interaction_tracking"]),
+        "is_approved": bool(row["is_approved"]),
+        "is_suspended": bool(row["is_suspended"]),
+        "created_at": row["created_at"],
+    }
+
+
+def _row(conn: sqlite3.Connection, workspace_id: int) -> sqlite3.Row:
+    row = conn.execute("SELECT * FROM workspaces WHERE id = ?", (workspace_id,)).fetchone()
+    if row is None:
+        raise MktError(404, NOT_FOUND)
+    return row
+
+
+def create_workspace(conn: sqlite3.Connection, name: Any, *, key_name: str | None = "default") -> dict[str, Any]:
+    """A new workspace on the free plan with its built-in fields and first API key."""
+    name = _check_name(name)
+    now = clock.now()
+    with transaction(conn):
+        workspace_id = conn.execute(
+            "INSERT INTO workspaces (name, created_at) VALUES (?, ?)", (name, now)
+        ).lastrowid
+        conn.executemany(
+            "INSERT INTO fields (workspace_id, label, merge_tag, type, \"order\", immutable, required,"
+            " created_at, updated_at) VALUES (?, ?, ?, 'TEXT', ?, ?, ?, ?, ?)",
+            [
+                (workspace_id, f["label"], f["merge_tag"], order, f["immutable"], f["required"], now, now)
+                for order, f in enumerate(BUILTIN_FIELDS, start=1)
+            ],
+        )
+        billing.start_subscription(conn, workspace_id, "free")
+        key = keys.create_key(conn, workspace_id, key_name)
+        workspace = workspace_view(_row(conn, workspace_id))
+    return {"workspace": workspace, "api_key": key["key"]}
+
+
+def list_workspaces(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    return [workspace_view(r) for r in conn.execute("SELECT * FROM workspaces ORDER BY id")]
+
+
+def get_workspace_info(conn: sqlite3.Connection, workspace_id: int) -> dict[str, Any]:
+    """GET /v1/workspace: the workspace and its billing."""
+    row = _row(conn, workspace_id)
+    return {"workspace": workspace_view(row), "billing": billing.get_billing(conn, workspace_id)}
+
+
+def update_workspace(conn: sqlite3.Connection, workspace_id: int, body: Any) -> dict[str, Any]:
+    """PATCH /v1/workspace: name and conversion_tracking required, interaction_tracking optional."""
+    body = require_object(body, INVALID_BODY)
+    name = body.get("name")
+    if name is not None and not isinstance(name, str):
+        raise MktError(400, "The member 'name' must be a string.")
+    name = _check_name(name)
+    if "conversion_tracking" not in body or body["conversion_tracking"] is None:
+        raise MktError(400, "The member 'conversion_tracking' is required.")
+    conversion = member(body, "conversion_tracking", bool)
+    interaction = member(body, "interaction_tracking", bool)
+    with transaction(conn):
+        row = _row(conn, workspace_id)
+        if interaction is None:
+            interaction = bool(row["interaction_tracking"])
+        if conversion:
+            if not billing.plan_of(conn, workspace_id)["conversion_tracking"]:
+                raise MktError(400, NO_CONVERSION_PLAN)
+            if not interaction:
+                raise MktError(400, CONVERSION_NEEDS_INTERACTION)
+        conn.execute(
+            "UPDATE workspaces SET name = ?, conversion_tracking = ?, interaction_tracking = ? WHERE id = ?",
+            (name, int(conversion), int(interaction), workspace_id),
+        )
+        return workspace_view(_row(conn, workspace_id))
+
+
+def get_operator_settings(conn: sqlite3.Connection, workspace_id: int) -> dict[str, Any]:
+    from marketing_cli.services.rates import DEFAULT_MARKUP
+
+    row = _row(conn, workspace_id)
+    return {
+        "sms_markup": row["sms_markup"] or str(DEFAULT_MARKUP),
+        "allow_contacts_without_email": bool(row["allow_contacts_without_email"]),
+        "sms_sender_id": row["sms_sender_id"],
+    }
+
+
+def parse_markup(value: Any) -> Decimal:
+    try:
+        markup = Decimal(str(value))
+    except InvalidOperation:
+        markup = Decimal("NaN")
+    if not markup.is_finite() or not Decimal("0") < markup <= Decimal("100"):
+        raise MktError(400, f"The SMS markup must be a number greater than 0 and at most 100, not '{value}'.")
+    return markup
+
+
+def update_operator_settings(
+    conn: sqlite3.Connection,
+    workspace_id: int,
+    *,
+    sms_markup: str | None = None,
+    allow_contacts_without_email: bool | None = None,
+    changes: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """`mkt workspace update`: operator settings, and optionally the PATCH members too.
+
+    `changes` holds PATCH /v1/workspace members; members it lacks keep their values.
+    Everything happens in one transaction: a rejected member writes nothing.
+    """
+    markup = parse_markup(sms_markup) if sms_markup is not None else None
+    with transaction(conn):
+        row = _row(conn, workspace_id)
+        if markup is not None:
+            conn.execute("UPDATE workspaces SET sms_markup = ? WHERE id = ?", (str(markup), workspace_id))
+        if allow_contacts_without_email is not None:
+            conn.execute(
+                "UPDATE workspaces SET allow_contacts_without_email = ? WHERE id = ?",
+                (int(allow_contacts_without_email), workspace_id),
+            )
+        if changes:
+            body = {"name": row["name"], "conversion_tracking": bool(row["conversion_tracking"]), **changes}
+            return update_workspace(conn, workspace_id, body)
+        return workspace_view(_row(conn, workspace_id))

@@ -1,0 +1,283 @@
+-- The one source of mkt's schema.
+--
+-- The file is a list of steps, each opened by a line `-- version: N`. A new database
+-- runs every step in order; an existing one runs the steps above its
+-- `PRAGMA user_version`, each inside the same transaction as the version bump
+-- (marketing_cli/db.py). Never edit a step that has been released: add a new one.
+--
+-- Conventions: timestamps are TEXT in RFC 3339 UTC with a trailing Z (they sort as
+-- text); money is TEXT holding a decimal string (read with decimal.Decimal); contact,
+-- campaign and variant ids are 24 lowercase hex characters, time-ordered.
+
+-- version: 1
+-- Workspaces, API keys, billing, usage counters, SMS rates, fields, the job queue.
+
+CREATE TABLE workspaces (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL,
+    conversion_tracking INTEGER NOT NULL DEFAULT 0,
+    interaction_tracking INTEGER NOT NULL DEFAULT 1,
+    is_approved INTEGER NOT NULL DEFAULT 1,
+    is_suspended INTEGER NOT NULL DEFAULT 0,
+    allow_contacts_without_email INTEGER NOT NULL DEFAULT 0,
+    sms_markup TEXT,                       -- NULL: the platform default markup
+    sms_sender_id TEXT,
+    created_at TEXT NOT NULL
+);
+
+CREATE TABLE api_keys (
+    id INTEGER PRIMARY KEY,
+    workspace_id INTEGER NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    name TEXT,
+    prefix TEXT NOT NULL,                  -- the first characters, shown to tell keys apart
+    key_hash TEXT NOT NULL UNIQUE,         -- sha256 hex of the whole secret
+    created_at TEXT NOT NULL,
+    last_used_at TEXT,
+    revoked_at TEXT
+);
+CREATE INDEX api_keys_workspace ON api_keys(workspace_id);
+
+CREATE TABLE plans (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    price TEXT NOT NULL,                   -- USD per period
+    conversion_tracking INTEGER NOT NULL
+);
+
+CREATE TABLE plan_allowances (
+    plan_id INTEGER NOT NULL REFERENCES plans(id),
+    resource TEXT NOT NULL,
+    allowed INTEGER NOT NULL,
+    PRIMARY KEY (plan_id, resource)
+) WITHOUT ROWID;
+
+CREATE TABLE addons (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    price TEXT NOT NULL,
+    resource TEXT,                         -- the allowance one unit raises, if any
+    amount INTEGER NOT NULL DEFAULT 0      -- by how much
+);
+
+CREATE TABLE subscriptions (
+    workspace_id INTEGER PRIMARY KEY REFERENCES workspaces(id) ON DELETE CASCADE,
+    plan_id INTEGER NOT NULL REFERENCES plans(id),
+    status TEXT NOT NULL,
+    current_period_start TEXT NOT NULL,
+    current_period_end TEXT,
+    cancel_at_period_end INTEGER NOT NULL DEFAULT 0
+);
+
+CREATE TABLE subscription_addons (
+    id INTEGER PRIMARY KEY,
+    workspace_id INTEGER NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    addon_id INTEGER NOT NULL REFERENCES addons(id),
+    quantity INTEGER NOT NULL,
+    UNIQUE (workspace_id, addon_id)
+);
+
+CREATE TABLE allowance_overrides (
+    workspace_id INTEGER NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    resource TEXT NOT NULL,
+    allowed INTEGER NOT NULL,
+    PRIMARY KEY (workspace_id, resource)
+) WITHOUT ROWID;
+
+-- Live usage, kept current as data changes so reading it never counts rows.
+-- period is '' for standing counts (contacts, segments, ...), 'YYYY-MM' for monthly
+-- ones and 'YYYY-MM-DDTHH' for hourly ones; readers pick the current period.
+CREATE TABLE usage_counters (
+    workspace_id INTEGER NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    resource TEXT NOT NULL,
+    period TEXT NOT NULL DEFAULT '',
+    used INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (workspace_id, resource, period)
+) WITHOUT ROWID;
+
+CREATE TRIGGER api_keys_count_insert AFTER INSERT ON api_keys BEGIN
+    INSERT INTO usage_counters (workspace_id, resource, period, used)
+    VALUES (NEW.workspace_id, 'users', '', 1)
+    ON CONFLICT (workspace_id, resource, period) DO UPDATE SET used = used + 1;
+END;
+CREATE TRIGGER api_keys_count_revoke AFTER UPDATE OF revoked_at ON api_keys
+WHEN OLD.revoked_at IS NULL AND NEW.revoked_at IS NOT NULL BEGIN
+    UPDATE usage_counters SET used = used - 1
+    WHERE workspace_id = NEW.workspace_id AND resource = 'users' AND period = '';
+END;
+
+-- The operator's base (list) price per SMS segment; NULL price: enabled, no rate
+-- published. Customers see price * markup (workspaces.sms_markup or the default).
+CREATE TABLE sms_rates (
+    country_code TEXT PRIMARY KEY,
+    price TEXT,
+    updated_at TEXT NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE fields (
+    id INTEGER PRIMARY KEY,
+    workspace_id INTEGER NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    label TEXT NOT NULL,
+    merge_tag TEXT NOT NULL,
+    type TEXT NOT NULL,
+    definition TEXT,
+    default_value TEXT,
+    "order" INTEGER NOT NULL DEFAULT 0,
+    immutable INTEGER NOT NULL DEFAULT 0,
+    required INTEGER NOT NULL DEFAULT 0,
+    default_region TEXT,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    UNIQUE (workspace_id, merge_tag),
+    UNIQUE (workspace_id, label)
+);
+
+-- The durable job queue (marketing_cli/jobs.py).
+CREATE TABLE jobs (
+    id INTEGER PRIMARY KEY,
+    workspace_id INTEGER REFERENCES workspaces(id) ON DELETE CASCADE,
+    type TEXT NOT NULL,
+    payload TEXT NOT NULL DEFAULT '{}',
+    dedupe_key TEXT,                       -- at most one pending job per key
+    status TEXT NOT NULL DEFAULT 'queued', -- queued, running, done, failed
+    attempts INTEGER NOT NULL DEFAULT 0,
+    max_attempts INTEGER NOT NULL DEFAULT 5,
+    run_at TEXT NOT NULL,
+    lease_owner TEXT,
+    lease_expires_at TEXT,
+    last_error TEXT,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    finished_at TEXT
+);
+CREATE INDEX jobs_due ON jobs(status, run_at);
+CREATE UNIQUE INDEX jobs_pending_key ON jobs(dedupe_key)
+    WHERE dedupe_key IS NOT NULL AND status IN ('queued', 'running');
+
+INSERT INTO plans (id, name, price, conversion_tracking) VALUES
+    (1, 'free', '0.00', 0),
+    (2, 'pro', '49.00', 1);
+INSERT INTO plan_allowances (plan_id, resource, allowed) VALUES
+    (1, 'contacts', 1000), (1, 'monthly_emails', 10000), (1, 'domains', 1),
+    (1, 'users', 3), (1, 'segments', 5), (1, 'automations', 2),
+    (1, 'events', 10000), (1, 'hourly_emails', 1000),
+    (2, 'contacts', 100000), (2, 'monthly_emails', 1000000), (2, 'domains', 10),
+    (2, 'users', 25), (2, 'segments', 250), (2, 'automations', 100),
+    (2, 'events', 1000000), (2, 'hourly_emails', 100000);
+INSERT INTO addons (id, name, price, resource, amount) VALUES
+    (1, 'extra_contacts_10k', '15.00', 'contacts', 10000),
+    (2, 'extra_domain', '5.00', 'domains', 1),
+    (3, 'extra_user', '8.00', 'users', 1),
+    (4, 'dedicated_ip', '30.00', NULL, 0);
+
+-- The default price list: USD per segment, before markup.
+INSERT INTO sms_rates (country_code, price, updated_at) VALUES
+    ('US', '0.00830', '2026-11-22T00:00:00Z'),
+    ('CA', '0.00830', '2026-11-22T00:00:00Z'),
+    ('GB', '0.04000', '2026-11-22T00:00:00Z'),
+    ('IE', '0.07500', '2026-11-22T00:00:00Z'),
+    ('DE', '0.08900', '2026-11-22T00:00:00Z'),
+    ('FR', '0.07800', '2026-11-22T00:00:00Z'),
+    ('ES', '0.07700', '2026-11-22T00:00:00Z'),
+    ('IT', '0.08300', '2026-11-22T00:00:00Z'),
+    ('NL', '0.09800', '2026-11-22T00:00:00Z'),
+    ('AU', '0.05200', '2026-11-22T00:00:00Z'),
+    ('NZ', '0.10600', '2026-11-22T00:00:00Z'),
+    ('BR', '0.04250', '2026-11-22T00:00:00Z'),
+    ('MX', '0.03300', '2026-11-22T00:00:00Z'),
+    ('IN', NULL, '2026-11-22T00:00:00Z');
+
+-- version: 2
+-- Contacts, tags and the automation event log.
+--
+-- Custom field values live in one JSON object per contact (`data`), keyed by the
+-- field's id as text (so renaming a merge tag never rewrites contacts); email and
+-- phone have columns of their own because they are lookup keys. Field filters use
+-- expression indexes on json_extract(data, '$."<id>"') created with each field
+-- (docs/architecture.md has the figures behind this choice).
+
+CREATE TABLE contacts (
+    id TEXT PRIMARY KEY,
+    workspace_id INTEGER NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    email TEXT,                            -- normalised, lower case
+    phone TEXT,                            -- E.164
+    status TEXT NOT NULL,
+    sms_status TEXT,                       -- NULL: never set, reported as SUBSCRIBED
+    score INTEGER NOT NULL DEFAULT 0,
+    data TEXT NOT NULL DEFAULT '{}',
+    total_opens INTEGER NOT NULL DEFAULT 0,
+    total_clicks INTEGER NOT NULL DEFAULT 0,
+    total_bounces INTEGER NOT NULL DEFAULT 0,
+    total_delivered INTEGER NOT NULL DEFAULT 0,
+    unique_opens INTEGER NOT NULL DEFAULT 0,    -- deliveries opened at least once
+    unique_clicks INTEGER NOT NULL DEFAULT 0,   -- deliveries clicked at least once
+    last_opened_at TEXT,
+    last_clicked_at TEXT,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+);
+CREATE UNIQUE INDEX contacts_email ON contacts(workspace_id, email);
+CREATE INDEX contacts_phone ON contacts(workspace_id, phone) WHERE phone IS NOT NULL;
+CREATE INDEX contacts_created ON contacts(workspace_id, created_at, id);
+CREATE INDEX contacts_updated ON contacts(workspace_id, updated_at, id);
+
+CREATE TRIGGER contacts_count_insert AFTER INSERT ON contacts BEGIN
+    INSERT INTO usage_counters (workspace_id, resource, period, used)
+    VALUES (NEW.workspace_id, 'contacts', '', 1)
+    ON CONFLICT (workspace_id, resource, period) DO UPDATE SET used = used + 1;
+END;
+CREATE TRIGGER contacts_count_delete AFTER DELETE ON contacts BEGIN
+    UPDATE usage_counters SET used = used - 1
+    WHERE workspace_id = OLD.workspace_id AND resource = 'contacts' AND period = '';
+END;
+
+CREATE TABLE tags (
+    id INTEGER PRIMARY KEY,
+    workspace_id INTEGER NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    name TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    UNIQUE (workspace_id, name)
+);
+
+CREATE TABLE contact_tags (
+    contact_id TEXT NOT NULL REFERENCES contacts(id) ON DELETE CASCADE,
+    tag_id INTEGER NOT NULL REFERENCES tags(id) ON DELETE CASCADE,
+    PRIMARY KEY (contact_id, tag_id)
+) WITHOUT ROWID;
+CREATE INDEX contact_tags_tag ON contact_tags(tag_id, contact_id);
+
+-- Automation events, appended in the transaction of the change that fired them.
+-- type: CONTACT_SUBSCRIBED_PENDING, TAG_ADDED, TAG_REMOVED, FIELD_UPDATED, CUSTOM_EVENT.
+CREATE TABLE contact_events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    workspace_id INTEGER NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    contact_id TEXT NOT NULL,
+    type TEXT NOT NULL,
+    payload TEXT NOT NULL DEFAULT '{}',
+    created_at TEXT NOT NULL
+);
+CREATE INDEX contact_events_workspace ON contact_events(workspace_id, id);
+
+-- version: 3
+-- Segments.
+
+CREATE TABLE segments (
+    id INTEGER PRIMARY KEY,
+    workspace_id INTEGER NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    name TEXT NOT NULL,
+    filters TEXT NOT NULL,                 -- the API's filters object, as JSON
+    contact_count INTEGER NOT NULL DEFAULT 0,
+    counted_at TEXT,                       -- when contact_count was last calculated
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+);
+CREATE INDEX segments_workspace ON segments(workspace_id);
+
+CREATE TRIGGER segments_count_insert AFTER INSERT ON segments BEGIN
+    INSERT INTO usage_counters (workspace_id, resource, period, used)
+    VALUES (NEW.workspace_id, 'segments', '', 1)
+    ON CONFLICT (workspace_id, resource, period) DO UPDATE SET used = used + 1;
+END;
+CREATE TRIGGER segments_count_delete AFTER DELETE ON segments BEGIN
+    UPDATE usage_counters SET used = used - 1
+    WHERE workspace_id = OLD.workspace_id AND resource = 'segments' AND period = '';
+END;

@@ -1,0 +1,108 @@
+"""Shared fixtures: every test gets its own database file; nothing touches real data.
+
+    db_path    a fresh database file path (MKT_DB points at it)
+    conn       a connection to it (schema applied)
+    workspace  {"id", "api_key", ...}: a workspace created with create_workspace
+    client     Starlette TestClient over create_app(db_path); errors never re-raised
+    auth       headers carrying the workspace's key
+    cli        run `mkt` through typer's CliRunner against db_path
+    cli_json   the same with --json appended, returning the parsed stdout
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from marketing_cli.db import connect
+
+
+@pytest.fixture(autouse=True)
+def _env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MKT_DB", str(tmp_path / "mkt.db"))
+    monkeypatch.delenv("MKT_WORKSPACE", raising=False)
+    monkeypatch.delenv("MKT_SMTP_URL", raising=False)
+    monkeypatch.setenv("MKT_OUTBOX", str(tmp_path / "outbox"))
+    monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.setenv("NO_COLOR", "1")
+    monkeypatch.setenv("TERM", "dumb")
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "mkt.db"
+
+
+@pytest.fixture
+def conn(db_path: Path) -> Iterator[Any]:
+    connection = connect(db_path)
+    yield connection
+    connection.close()
+
+
+@pytest.fixture
+def workspace(conn: Any) -> dict[str, Any]:
+    from marketing_cli.services import workspaces
+
+    created = workspaces.create_workspace(conn, "Test workspace")
+    return {"id": created["workspace"]["id"], "api_key": created["api_key"], **created["workspace"]}
+
+
+@pytest.fixture
+def app(db_path: Path, conn: Any) -> Any:
+    from marketing_cli.api.app import create_app
+
+    return create_app(db_path)
+
+
+@pytest.fixture
+def client(app: Any) -> Iterator[Any]:
+    from starlette.testclient import TestClient
+
+    with TestClient(app, raise_server_exceptions=False) as test_client:
+        yield test_client
+
+
+@pytest.fixture
+def auth(workspace: dict[str, Any]) -> dict[str, str]:
+    return {"Authorization": f"Bearer {workspace['api_key']}"}
+
+
+@pytest.fixture
+def runner() -> Any:
+    from typer.testing import CliRunner
+
+    return CliRunner()
+
+
+@pytest.fixture
+def cli(runner: Any, db_path: Path) -> Callable[..., Any]:
+    from marketing_cli.cli.main import app
+
+    def invoke(*args: str, input: str | None = None) -> Any:
+        return runner.invoke(app, ["--db", str(db_path), *args], input=input, catch_exceptions=False)
+
+    return invoke
+
+
+@pytest.fixture
+def cli_json(cli: Callable[..., Any]) -> Callable[..., Any]:
+    def invoke(*args: str) -> Any:
+        result = cli(*args, "--json")
+        assert result.exit_code == 0, result.stderr or result.stdout
+        return json.loads(result.stdout)
+
+    return invoke
+
+
+def error_of(response: Any) -> tuple[int, str]:
+    """(status, message) of an error response, checking the CONTRACT body shape."""
+    body = response.json()
+    assert set(body) == {"data", "error"} and body["data"] is None, body
+    assert set(body["error"]) == {"status", "message"}, body
+    assert body["error"]["status"] == response.status_code
+    return response.status_code, body["error"]["message"]
