@@ -257,6 +257,16 @@ CREATE TABLE contact_events (
 );
 CREATE INDEX contact_events_workspace ON contact_events(workspace_id, id);
 
+-- A running contact import or export holds its workspace's row here; field changes are
+-- refused meanwhile. expires_at lets a crashed run's lock lapse (the runner renews it).
+CREATE TABLE contact_io_locks (
+    workspace_id INTEGER PRIMARY KEY REFERENCES workspaces(id) ON DELETE CASCADE,
+    kind TEXT NOT NULL,                    -- import or export
+    owner TEXT NOT NULL,
+    started_at TEXT NOT NULL,
+    expires_at TEXT NOT NULL
+);
+
 -- version: 3
 -- Segments.
 
