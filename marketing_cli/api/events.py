@@ -1,5 +1,46 @@
-"""/v1 events endpoints: (being built)."""
+"""POST /v1/events (track a custom event) and GET /v1/events (the event log, an extension)."""
 
 from __future__ import annotations
 
-routes: list = []
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from marketing_cli.api.auth import db_conn, require_workspace
+from marketing_cli.api.responses import envelope_b, read_json
+from marketing_cli.errors import MktError
+from marketing_cli.services import events
+
+
+async def track_event(request: Request) -> Response:
+    workspace_id = require_workspace(request)
+    body = await read_json(request, events.INVALID_BODY)
+    return envelope_b(events.track_event(db_conn(request), workspace_id, body))
+
+
+def _int_param(request: Request, name: str) -> int | None:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise MktError(400, f"The query parameter '{name}' must be an integer.") from None
+
+
+async def list_events(request: Request) -> Response:
+    workspace_id = require_workspace(request)
+    limit = _int_param(request, "limit")
+    return envelope_b(events.list_events(
+        db_conn(request), workspace_id,
+        after_id=_int_param(request, "after_id"),
+        limit=events.DEFAULT_LOG_LIMIT if limit is None else limit,
+        type=request.query_params.get("type") or None,
+        contact_id=request.query_params.get("contact_id") or None,
+    ))
+
+
+routes = [
+    Route("/v1/events", track_event, methods=["POST"]),
+    Route("/v1/events", list_events, methods=["GET"]),
+]
