@@ -13,6 +13,9 @@ from marketing_cli.db import connect
 
 console = Console(stderr=True, highlight=False)
 
+# One line per request (uvicorn's access log), graceful stop on SIGINT/SIGTERM.
+UVICORN_SETTINGS = {"log_level": "info", "access_log": True, "lifespan": "on", "timeout_graceful_shutdown": 10}
+
 
 def _bootstrap(db_path: Path, base_url: str) -> None:
     """On a database with no workspace, create one so the server is usable at once."""
@@ -48,5 +51,4 @@ def run_server(db_path: Path, *, host: str, port: int, smtp_url: str | None, out
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     app = create_app(db_path, worker=True, worker_interval=worker_interval)
     console.print(f"mkt serving {db_path} on http://{host}:{port}/v1 (Ctrl+C to stop)")
-    uvicorn.run(app, host=host, port=port, log_level="info", access_log=True, lifespan="on",
-                timeout_graceful_shutdown=10)
+    uvicorn.run(app, host=host, port=port, **UVICORN_SETTINGS)

@@ -27,8 +27,8 @@ CENTS = Decimal("0.01")
 def period_of(resource: str, moment: datetime | None = None) -> str:
     if resource not in MONTHLY and resource not in HOURLY:
         return ""
-    moment = moment or clock.utcnow()
-    return moment.strftime("%Y-%m") if resource in MONTHLY else moment.strftime("%Y-%m-%dT%H")
+    stamp = (moment or clock.utcnow()).isoformat()  # 'YYYY-MM-DDTHH:...' and cheaper than strftime
+    return stamp[:7] if resource in MONTHLY else stamp[:13]
 
 
 def bump_usage(conn: sqlite3.Connection, workspace_id: int, resource: str, amount: int = 1) -> None:
@@ -70,26 +70,44 @@ def start_subscription(conn: sqlite3.Connection, workspace_id: int, plan_name: s
     )
 
 
+_LIMITS_AND_USAGE = """
+    SELECT 'plan' AS source, a.resource, a.allowed AS amount, '' AS period FROM plan_allowances a
+        JOIN subscriptions s ON s.plan_id = a.plan_id WHERE s.workspace_id = :ws
+    UNION ALL
+    SELECT 'addon', a.resource, a.amount * sa.quantity, '' FROM subscription_addons sa
+        JOIN addons a ON a.id = sa.addon_id WHERE sa.workspace_id = :ws AND a.resource IS NOT NULL
+    UNION ALL
+    SELECT 'override', resource, allowed, '' FROM allowance_overrides WHERE workspace_id = :ws
+    UNION ALL
+    SELECT 'used', resource, used, period FROM usage_counters WHERE workspace_id = :ws
+"""
+
+
+def _limits_and_usage(conn: sqlite3.Connection, workspace_id: int) -> tuple[dict[str, int], dict[str, int]]:
+    """(allowed, used) per resource, in one query: the plan's allowance plus add-ons, unless
+    the operator overrode it; usage of the current period only."""
+    now = clock.utcnow()
+    periods = {r: period_of(r, now) for r in RESOURCES}
+    allowed = {r: 0 for r in RESOURCES}
+    used = {r: 0 for r in RESOURCES}
+    overrides = {}
+    for source, resource, amount, period in conn.execute(_LIMITS_AND_USAGE, {"ws": workspace_id}):
+        if resource not in allowed:
+            continue
+        if source == "used":
+            if periods[resource] == period:
+                used[resource] = amount
+        elif source == "override":
+            overrides[resource] = amount
+        else:
+            allowed[resource] += amount
+    allowed.update(overrides)
+    return allowed, used
+
+
 def allowances(conn: sqlite3.Connection, workspace_id: int) -> dict[str, int]:
     """What the plan, its add-ons and any operator override allow, per resource."""
-    allowed = {r: 0 for r in RESOURCES}
-    for row in conn.execute(
-        "SELECT a.resource, a.allowed FROM plan_allowances a JOIN subscriptions s ON s.plan_id = a.plan_id"
-        " WHERE s.workspace_id = ?",
-        (workspace_id,),
-    ):
-        allowed[row["resource"]] = row["allowed"]
-    for row in conn.execute(
-        "SELECT a.resource, a.amount * sa.quantity AS extra FROM subscription_addons sa"
-        " JOIN addons a ON a.id = sa.addon_id WHERE sa.workspace_id = ? AND a.resource IS NOT NULL",
-        (workspace_id,),
-    ):
-        allowed[row["resource"]] += row["extra"]
-    for row in conn.execute(
-        "SELECT resource, allowed FROM allowance_overrides WHERE workspace_id = ?", (workspace_id,)
-    ):
-        allowed[row["resource"]] = row["allowed"]
-    return allowed
+    return _limits_and_usage(conn, workspace_id)[0]
 
 
 def usage(conn: sqlite3.Connection, workspace_id: int, resource: str) -> int:
@@ -102,19 +120,12 @@ def usage(conn: sqlite3.Connection, workspace_id: int, resource: str) -> int:
 
 def remaining(conn: sqlite3.Connection, workspace_id: int, resource: str) -> int:
     """How many more units of `resource` the workspace may use now (never negative)."""
-    return max(0, allowances(conn, workspace_id)[resource] - usage(conn, workspace_id, resource))
+    allowed, used = _limits_and_usage(conn, workspace_id)
+    return max(0, allowed[resource] - used[resource])
 
 
 def resources(conn: sqlite3.Connection, workspace_id: int) -> list[dict[str, Any]]:
-    allowed = allowances(conn, workspace_id)
-    now = clock.utcnow()
-    periods = {r: period_of(r, now) for r in RESOURCES}
-    used = {r: 0 for r in RESOURCES}
-    for row in conn.execute(
-        "SELECT resource, period, used FROM usage_counters WHERE workspace_id = ?", (workspace_id,)
-    ):
-        if periods.get(row["resource"]) == row["period"]:
-            used[row["resource"]] = row["used"]
+    allowed, used = _limits_and_usage(conn, workspace_id)
     return [{"name": r, "used": used[r], "allowed": allowed[r]} for r in RESOURCES]
 
 

@@ -1,0 +1,124 @@
+"""The database layer: schema steps, upgrades in place, WAL, transactions, concurrent writers."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from marketing_cli import db
+from marketing_cli.services import keys, workspaces
+
+
+def test_new_database_gets_every_step(db_path: Path) -> None:
+    conn = db.connect(db_path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == db.latest_version()
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+    assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == db.BUSY_TIMEOUT_MS
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert {"workspaces", "api_keys", "contacts", "segments", "jobs", "sms_rates"} <= tables
+
+
+def test_schema_steps_are_numbered_in_order() -> None:
+    versions = [v for v, _ in db.schema_steps()]
+    assert versions == list(range(1, len(versions) + 1))
+    assert len(versions) >= 3
+
+
+def test_upgrade_in_place_keeps_data(db_path: Path) -> None:
+    """A file made by version 1 of the schema is upgraded on open and keeps its rows."""
+    old = db.connect(db_path, upgrade=False)
+    db.migrate(old, target=1)
+    assert old.execute("PRAGMA user_version").fetchone()[0] == 1
+    assert old.execute("SELECT name FROM sqlite_master WHERE name = 'contacts'").fetchone() is None
+    created = workspaces.create_workspace(old, "Before upgrade")
+    old.close()
+
+    conn = db.connect(db_path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == db.latest_version()
+    assert conn.execute("SELECT name FROM workspaces").fetchone()[0] == "Before upgrade"
+    assert keys.authenticate(conn, f"Bearer {created['api_key']}") == created["workspace"]["id"]
+    # The upgraded tables work, triggers included: a contact counts toward usage.
+    conn.execute(
+        "INSERT INTO contacts (id, workspace_id, email, status, created_at, updated_at)"
+        " VALUES ('0123456789abcdef01234567', 1, 'a@example.com', 'SUBSCRIBED', 'now', 'now')"
+    )
+    used = conn.execute("SELECT used FROM usage_counters WHERE resource = 'contacts'").fetchone()[0]
+    assert used == 1
+
+
+def test_migrating_twice_is_harmless(db_path: Path) -> None:
+    db.connect(db_path).close()
+    conn = db.connect(db_path)
+    assert db.migrate(conn) == db.latest_version()
+
+
+def test_transaction_rolls_back_on_error(conn: sqlite3.Connection) -> None:
+    with pytest.raises(RuntimeError):
+        with db.transaction(conn):
+            conn.execute("INSERT INTO workspaces (name, created_at) VALUES ('x', 'now')")
+            raise RuntimeError("boom")
+    assert conn.execute("SELECT count(*) FROM workspaces").fetchone()[0] == 0
+    assert not conn.in_transaction
+
+
+def test_nested_transaction_joins_outer(conn: sqlite3.Connection) -> None:
+    with pytest.raises(RuntimeError):
+        with db.transaction(conn):
+            with db.transaction(conn):
+                conn.execute("INSERT INTO workspaces (name, created_at) VALUES ('x', 'now')")
+            raise RuntimeError("outer fails")
+    assert conn.execute("SELECT count(*) FROM workspaces").fetchone()[0] == 0
+
+
+def test_split_statements_keeps_triggers_whole() -> None:
+    sql = "CREATE TABLE t (a);\n-- note\nCREATE TRIGGER x AFTER INSERT ON t BEGIN\n  SELECT 1;\n  SELECT 2;\nEND;\n"
+    statements = db.split_statements(sql)
+    assert len(statements) == 2
+    assert statements[1].startswith("CREATE TRIGGER") and statements[1].endswith("END;")
+
+
+def test_concurrent_writers_lose_nothing(db_path: Path, workspace: dict) -> None:
+    """Threads with their own connections write at once: no 'database is locked', no lost rows."""
+    errors: list[BaseException] = []
+
+    def write(n: int) -> None:
+        conn = db.connect(db_path)
+        try:
+            for i in range(40):
+                keys.create_key(conn, workspace["id"], f"t{n}-{i}")
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+        finally:
+            conn.close()
+
+    threads = [threading.Thread(target=write, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    conn = db.connect(db_path)
+    assert conn.execute("SELECT count(*) FROM api_keys").fetchone()[0] == 1 + 4 * 40
+
+
+def test_cli_process_writes_while_another_holds_the_write_lock(db_path: Path, workspace: dict) -> None:
+    """A CLI command waits for a writer in another connection instead of failing."""
+    holder = db.connect(db_path)
+    holder.execute("BEGIN IMMEDIATE")
+    holder.execute("UPDATE workspaces SET name = 'held' WHERE id = ?", (workspace["id"],))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "marketing_cli", "--db", str(db_path), "keys", "create", "--name", "waiting", "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    threading.Event().wait(0.8)  # the CLI is now blocked on the lock
+    holder.execute("COMMIT")
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert "waiting" in out
+    assert holder.execute("SELECT name FROM workspaces").fetchone()[0] == "held"

@@ -1,0 +1,70 @@
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+
+import pytest
+
+from marketing_cli.errors import MktError
+from marketing_cli.services import keys, workspaces
+
+
+def test_keys_are_stored_only_as_hashes(conn: sqlite3.Connection, workspace: dict) -> None:
+    created = keys.create_key(conn, workspace["id"], "ci")
+    assert set(created) == {"id", "name", "key", "created_at"}
+    secret = created["key"]
+    dump = "\n".join(conn.iterdump())
+    assert secret not in dump and workspace["api_key"] not in dump
+    row = conn.execute("SELECT key_hash, prefix FROM api_keys WHERE id = ?", (created["id"],)).fetchone()
+    assert row["key_hash"] == hashlib.sha256(secret.encode()).hexdigest()
+    assert secret.startswith(row["prefix"]) and len(row["prefix"]) < len(secret) // 2
+
+
+def test_authenticate_answers(conn: sqlite3.Connection, workspace: dict) -> None:
+    ws = workspace["id"]
+    assert keys.authenticate(conn, f"Bearer {workspace['api_key']}") == ws
+    assert keys.authenticate(conn, f"bearer   {workspace['api_key']} ") == ws
+    cases = [
+        (None, "Please provide an API key."),
+        ("", "Please provide an API key."),
+        ("Bearer", "The API key you provided is invalid or has been revoked."),
+        ("Bearer nope", "The API key you provided is invalid or has been revoked."),
+        (f"Basic {workspace['api_key']}", "The API key you provided is invalid or has been revoked."),
+    ]
+    for header, message in cases:
+        with pytest.raises(MktError) as err:
+            keys.authenticate(conn, header)
+        assert (err.value.status, err.value.message) == (401, message)
+
+
+def test_revoked_key_fails_at_once(conn: sqlite3.Connection, workspace: dict) -> None:
+    created = keys.create_key(conn, workspace["id"], "temp")
+    assert keys.authenticate(conn, f"Bearer {created['key']}") == workspace["id"]
+    revoked = keys.revoke_key(conn, workspace["id"], created["id"])
+    assert revoked["revoked_at"] is not None
+    with pytest.raises(MktError) as err:
+        keys.authenticate(conn, f"Bearer {created['key']}")
+    assert err.value.status == 401
+    listed = {k["id"]: k for k in keys.list_keys(conn, workspace["id"])}
+    assert listed[created["id"]]["revoked_at"] == revoked["revoked_at"]
+    assert all("key" not in k for k in listed.values())
+
+
+def test_a_key_reaches_only_its_workspace(conn: sqlite3.Connection, workspace: dict) -> None:
+    other = workspaces.create_workspace(conn, "Other")
+    assert keys.authenticate(conn, f"Bearer {other['api_key']}") == other["workspace"]["id"]
+    with pytest.raises(MktError) as err:  # revoking another workspace's key is not possible
+        keys.revoke_key(conn, workspace["id"], 2)
+    assert err.value.status == 404
+    assert keys.authenticate(conn, f"Bearer {other['api_key']}") == other["workspace"]["id"]
+
+
+def test_users_usage_counts_active_keys(conn: sqlite3.Connection, workspace: dict) -> None:
+    from marketing_cli.services import billing
+
+    assert billing.usage(conn, workspace["id"], "users") == 1
+    extra = keys.create_key(conn, workspace["id"])
+    assert billing.usage(conn, workspace["id"], "users") == 2
+    keys.revoke_key(conn, workspace["id"], extra["id"])
+    keys.revoke_key(conn, workspace["id"], extra["id"])  # twice: counted once
+    assert billing.usage(conn, workspace["id"], "users") == 1
