@@ -1,5 +1,178 @@
-"""`mkt contacts import` / `mkt contacts export`: (being built)."""
+"""`mkt contacts import` / `mkt contacts export`: bulk CSV in, CSV or JSON Lines out.
+
+The work is in services/contacts_io.py; these commands open files, draw the progress bar
+(on stderr, only when it is a terminal and never with --json) and print the summary.
+"""
 
 from __future__ import annotations
 
-from marketing_cli.cli.contacts import app  # noqa: F401
+import io
+import os
+import sys
+from contextlib import ExitStack
+from typing import Annotated, Any, Optional
+
+import typer
+
+from marketing_cli.cli.contacts import app
+from marketing_cli.cli.output import JsonOption, emit, err_console, pairs, table
+from marketing_cli.cli.state import state
+from marketing_cli.errors import MktError
+
+SHOWN_ERRORS = 20
+
+
+def _parse_map(items: list[str]) -> dict[str, str]:
+    mapping: dict[str, str] = {}
+    for item in items:
+        column, sep, tag = item.rpartition("=")
+        if not sep or not column.strip():
+            raise typer.BadParameter(f"expected 'Column Name=merge_tag', got {item!r}", param_hint="--map")
+        mapping[column] = tag
+    return mapping
+
+
+def _progress(label: str, total: int | None) -> Any:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns: list[Any] = [TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
+    return Progress(*columns, console=err_console, transient=True)
+
+
+@app.command("import")
+def contacts_import(
+    ctx: typer.Context,
+    file: Annotated[str, typer.Argument(metavar="FILE.csv", help="CSV file with a header row; '-' reads stdin.")],
+    map_: Annotated[Optional[list[str]], typer.Option(
+        "--map", metavar="'Column=merge_tag'",
+        help="Map a column to a merge tag (repeatable); 'Column=' skips the column.")] = None,
+    ignore_unknown: Annotated[bool, typer.Option(
+        "--ignore-unknown", help="Skip columns that match no field instead of stopping.")] = False,
+    tag: Annotated[Optional[list[int]], typer.Option(
+        "--tag", metavar="ID", help="Tag every imported contact with this tag id (repeatable).")] = None,
+    status: Annotated[str, typer.Option(
+        "--status", help="Status of new contacts whose row has none.")] = "SUBSCRIBED",
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Validate and look up every row, report what would happen, write nothing.")] = False,
+    errors: Annotated[Optional[str], typer.Option(
+        "--errors", metavar="FILE.csv", help="Write the rejected rows here, with their line and reason.")] = None,
+    batch_size: Annotated[int, typer.Option(
+        "--batch-size", min=1, help="Rows per transaction.")] = 5000,
+    as_json: JsonOption = False,
+) -> None:
+    """Import contacts from a CSV file: upsert by email in batches, reporting bad rows by line."""
+    from marketing_cli.services import contacts_io
+
+    mapping = _parse_map(map_ or [])
+    s = state(ctx)
+    conn, workspace_id = s.conn(), s.workspace_id()
+    with ExitStack() as stack:
+        if file == "-":
+            buffer = getattr(sys.stdin, "buffer", None)
+            source = (io.TextIOWrapper(buffer, encoding="utf-8-sig", newline="") if buffer is not None
+                      else sys.stdin)
+            total = None
+        else:
+            try:
+                source = stack.enter_context(open(file, encoding="utf-8-sig", newline=""))
+            except OSError as exc:
+                raise MktError(400, f"Cannot read {file}: {exc.strerror or exc}.") from None
+            total = None
+        errors_out = None
+        if errors:
+            try:
+                errors_out = stack.enter_context(open(errors, "w", encoding="utf-8", newline=""))
+            except OSError as exc:
+                raise MktError(400, f"Cannot write {errors}: {exc.strerror or exc}.") from None
+        progress = None
+        if not as_json and err_console.is_terminal:
+            if file != "-":
+                total = max(0, contacts_io.count_lines(file) - 1)
+            bar = stack.enter_context(_progress("Dry run" if dry_run else "Importing", total))
+            task = bar.add_task("rows", total=total)
+
+            def progress(rows: int) -> None:
+                bar.update(task, completed=rows)
+
+        try:
+            result = contacts_io.import_contacts(
+                conn, workspace_id, source, mapping=mapping, ignore_unknown=ignore_unknown, tag_ids=tag or [],
+                default_status=status, dry_run=dry_run, batch_size=batch_size, errors_out=errors_out,
+                progress=progress,
+            )
+        except UnicodeDecodeError as exc:
+            raise MktError(400, f"The file is not UTF-8 text ({exc.reason} at byte {exc.start}).") from None
+    emit(result, as_json, lambda r: _import_report(r, errors))
+
+
+def _import_report(result: dict[str, Any], errors_path: str | None) -> Any:
+    from rich.console import Group
+
+    title = "Dry run: nothing was written" if result["dry_run"] else "Import finished"
+    verb = "would be " if result["dry_run"] else ""
+    parts: list[Any] = [pairs({
+        "rows read": result["rows"],
+        f"{verb}created": result["created"],
+        f"{verb}updated": result["updated"],
+        "rejected": result["skipped"],
+        **({f"tags {verb}created": ", ".join(result["tags_created"])} if result["tags_created"] else {}),
+    }, title=title)]
+    shown = result["errors"][:SHOWN_ERRORS]
+    if shown:
+        parts.append(table(["line", "reason"], [(e["line"], e["reason"]) for e in shown], title="Rejected rows"))
+        more = result["skipped"] - len(shown)
+        if more > 0:
+            hint = f" (all of them are in {errors_path})" if errors_path else " (--errors FILE.csv writes them all)"
+            parts.append(f"... and {more} more rejected rows{hint}.")
+    return Group(*parts)
+
+
+@app.command("export")
+def contacts_export(
+    ctx: typer.Context,
+    fmt: Annotated[str, typer.Option("--format", help="csv or jsonl.")] = "csv",
+    output: Annotated[Optional[str], typer.Option(
+        "--output", "-o", metavar="FILE", help="Write here instead of stdout.")] = None,
+    fields: Annotated[Optional[str], typer.Option(
+        "--fields", metavar="TAG,TAG", help="Only these merge tags (comma-separated), in this order.")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Export every contact of the workspace as CSV or JSON Lines (streamed, any size)."""
+    from marketing_cli.services import contacts_io
+
+    chosen = [t.strip() for t in fields.split(",") if t.strip()] if fields else None
+    s = state(ctx)
+    conn, workspace_id = s.conn(), s.workspace_id()
+    if output is None:
+        # The export is the output: stdout carries nothing else (with or without --json).
+        out = sys.stdout
+        contacts_io.export_contacts(conn, workspace_id, out, fmt=fmt, fields=chosen)
+        out.flush()
+        return
+    partial = output + ".part"  # renamed over FILE only when the export is complete
+    with ExitStack() as stack:
+        try:
+            out = stack.enter_context(open(partial, "w", encoding="utf-8", newline=""))
+        except OSError as exc:
+            raise MktError(400, f"Cannot write {output}: {exc.strerror or exc}.") from None
+        progress = None
+        if not as_json and err_console.is_terminal:
+            from marketing_cli.services import billing
+
+            total = billing.usage(conn, workspace_id, "contacts")
+            bar = stack.enter_context(_progress("Exporting", total))
+            task = bar.add_task("contacts", total=total)
+
+            def progress(n: int) -> None:
+                bar.update(task, completed=n)
+
+        try:
+            result = contacts_io.export_contacts(conn, workspace_id, out, fmt=fmt, fields=chosen, progress=progress)
+        except BaseException:
+            stack.close()
+            os.remove(partial)
+            raise
+    os.replace(partial, output)
+    result["output"] = output
+    emit(result, as_json, lambda r: f"Exported {r['exported']} contacts to {output} ({r['format']}).")
+

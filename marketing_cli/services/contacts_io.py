@@ -1,0 +1,784 @@
+"""Contact import from CSV and export to CSV or JSON Lines (`mkt contacts import/export`).
+
+Import is a bulk upsert built for a million rows:
+
+- The header is mapped to merge tags once, before any row is read: a column name matches
+  a field's merge tag or label (case-insensitive), or one of the contact columns
+  `status`, `sms_status`, `tags` (`created_at`, `updated_at`, `id` are read and ignored,
+  so an export imports back as it is). `mapping` overrides names; an unknown column
+  stops the import before anything is written unless `ignore_unknown` is set.
+- Each column gets its own normaliser chosen up front (values.py's check for the field's
+  type, memoised for the low-cardinality types), so the row loop never switches on types.
+- Rows are applied in batches (default 5,000), each batch one `BEGIN IMMEDIATE`
+  transaction: one lookup of the batch's keys, then one `executemany` of
+  `INSERT ... ON CONFLICT(workspace_id, email) DO UPDATE SET data = json_patch(...)`.
+  A bad row is reported with its line number and reason; the other rows still go in.
+- Update semantics: a row for an existing contact merges its non-empty cells into the
+  contact (json_patch); empty cells never erase a value. Status and sms_status change
+  only when the row has them; `default_status` applies to new contacts only; tags are
+  added, never removed. Rows repeating a key inside the file merge in file order (a
+  later non-empty cell wins), exactly as if they came in separate imports.
+- Lookup is by email; a row without email (allowed only when the workspace allows
+  contacts without email) is looked up by phone.
+- The plan's contacts allowance is enforced: new contacts past it are rejected rows.
+- Import fires no automation events: a bulk load is not an automation trigger (one
+  import would otherwise enqueue a million FIELD_UPDATED or TAG_ADDED runs).
+- A running import or export holds the workspace's row in `contact_io_locks`, so field
+  definitions cannot change under it; a second one is refused.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import socket
+import sqlite3
+from collections.abc import Callable, Iterable, Iterator
+from datetime import timedelta
+from typing import Any, TextIO
+
+from marketing_cli import clock
+from marketing_cli.db import transaction
+from marketing_cli.errors import MktError
+from marketing_cli.ids import new_id
+from marketing_cli.services import billing, values
+from marketing_cli.services.values import EMAIL_TAG, PHONE_TAG, Field, FieldMap
+
+STATUSES = ("SUBSCRIBED", "UNSUBSCRIBED", "UNCONFIRMED", "CLEANED", "COMPLAINED")
+SMS_STATUSES = ("SUBSCRIBED", "UNSUBSCRIBED", "CLEANED", "BLOCKED")
+META_COLUMNS = ("status", "sms_status", "tags")
+IGNORED_COLUMNS = ("id", "created_at", "updated_at")
+TAG_SEPARATOR = ";"
+ALIASES = {"email": EMAIL_TAG, "e_mail": EMAIL_TAG, "phone": PHONE_TAG}
+_SEPARATORS = re.compile(r"[\s-]+")
+
+BATCH_SIZE = 5_000
+MAX_ERRORS = 1_000
+LOCK_SECONDS = 600
+MEMO_LIMIT = 100_000
+
+STATUS_INVALID = "The status you provided is not valid."
+SMS_STATUS_INVALID = (
+    "The SMS status you provided is not valid. Valid SMS statuses are: SUBSCRIBED, UNSUBSCRIBED, CLEANED, or BLOCKED."
+)
+EMAIL_REQUIRED = "Email address is required for upsert operation."
+IDENTITY_REQUIRED = "A valid email address or phone number is required for upsert operation."
+FIELD_REQUIRED = "Field '{label}' is required."
+UNKNOWN_TAG = "We were unable to find a field with the merge_tag {tag}"
+TAG_NOT_FOUND = "Tag ID {id} does not exist in this workspace"
+CONTACTS_LIMIT = "Billing limit error: the plan's contacts allowance is used up."
+LOCKED = "Another contact {kind} is running in this workspace (started {started}); try again when it has finished."
+
+_INSERT = (
+    "INSERT INTO contacts (id, workspace_id, email, phone, status, sms_status, data, created_at, updated_at)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " ON CONFLICT (workspace_id, email) DO UPDATE SET"
+    " data = json_patch(contacts.data, excluded.data),"
+    " phone = coalesce(excluded.phone, contacts.phone),"
+    " status = excluded.status,"
+    " sms_status = excluded.sms_status,"
+    " updated_at = CASE WHEN json_patch(contacts.data, excluded.data) IS NOT contacts.data"
+    "   OR coalesce(excluded.phone, contacts.phone) IS NOT contacts.phone"
+    "   OR excluded.status IS NOT contacts.status OR excluded.sms_status IS NOT contacts.sms_status"
+    "   THEN excluded.updated_at ELSE contacts.updated_at END"
+)
+# Contacts without email (found by phone) cannot use the email conflict target.
+_UPDATE_BY_ID = (
+    "UPDATE contacts SET data = json_patch(data, ?2), status = ?3, sms_status = ?4,"
+    " updated_at = CASE WHEN json_patch(data, ?2) IS NOT data OR ?3 IS NOT status OR ?4 IS NOT sms_status"
+    "   THEN ?5 ELSE updated_at END"
+    " WHERE id = ?1 AND workspace_id = ?6"
+)
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+# --- the io lock ----------------------------------------------------------------------
+
+def lock_owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{new_id()}"
+
+
+def _expiry() -> str:
+    return clock.format_ts(clock.utcnow() + timedelta(seconds=LOCK_SECONDS))
+
+
+def acquire_io_lock(conn: sqlite3.Connection, workspace_id: int, kind: str, owner: str) -> None:
+    """Take the workspace's import/export lock, or raise 409 when a live one is held."""
+    now = clock.now()
+    with transaction(conn):
+        row = conn.execute(
+            "SELECT kind, started_at, expires_at FROM contact_io_locks WHERE workspace_id = ?", (workspace_id,)
+        ).fetchone()
+        if row is not None and row["expires_at"] > now:
+            raise MktError(409, LOCKED.format(kind=row["kind"], started=row["started_at"]))
+        conn.execute(
+            "INSERT INTO contact_io_locks (workspace_id, kind, owner, started_at, expires_at) VALUES (?, ?, ?, ?, ?)"
+            " ON CONFLICT (workspace_id) DO UPDATE SET kind = excluded.kind, owner = excluded.owner,"
+            " started_at = excluded.started_at, expires_at = excluded.expires_at",
+            (workspace_id, kind, owner, now, _expiry()),
+        )
+
+
+def renew_io_lock(conn: sqlite3.Connection, workspace_id: int, owner: str) -> None:
+    with transaction(conn):
+        conn.execute(
+            "UPDATE contact_io_locks SET expires_at = ? WHERE workspace_id = ? AND owner = ?",
+            (_expiry(), workspace_id, owner),
+        )
+
+
+def release_io_lock(conn: sqlite3.Connection, workspace_id: int, owner: str) -> None:
+    if conn.in_transaction:  # an error escaped mid-batch: the batch is already rolled back
+        conn.execute("ROLLBACK")
+    with transaction(conn):
+        conn.execute("DELETE FROM contact_io_locks WHERE workspace_id = ? AND owner = ?", (workspace_id, owner))
+
+
+def io_in_progress(conn: sqlite3.Connection, workspace_id: int) -> bool:
+    """Whether a live import or export holds the workspace's lock."""
+    return conn.execute(
+        "SELECT 1 FROM contact_io_locks WHERE workspace_id = ? AND expires_at > ?", (workspace_id, clock.now())
+    ).fetchone() is not None
+
+
+# --- header mapping -------------------------------------------------------------------
+
+def column_key(name: str) -> str:
+    """How column names and labels compare: case, spaces and hyphens do not matter."""
+    return _SEPARATORS.sub("_", name.strip().lower())
+
+
+def map_columns(
+    header: list[str], fields: FieldMap, mapping: dict[str, str] | None = None, ignore_unknown: bool = False
+) -> dict[int, str]:
+    """{column index: merge tag or meta column} for the header, or MktError(400).
+
+    A column matches a merge tag, a field label or an alias ('email', 'phone'), ignoring
+    case, spaces and hyphens ('First Name' is first_name); a merge tag wins over a label,
+    a field over a meta column of the same name. `mapping` {column name: merge tag}
+    overrides (an empty merge tag skips the column).
+    """
+    by_name: dict[str, str] = {}
+    for alias, tag in ALIASES.items():
+        if tag in fields.by_tag:
+            by_name[alias] = tag
+    for f in fields.by_id.values():
+        by_name.setdefault(column_key(f.label), f.merge_tag)
+    for name in (*META_COLUMNS, *IGNORED_COLUMNS):
+        by_name[name] = name
+    for f in fields.by_id.values():
+        by_name[f.merge_tag] = f.merge_tag
+    overrides: dict[str, str] = {}
+    for column, tag in (mapping or {}).items():
+        target = tag.strip().lower()
+        if target and target not in fields.by_tag and target not in META_COLUMNS:
+            raise MktError(400, UNKNOWN_TAG.format(tag=tag.strip()))
+        overrides[column_key(column)] = target
+    names = [column_key(cell) for cell in header]
+    missing = [column for column, key in ((c, column_key(c)) for c in (mapping or {})) if key not in names]
+    if missing:
+        raise MktError(400, f"--map names a column the file does not have: {', '.join(repr(m) for m in missing)}.")
+    columns: dict[int, str] = {}
+    unknown: list[str] = []
+    seen: dict[str, str] = {}
+    for index, (cell, name) in enumerate(zip(header, names)):
+        target = overrides[name] if name in overrides else by_name.get(name)
+        if target is None:
+            if not ignore_unknown:
+                unknown.append(cell)
+            continue
+        if not target or target in IGNORED_COLUMNS:
+            continue
+        if target in seen:
+            raise MktError(400, f"The columns '{seen[target]}' and '{cell}' both map to '{target}'.")
+        seen[target] = cell
+        columns[index] = target
+    if unknown:
+        raise MktError(
+            400,
+            f"No field matches the column(s) {', '.join(repr(u) for u in unknown)}: map them with "
+            "--map 'Column=merge_tag', or pass --ignore-unknown to skip them. Nothing was imported.",
+        )
+    return columns
+
+
+# --- per-column normalisers -------------------------------------------------------------
+
+def column_normaliser(f: Field) -> Callable[[str], Any]:
+    """CSV text -> stored value for field `f` (None: no value); ValueError when invalid.
+
+    The check is values.normalize_value, chosen once per column. Types with few distinct
+    values (all but TEXT) are memoised: a million rows of countries cost a dict lookup each.
+    """
+    normalize = values.normalize_value
+    if f.type == "TEXT":
+        return lambda raw: normalize(f, raw)
+    memo: dict[str, Any] = {}
+
+    def normalise(raw: str) -> Any:
+        try:
+            return memo[raw]
+        except KeyError:
+            value = normalize(f, raw)
+            if len(memo) < MEMO_LIMIT:
+                memo[raw] = value
+            return value
+
+    return normalise
+
+
+def _status_normaliser(allowed: tuple[str, ...], message: str) -> Callable[[str], str | None]:
+    def normalise(raw: str) -> str | None:
+        text = raw.strip().upper()
+        if not text:
+            return None
+        if text not in allowed:
+            raise ValueError(message)
+        return text
+
+    return normalise
+
+
+def _tag_names(raw: str) -> list[str]:
+    return [name.strip() for name in raw.split(TAG_SEPARATOR) if name.strip()]
+
+
+# --- import ---------------------------------------------------------------------------
+
+class _Row:
+    """One contact of a batch: a file row, or several rows with the same key merged."""
+
+    __slots__ = ("line", "lines", "cells", "email", "phone", "data", "status", "sms_status", "tags")
+
+    def __init__(self, line: int, cells: list[str], email: str | None, phone: str | None, data: dict[str, Any],
+                 status: str | None, sms_status: str | None, tags: list[str] | None) -> None:
+        self.line = line
+        self.lines = 1
+        self.cells = cells
+        self.email = email
+        self.phone = phone
+        self.data = data
+        self.status = status
+        self.sms_status = sms_status
+        self.tags = tags
+
+    def merge(self, later: _Row) -> None:
+        self.lines += 1
+        self.data.update(later.data)
+        self.phone = later.phone or self.phone
+        self.status = later.status or self.status
+        self.sms_status = later.sms_status or self.sms_status
+        if later.tags:
+            self.tags = (self.tags or []) + later.tags
+
+
+class _Importer:
+    def __init__(self, conn: sqlite3.Connection, workspace_id: int, header: list[str], columns: dict[int, str],
+                 fields: FieldMap, tag_ids: list[int], default_status: str, dry_run: bool,
+                 errors_out: TextIO | None, max_errors: int) -> None:
+        self.conn = conn
+        self.ws = workspace_id
+        self.ncols = len(header)
+        self.fields = fields
+        self.tag_ids = tag_ids
+        self.default_status = default_status
+        self.dry_run = dry_run
+        self.max_errors = max_errors
+        self.created = self.updated = self.skipped = 0
+        self.errors: list[dict[str, Any]] = []
+        self.tags_created: list[str] = []
+        self.allow_without_email = bool(conn.execute(
+            "SELECT allow_contacts_without_email FROM workspaces WHERE id = ?", (workspace_id,)
+        ).fetchone()[0])
+        self.tag_by_name = {r["name"]: r["id"] for r in conn.execute(
+            "SELECT id, name FROM tags WHERE workspace_id = ?", (workspace_id,))}
+        self.dry_seen: set[tuple[str, str]] = set()  # keys a dry run would have created
+        self.remaining: int | None = None  # dry run: allowance left, carried across batches
+
+        self.email_idx = self.phone_idx = self.status_idx = self.sms_idx = self.tags_idx = -1
+        self.data_cols: list[tuple[int, str, Callable[[str], Any]]] = []
+        self.phone_region = fields.phone.default_region if fields.phone else None
+        for index, target in columns.items():
+            if target == EMAIL_TAG:
+                self.email_idx = index
+            elif target == PHONE_TAG:
+                self.phone_idx = index
+            elif target == "status":
+                self.status_idx = index
+            elif target == "sms_status":
+                self.sms_idx = index
+            elif target == "tags":
+                self.tags_idx = index
+            else:
+                f = fields.by_tag[target]
+                self.data_cols.append((index, str(f.id), column_normaliser(f)))
+        self.status_of = _status_normaliser(STATUSES, STATUS_INVALID)
+        self.sms_of = _status_normaliser(SMS_STATUSES, SMS_STATUS_INVALID)
+        # Values a new contact gets for fields its row leaves empty, and fields it must have.
+        self.defaults: dict[str, Any] = {}
+        for f in fields.by_id.values():
+            if f.default_value not in (None, "") and f.merge_tag not in (EMAIL_TAG, PHONE_TAG):
+                try:
+                    value = values.normalize_value(f, f.default_value)
+                except ValueError:
+                    continue
+                if value is not None:
+                    self.defaults[str(f.id)] = value
+        self.required = [f for f in fields.by_id.values()
+                         if f.required and f.merge_tag not in (EMAIL_TAG, PHONE_TAG)]
+        self.errors_writer = None
+        if errors_out is not None:
+            self.errors_writer = csv.writer(errors_out)
+            self.errors_writer.writerow(["line", "reason", *header])
+
+    # Rows -------------------------------------------------------------------------------
+
+    def reject(self, line: int, cells: list[str], reason: str, count: int = 1) -> None:
+        self.skipped += count
+        if len(self.errors) < self.max_errors:
+            self.errors.append({"line": line, "reason": reason})
+        if self.errors_writer is not None:
+            self.errors_writer.writerow([line, reason, *cells])
+
+    def parse(self, line: int, cells: list[str]) -> _Row | None:
+        """The row's normalised values, or None after rejecting it (all its reasons at once)."""
+        if len(cells) != self.ncols:
+            self.reject(line, cells, f"The row has {len(cells)} values; the header has {self.ncols} columns.")
+            return None
+        reasons: list[str] | None = None
+        data: dict[str, Any] = {}
+        for index, key, normalise in self.data_cols:
+            raw = cells[index]
+            if raw:
+                try:
+                    value = normalise(raw)
+                except ValueError as exc:
+                    if reasons is None:
+                        reasons = []
+                    reasons.append(str(exc))
+                    continue
+                if value is not None:
+                    data[key] = value
+        email = phone = status = sms_status = None
+        tags = None
+        try:
+            if self.email_idx >= 0 and cells[self.email_idx].strip():
+                email = values.normalize_email(cells[self.email_idx])
+        except ValueError as exc:
+            reasons = (reasons or []) + [str(exc)]
+        if self.phone_idx >= 0 and cells[self.phone_idx].strip():
+            try:
+                phone = values.normalize_phone(cells[self.phone_idx], self.phone_region)
+            except ValueError as exc:
+                reasons = (reasons or []) + [f"phone number is invalid: {exc}"]
+        if self.status_idx >= 0 and cells[self.status_idx]:
+            try:
+                status = self.status_of(cells[self.status_idx])
+            except ValueError as exc:
+                reasons = (reasons or []) + [str(exc)]
+        if self.sms_idx >= 0 and cells[self.sms_idx]:
+            try:
+                sms_status = self.sms_of(cells[self.sms_idx])
+            except ValueError as exc:
+                reasons = (reasons or []) + [str(exc)]
+        if self.tags_idx >= 0 and cells[self.tags_idx]:
+            tags = _tag_names(cells[self.tags_idx]) or None
+        if email is None and reasons is None:
+            if not self.allow_without_email:
+                reasons = [EMAIL_REQUIRED]
+            elif phone is None:
+                reasons = [IDENTITY_REQUIRED]
+        if reasons:
+            self.reject(line, cells, " ".join(reasons))
+            return None
+        return _Row(line, cells, email, phone, data, status, sms_status, tags)
+
+    # Batches ----------------------------------------------------------------------------
+
+    def _lookup(self, column: str, keys: list[str]) -> dict[str, sqlite3.Row]:
+        if not keys:
+            return {}
+        found: dict[str, sqlite3.Row] = {}
+        for row in self.conn.execute(
+            f"SELECT {column} AS k, id, status, sms_status FROM contacts"  # column: 'email' or 'phone', ours
+            f" WHERE workspace_id = ? AND {column} IN (SELECT value FROM json_each(?))"
+            " ORDER BY created_at, id",
+            (self.ws, _dumps(keys)),
+        ):
+            found.setdefault(row["k"], row)
+        return found
+
+    def _tag_ids_for(self, names: list[str]) -> list[int]:
+        ids = []
+        for name in names:
+            tag_id = self.tag_by_name.get(name)
+            if tag_id is None:
+                if self.dry_run:
+                    tag_id = -1 - len(self.tags_created)
+                else:
+                    tag_id = self.conn.execute(
+                        "INSERT INTO tags (workspace_id, name, created_at) VALUES (?, ?, ?) RETURNING id",
+                        (self.ws, name, clock.now()),
+                    ).fetchone()[0]
+                self.tag_by_name[name] = tag_id
+                self.tags_created.append(name)
+            ids.append(tag_id)
+        return ids
+
+    def apply(self, batch: list[_Row]) -> None:
+        if self.dry_run:
+            self._apply(batch)
+            return
+        with transaction(self.conn):
+            self._apply(batch)
+
+    def _apply(self, batch: list[_Row]) -> None:
+        # Rows repeating a key inside the batch merge in file order.
+        by_key: dict[tuple[str, str], _Row] = {}
+        for row in batch:
+            key = ("e", row.email) if row.email else ("p", row.phone)
+            earlier = by_key.get(key)
+            if earlier is None:
+                by_key[key] = row
+            else:
+                earlier.merge(row)
+        emails = [k[1] for k in by_key if k[0] == "e"]
+        phones = [k[1] for k in by_key if k[0] == "p"]
+        by_email = self._lookup("email", emails)
+        by_phone = self._lookup("phone", phones)
+        if self.dry_run:
+            if self.remaining is None:
+                self.remaining = billing.remaining(self.conn, self.ws, "contacts")
+            remaining = self.remaining
+        else:
+            remaining = billing.remaining(self.conn, self.ws, "contacts")
+        now = clock.now()
+        ws = self.ws
+        upserts: list[tuple[Any, ...]] = []
+        updates: list[tuple[Any, ...]] = []
+        tag_rows: list[tuple[str, int]] = []
+        default_status = self.default_status
+        defaults = self.defaults
+        for key, row in by_key.items():
+            existing = (by_email if key[0] == "e" else by_phone).get(key[1])
+            if existing is None and self.dry_run and key in self.dry_seen:
+                self.updated += row.lines
+                continue
+            if existing is None:
+                data = {**defaults, **row.data} if defaults else row.data
+                missing = [f.label for f in self.required if str(f.id) not in data]
+                if missing:
+                    self.reject(row.line, row.cells, " ".join(FIELD_REQUIRED.format(label=m) for m in missing),
+                                row.lines)
+                    continue
+                if remaining <= 0:
+                    self.reject(row.line, row.cells, CONTACTS_LIMIT, row.lines)
+                    continue
+                remaining -= 1
+                contact_id = new_id()
+                upserts.append((contact_id, ws, row.email, row.phone, row.status or default_status,
+                                row.sms_status, _dumps(data), now, now))
+                self.created += 1
+                self.updated += row.lines - 1
+                if self.dry_run:
+                    self.dry_seen.add(key)
+            else:
+                contact_id = existing["id"]
+                status = row.status or existing["status"]
+                sms_status = row.sms_status or existing["sms_status"]
+                if key[0] == "e":
+                    upserts.append((contact_id, ws, row.email, row.phone, status, sms_status,
+                                    _dumps(row.data), now, now))
+                else:
+                    updates.append((contact_id, _dumps(row.data), status, sms_status, now, ws))
+                self.updated += row.lines
+            if self.tag_ids or row.tags:
+                ids = self.tag_ids + (self._tag_ids_for(row.tags) if row.tags else [])
+                tag_rows.extend((contact_id, tag_id) for tag_id in ids)
+        if self.dry_run:
+            self.remaining = remaining
+            return
+        if upserts:
+            self.conn.executemany(_INSERT, upserts)
+        if updates:
+            self.conn.executemany(_UPDATE_BY_ID, updates)
+        if tag_rows:
+            self.conn.executemany("INSERT OR IGNORE INTO contact_tags (contact_id, tag_id) VALUES (?, ?)", tag_rows)
+
+    def summary(self, rows: int, columns: dict[str, str]) -> dict[str, Any]:
+        return {
+            "rows": rows,
+            "created": self.created,
+            "updated": self.updated,
+            "skipped": self.skipped,
+            "errors": self.errors,
+            "tags_created": self.tags_created,
+            "columns": columns,
+            "dry_run": self.dry_run,
+        }
+
+
+def _check_tags(conn: sqlite3.Connection, workspace_id: int, tag_ids: Iterable[int]) -> list[int]:
+    ids = list(dict.fromkeys(tag_ids))
+    for tag_id in ids:
+        if conn.execute("SELECT 1 FROM tags WHERE id = ? AND workspace_id = ?", (tag_id, workspace_id)).fetchone() is None:
+            raise MktError(400, TAG_NOT_FOUND.format(id=tag_id))
+    return ids
+
+
+def import_contacts(
+    conn: sqlite3.Connection,
+    workspace_id: int,
+    source: Iterable[str],
+    *,
+    mapping: dict[str, str] | None = None,
+    ignore_unknown: bool = False,
+    tag_ids: Iterable[int] = (),
+    default_status: str = "SUBSCRIBED",
+    dry_run: bool = False,
+    batch_size: int = BATCH_SIZE,
+    errors_out: TextIO | None = None,
+    progress: Callable[[int], None] | None = None,
+    max_errors: int = MAX_ERRORS,
+) -> dict[str, Any]:
+    """Import CSV text (an open file or any iterable of lines) into the workspace.
+
+    Returns {"rows", "created", "updated", "skipped", "errors": [{"line", "reason"}...]
+    (the first `max_errors`; "skipped" counts them all), "tags_created", "columns"
+    {column: merge tag}, "dry_run"}. A dry run validates and looks up every row and
+    reports what would happen, writing nothing.
+    """
+    status = (default_status or "").strip().upper()
+    if status not in STATUSES:
+        raise MktError(400, STATUS_INVALID)
+    if batch_size < 1:
+        raise MktError(400, "The batch size must be at least 1.")
+    tag_list = _check_tags(conn, workspace_id, tag_ids)
+    reader = csv.reader(source)
+    try:
+        header = next(reader)
+    except StopIteration:
+        raise MktError(400, "The file is empty: the first line must name the columns.") from None
+    except csv.Error as exc:
+        raise MktError(400, f"Line 1 is not valid CSV: {exc}") from None
+    if header and header[0].startswith("\ufeff"):
+        header[0] = header[0][1:]
+    fields = values.load_fields(conn, workspace_id)
+    columns = map_columns(header, fields, mapping, ignore_unknown)
+    if EMAIL_TAG not in columns.values():
+        allowed = conn.execute(
+            "SELECT allow_contacts_without_email FROM workspaces WHERE id = ?", (workspace_id,)
+        ).fetchone()[0]
+        if not allowed or PHONE_TAG not in columns.values():
+            raise MktError(400, "The file has no email_address column (map one with --map 'Column=email_address').")
+    column_view = {header[i]: tag for i, tag in columns.items()}
+
+    owner = lock_owner()
+    if not dry_run:
+        acquire_io_lock(conn, workspace_id, "import", owner)
+    try:
+        importer = _Importer(conn, workspace_id, header, columns, fields, tag_list, status, dry_run,
+                             errors_out, max_errors)
+        parse = importer.parse
+        batch: list[_Row] = []
+        rows = 0
+        previous_line = reader.line_num
+        while True:
+            try:
+                cells = next(reader)
+            except StopIteration:
+                break
+            except csv.Error as exc:
+                line = previous_line + 1
+                previous_line = reader.line_num
+                rows += 1
+                importer.reject(line, [], f"The line is not valid CSV: {exc}")
+                continue
+            line = previous_line + 1
+            previous_line = reader.line_num
+            if not cells:
+                continue  # a blank line
+            rows += 1
+            row = parse(line, cells)
+            if row is not None:
+                batch.append(row)
+                if len(batch) >= batch_size:
+                    importer.apply(batch)
+                    batch = []
+                    if not dry_run:
+                        renew_io_lock(conn, workspace_id, owner)
+                    if progress is not None:
+                        progress(rows)
+        if batch:
+            importer.apply(batch)
+        if progress is not None:
+            progress(rows)
+    finally:
+        if not dry_run:
+            release_io_lock(conn, workspace_id, owner)
+    return importer.summary(rows, column_view)
+
+
+# --- export ---------------------------------------------------------------------------
+
+EXPORT_FORMATS = ("csv", "jsonl")
+EXPORT_META = ("status", "sms_status", "tags", "created_at", "updated_at")
+_EXPORT_SELECT = (
+    "SELECT id, email, phone, status, sms_status, score, data, total_opens, total_clicks, total_bounces,"
+    " total_delivered, last_opened_at, last_clicked_at, created_at, updated_at FROM contacts"
+    " WHERE workspace_id = ? AND (created_at, id) > (?, ?) ORDER BY created_at, id LIMIT ?"
+)
+
+
+def _csv_text(value: Any) -> str:
+    if value is None:
+        return ""
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def iter_contact_chunks(conn: sqlite3.Connection, workspace_id: int, chunk_size: int = BATCH_SIZE,
+                        ) -> Iterator[tuple[list[sqlite3.Row], dict[str, list[dict[str, Any]]]]]:
+    """The workspace's contacts in (created_at, id) order, a chunk at a time, with their tags.
+
+    Keyset pagination: each chunk is one indexed range read, whatever the table's size.
+    """
+    after = ("", "")
+    while True:
+        rows = conn.execute(_EXPORT_SELECT, (workspace_id, *after, chunk_size)).fetchall()
+        if not rows:
+            return
+        tags: dict[str, list[dict[str, Any]]] = {}
+        for t in conn.execute(
+            "SELECT ct.contact_id, t.id, t.name FROM contact_tags ct JOIN tags t ON t.id = ct.tag_id"
+            " WHERE ct.contact_id IN (SELECT value FROM json_each(?)) ORDER BY t.id",
+            (_dumps([r["id"] for r in rows]),),
+        ):
+            tags.setdefault(t["contact_id"], []).append({"id": t["id"], "name": t["name"]})
+        yield rows, tags
+        last = rows[-1]
+        after = (last["created_at"], last["id"])
+        if len(rows) < chunk_size:
+            return
+
+
+def export_contacts(
+    conn: sqlite3.Connection,
+    workspace_id: int,
+    out: TextIO,
+    *,
+    fmt: str = "csv",
+    fields: list[str] | None = None,
+    chunk_size: int = BATCH_SIZE,
+    progress: Callable[[int], None] | None = None,
+) -> dict[str, Any]:
+    """Stream every contact of the workspace to `out` as CSV or JSON Lines.
+
+    CSV: a header of merge tags (all fields in display order, or `fields`) then status,
+    sms_status, tags (names joined by ';'), created_at, updated_at; values in the form the
+    importer reads back. JSON Lines: one contact object per line, the API's shape (data
+    keyed by merge tag). Returns {"exported": n, "format": fmt}.
+    """
+    if fmt not in EXPORT_FORMATS:
+        raise MktError(400, f"The export format must be one of: {', '.join(EXPORT_FORMATS)}.")
+    field_map = values.load_fields(conn, workspace_id)
+    if fields:
+        chosen = []
+        for tag in fields:
+            f = field_map.by_tag.get(tag.strip())
+            if f is None:
+                raise MktError(400, UNKNOWN_TAG.format(tag=tag.strip()))
+            if f not in chosen:
+                chosen.append(f)
+    else:
+        chosen = list(field_map.by_id.values())
+    custom = [(f.merge_tag, str(f.id)) for f in chosen if f.merge_tag not in (EMAIL_TAG, PHONE_TAG)]
+    want_email = any(f.merge_tag == EMAIL_TAG for f in chosen)
+    want_phone = any(f.merge_tag == PHONE_TAG for f in chosen)
+    meta = [m for m in EXPORT_META if m not in field_map.by_tag]  # a field named like one wins
+
+    owner = lock_owner()
+    acquire_io_lock(conn, workspace_id, "export", owner)
+    exported = 0
+    try:
+        writer = None
+        if fmt == "csv":
+            writer = csv.writer(out, lineterminator="\n")
+            writer.writerow([f.merge_tag for f in chosen] + meta)
+        for rows, tags in iter_contact_chunks(conn, workspace_id, chunk_size):
+            if writer is not None:
+                out_rows = []
+                for r in rows:
+                    data = json.loads(r["data"])
+                    record = {EMAIL_TAG: r["email"], PHONE_TAG: r["phone"]}
+                    for tag, key in custom:
+                        record[tag] = data.get(key)
+                    meta_values = {
+                        "status": r["status"],
+                        "sms_status": r["sms_status"] or "SUBSCRIBED",
+                        "tags": TAG_SEPARATOR.join(t["name"] for t in tags.get(r["id"], ())),
+                        "created_at": r["created_at"],
+                        "updated_at": r["updated_at"],
+                    }
+                    out_rows.append([_csv_text(record.get(f.merge_tag)) for f in chosen]
+                                    + [meta_values[m] for m in meta])
+                writer.writerows(out_rows)
+            else:
+                lines = []
+                for r in rows:
+                    data = json.loads(r["data"])
+                    values_by_tag: dict[str, Any] = {}
+                    if want_email and r["email"] is not None:
+                        values_by_tag[EMAIL_TAG] = r["email"]
+                    if want_phone and r["phone"] is not None:
+                        values_by_tag[PHONE_TAG] = r["phone"]
+                    for tag, key in custom:
+                        if key in data:
+                            values_by_tag[tag] = data[key]
+                    lines.append(_dumps(contact_record(r, values_by_tag, tags.get(r["id"], []))))
+                out.write("\n".join(lines) + "\n")
+            exported += len(rows)
+            renew_io_lock(conn, workspace_id, owner)
+            if progress is not None:
+                progress(exported)
+    finally:
+        release_io_lock(conn, workspace_id, owner)
+    return {"exported": exported, "format": fmt}
+
+
+def contact_record(row: sqlite3.Row, data: dict[str, Any], tags: list[dict[str, Any]]) -> dict[str, Any]:
+    """The API's full contact object for a contacts row (data already keyed by merge tag)."""
+    return {
+        "id": row["id"],
+        "status": row["status"],
+        "sms_status": row["sms_status"] or "SUBSCRIBED",
+        "score": row["score"],
+        "tags": tags,
+        "data": data,
+        "statistics": {
+            "total_opens": row["total_opens"],
+            "total_clicks": row["total_clicks"],
+            "total_bounces": row["total_bounces"],
+            "total_delivered": row["total_delivered"],
+        },
+        "last_opened_at": row["last_opened_at"],
+        "last_clicked_at": row["last_clicked_at"],
+        "created_at": row["created_at"],
+        "updated_at": row["updated_at"],
+    }
+
+
+def count_lines(path: str, chunk: int = 1 << 20) -> int:
+    """Newlines in a file, read in binary chunks (for a progress bar's total; fast)."""
+    total = 0
+    with open(path, "rb") as handle:
+        while block := handle.read(chunk):
+            total += block.count(b"\n")
+    return total
