@@ -1,5 +1,64 @@
-"""/v1 contacts endpoints: (being built)."""
+"""/v1/contacts: create, upsert, by-phone, get by id, tags add/remove. Envelope B.
+
+Starlette tries routes in list order: the fixed paths (/search, /upsert, /by-phone) come
+before the `/v1/contacts/{contact_id}` routes, and new fixed paths belong above them too.
+"""
 
 from __future__ import annotations
 
-routes: list = []
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from marketing_cli.api.auth import db_conn, require_workspace
+from marketing_cli.api.responses import envelope_b, read_json
+from marketing_cli.services import contacts
+
+
+async def create_contact(request: Request) -> Response:
+    workspace_id = require_workspace(request)
+    body = await read_json(request, contacts.INVALID_BODY)
+    return envelope_b(contacts.create_contact(db_conn(request), workspace_id, body), 201)
+
+
+async def upsert_contact(request: Request) -> Response:
+    workspace_id = require_workspace(request)
+    body = await read_json(request, contacts.INVALID_BODY)
+    return envelope_b(contacts.upsert_contact(db_conn(request), workspace_id, body))
+
+
+async def get_contact_by_phone(request: Request) -> Response:
+    workspace_id = require_workspace(request)
+    phone_number = request.query_params.get("phone_number")
+    return envelope_b(contacts.get_contact_by_phone(db_conn(request), workspace_id, phone_number))
+
+
+async def get_contact(request: Request) -> Response:
+    workspace_id = require_workspace(request)
+    return envelope_b(contacts.get_contact(db_conn(request), workspace_id, request.path_params["contact_id"]))
+
+
+async def add_contact_tags(request: Request) -> Response:
+    workspace_id = require_workspace(request)
+    contact_id = contacts.check_contact_id(request.path_params["contact_id"])
+    body = await read_json(request, contacts.INVALID_BODY)
+    return envelope_b(contacts.add_contact_tags(db_conn(request), workspace_id, contact_id, body))
+
+
+async def remove_contact_tags(request: Request) -> Response:
+    workspace_id = require_workspace(request)
+    contact_id = contacts.check_contact_id(request.path_params["contact_id"])
+    body = await read_json(request, contacts.INVALID_BODY)
+    return envelope_b(contacts.remove_contact_tags(db_conn(request), workspace_id, contact_id, body))
+
+
+routes = [
+    # Fixed paths first (POST /v1/contacts/search is registered here by contact search).
+    Route("/v1/contacts", create_contact, methods=["POST"]),
+    Route("/v1/contacts/upsert", upsert_contact, methods=["POST"]),
+    Route("/v1/contacts/by-phone", get_contact_by_phone, methods=["GET"]),
+    # Then the routes with a contact id.
+    Route("/v1/contacts/{contact_id}", get_contact, methods=["GET"]),
+    Route("/v1/contacts/{contact_id}/tags/add", add_contact_tags, methods=["POST"]),
+    Route("/v1/contacts/{contact_id}/tags/remove", remove_contact_tags, methods=["POST"]),
+]

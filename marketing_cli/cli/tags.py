@@ -1,7 +1,36 @@
-"""`mkt tags`: (being built)."""
+"""`mkt tags`: create and list tags (the twin of GET/POST /v1/tags)."""
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
-app = typer.Typer(help="Tags.", no_args_is_help=True)
+from marketing_cli.cli.output import JsonOption, emit, table
+from marketing_cli.cli.state import state
+
+app = typer.Typer(help="Create and list tags.", no_args_is_help=True)
+
+
+@app.command("create")
+def tags_create(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="The tag's name (unique in the workspace, any letter case).")],
+    as_json: JsonOption = False,
+) -> None:
+    """Create a tag (POST /v1/tags)."""
+    from marketing_cli.services import tags
+
+    s = state(ctx)
+    emit(tags.create_tag(s.conn(), s.workspace_id(), {"name": name}), as_json,
+         lambda t: f"Tag {t['id']} created: {t['name']}")
+
+
+@app.command("list")
+def tags_list(ctx: typer.Context, as_json: JsonOption = False) -> None:
+    """List the workspace's tags (GET /v1/tags)."""
+    from marketing_cli.services import tags
+
+    s = state(ctx)
+    emit(tags.list_tags(s.conn(), s.workspace_id()), as_json,
+         lambda rows: table(["id", "name"], [(t["id"], t["name"]) for t in rows]))

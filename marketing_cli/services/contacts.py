@@ -457,6 +457,13 @@ def get_contact_by_phone(conn: sqlite3.Connection, workspace_id: int, phone_numb
 
 # --- tags ----------------------------------------------------------------------------
 
+def check_contact_id(contact_id: Any) -> str:
+    """The path id when it is a contact id (24 hex); 400 otherwise."""
+    if not is_id(contact_id):
+        raise MktError(400, CONTACT_ID_INVALID)
+    return contact_id
+
+
 def _tag_ids(body: Any) -> list[int]:
     body = require_object(body, INVALID_BODY)
     tag_ids = int_list(body, "tag_ids")
