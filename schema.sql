@@ -268,7 +268,13 @@ CREATE TABLE contact_io_locks (
 );
 
 -- version: 3
--- Segments.
+-- Segments, and the job queue's refinements.
+--
+-- A segment stores its filters (the API's object, normalised) and the last count; its
+-- members are never materialised: the audience resolver and `segments members` evaluate
+-- the compiled filters live (marketing_cli/services/segment_filters.py), so a campaign
+-- always sends to who matches at send time. contact_count is refreshed by the
+-- `segment.count` job (on creation, on refresh, and every 15 minutes when stale).
 
 CREATE TABLE segments (
     id INTEGER PRIMARY KEY,
@@ -291,3 +297,14 @@ CREATE TRIGGER segments_count_delete AFTER DELETE ON segments BEGIN
     UPDATE usage_counters SET used = used - 1
     WHERE workspace_id = OLD.workspace_id AND resource = 'segments' AND period = '';
 END;
+
+-- The queue keeps at most one QUEUED job per dedupe_key (step 1 also covered running
+-- jobs): a refresh asked for while a count is running must queue a fresh count, since
+-- the running one may have read the data before the change.
+DROP INDEX jobs_pending_key;
+CREATE UNIQUE INDEX jobs_pending_key ON jobs(dedupe_key)
+    WHERE dedupe_key IS NOT NULL AND status = 'queued';
+-- For the schedulers: "when did a job with this key last run?"
+CREATE INDEX jobs_dedupe_key ON jobs(dedupe_key, updated_at) WHERE dedupe_key IS NOT NULL;
+-- For pruning finished jobs.
+CREATE INDEX jobs_finished ON jobs(finished_at) WHERE finished_at IS NOT NULL;
