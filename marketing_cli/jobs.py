@@ -13,12 +13,27 @@ again, which is why every handler must be idempotent. `dedupe_key` keeps at most
 pending job per key (a second enqueue returns the first job).
 
 Handlers register with `@handler("type")` in the module that owns the work; the modules
-are listed in HANDLER_MODULES and imported on first use. Schedulers (`@scheduler`) run
-at the start of every pass and enqueue periodic work (for example segment recounts).
+are listed in HANDLER_MODULES (plus any named in the MKT_JOB_MODULES environment
+variable, comma-separated) and imported on first use. Schedulers (`@scheduler`) run at
+the start of a pass (`mkt jobs run`: every time; serve's worker: at most every
+SCHEDULE_INTERVAL seconds) and enqueue periodic work (segment recounts, pruning).
+
+Hardening beyond the diagram:
+- `dedupe_key` folds only into a QUEUED twin: a job asked for while its twin is running
+  is queued anew, because the running one may have read the data before the change.
+- A job whose lease expired after its last allowed attempt is marked failed (its worker
+  died every time) instead of being reclaimed forever.
+- MktError with a 4xx status is a permanent failure (the input is wrong; running it again
+  cannot help): it fails at once, with the message recorded. Anything else is retried
+  with exponential backoff (5 s, 10 s, 20 s ... capped at an hour) up to max_attempts.
+- A long handler keeps its lease with `heartbeat(conn)`; the lease is checked on
+  complete/fail, so a worker that lost its lease never overwrites the new owner's result.
+- Finished jobs are pruned: done after 7 days, failed after 30.
 """
 
 from __future__ import annotations
 
+import contextvars
 import importlib
 import json
 import logging
@@ -26,9 +41,10 @@ import os
 import socket
 import sqlite3
 import threading
+import time
 import uuid
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from marketing_cli import clock
@@ -42,11 +58,17 @@ HANDLER_MODULES: list[str] = [
 ]
 DEFAULT_LEASE_SECONDS = 300
 MAX_BACKOFF_SECONDS = 3600
+SCHEDULE_INTERVAL = 30.0
+KEEP_DONE = timedelta(days=7)
+KEEP_FAILED = timedelta(days=30)
+STATUSES = ("queued", "running", "done", "failed")
 
 Handler = Callable[[sqlite3.Connection, dict[str, Any]], Any]
 _handlers: dict[str, Handler] = {}
 _schedulers: list[Callable[[sqlite3.Connection], Any]] = []
 _loaded = False
+# (job id, lease owner, lease seconds) of the job this thread is running, for heartbeat().
+_current: contextvars.ContextVar[tuple[int, str, int] | None] = contextvars.ContextVar("mkt_job", default=None)
 
 
 def handler(job_type: str) -> Callable[[Handler], Handler]:
@@ -65,7 +87,8 @@ def scheduler(fn: Callable[[sqlite3.Connection], Any]) -> Callable[[sqlite3.Conn
 def load_handlers() -> dict[str, Handler]:
     global _loaded
     if not _loaded:
-        for name in HANDLER_MODULES:
+        extra = [m.strip() for m in os.environ.get("MKT_JOB_MODULES", "").split(",") if m.strip()]
+        for name in [*HANDLER_MODULES, *extra]:
             try:
                 importlib.import_module(name)
             except ModuleNotFoundError as exc:
@@ -89,6 +112,7 @@ def job_view(row: sqlite3.Row) -> dict[str, Any]:
         "attempts": row["attempts"],
         "max_attempts": row["max_attempts"],
         "run_at": row["run_at"],
+        "lease_expires_at": row["lease_expires_at"],
         "last_error": row["last_error"],
         "created_at": row["created_at"],
         "updated_at": row["updated_at"],
@@ -106,19 +130,26 @@ def enqueue(
     run_at: str | None = None,
     max_attempts: int = 5,
 ) -> int:
-    """Add a job (joins the caller's transaction); returns its id, or the pending twin's."""
+    """Add a job (joins the caller's transaction); returns its id, or its queued twin's.
+
+    A queued twin (same dedupe_key) is reused, its run_at moved earlier if this one is due
+    sooner. A running twin does not count: the new job is queued after it.
+    """
     now = clock.now()
+    run_at = clock.format_ts(clock.parse_ts(run_at)) if run_at else now
     with transaction(conn):
         if dedupe_key is not None:
             row = conn.execute(
-                "SELECT id FROM jobs WHERE dedupe_key = ? AND status IN ('queued', 'running')", (dedupe_key,)
+                "SELECT id, run_at FROM jobs WHERE dedupe_key = ? AND status = 'queued'", (dedupe_key,)
             ).fetchone()
             if row is not None:
+                if run_at < row["run_at"]:
+                    conn.execute("UPDATE jobs SET run_at = ?, updated_at = ? WHERE id = ?", (run_at, now, row["id"]))
                 return row["id"]
         return conn.execute(
             "INSERT INTO jobs (workspace_id, type, payload, dedupe_key, max_attempts, run_at, created_at, updated_at)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (workspace_id, job_type, json.dumps(payload or {}), dedupe_key, max_attempts, run_at or now, now, now),
+            (workspace_id, job_type, json.dumps(payload or {}), dedupe_key, max_attempts, run_at, now, now),
         ).lastrowid
 
 
@@ -127,6 +158,14 @@ def claim(conn: sqlite3.Connection, owner: str, lease_seconds: int = DEFAULT_LEA
     now = clock.utcnow()
     stamp = clock.format_ts(now)
     with transaction(conn):
+        # A worker died holding the lease of the job's last allowed attempt: give up on it.
+        conn.execute(
+            "UPDATE jobs SET status = 'failed', lease_owner = NULL, lease_expires_at = NULL, finished_at = ?,"
+            " updated_at = ?, last_error = 'The worker running this job stopped before it finished (lease expired'"
+            " || ' after attempt ' || attempts || ' of ' || max_attempts || ').'"
+            " WHERE status = 'running' AND lease_expires_at < ? AND attempts >= max_attempts",
+            (stamp, stamp, stamp),
+        )
         row = conn.execute(
             "SELECT id FROM jobs WHERE (status = 'queued' AND run_at <= ?)"
             " OR (status = 'running' AND lease_expires_at < ?) ORDER BY run_at, id LIMIT 1",
@@ -142,29 +181,64 @@ def claim(conn: sqlite3.Connection, owner: str, lease_seconds: int = DEFAULT_LEA
         return conn.execute("SELECT * FROM jobs WHERE id = ?", (row["id"],)).fetchone()
 
 
-def complete(conn: sqlite3.Connection, job_id: int, owner: str) -> None:
+def complete(conn: sqlite3.Connection, job_id: int, owner: str) -> bool:
+    """Mark the job done; False when this owner no longer holds its lease."""
     now = clock.now()
     with transaction(conn):
-        conn.execute(
+        return conn.execute(
             "UPDATE jobs SET status = 'done', lease_owner = NULL, lease_expires_at = NULL, last_error = NULL,"
-            " finished_at = ?, updated_at = ? WHERE id = ? AND lease_owner = ?",
+            " finished_at = ?, updated_at = ? WHERE id = ? AND lease_owner = ? AND status = 'running'",
             (now, now, job_id, owner),
-        )
+        ).rowcount == 1
+
+
+def renew_lease(conn: sqlite3.Connection, job_id: int, owner: str, lease_seconds: int = DEFAULT_LEASE_SECONDS) -> bool:
+    """Push the lease of a running job forward; False when the lease was lost."""
+    now = clock.utcnow()
+    with transaction(conn):
+        return conn.execute(
+            "UPDATE jobs SET lease_expires_at = ?, updated_at = ? WHERE id = ? AND lease_owner = ?"
+            " AND status = 'running'",
+            (clock.format_ts(now + timedelta(seconds=lease_seconds)), clock.format_ts(now), job_id, owner),
+        ).rowcount == 1
+
+
+def heartbeat(conn: sqlite3.Connection) -> None:
+    """For long handlers: renew the current job's lease (call it well within the lease time).
+
+    Raises MktError(409) when the lease was lost (another worker took the job over), so
+    the handler stops instead of doing the work twice at once.
+    """
+    current = _current.get()
+    if current is None:
+        return
+    job_id, owner, lease_seconds = current
+    if not renew_lease(conn, job_id, owner, lease_seconds):
+        raise MktError(409, f"Job {job_id} lost its lease to another worker.")
 
 
 def backoff_seconds(attempts: int) -> int:
     return min(MAX_BACKOFF_SECONDS, 5 * 2 ** max(0, attempts - 1))
 
 
-def fail(conn: sqlite3.Connection, job_id: int, owner: str, error: str) -> str:
-    """Record the error; retry later with backoff, or give up. Returns the new status."""
+def fail(conn: sqlite3.Connection, job_id: int, owner: str, error: str, *, permanent: bool = False) -> str:
+    """Record the error; retry later with backoff, or give up. Returns the new status.
+
+    `permanent` gives up at once (the input is wrong; another attempt cannot help).
+    """
     now = clock.utcnow()
     with transaction(conn):
-        row = conn.execute("SELECT attempts, max_attempts FROM jobs WHERE id = ? AND lease_owner = ?",
-                           (job_id, owner)).fetchone()
+        row = conn.execute("SELECT attempts, max_attempts, dedupe_key FROM jobs WHERE id = ? AND lease_owner = ?"
+                           " AND status = 'running'", (job_id, owner)).fetchone()
         if row is None:  # the lease was lost to another worker: its result stands
             return "lost"
-        status = "queued" if row["attempts"] < row["max_attempts"] else "failed"
+        status = "queued" if row["attempts"] < row["max_attempts"] and not permanent else "failed"
+        if status == "queued" and row["dedupe_key"] is not None and conn.execute(
+            "SELECT 1 FROM jobs WHERE dedupe_key = ? AND status = 'queued'", (row["dedupe_key"],)
+        ).fetchone() is not None:
+            # A newer twin is already queued and will do the same work: this one ends here.
+            status = "failed"
+            error = f"{error} (a newer queued job with the same key takes over)"
         conn.execute(
             "UPDATE jobs SET status = ?, lease_owner = NULL, lease_expires_at = NULL, last_error = ?, run_at = ?,"
             " updated_at = ?, finished_at = ? WHERE id = ?",
@@ -180,22 +254,27 @@ def fail(conn: sqlite3.Connection, job_id: int, owner: str, error: str) -> str:
     return status
 
 
-def run_job(conn: sqlite3.Connection, job: sqlite3.Row, owner: str) -> bool:
+def run_job(conn: sqlite3.Connection, job: sqlite3.Row, owner: str,
+            lease_seconds: int = DEFAULT_LEASE_SECONDS) -> bool:
     """Run one claimed job; True when it succeeded."""
     fn = load_handlers().get(job["type"])
+    token = _current.set((job["id"], owner, lease_seconds))
     try:
         if fn is None:
             raise MktError(500, f"No handler for job type '{job['type']}'.")
-        fn(conn, {"id": job["id"], "workspace_id": job["workspace_id"], **json.loads(job["payload"])})
+        fn(conn, {"id": job["id"], "workspace_id": job["workspace_id"], "attempt": job["attempts"],
+                  **json.loads(job["payload"])})
     except Exception as exc:  # noqa: BLE001 - a job's failure is recorded, not raised
         if conn.in_transaction:
             conn.execute("ROLLBACK")
+        permanent = isinstance(exc, MktError) and 400 <= exc.status < 500
         message = exc.message if isinstance(exc, MktError) else f"{type(exc).__name__}: {exc}"
-        log.warning("job %s (%s) failed: %s", job["id"], job["type"], message)
-        fail(conn, job["id"], owner, message)
+        log.warning("job %s (%s) failed: %s", job["id"], job["type"], message, exc_info=not permanent)
+        fail(conn, job["id"], owner, message, permanent=permanent)
         return False
-    complete(conn, job["id"], owner)
-    return True
+    finally:
+        _current.reset(token)
+    return complete(conn, job["id"], owner)
 
 
 def run_schedulers(conn: sqlite3.Connection) -> None:
@@ -208,39 +287,70 @@ def run_schedulers(conn: sqlite3.Connection) -> None:
 
 
 def run_due(conn: sqlite3.Connection, owner: str | None = None, *, limit: int | None = None,
-            lease_seconds: int = DEFAULT_LEASE_SECONDS) -> dict[str, int]:
-    """Run every job that is due now, once; returns {"processed": n, "failed": m}."""
+            lease_seconds: int = DEFAULT_LEASE_SECONDS, schedule: bool = True,
+            stop: threading.Event | None = None) -> dict[str, int]:
+    """Run every job that is due now, once; returns {"processed": n, "failed": m}.
+
+    `stop` (serve's worker) ends the pass between two jobs when set.
+    """
     owner = owner or new_owner()
-    run_schedulers(conn)
+    if schedule:
+        run_schedulers(conn)
     processed = failed = 0
     started = clock.utcnow()
-    while limit is None or processed < limit:
+    while (limit is None or processed < limit) and not (stop is not None and stop.is_set()):
         job = claim(conn, owner, lease_seconds)
         if job is None:
             break
         # A job that failed and was re-queued for later is not retried in this pass.
         processed += 1
-        if not run_job(conn, job, owner):
+        if not run_job(conn, job, owner, lease_seconds):
             failed += 1
         if clock.utcnow() - started > timedelta(hours=1):
             break
     return {"processed": processed, "failed": failed}
 
 
-def list_jobs(conn: sqlite3.Connection, *, status: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
-    if status is not None and status not in ("queued", "running", "done", "failed"):
+def list_jobs(conn: sqlite3.Connection, *, status: str | None = None, job_type: str | None = None,
+              limit: int = 50) -> list[dict[str, Any]]:
+    """The newest jobs first, optionally of one status and/or type."""
+    if status is not None and status not in STATUSES:
         raise MktError(400, f"Invalid status '{status}'. Use queued, running, done or failed.")
-    sql = "SELECT * FROM jobs" + (" WHERE status = ?" if status else "") + " ORDER BY id DESC LIMIT ?"
-    params: tuple[Any, ...] = (status, limit) if status else (limit,)
-    return [job_view(r) for r in conn.execute(sql, params)]
+    if not 1 <= limit <= 1000:
+        raise MktError(400, "The limit must be between 1 and 1000.")
+    where, params = [], []
+    if status is not None:
+        where.append("status = ?")
+        params.append(status)
+    if job_type is not None:
+        where.append("type = ?")
+        params.append(job_type)
+    sql = "SELECT * FROM jobs" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY id DESC LIMIT ?"
+    return [job_view(r) for r in conn.execute(sql, (*params, limit))]
+
+
+def prune_jobs(conn: sqlite3.Connection, now: datetime | None = None) -> int:
+    """Delete done jobs finished over KEEP_DONE ago and failed ones over KEEP_FAILED ago."""
+    now = now or clock.utcnow()
+    with transaction(conn):
+        return conn.execute(
+            "DELETE FROM jobs WHERE finished_at IS NOT NULL AND ((status = 'done' AND finished_at < ?)"
+            " OR (status = 'failed' AND finished_at < ?))",
+            (clock.format_ts(now - KEEP_DONE), clock.format_ts(now - KEEP_FAILED)),
+        ).rowcount
+
+
+scheduler(prune_jobs)
 
 
 class Worker:
     """The background worker of `mkt serve`: a thread that runs due jobs every `interval` s."""
 
-    def __init__(self, db_path: str | os.PathLike[str], interval: float = 1.0) -> None:
+    def __init__(self, db_path: str | os.PathLike[str], interval: float = 1.0,
+                 schedule_interval: float = SCHEDULE_INTERVAL) -> None:
         self.db_path = db_path
         self.interval = interval
+        self.schedule_interval = schedule_interval
         self.owner = new_owner()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="mkt-worker", daemon=True)
@@ -254,10 +364,14 @@ class Worker:
 
     def _loop(self) -> None:
         conn = connect(self.db_path, upgrade=False)
+        last_schedule = float("-inf")
         try:
             while not self._stop.is_set():
                 try:
-                    run_due(conn, self.owner, limit=100)
+                    schedule = time.monotonic() - last_schedule >= self.schedule_interval
+                    if schedule:
+                        last_schedule = time.monotonic()
+                    run_due(conn, self.owner, limit=100, schedule=schedule, stop=self._stop)
                 except Exception:  # noqa: BLE001 - keep the worker alive; the error is logged
                     log.exception("job worker pass failed")
                 self._stop.wait(self.interval)

@@ -13,11 +13,16 @@ app = typer.Typer(help="Background jobs: run the due ones, list the queue.", no_
 
 
 @app.command("run")
-def jobs_run(ctx: typer.Context, as_json: JsonOption = False) -> None:
+def jobs_run(
+    ctx: typer.Context,
+    lease_seconds: Annotated[int, typer.Option(
+        min=1, help="How long a claimed job is held before another worker may take it over.")] = 300,
+    as_json: JsonOption = False,
+) -> None:
     """Run every job that is due once, then exit (for cron)."""
     from marketing_cli import jobs
 
-    result = jobs.run_due(state(ctx).conn())
+    result = jobs.run_due(state(ctx).conn(), lease_seconds=lease_seconds)
     emit(result, as_json, lambda r: f"{r['processed']} job(s) processed, {r['failed']} failed.")
 
 
@@ -25,13 +30,14 @@ def jobs_run(ctx: typer.Context, as_json: JsonOption = False) -> None:
 def jobs_list(
     ctx: typer.Context,
     status: Annotated[Optional[str], typer.Option(help="Only jobs in this state: queued, running, done, failed.")] = None,
-    limit: Annotated[int, typer.Option(help="How many of the newest jobs.")] = 50,
+    job_type: Annotated[Optional[str], typer.Option("--type", help="Only jobs of this type, e.g. segment.count.")] = None,
+    limit: Annotated[int, typer.Option(help="How many of the newest jobs (1-1000).")] = 50,
     as_json: JsonOption = False,
 ) -> None:
     """List the newest jobs in the queue."""
     from marketing_cli import jobs
 
-    emit(jobs.list_jobs(state(ctx).conn(), status=status, limit=limit), as_json, lambda rows: table(
+    emit(jobs.list_jobs(state(ctx).conn(), status=status, job_type=job_type, limit=limit), as_json, lambda rows: table(
         ["id", "type", "workspace", "status", "attempts", "run at", "last error"],
         [(j["id"], j["type"], j["workspace_id"], j["status"], f"{j['attempts']}/{j['max_attempts']}",
           j["run_at"], j["last_error"] or "") for j in rows]))
