@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 from pathlib import Path
 
 from rich.console import Console
@@ -51,4 +52,13 @@ def run_server(db_path: Path, *, host: str, port: int, smtp_url: str | None, out
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     app = create_app(db_path, worker=True, worker_interval=worker_interval)
     console.print(f"mkt serving {db_path} on http://{host}:{port}/v1 (Ctrl+C to stop)")
+    # uvicorn shuts down gracefully on SIGINT/SIGTERM, then re-raises the signal it caught
+    # with the previous handlers restored: these make that a clean exit with status 0.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _exit_cleanly)
     uvicorn.run(app, host=host, port=port, **UVICORN_SETTINGS)
+    console.print("mkt serve stopped.")
+
+
+def _exit_cleanly(signum: int, frame: object) -> None:
+    raise SystemExit(0)

@@ -1,0 +1,158 @@
+"""End to end against a real `mkt serve` process on a free local port."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def mkt(db: Path, *args: str) -> Any:
+    out = subprocess.run([sys.executable, "-m", "marketing_cli", "--db", str(db), *args, "--json"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+class Server:
+    def __init__(self, db: Path, *extra: str) -> None:
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.log_path = db.parent / f"serve-{self.port}.log"
+        self.log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "marketing_cli", "--db", str(db), "serve", "--port", str(self.port),
+             "--worker-interval", "0.2", *extra],
+            stdout=self.log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, self.output()
+            try:
+                httpx.get(self.base + "/v1/sms-rates", timeout=0.5)
+                return
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        raise AssertionError("server did not start:\n" + self.output())
+
+    def output(self) -> str:
+        if not self.log.closed:
+            self.log.flush()
+        return self.log_path.read_text()
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        code = self.proc.wait(20)
+        self.log.close()
+        return code
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[Server, Path, str]]:
+    db = tmp_path / "served.db"
+    key = mkt(db, "init", "--name", "Served")["api_key"]
+    server = Server(db)
+    yield server, db, key
+    server.stop()
+
+
+def test_serves_the_api_and_logs_each_request(served: tuple[Server, Path, str]) -> None:
+    server, _, key = served
+    r = httpx.get(server.base + "/v1/workspace", headers={"Authorization": f"Bearer {key}"})
+    assert r.status_code == 200 and r.json()["data"]["workspace"]["name"] == "Served"
+    assert httpx.get(server.base + "/v1/workspace").status_code == 401
+    time.sleep(0.2)
+    assert '"GET /v1/workspace HTTP/1.1" 200' in server.output()
+    assert '"GET /v1/workspace HTTP/1.1" 401' in server.output()
+
+
+def test_cli_writes_while_serving(served: tuple[Server, Path, str]) -> None:
+    """CLI commands and HTTP writes on the same file at once: nothing lost, nothing locked."""
+    server, db, key = served
+    headers = {"Authorization": f"Bearer {key}"}
+    errors: list[str] = []
+
+    def patch_loop() -> None:
+        with httpx.Client(base_url=server.base, headers=headers) as client:
+            for i in range(40):
+                r = client.patch("/v1/workspace", json={"name": f"Name {i}", "conversion_tracking": False})
+                if r.status_code != 200:
+                    errors.append(r.text)
+
+    thread = threading.Thread(target=patch_loop)
+    thread.start()
+    created = [mkt(db, "keys", "create", "--name", f"k{i}") for i in range(4)]
+    thread.join()
+    assert errors == []
+    for key_info in created:  # a key made by the CLI works over HTTP at once
+        r = httpx.get(server.base + "/v1/workspace", headers={"Authorization": f"Bearer {key_info['key']}"})
+        assert r.status_code == 200
+    assert r.json()["data"]["workspace"]["name"] == "Name 39"
+    mkt(db, "keys", "revoke", str(created[0]["id"]))
+    r = httpx.get(server.base + "/v1/workspace", headers={"Authorization": f"Bearer {created[0]['key']}"})
+    assert r.status_code == 401
+    assert "database is locked" not in server.output()
+
+
+def test_background_worker_runs_queued_jobs(served: tuple[Server, Path, str]) -> None:
+    from marketing_cli import jobs
+    from marketing_cli.db import connect
+
+    _, db, _ = served
+    conn = connect(db)
+    job_id = jobs.enqueue(conn, "no-such-type", {}, max_attempts=1)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        status = conn.execute("SELECT status FROM jobs WHERE id = ?", (job_id,)).fetchone()[0]
+        if status == "failed":
+            break
+        time.sleep(0.1)
+    assert status == "failed"  # the worker claimed it and recorded why it could not run
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_stops_cleanly_on_signals(tmp_path: Path, sig: int) -> None:
+    db = tmp_path / "stop.db"
+    mkt(db, "init", "--name", "Stopper")
+    server = Server(db)
+    code = server.stop(sig)
+    out = server.output()
+    assert code == 0, out
+    assert "Finished server process" in out and "Traceback" not in out
+
+
+def test_first_run_creates_a_workspace_and_shows_a_key(tmp_path: Path) -> None:
+    db = tmp_path / "fresh.db"
+    server = Server(db)
+    try:
+        out = server.output()
+        key = next(word for word in out.split() if word.startswith("mkt_"))
+        r = httpx.get(server.base + "/v1/workspace", headers={"Authorization": f"Bearer {key}"})
+        assert r.status_code == 200
+    finally:
+        server.stop()
+    second = Server(db)  # a second start creates nothing new
+    try:
+        assert "mkt_" not in second.output()
+    finally:
+        second.stop()

@@ -1,0 +1,39 @@
+"""`pip install .` into a clean virtualenv ships schema.sql inside the wheel and `mkt init` works."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_wheel_install_in_clean_venv(tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    install = subprocess.run(
+        [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", str(REPO)],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900,
+    )
+    assert install.returncode == 0, install.stderr[-3000:]
+    site = subprocess.run([str(python), "-c", "import marketing_cli, os; print(os.path.dirname(marketing_cli.__file__))"],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, check=True).stdout.strip()
+    assert str(REPO) not in site  # a real install, not the source tree
+    assert (Path(site) / "schema.sql").is_file()
+
+    db = tmp_path / "from-wheel.db"
+    out = subprocess.run([str(venv / "bin" / "mkt"), "--db", str(db), "init", "--name", "Wheel", "--json"],
+                         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["workspace"]["name"] == "Wheel"
+    module = subprocess.run([str(python), "-m", "marketing_cli", "--db", str(db), "workspace", "show", "--json"],
+                            capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    assert module.returncode == 0 and json.loads(module.stdout)["workspace"]["name"] == "Wheel"
