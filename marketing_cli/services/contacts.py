@@ -388,6 +388,8 @@ def _update(conn: sqlite3.Connection, workspace_id: int, fields: FieldMap, row: 
         new_phone = phone
         _require(fields, data, new_phone)
         new_status = status or "SUBSCRIBED"
+        if tag_ids is None:
+            tag_ids = []  # full replace: tags left out means no tags
     new_email = email if email is not None else row["email"]
     new_sms = sms_status if sms_status is not None else row["sms_status"]
 
