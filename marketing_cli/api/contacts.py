@@ -11,6 +11,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from marketing_cli.api.auth import db_conn, require_workspace
+from marketing_cli.api.contact_search import search_contacts
 from marketing_cli.api.responses import envelope_b, read_json
 from marketing_cli.services import contacts
 
@@ -56,6 +57,7 @@ routes = [
     # Fixed paths first (POST /v1/contacts/search is registered here by contact search).
     Route("/v1/contacts", create_contact, methods=["POST"]),
     Route("/v1/contacts/upsert", upsert_contact, methods=["POST"]),
+    Route("/v1/contacts/search", search_contacts, methods=["POST"]),
     Route("/v1/contacts/by-phone", get_contact_by_phone, methods=["GET"]),
     # Then the routes with a contact id.
     Route("/v1/contacts/{contact_id}", get_contact, methods=["GET"]),

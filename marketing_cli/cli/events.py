@@ -33,7 +33,8 @@ def events_track(
     ctx: typer.Context,
     name: Annotated[Optional[str], typer.Option("--name", help="The event name (event_name).")] = None,
     email: Annotated[Optional[str], typer.Option("--email", help="The contact's email address.")] = None,
-    phone: Annotated[Optional[str], typer.Option("--phone", help="The contact's phone number (instead of --email).")] = None,
+    phone: Annotated[Optional[str], typer.Option("--phone",
+                                                 help="The contact's phone number (instead of --email).")] = None,
     properties: Annotated[Optional[str], typer.Option("--properties", metavar="JSON",
                                                       help="A JSON object of event properties.")] = None,
     as_json: JsonOption = False,
@@ -64,7 +65,8 @@ def events_log(
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new events until Ctrl+C.")] = False,
     limit: Annotated[int, typer.Option("--limit", "-n", help="How many of the newest events to show first.")] = 50,
     type: Annotated[Optional[str], typer.Option("--type", help="Only events of this type (e.g. CUSTOM_EVENT).")] = None,
-    contact: Annotated[Optional[str], typer.Option("--contact", metavar="ID", help="Only events of this contact.")] = None,
+    contact: Annotated[Optional[str], typer.Option("--contact", metavar="ID",
+                                                   help="Only events of this contact.")] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Show the automation event log, newest last; --follow keeps watching."""

@@ -1,0 +1,331 @@
+"""Contact search: POST /v1/contacts/search and `mkt contacts search`.
+
+A search body becomes ONE parameterised SELECT for the page and ONE COUNT for `total`
+(no Python loop over contacts). Each field filter is checked against the workspace's own
+field definitions and compiled to a condition:
+
+- custom fields compare `json_extract(data, '$."<field id>"')`, written exactly like the
+  expression index `contacts_field_<id>` on (workspace_id, json_extract(...)), so EQUALS,
+  GREATER_THAN and LESS_THAN are answered from that index; the id in the JSON path is the
+  integer we looked up, never user text;
+- `email_address` and `phone_number` compare the `email` / `phone` columns (the unique
+  (workspace_id, email) index answers EQUALS on email).
+
+Filter values are normalised with the field's type exactly as stored values are
+(services/values.py): NUMBER compares as numbers, DATE as 'YYYY-MM-DD', BOOLEAN as
+true/false, dropdown options and countries in their stored spelling, email addresses in
+lower case and phone numbers in E.164.
+
+Semantics (docs/api.md has the table):
+
+- A contact has no value for a field when the key is absent from its data or null (and,
+  for text, when it is ''; for a multi-select, when the array is empty).
+- NOT_EQUALS and NOT_CONTAINS are the exact complements of EQUALS and CONTAINS: a contact
+  without a value matches them. GREATER_THAN / LESS_THAN never match a missing value.
+- EXISTS with value true (or no value) matches contacts that have a value; with value
+  false, contacts that have none.
+- All filters, the tags (all of them) and the status must hold together (AND).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from marketing_cli.errors import MktError
+from marketing_cli.services.inputs import int_list, member, require_object, type_error
+
+INVALID_BODY = "Invalid request body."
+STATUSES = ("SUBSCRIBED", "UNSUBSCRIBED", "UNCONFIRMED", "CLEANED", "COMPLAINED")
+INVALID_STATUS = "The status you provided is not valid."
+OPERATORS = ("EQUALS", "NOT_EQUALS", "CONTAINS", "NOT_CONTAINS", "EXISTS", "GREATER_THAN", "LESS_THAN")
+SORT_COLUMNS = ("created_at", "updated_at")
+SORT_ORDERS = ("asc", "desc")
+DEFAULT_LIMIT = 50
+MIN_LIMIT = 10
+MAX_LIMIT = 250
+
+_EQ = ("EQUALS", "NOT_EQUALS", "EXISTS")
+_TEXTLIKE = ("EQUALS", "NOT_EQUALS", "CONTAINS", "NOT_CONTAINS", "EXISTS")
+_ORDERED = ("EQUALS", "NOT_EQUALS", "EXISTS", "GREATER_THAN", "LESS_THAN")
+# Which operators each kind of field takes (the others answer 400 naming the valid ones).
+VALID_OPERATORS: dict[str, tuple[str, ...]] = {
+    "TEXT": OPERATORS,
+    "NUMBER": _ORDERED,
+    "BOOLEAN": _EQ,
+    "DATE": _ORDERED,
+    "DROPDOWN_SINGLE": _EQ,
+    "DROPDOWN_MULTIPLE": _TEXTLIKE,
+    "COUNTRY": _EQ,
+    "email_address": _TEXTLIKE,
+    "phone_number": _TEXTLIKE,
+}
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+@contextmanager
+def _snapshot(conn: sqlite3.Connection) -> Iterator[None]:
+    """A read transaction, so the page, the count and the tags agree with each other."""
+    if conn.in_transaction:
+        yield
+        return
+    conn.execute("BEGIN")
+    try:
+        yield
+    finally:
+        conn.execute("COMMIT")
+
+
+def _choice(body: dict[str, Any], name: str, allowed: tuple[str, ...], default: str) -> str:
+    value = member(body, name, str)
+    if value is None:
+        return default
+    if value.lower() not in allowed:
+        raise MktError(400, f"The member '{name}' must be {' or '.join(allowed)}.")
+    return value.lower()
+
+
+class _Compiler:
+    """Turns the `fields` filters into SQL conditions and their parameters."""
+
+    def __init__(self, conn: sqlite3.Connection, workspace_id: int) -> None:
+        from marketing_cli.services.values import load_fields
+
+        self.fields = load_fields(conn, workspace_id)
+        self.where: list[str] = []
+        self.params: list[Any] = []
+
+    def add(self, sql: str, *params: Any) -> None:
+        self.where.append(sql)
+        self.params.extend(params)
+
+    def filter(self, index: int, item: Any) -> None:
+        from marketing_cli.services.values import EMAIL_TAG, PHONE_TAG
+
+        path = f"fields[{index}]"
+        if not isinstance(item, dict):
+            raise type_error(path, dict)
+        merge_tag = member(item, "merge_tag", str, path=f"{path}.merge_tag")
+        if not merge_tag:
+            raise MktError(400, f"The member '{path}.merge_tag' is required.")
+        operator = member(item, "operator", str, path=f"{path}.operator")
+        if not operator:
+            raise MktError(400, f"The member '{path}.operator' is required. Operators: {', '.join(OPERATORS)}.")
+        operator = operator.upper()
+        if operator not in OPERATORS:
+            raise MktError(400, f"The member '{path}.operator' must be one of: {', '.join(OPERATORS)}.")
+        field = self.fields.by_tag.get(merge_tag)
+        if field is None:
+            raise MktError(400, f"We were unable to find a field with the merge_tag {merge_tag} ({path}.merge_tag).")
+        kind = merge_tag if merge_tag in (EMAIL_TAG, PHONE_TAG) else field.type
+        valid = VALID_OPERATORS[kind]
+        if operator not in valid:
+            what = f"the {merge_tag} field" if kind == merge_tag else f"field '{merge_tag}' ({field.type})"
+            raise MktError(400, f"The operator {operator} cannot be used with {what} ({path}.operator)."
+                                f" Valid operators: {', '.join(valid)}.")
+        value = item.get("value")
+        vpath = f"{path}.value"
+        if operator == "EXISTS":
+            if value is not None and not isinstance(value, bool):
+                raise MktError(400, f"The member '{vpath}' must be true or false (or omitted) with EXISTS.")
+            present = self._present(kind, field)
+            self.add(present if value is not False else f"NOT COALESCE(({present}), 0)")
+            return
+        if value is None or (isinstance(value, str) and not value.strip()) or value == []:
+            raise MktError(400, f"The member '{vpath}' is required with {operator}.")
+        if kind == EMAIL_TAG:
+            self._email(operator, value, vpath)
+        elif kind == PHONE_TAG:
+            self._phone(operator, value, vpath, field.default_region)
+        else:
+            self._custom(operator, value, vpath, field)
+
+    @staticmethod
+    def _expr(field: Any) -> str:
+        # Must read exactly like the index contacts_field_<id> for the planner to use it.
+        return f"json_extract(data, '$.\"{int(field.id)}\"')"
+
+    def _present(self, kind: str, field: Any) -> str:
+        if kind == "email_address":
+            return "email IS NOT NULL AND email <> ''"
+        if kind == "phone_number":
+            return "phone IS NOT NULL AND phone <> ''"
+        if kind == "DROPDOWN_MULTIPLE":
+            return f"json_array_length(data, '$.\"{int(field.id)}\"') > 0"
+        expr = self._expr(field)
+        return f"{expr} IS NOT NULL AND {expr} <> ''"
+
+    def _add_op(self, operator: str, positive: str, *params: Any) -> None:
+        """EQUALS/CONTAINS as given; NOT_* as their exact complement (missing values match)."""
+        if operator.startswith("NOT_"):
+            self.add(f"NOT COALESCE(({positive}), 0)", *params)
+        else:
+            self.add(positive, *params)
+
+    def _string(self, value: Any, vpath: str) -> str:
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise MktError(400, f"The member '{vpath}' must be a string.")
+        return str(value).strip()
+
+    def _email(self, operator: str, value: Any, vpath: str) -> None:
+        from marketing_cli.services.values import normalize_email
+
+        text = self._string(value, vpath)
+        if operator in ("CONTAINS", "NOT_CONTAINS"):
+            self._add_op(operator, "instr(email, ?) > 0", text.lower())
+            return
+        try:
+            email = normalize_email(text)
+        except ValueError:
+            raise MktError(400, f"The member '{vpath}' must be a valid email address; '{text}' is not.") from None
+        self._add_op(operator, "email = ?", email)
+
+    def _phone(self, operator: str, value: Any, vpath: str, region: str | None) -> None:
+        from marketing_cli.services.values import normalize_phone
+
+        text = self._string(value, vpath)
+        if operator in ("CONTAINS", "NOT_CONTAINS"):
+            digits = "".join(ch for ch in text if ch.isdigit())
+            if not digits:
+                raise MktError(400, f"The member '{vpath}' must hold digits of a phone number.")
+            needle = ("+" if text.startswith("+") else "") + digits
+            self._add_op(operator, "instr(phone, ?) > 0", needle)
+            return
+        try:
+            phone = normalize_phone(text, region)
+        except ValueError as exc:
+            raise MktError(400, f"The member '{vpath}' must be a valid phone number: {exc}") from None
+        self._add_op(operator, "phone = ?", phone)
+
+    def _normalize(self, field: Any, value: Any, vpath: str) -> Any:
+        from marketing_cli.services.values import normalize_value
+
+        if isinstance(value, (dict, list)) and field.type != "DROPDOWN_MULTIPLE":
+            raise MktError(400, f"The member '{vpath}' must be a single value for field '{field.merge_tag}'"
+                                f" ({field.type}), not {'an object' if isinstance(value, dict) else 'an array'}.")
+        try:
+            normalized = normalize_value(field, value)
+        except ValueError as exc:
+            raise MktError(400, f"The member '{vpath}' does not fit the field: {exc}") from None
+        if isinstance(normalized, int) and not isinstance(normalized, bool) and not (
+            _INT64[0] <= normalized <= _INT64[1]
+        ):
+            normalized = float(normalized)  # SQLite integers are 64-bit; compare as a real
+        return normalized
+
+    def _custom(self, operator: str, value: Any, vpath: str, field: Any) -> None:
+        expr = self._expr(field)
+        fid = int(field.id)
+        if field.type == "DROPDOWN_MULTIPLE":
+            options = self._normalize(field, value, vpath)
+            marks = ", ".join("?" for _ in options)
+            if operator in ("CONTAINS", "NOT_CONTAINS"):
+                # The array holds every given option (one option: the usual case).
+                positive = " AND ".join(
+                    f"EXISTS (SELECT 1 FROM json_each(contacts.data, '$.\"{fid}\"') WHERE value = ?)"
+                    for _ in options
+                )
+            else:
+                # The same set of options, in any order (stored arrays hold no duplicates).
+                positive = (
+                    f"json_array_length(data, '$.\"{fid}\"') = {len(options)} AND NOT EXISTS"
+                    f" (SELECT 1 FROM json_each(contacts.data, '$.\"{fid}\"') WHERE value NOT IN ({marks}))"
+                )
+            self._add_op(operator, positive, *options)
+            return
+        if field.type == "TEXT" and operator in ("CONTAINS", "NOT_CONTAINS"):
+            # Case-insensitive for ASCII letters (SQLite's lower()); other characters as given.
+            self._add_op(operator, f"instr(lower({expr}), lower(?)) > 0", self._string(value, vpath))
+            return
+        normalized = self._normalize(field, value, vpath)
+        if operator in ("GREATER_THAN", "LESS_THAN"):
+            # A missing value never compares; for text that includes ''.
+            blank = f" AND {expr} <> ''" if field.type == "TEXT" else ""
+            self.add(f"{expr} {'>' if operator == 'GREATER_THAN' else '<'} ?{blank}", normalized)
+        else:
+            self._add_op(operator, f"{expr} = ?", normalized)
+
+
+@dataclass
+class SearchQuery:
+    """The compiled search: one COUNT and one page SELECT over the same conditions."""
+
+    count_sql: str
+    page_sql: str
+    params: list[Any]
+    page: int
+    limit: int
+    fields: Any  # the workspace's FieldMap, reused to render the page
+
+    @property
+    def offset(self) -> int:
+        return (self.page - 1) * self.limit
+
+    @property
+    def page_params(self) -> list[Any]:
+        return [*self.params, self.limit, self.offset]
+
+
+def compile_search(conn: sqlite3.Connection, workspace_id: int, body: Any) -> SearchQuery:
+    """Check a search body against the workspace's fields and tags and compile it to SQL."""
+    body = require_object({} if body is None else body, INVALID_BODY)
+    filters = member(body, "fields", list) or []
+    tags = int_list(body, "tags")
+    status = member(body, "status", str)
+    if status is not None and status not in STATUSES:
+        raise MktError(400, INVALID_STATUS)
+    page = member(body, "page", int)
+    page = 1 if page is None else page
+    if page < 1:
+        raise MktError(400, "The member 'page' must be 1 or more.")
+    limit = member(body, "limit", int)
+    limit = DEFAULT_LIMIT if limit is None else limit
+    if not MIN_LIMIT <= limit <= MAX_LIMIT:
+        raise MktError(400, f"The member 'limit' must be between {MIN_LIMIT} and {MAX_LIMIT}.")
+    sort_by = _choice(body, "sort_by", SORT_COLUMNS, "created_at")
+    sort_order = _choice(body, "sort_order", SORT_ORDERS, "asc")
+
+    compiler = _Compiler(conn, workspace_id)
+    compiler.add("workspace_id = ?", workspace_id)
+    if status is not None:
+        compiler.add("status = ?", status)
+    for index, item in enumerate(filters):
+        compiler.filter(index, item)
+    if tags:
+        wanted = sorted(set(tags))
+        marks = ", ".join("?" for _ in wanted)
+        known = {row[0] for row in conn.execute(
+            f"SELECT id FROM tags WHERE workspace_id = ? AND id IN ({marks})", (workspace_id, *wanted))}
+        missing = [t for t in wanted if t not in known]
+        if missing:
+            raise MktError(400, "The member 'tags' holds tag IDs that do not exist in this workspace: "
+                                f"{', '.join(map(str, missing))}.")
+        # Contacts holding every tag: one indexed lookup per tag, intersected.
+        compiler.add("id IN (" + " INTERSECT ".join(
+            "SELECT contact_id FROM contact_tags WHERE tag_id = ?" for _ in wanted) + ")", *wanted)
+    where = " AND ".join(compiler.where)
+    direction = "DESC" if sort_order == "desc" else "ASC"
+    return SearchQuery(
+        count_sql=f"SELECT COUNT(*) FROM contacts WHERE {where}",
+        page_sql=(f"SELECT * FROM contacts WHERE {where} ORDER BY {sort_by} {direction}, id {direction}"
+                  " LIMIT ? OFFSET ?"),
+        params=compiler.params,
+        page=page,
+        limit=limit,
+        fields=compiler.fields,
+    )
+
+
+def search_contacts(conn: sqlite3.Connection, workspace_id: int, body: Any) -> dict[str, Any]:
+    """POST /v1/contacts/search: {"contacts": [...], "pagination": {"page", "limit", "total"}}."""
+    from marketing_cli.services.contacts import render_contacts
+
+    with _snapshot(conn):
+        query = compile_search(conn, workspace_id, body)
+        total = conn.execute(query.count_sql, query.params).fetchone()[0]
+        rows = conn.execute(query.page_sql, query.page_params).fetchall() if query.offset < total else []
+        contacts = render_contacts(conn, workspace_id, rows, shape="search", fields=query.fields)
+    return {"contacts": contacts, "pagination": {"page": query.page, "limit": query.limit, "total": total}}
