@@ -13,10 +13,9 @@ DOCS = Path(__file__).resolve().parent.parent / "docs"
 
 def walk(command: object, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], object]]:
     found = []
-    sub = getattr(command, "commands", None)
-    if sub:
-        for name, child in sub.items():
-            found.extend(walk(child, (*path, name)))
+    if hasattr(command, "list_commands"):  # a group: the root loads its resource groups lazily
+        for name in command.list_commands(None):
+            found.extend(walk(command.get_command(None, name), (*path, name)))
     else:
         found.append((path, command))
     return found

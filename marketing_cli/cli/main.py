@@ -6,7 +6,6 @@ the commands that need them, so `mkt --help` starts about as fast as a bare type
 
 from __future__ import annotations
 
-import importlib
 from typing import Annotated, Optional
 
 import typer
@@ -15,16 +14,7 @@ from marketing_cli import __version__
 from marketing_cli.cli.output import JsonOption, MktGroup, emit, pairs
 from marketing_cli.cli.state import state
 
-app = typer.Typer(
-    cls=MktGroup,
-    name="mkt",
-    help="Self-hosted email and SMS marketing: contacts, segments, campaigns and the /v1 HTTP API.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-
-# (module, command name): one typer app per resource, joined with add_typer.
+# (module, command name): one typer app per resource, loaded when its command runs.
 SUBCOMMANDS = [
     ("keys", "keys"),
     ("workspace", "workspace"),
@@ -37,7 +27,23 @@ SUBCOMMANDS = [
     ("tags", "tags"),
     ("events", "events"),
     ("segments", "segments"),
+    ("audience", "audience"),
 ]
+
+
+class RootGroup(MktGroup):
+    lazy = {name: f"marketing_cli.cli.{module}" for module, name in SUBCOMMANDS}
+
+
+app = typer.Typer(
+    cls=RootGroup,
+    name="mkt",
+    help="Self-hosted email and SMS marketing: contacts, segments, campaigns and the /v1 HTTP API.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
 
 
 def _version(value: bool) -> None:
@@ -103,11 +109,6 @@ def serve(
 
     run_server(state(ctx).db_path, host=host, port=port, smtp_url=smtp_url, outbox=outbox,
                worker_interval=worker_interval, bootstrap=bootstrap)
-
-
-for module_name, command_name in SUBCOMMANDS:
-    module = importlib.import_module(f"marketing_cli.cli.{module_name}")
-    app.add_typer(module.app, name=command_name)
 
 
 def run() -> None:

@@ -86,10 +86,10 @@ _LIMITS_AND_USAGE = """
 def _limits_and_usage(conn: sqlite3.Connection, workspace_id: int) -> tuple[dict[str, int], dict[str, int]]:
     """(allowed, used) per resource, in one query: the plan's allowance plus add-ons, unless
     the operator overrode it; usage of the current period only."""
-    now = clock.utcnow()
-    periods = {r: period_of(r, now) for r in RESOURCES}
-    allowed = {r: 0 for r in RESOURCES}
-    used = {r: 0 for r in RESOURCES}
+    stamp = clock.utcnow().isoformat()
+    periods = {r: stamp[:7] if r in MONTHLY else stamp[:13] if r in HOURLY else "" for r in RESOURCES}
+    allowed = dict.fromkeys(RESOURCES, 0)
+    used = dict.fromkeys(RESOURCES, 0)
     overrides = {}
     for source, resource, amount, period in conn.execute(_LIMITS_AND_USAGE, {"ws": workspace_id}):
         if resource not in allowed:
