@@ -1,0 +1,327 @@
+"""The durable job queue: leases, a worker killed mid-job, retries with backoff, final
+failure, dedupe, heartbeat, pruning and serve's worker thread."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from marketing_cli import clock, jobs
+from marketing_cli.errors import MktError
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = clock.utcnow()
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+@pytest.fixture
+def fake_clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
+    fake = FakeClock()
+    monkeypatch.setattr(clock, "utcnow", fake)
+    return fake
+
+
+@pytest.fixture
+def calls() -> Iterator[list[dict[str, Any]]]:
+    """Test handlers: test.ok records its call, test.flaky fails, test.bad fails with a 400."""
+    seen: list[dict[str, Any]] = []
+
+    def ok(conn: sqlite3.Connection, job: dict[str, Any]) -> None:
+        seen.append(job)
+
+    def flaky(conn: sqlite3.Connection, job: dict[str, Any]) -> None:
+        seen.append(job)
+        raise RuntimeError(f"boom {job['attempt']}")
+
+    def bad(conn: sqlite3.Connection, job: dict[str, Any]) -> None:
+        raise MktError(400, "The input is wrong.")
+
+    for name, fn in (("test.ok", ok), ("test.flaky", flaky), ("test.bad", bad)):
+        jobs.handler(name)(fn)
+    yield seen
+    for name in ("test.ok", "test.flaky", "test.bad"):
+        jobs._handlers.pop(name, None)
+
+
+def job(conn: sqlite3.Connection, job_id: int) -> sqlite3.Row:
+    return conn.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
+
+
+# -- the required crash test ---------------------------------------------------------------
+
+SLOW_HANDLER = '''
+import os, time
+from marketing_cli import jobs
+
+@jobs.handler("test.slow")
+def slow(conn, job):
+    with open(job["log"], "a") as f:
+        f.write(f"start {job['attempt']} {os.getpid()}\\n")
+    if job["attempt"] == 1:
+        time.sleep(120)  # the first worker is killed in here
+    conn.execute("INSERT INTO effects (job_id) VALUES (?) ON CONFLICT DO NOTHING", (job["id"],))
+    with open(job["log"], "a") as f:
+        f.write(f"done {job['attempt']}\\n")
+'''
+
+
+def _wait_for(predicate: Any, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting")
+        time.sleep(0.05)
+
+
+@pytest.mark.slow
+def test_a_job_whose_worker_was_killed_finishes_after_restart(conn: sqlite3.Connection, db_path: Path,
+                                                              tmp_path: Path) -> None:
+    (tmp_path / "slowjob.py").write_text(SLOW_HANDLER)
+    log = tmp_path / "job.log"
+    conn.execute("CREATE TABLE effects (job_id INTEGER PRIMARY KEY)")  # the job's idempotent effect
+    job_id = jobs.enqueue(conn, "test.slow", {"log": str(log)})
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
+           "MKT_JOB_MODULES": "slowjob"}
+    command = [sys.executable, "-m", "marketing_cli", "--db", str(db_path), "jobs", "run", "--lease-seconds", "2",
+               "--json"]
+
+    first = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_for(lambda: log.exists() and "start 1" in log.read_text())
+        held = job(conn, job_id)
+        assert held["status"] == "running" and f":{first.pid}:" in held["lease_owner"]
+        first.send_signal(signal.SIGKILL)  # the worker dies in the middle of the job
+        first.wait(10)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert first.returncode == -signal.SIGKILL
+    assert job(conn, job_id)["status"] == "running"  # the dead worker's lease still holds it
+
+    # Before the lease expires nobody may take the job over.
+    assert jobs.run_due(conn, lease_seconds=2) == {"processed": 0, "failed": 0}
+    _wait_for(lambda: job(conn, job_id)["lease_expires_at"] < clock.now(), timeout=5)
+
+    restarted = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+    assert restarted.returncode == 0, restarted.stderr
+    assert json.loads(restarted.stdout) == {"processed": 1, "failed": 0}
+    done = job(conn, job_id)
+    assert (done["status"], done["attempts"], done["lease_owner"], done["last_error"]) == ("done", 2, None, None)
+    assert log.read_text().splitlines()[-1] == "done 2"
+    assert conn.execute("SELECT COUNT(*) FROM effects").fetchone()[0] == 1
+
+
+# -- retries, backoff, final failure -------------------------------------------------------
+
+def test_retry_with_backoff_then_final_failure(conn: sqlite3.Connection, fake_clock: FakeClock,
+                                               calls: list[dict[str, Any]]) -> None:
+    job_id = jobs.enqueue(conn, "test.flaky", {"n": 1}, max_attempts=3)
+    assert jobs.run_due(conn) == {"processed": 1, "failed": 1}
+    row = job(conn, job_id)
+    assert (row["status"], row["attempts"], row["last_error"]) == ("queued", 1, "RuntimeError: boom 1")
+    assert row["run_at"] == clock.format_ts(fake_clock.now + timedelta(seconds=5))
+    assert row["lease_owner"] is None and row["finished_at"] is None
+
+    assert jobs.run_due(conn) == {"processed": 0, "failed": 0}  # not due yet
+    fake_clock.advance(5)
+    assert jobs.run_due(conn) == {"processed": 1, "failed": 1}
+    row = job(conn, job_id)
+    assert (row["status"], row["attempts"], row["last_error"]) == ("queued", 2, "RuntimeError: boom 2")
+    assert row["run_at"] == clock.format_ts(fake_clock.now + timedelta(seconds=10))  # doubled
+
+    fake_clock.advance(9)
+    assert jobs.run_due(conn) == {"processed": 0, "failed": 0}
+    fake_clock.advance(1)
+    assert jobs.run_due(conn) == {"processed": 1, "failed": 1}
+    row = job(conn, job_id)
+    assert (row["status"], row["attempts"], row["last_error"]) == ("failed", 3, "RuntimeError: boom 3")
+    assert row["finished_at"] == clock.format_ts(fake_clock.now)
+    fake_clock.advance(3600)
+    assert jobs.run_due(conn) == {"processed": 0, "failed": 0}  # never again
+    assert [c["attempt"] for c in calls] == [1, 2, 3] and calls[0]["n"] == 1
+
+
+def test_backoff_grows_and_is_capped() -> None:
+    assert [jobs.backoff_seconds(n) for n in (1, 2, 3, 4)] == [5, 10, 20, 40]
+    assert jobs.backoff_seconds(30) == jobs.MAX_BACKOFF_SECONDS
+
+
+def test_a_4xx_error_fails_at_once(conn: sqlite3.Connection, calls: list[dict[str, Any]]) -> None:
+    job_id = jobs.enqueue(conn, "test.bad")
+    assert jobs.run_due(conn) == {"processed": 1, "failed": 1}
+    row = job(conn, job_id)
+    assert (row["status"], row["attempts"], row["last_error"]) == ("failed", 1, "The input is wrong.")
+
+
+def test_unknown_job_type_is_recorded(conn: sqlite3.Connection) -> None:
+    job_id = jobs.enqueue(conn, "test.nobody", max_attempts=1)
+    assert jobs.run_due(conn) == {"processed": 1, "failed": 1}
+    assert job(conn, job_id)["last_error"] == "No handler for job type 'test.nobody'."
+
+
+def test_handler_writes_are_rolled_back_on_failure(conn: sqlite3.Connection) -> None:
+    from marketing_cli.db import transaction
+
+    conn.execute("CREATE TABLE effects (n INTEGER)")
+
+    def half(c: sqlite3.Connection, j: dict[str, Any]) -> None:
+        with transaction(c):
+            c.execute("INSERT INTO effects VALUES (1)")
+            raise RuntimeError("half way")
+
+    jobs.handler("test.half")(half)
+    try:
+        jobs.enqueue(conn, "test.half")
+        assert jobs.run_due(conn) == {"processed": 1, "failed": 1}
+    finally:
+        jobs._handlers.pop("test.half")
+    assert conn.execute("SELECT COUNT(*) FROM effects").fetchone()[0] == 0
+
+
+# -- leases --------------------------------------------------------------------------------
+
+def test_a_lease_is_exclusive_until_it_expires(conn: sqlite3.Connection, fake_clock: FakeClock,
+                                               calls: list[dict[str, Any]]) -> None:
+    job_id = jobs.enqueue(conn, "test.ok")
+    first = jobs.claim(conn, "A", lease_seconds=10)
+    assert first["id"] == job_id and first["attempts"] == 1
+    assert jobs.claim(conn, "B", lease_seconds=10) is None
+    fake_clock.advance(11)
+    second = jobs.claim(conn, "B", lease_seconds=10)
+    assert second["id"] == job_id and second["attempts"] == 2 and second["lease_owner"] == "B"
+    # The first owner woke up late: its result must not overwrite B's.
+    assert jobs.complete(conn, job_id, "A") is False
+    assert jobs.fail(conn, job_id, "A", "late") == "lost"
+    assert jobs.renew_lease(conn, job_id, "A") is False
+    assert job(conn, job_id)["status"] == "running"
+    assert jobs.complete(conn, job_id, "B") is True
+    assert job(conn, job_id)["status"] == "done"
+
+
+def test_a_job_whose_worker_died_on_every_attempt_fails(conn: sqlite3.Connection, fake_clock: FakeClock) -> None:
+    job_id = jobs.enqueue(conn, "test.ok", max_attempts=2)
+    jobs.claim(conn, "A", lease_seconds=5)
+    fake_clock.advance(6)
+    jobs.claim(conn, "B", lease_seconds=5)
+    fake_clock.advance(6)
+    assert jobs.claim(conn, "C", lease_seconds=5) is None
+    row = job(conn, job_id)
+    assert row["status"] == "failed" and row["lease_owner"] is None
+    assert row["last_error"] == ("The worker running this job stopped before it finished"
+                                 " (lease expired after attempt 2 of 2).")
+
+
+def test_heartbeat_keeps_the_lease(conn: sqlite3.Connection, fake_clock: FakeClock) -> None:
+    seen: list[str] = []
+
+    def long(c: sqlite3.Connection, j: dict[str, Any]) -> None:
+        fake_clock.advance(8)
+        jobs.heartbeat(c)  # lease pushed to now + 10 s
+        seen.append(job(c, j["id"])["lease_expires_at"])
+        fake_clock.advance(8)
+        assert jobs.claim(c, "other", lease_seconds=10) is None  # still ours
+        c.execute("UPDATE jobs SET lease_owner = 'thief' WHERE id = ?", (j["id"],))
+        jobs.heartbeat(c)
+
+    jobs.handler("test.long")(long)
+    try:
+        job_id = jobs.enqueue(conn, "test.long")
+        start = fake_clock.now
+        assert jobs.run_due(conn, lease_seconds=10) == {"processed": 1, "failed": 1}
+    finally:
+        jobs._handlers.pop("test.long")
+    assert seen == [clock.format_ts(start + timedelta(seconds=18))]
+    assert job(conn, job_id)["status"] == "running"  # the thief's now; the loser recorded nothing
+    jobs.heartbeat(conn)  # outside a job: nothing to do
+
+
+# -- dedupe ---------------------------------------------------------------------------------
+
+def test_dedupe_folds_into_the_queued_twin_only(conn: sqlite3.Connection, fake_clock: FakeClock,
+                                                calls: list[dict[str, Any]]) -> None:
+    later = clock.format_ts(fake_clock.now + timedelta(minutes=5))
+    first = jobs.enqueue(conn, "test.ok", dedupe_key="k", run_at=later)
+    assert jobs.enqueue(conn, "test.ok", dedupe_key="k", run_at=clock.format_ts(fake_clock.now + timedelta(hours=1))) == first
+    assert job(conn, first)["run_at"] == later
+    assert jobs.enqueue(conn, "test.ok", dedupe_key="k") == first  # due now: the twin moves earlier
+    assert job(conn, first)["run_at"] == clock.format_ts(fake_clock.now)
+    assert jobs.claim(conn, "A")["id"] == first
+    # The twin is running (it may have read stale data): a new request queues a new job.
+    second = jobs.enqueue(conn, "test.ok", dedupe_key="k")
+    assert second != first
+    # If the running one fails now, the queued twin takes over instead of a second retry.
+    assert jobs.fail(conn, first, "A", "RuntimeError: x") == "failed"
+    assert job(conn, first)["last_error"] == "RuntimeError: x (a newer queued job with the same key takes over)"
+    assert job(conn, second)["status"] == "queued"
+
+
+def test_enqueue_joins_the_callers_transaction(conn: sqlite3.Connection) -> None:
+    from marketing_cli.db import transaction
+
+    with pytest.raises(RuntimeError):
+        with transaction(conn):
+            jobs.enqueue(conn, "test.ok")
+            raise RuntimeError("the operation failed")
+    assert conn.execute("SELECT COUNT(*) FROM jobs").fetchone()[0] == 0
+
+
+# -- listing, pruning, the worker -----------------------------------------------------------
+
+def test_list_jobs_filters_and_messages(conn: sqlite3.Connection, calls: list[dict[str, Any]]) -> None:
+    jobs.enqueue(conn, "test.ok")
+    jobs.enqueue(conn, "test.bad")
+    jobs.run_due(conn)
+    jobs.enqueue(conn, "test.ok")
+    assert [(j["type"], j["status"]) for j in jobs.list_jobs(conn)] == [
+        ("test.ok", "queued"), ("test.bad", "failed"), ("test.ok", "done")]
+    assert [j["type"] for j in jobs.list_jobs(conn, status="failed")] == ["test.bad"]
+    assert [j["status"] for j in jobs.list_jobs(conn, job_type="test.ok")] == ["queued", "done"]
+    assert len(jobs.list_jobs(conn, limit=1)) == 1
+    with pytest.raises(MktError, match="^Invalid status 'x'. Use queued, running, done or failed.$"):
+        jobs.list_jobs(conn, status="x")
+    with pytest.raises(MktError, match="^The limit must be between 1 and 1000.$"):
+        jobs.list_jobs(conn, limit=0)
+
+
+def test_prune_keeps_recent_and_pending_jobs(conn: sqlite3.Connection, fake_clock: FakeClock,
+                                             calls: list[dict[str, Any]]) -> None:
+    jobs.enqueue(conn, "test.ok")
+    jobs.enqueue(conn, "test.bad")
+    jobs.run_due(conn)
+    pending = jobs.enqueue(conn, "test.ok", run_at=clock.format_ts(fake_clock.now + timedelta(days=60)))
+    fake_clock.advance(8 * 86400)
+    assert jobs.prune_jobs(conn) == 1  # the done one; the failed one is kept 30 days
+    fake_clock.advance(23 * 86400)
+    assert jobs.prune_jobs(conn) == 1
+    assert [j["id"] for j in jobs.list_jobs(conn)] == [pending]
+
+
+def test_serve_worker_runs_due_jobs_and_stops(conn: sqlite3.Connection, db_path: Path,
+                                              calls: list[dict[str, Any]]) -> None:
+    job_id = jobs.enqueue(conn, "test.ok", {"x": 1})
+    worker = jobs.Worker(db_path, interval=0.05)
+    worker.start()
+    try:
+        _wait_for(lambda: job(conn, job_id)["status"] == "done", timeout=10)
+    finally:
+        worker.stop()
+    assert not worker._thread.is_alive()
+    assert calls[0]["x"] == 1
