@@ -68,3 +68,43 @@ def test_users_usage_counts_active_keys(conn: sqlite3.Connection, workspace: dic
     keys.revoke_key(conn, workspace["id"], extra["id"])
     keys.revoke_key(conn, workspace["id"], extra["id"])  # twice: counted once
     assert billing.usage(conn, workspace["id"], "users") == 1
+
+
+def test_last_used_at_is_stamped_at_most_once_a_minute(conn: sqlite3.Connection, workspace: dict,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from datetime import datetime, timezone
+
+    from marketing_cli import clock
+
+    moments = iter([datetime(2026, 11, 22, 10, 0, 0, tzinfo=timezone.utc),
+                    datetime(2026, 11, 22, 10, 0, 30, tzinfo=timezone.utc),
+                    datetime(2026, 11, 22, 10, 1, 30, tzinfo=timezone.utc)])
+    monkeypatch.setattr(clock, "utcnow", lambda: next(moments))
+    header = f"Bearer {workspace['api_key']}"
+
+    def stamp() -> str | None:
+        return keys.list_keys(conn, workspace["id"])[0]["last_used_at"]
+
+    assert stamp() is None
+    keys.authenticate(conn, header)
+    assert stamp() == "2026-11-22T10:00:00.000Z"
+    keys.authenticate(conn, header)  # 30 s later: unchanged
+    assert stamp() == "2026-11-22T10:00:00.000Z"
+    keys.authenticate(conn, header)
+    assert stamp() == "2026-11-22T10:01:30.000Z"
+
+
+def test_stamping_never_waits_for_a_busy_file(db_path: object, conn: sqlite3.Connection, workspace: dict) -> None:
+    import time
+
+    from marketing_cli.db import connect
+
+    other = connect(db_path)
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        started = time.perf_counter()
+        assert keys.authenticate(conn, f"Bearer {workspace['api_key']}") == workspace["id"]
+        assert time.perf_counter() - started < 1
+    finally:
+        other.execute("ROLLBACK")
+    assert conn.execute("PRAGMA busy_timeout").fetchone()[0] > 0

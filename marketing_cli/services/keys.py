@@ -11,6 +11,7 @@ import hashlib
 import hmac
 import secrets
 import sqlite3
+from datetime import timedelta
 from typing import Any
 
 from marketing_cli import clock
@@ -81,8 +82,32 @@ def authenticate(conn: sqlite3.Connection, authorization: str | None) -> int:
         raise MktError(401, MISSING if not authorization.strip() else INVALID)
     digest = _hash(secret)
     row = conn.execute(
-        "SELECT workspace_id, key_hash FROM api_keys WHERE key_hash = ? AND revoked_at IS NULL", (digest,)
+        "SELECT id, workspace_id, key_hash, last_used_at FROM api_keys WHERE key_hash = ? AND revoked_at IS NULL",
+        (digest,),
     ).fetchone()
     if row is None or not hmac.compare_digest(row["key_hash"], digest):
         raise MktError(401, INVALID)
+    _note_use(conn, row["id"], row["last_used_at"])
     return row["workspace_id"]
+
+
+def _note_use(conn: sqlite3.Connection, key_id: int, last_used_at: str | None) -> None:
+    """Record when a key was last used, at most once a minute, never waiting for a lock.
+
+    A read request must not queue behind another process's write just to stamp a key, so
+    the update is tried once without the busy timeout and skipped if the file is busy.
+    """
+    now = clock.utcnow()
+    if last_used_at is not None and last_used_at > clock.format_ts(now - timedelta(seconds=60)):
+        return
+    if conn.in_transaction:
+        return
+    from marketing_cli.db import BUSY_TIMEOUT_MS
+
+    conn.execute("PRAGMA busy_timeout = 0")
+    try:
+        conn.execute("UPDATE api_keys SET last_used_at = ? WHERE id = ?", (clock.format_ts(now), key_id))
+    except sqlite3.OperationalError:
+        pass  # busy: try again on a later request
+    finally:
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
