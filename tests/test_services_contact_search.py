@@ -431,21 +431,23 @@ def test_custom_field_filters_use_the_expression_index(people, operator):
         {"merge_tag": "age", "operator": operator, "value": 30}]})
     index = f"contacts_field_{people.field['age']}"
     assert index in plan(people.conn, query.count_sql, query.params)
-    assert "json_extract(data, '$.\"%d\"')" % people.field["age"] in query.page_sql
-    assert "30" not in query.page_sql  # values are parameters, never SQL text
+    assert index in plan(people.conn, query.page_sql(walk=False), query.page_params)
+    assert "json_extract(data, '$.\"%d\"')" % people.field["age"] in query.page_sql()
+    assert "30" not in query.page_sql()  # values are parameters, never SQL text
 
 
 def test_email_equals_uses_the_email_index(people):
     query = compile_search(people.conn, people.ws, {"fields": [
         {"merge_tag": "email_address", "operator": "EQUALS", "value": "ann@example.com"}]})
-    assert "contacts_email" in plan(people.conn, query.page_sql, query.page_params)
-    assert "ann@example.com" not in query.page_sql
+    assert "contacts_email" in plan(people.conn, query.count_sql, query.params)
+    assert "contacts_email" in plan(people.conn, query.page_sql(walk=False), query.page_params)
+    assert "ann@example.com" not in query.page_sql()
 
 
 def test_merge_tags_never_reach_the_sql(people):
     query = compile_search(people.conn, people.ws, {"fields": [
         {"merge_tag": "city", "operator": "CONTAINS", "value": "'; DROP TABLE contacts; --"}]})
-    assert "DROP" not in query.page_sql and "city" not in query.page_sql
+    assert "DROP" not in query.page_sql() and "city" not in query.page_sql()
     assert people.where("city", "CONTAINS", "'; DROP TABLE contacts; --") == []
 
 
@@ -456,9 +458,44 @@ def test_search_runs_one_count_and_one_page_query(people, monkeypatch):
         people.find(fields=[{"merge_tag": "age", "operator": "GREATER_THAN", "value": 1}], tags=[people.news])
     finally:
         people.conn.set_trace_callback(None)
-    on_contacts = [s for s in statements if "FROM contacts WHERE" in s]
+    on_contacts = [s for s in statements if s.startswith(("SELECT COUNT(*) FROM contacts", "SELECT * FROM contacts"))]
     assert len(on_contacts) == 2
     assert on_contacts[0].startswith("SELECT COUNT(*)") and "LIMIT" in on_contacts[1]
+
+
+def test_both_page_plans_give_the_same_pages(conn, workspace, many):
+    ws = workspace["id"]
+    add_field(conn, ws, "age", "NUMBER")
+    for body in ({}, {"sort_order": "desc", "page": 2, "limit": 10}, {"sort_by": "updated_at", "limit": 10},
+                 {"fields": [{"merge_tag": "email_address", "operator": "CONTAINS", "value": "p1"}], "limit": 10},
+                 {"fields": [{"merge_tag": "age", "operator": "EXISTS", "value": False}], "page": 3, "limit": 10}):
+        query = compile_search(conn, ws, body)
+        walked = [r["id"] for r in conn.execute(query.page_sql(walk=True), query.page_params)]
+        sorted_ = [r["id"] for r in conn.execute(query.page_sql(walk=False), query.page_params)]
+        assert walked == sorted_ == page_of(conn, ws, **body)[0]
+        assert "INDEXED BY contacts_" in query.page_sql(walk=True)
+
+
+def test_plan_choice_follows_how_many_match(conn, workspace, many):
+    """Common matches walk the sort index; rare ones come from the filter's index and are sorted."""
+    ws = workspace["id"]
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    try:
+        page_of(conn, ws, limit=10, fields=[{"merge_tag": "email_address", "operator": "CONTAINS", "value": "p"}])
+        page_of(conn, ws, limit=10, fields=[{"merge_tag": "email_address", "operator": "EQUALS",
+                                             "value": "p07@example.com"}])
+    finally:
+        conn.set_trace_callback(None)
+    pages = [s for s in statements if "LIMIT" in s and "FROM contacts" in s]
+    assert "INDEXED BY contacts_created" in pages[0]
+    assert "INDEXED BY" not in pages[1] and "ORDER BY +created_at" in pages[1]
+
+
+def test_empty_search_total_is_the_contact_count(conn, workspace, many):
+    assert page_of(conn, workspace["id"])[1]["total"] == 25
+    conn.execute("DELETE FROM contacts WHERE id = ?", (many[0],))
+    assert page_of(conn, workspace["id"])[1]["total"] == 24
 
 
 def test_defaults_are_documented_values():

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from marketing_cli.errors import MktError
+from marketing_cli.services import billing
 from marketing_cli.services.inputs import int_list, member, require_object, type_error
 
 INVALID_BODY = "Invalid request body."
@@ -253,9 +254,10 @@ class _Compiler:
 class SearchQuery:
     """The compiled search: one COUNT and one page SELECT over the same conditions."""
 
-    count_sql: str
-    page_sql: str
+    where: str
     params: list[Any]
+    sort_by: str
+    direction: str
     page: int
     limit: int
     fields: Any  # the workspace's FieldMap, reused to render the page
@@ -265,8 +267,31 @@ class SearchQuery:
         return (self.page - 1) * self.limit
 
     @property
+    def count_sql(self) -> str:
+        return f"SELECT COUNT(*) FROM contacts WHERE {self.where}"
+
+    @property
     def page_params(self) -> list[Any]:
         return [*self.params, self.limit, self.offset]
+
+    def page_sql(self, walk: bool = False) -> str:
+        """The page query. Two plans answer it, and which is faster depends on how many match:
+
+        walk=True reads the (workspace_id, <sort column>, id) index in order and stops after
+        offset + limit matches: best when matches are common. walk=False lets the filter's
+        own index (a field's expression index, email) find the matches and sorts just those
+        (`+column` keeps the planner off the sort index): best when matches are rare.
+        """
+        order = f"{self.sort_by} {self.direction}, id {self.direction}"
+        if walk:
+            index = "contacts_created" if self.sort_by == "created_at" else "contacts_updated"
+            return f"SELECT * FROM contacts INDEXED BY {index} WHERE {self.where} ORDER BY {order} LIMIT ? OFFSET ?"
+        return f"SELECT * FROM contacts WHERE {self.where} ORDER BY +{order} LIMIT ? OFFSET ?"
+
+    def walk_is_cheaper(self, total: int, population: int) -> bool:
+        """Rows the ordered walk reads ((offset + limit) * population / total) against the
+        matches the other plan fetches and sorts (total)."""
+        return (self.offset + self.limit) * max(population, total) <= total * total
 
 
 def compile_search(conn: sqlite3.Connection, workspace_id: int, body: Any) -> SearchQuery:
@@ -306,13 +331,11 @@ def compile_search(conn: sqlite3.Connection, workspace_id: int, body: Any) -> Se
         # Contacts holding every tag: one indexed lookup per tag, intersected.
         compiler.add("id IN (" + " INTERSECT ".join(
             "SELECT contact_id FROM contact_tags WHERE tag_id = ?" for _ in wanted) + ")", *wanted)
-    where = " AND ".join(compiler.where)
-    direction = "DESC" if sort_order == "desc" else "ASC"
     return SearchQuery(
-        count_sql=f"SELECT COUNT(*) FROM contacts WHERE {where}",
-        page_sql=(f"SELECT * FROM contacts WHERE {where} ORDER BY {sort_by} {direction}, id {direction}"
-                  " LIMIT ? OFFSET ?"),
+        where=" AND ".join(compiler.where),
         params=compiler.params,
+        sort_by=sort_by,
+        direction="DESC" if sort_order == "desc" else "ASC",
         page=page,
         limit=limit,
         fields=compiler.fields,
@@ -325,7 +348,15 @@ def search_contacts(conn: sqlite3.Connection, workspace_id: int, body: Any) -> d
 
     with _snapshot(conn):
         query = compile_search(conn, workspace_id, body)
-        total = conn.execute(query.count_sql, query.params).fetchone()[0]
-        rows = conn.execute(query.page_sql, query.page_params).fetchall() if query.offset < total else []
+        if query.where == "workspace_id = ?":
+            # No condition: the maintained contacts counter is the count (same transaction as every insert).
+            total = billing.usage(conn, workspace_id, "contacts")
+        else:
+            total = conn.execute(query.count_sql, query.params).fetchone()[0]
+        rows: list[sqlite3.Row] = []
+        if query.offset < total:
+            # The workspace's contact count is a maintained counter: reading it costs nothing.
+            walk = query.walk_is_cheaper(total, billing.usage(conn, workspace_id, "contacts"))
+            rows = conn.execute(query.page_sql(walk), query.page_params).fetchall()
         contacts = render_contacts(conn, workspace_id, rows, shape="search", fields=query.fields)
     return {"contacts": contacts, "pagination": {"page": query.page, "limit": query.limit, "total": total}}
