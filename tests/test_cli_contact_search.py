@@ -73,6 +73,13 @@ def test_body_and_options_combine(cli_json, people):
     assert found(cli_json("contacts", "search", "--body", body, "--where", "city CONTAINS york"), people) == ["ann"]
 
 
+def test_body_from_stdin(cli, people):
+    result = cli("contacts", "search", "--body", "-", "--json",
+                 input='{"fields": [{"merge_tag": "age", "operator": "LESS_THAN", "value": 10}]}')
+    assert result.exit_code == 0
+    assert found(json.loads(result.stdout), people) == ["bob"]
+
+
 def test_human_table(cli, people):
     result = cli("contacts", "search", "--where", "email_address CONTAINS example.com")
     assert result.exit_code == 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import Annotated, Any, Optional
 
 import typer
@@ -72,12 +73,15 @@ def contacts_search(
     sort_by: Annotated[Optional[str], typer.Option("--sort-by", help="created_at (default) or updated_at.")] = None,
     sort_order: Annotated[Optional[str], typer.Option("--sort-order", help="asc (default) or desc.")] = None,
     body: Annotated[Optional[str], typer.Option(
-        "--body", metavar="JSON", help="The whole search body as JSON; the other options add to it.")] = None,
+        "--body", metavar="JSON",
+        help="The whole search body as JSON (- reads stdin); the other options add to it.")] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Search contacts by field filters, tags and status, a page at a time."""
     from marketing_cli.services.contact_search import search_contacts
 
+    if body == "-":
+        body = sys.stdin.read()
     request: Any = _json_option(body, "--body", "an object") if body is not None else {}
     if isinstance(request, dict):
         filters = [parse_where(w) for w in where or []]
