@@ -31,6 +31,7 @@ ROUTE_MODULES = [
     "marketing_cli.api.tags",
     "marketing_cli.api.events",
     "marketing_cli.api.segments",
+    "marketing_cli.api.audience",
 ]
 
 

@@ -1,0 +1,56 @@
+"""`mkt audience`: what the audience resolver gives for an audience (POST /v1/audience/count)."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Optional
+
+import typer
+
+from marketing_cli.cli.output import JsonOption, emit
+from marketing_cli.cli.state import state
+from marketing_cli.errors import MktError
+
+app = typer.Typer(help="Count the recipients an audience reaches on a channel.", no_args_is_help=True)
+
+
+
+@app.command("count")
+def audience_count(
+    ctx: typer.Context,
+    audience_type: Annotated[Optional[str], typer.Option(
+        "--type", help="ENTIRE_AUDIENCE, TAGS or SEGMENTS (or give --audience).")] = None,
+    include_tag: Annotated[Optional[list[int]], typer.Option(
+        "--include-tag", metavar="ID", help="A tag to include (TAGS; repeat for more).")] = None,
+    include_segment: Annotated[Optional[list[int]], typer.Option(
+        "--include-segment", metavar="ID", help="A segment to include (SEGMENTS; repeat for more).")] = None,
+    exclude_tag: Annotated[Optional[list[int]], typer.Option(
+        "--exclude-tag", metavar="ID", help="A tag whose contacts are left out (repeat for more).")] = None,
+    exclude_segment: Annotated[Optional[list[int]], typer.Option(
+        "--exclude-segment", metavar="ID", help="A segment whose contacts are left out (repeat for more).")] = None,
+    audience: Annotated[Optional[str], typer.Option(
+        "--audience", metavar="JSON", help="The Audience object (or a list of them) as JSON.")] = None,
+    channel: Annotated[str, typer.Option(help="email or sms: whose eligibility rules apply.")] = "email",
+    as_json: JsonOption = False,
+) -> None:
+    """Count the eligible recipients of an audience on a channel, without sending anything."""
+    from marketing_cli.services import audience as audience_service
+
+    if audience is not None:
+        if audience_type or include_tag or include_segment or exclude_tag or exclude_segment:
+            raise MktError(400, "Give either --audience JSON or --type with the include/exclude options, not both.")
+        try:
+            value: Any = json.loads(audience)
+        except ValueError as exc:
+            raise MktError(400, f"The audience is not valid JSON: {exc}.") from None
+    else:
+        value = {
+            "type": audience_type,
+            "include_tag_ids": include_tag or None,
+            "include_segment_ids": include_segment or None,
+            "exclude_tag_ids": exclude_tag or None,
+            "exclude_segment_ids": exclude_segment or None,
+        }
+    s = state(ctx)
+    emit(audience_service.audience_count(s.conn(), s.workspace_id(), {"audience": value, "channel": channel}),
+         as_json, lambda r: f"{r['count']} {r['channel']} recipient(s).")
