@@ -398,3 +398,26 @@ def test_tag_messages(conn, ws, contact_id, body, expected) -> None:
     tags.create_tag(conn, ws, {"name": "a"})
     for call in (contacts.add_contact_tags, contacts.remove_contact_tags):
         assert fail(lambda: call(conn, ws, contact_id or c["id"], body)) == expected
+
+
+def test_full_replace_removes_phone_and_reports_it(conn, phone_ws) -> None:
+    ws = phone_ws
+    contacts.upsert_contact(conn, ws, {"email_address": "ann@example.com", "phone_number": "+14155552671"})
+    partial = contacts.upsert_contact(conn, ws, {"email_address": "ann@example.com", "partial_update": True})
+    assert partial["data"]["phone_number"] == "+14155552671"  # partial keeps it
+    assert events(conn) == []
+    full = contacts.upsert_contact(conn, ws, {"email_address": "ann@example.com"})
+    assert full["data"]["phone_number"] is None
+    assert events(conn) == [("FIELD_UPDATED", {"field_id": 4, "merge_tag": "phone_number", "old": "+14155552671",
+                                               "new": None})]
+
+
+def test_failed_upsert_writes_nothing(conn, ws) -> None:
+    a = tags.create_tag(conn, ws, {"name": "a"})
+    contacts.upsert_contact(conn, ws, {"email_address": "ann@example.com", "tags": [a["id"]]})
+    fields.create_field(conn, ws, {"label": "Company", "merge_tag": "company", "type": "TEXT", "required": True})
+    before = conn.execute("SELECT * FROM contacts").fetchone()
+    assert fail(lambda: contacts.upsert_contact(conn, ws, {"email_address": "ann@example.com", "tags": []}))[0] == 400
+    assert tuple(conn.execute("SELECT * FROM contacts").fetchone()) == tuple(before)
+    assert conn.execute("SELECT count(*) FROM contact_tags").fetchone()[0] == 1
+    assert events(conn) == []
