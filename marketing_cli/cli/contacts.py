@@ -181,8 +181,4 @@ def contacts_untag(
 # `contacts import` / `contacts export` (contacts_io.py) and `contacts search`
 # (contacts_search.py) register their commands on `app`.
 from marketing_cli.cli import contacts_io  # noqa: E402,F401
-try:  # contact search is built alongside; until it lands, `contacts` works without it
-    from marketing_cli.cli import contacts_search  # noqa: E402,F401
-except ModuleNotFoundError as exc:
-    if exc.name != "marketing_cli.cli.contacts_search":
-        raise
+from marketing_cli.cli import contacts_search  # noqa: E402,F401
