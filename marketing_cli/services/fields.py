@@ -62,7 +62,8 @@ def list_fields(conn: sqlite3.Connection, workspace_id: int) -> list[dict[str, A
 def _row(conn: sqlite3.Connection, workspace_id: int, field_id: Any) -> sqlite3.Row:
     row = None
     if isinstance(field_id, int) and not isinstance(field_id, bool):
-        row = conn.execute("SELECT * FROM fields WHERE workspace_id = ? AND id = ?", (workspace_id, field_id)).fetchone()
+        row = conn.execute("SELECT * FROM fields WHERE workspace_id = ? AND id = ?",
+                           (workspace_id, field_id)).fetchone()
     if row is None:
         raise MktError(404, NOT_FOUND)
     return row
