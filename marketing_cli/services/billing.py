@@ -129,26 +129,34 @@ def resources(conn: sqlite3.Connection, workspace_id: int) -> list[dict[str, Any
     return [{"name": r, "used": used[r], "allowed": allowed[r]} for r in RESOURCES]
 
 
+_SUBSCRIPTION = (
+    "SELECT s.*, p.name AS plan_name, p.price AS plan_price,"
+    " EXISTS (SELECT 1 FROM subscription_addons sa WHERE sa.workspace_id = s.workspace_id) AS has_addons"
+    " FROM subscriptions s JOIN plans p ON p.id = s.plan_id WHERE s.workspace_id = ?"
+)
+
+
 def subscription(conn: sqlite3.Connection, workspace_id: int) -> dict[str, Any] | None:
-    row = conn.execute(
-        "SELECT s.*, p.name AS plan_name, p.price AS plan_price FROM subscriptions s"
-        " JOIN plans p ON p.id = s.plan_id WHERE s.workspace_id = ?",
-        (workspace_id,),
-    ).fetchone()
+    return subscription_view(conn, conn.execute(_SUBSCRIPTION, (workspace_id,)).fetchone())
+
+
+def subscription_view(conn: sqlite3.Connection, row: sqlite3.Row | None) -> dict[str, Any] | None:
+    """The Subscription object from a row of `_SUBSCRIPTION` (None: no active subscription)."""
     if row is None or row["status"] != "active":
         return None
     addons = []
     total = Decimal(row["plan_price"])
-    for a in conn.execute(
-        "SELECT sa.id, sa.addon_id, a.name, a.price, sa.quantity FROM subscription_addons sa"
-        " JOIN addons a ON a.id = sa.addon_id WHERE sa.workspace_id = ? ORDER BY sa.id",
-        (workspace_id,),
-    ):
-        price = Decimal(a["price"])
-        total += price * a["quantity"]
-        addons.append(
-            {"id": a["id"], "addon_id": a["addon_id"], "name": a["name"], "price": price, "quantity": a["quantity"]}
-        )
+    if row["has_addons"]:
+        for a in conn.execute(
+            "SELECT sa.id, sa.addon_id, a.name, a.price, sa.quantity FROM subscription_addons sa"
+            " JOIN addons a ON a.id = sa.addon_id WHERE sa.workspace_id = ? ORDER BY sa.id",
+            (row["workspace_id"],),
+        ):
+            price = Decimal(a["price"])
+            total += price * a["quantity"]
+            addons.append(
+                {"id": a["id"], "addon_id": a["addon_id"], "name": a["name"], "price": price, "quantity": a["quantity"]}
+            )
     return {
         "plan_id": row["plan_id"],
         "plan_name": row["plan_name"],
