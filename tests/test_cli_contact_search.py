@@ -11,6 +11,14 @@ from marketing_cli.services.contact_search import search_contacts
 from tests.test_services_events import add_contact, add_field, add_tag
 
 
+
+@pytest.fixture(autouse=True)
+def _wide_console(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tables keep whole ids however the shared console was sized when first imported."""
+    from marketing_cli.cli import output
+
+    monkeypatch.setattr(output.console, "_width", 250)
+
 @pytest.fixture
 def people(conn: Any, workspace: dict[str, Any]) -> dict[str, Any]:
     ws = workspace["id"]

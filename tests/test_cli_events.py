@@ -12,6 +12,14 @@ from marketing_cli.services import billing, events
 from tests.test_services_events import add_contact, add_field
 
 
+
+@pytest.fixture(autouse=True)
+def _wide_console(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tables keep whole ids however the shared console was sized when first imported."""
+    from marketing_cli.cli import output
+
+    monkeypatch.setattr(output.console, "_width", 250)
+
 @pytest.fixture
 def ada(conn: Any, workspace: dict[str, Any]) -> str:
     add_field(conn, workspace["id"], "phone_number", default_region="FR")
