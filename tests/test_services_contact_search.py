@@ -500,3 +500,46 @@ def test_empty_search_total_is_the_contact_count(conn, workspace, many):
 
 def test_defaults_are_documented_values():
     assert (contact_search.DEFAULT_LIMIT, contact_search.MIN_LIMIT, contact_search.MAX_LIMIT) == (50, 10, 250)
+
+
+# --- field definitions are remembered only while the database is unchanged
+
+
+def test_a_new_field_is_seen_at_once_on_the_same_connection(conn, workspace):
+    ws = workspace["id"]
+    body = {"fields": [{"merge_tag": "shoe", "operator": "EXISTS"}]}
+    with pytest.raises(MktError):
+        search_contacts(conn, ws, body)
+    add_field(conn, ws, "shoe", "NUMBER")
+    assert search_contacts(conn, ws, body)["pagination"]["total"] == 0
+
+
+def test_field_changes_from_another_connection_are_seen(conn, db_path, workspace):
+    from marketing_cli.db import connect
+
+    ws = workspace["id"]
+    field_id = add_field(conn, ws, "plan", "DROPDOWN_SINGLE", definition="free,pro")
+    add_contact(conn, ws, email="a@example.com", data={str(field_id): "team"})
+    body = {"fields": [{"merge_tag": "plan", "operator": "EQUALS", "value": "team"}]}
+    with pytest.raises(MktError):  # not an option yet
+        search_contacts(conn, ws, body)
+    other = connect(db_path)
+    try:
+        other.execute("UPDATE fields SET definition = 'free,pro,team' WHERE id = ?", (field_id,))
+        add_field(other, ws, "shoe", "NUMBER")
+    finally:
+        other.close()
+    assert search_contacts(conn, ws, body)["pagination"]["total"] == 1
+    assert search_contacts(conn, ws, {"fields": [{"merge_tag": "shoe", "operator": "EXISTS", "value": False}]})[
+        "pagination"]["total"] == 1
+
+
+def test_field_cache_is_per_workspace(conn, workspace):
+    from marketing_cli.services import workspaces
+
+    other = workspaces.create_workspace(conn, "Other")["workspace"]["id"]
+    add_field(conn, workspace["id"], "shoe", "NUMBER")
+    body = {"fields": [{"merge_tag": "shoe", "operator": "EXISTS"}]}
+    assert search_contacts(conn, workspace["id"], body)["pagination"]["total"] == 0
+    with pytest.raises(MktError):
+        search_contacts(conn, other, body)
