@@ -106,6 +106,12 @@ def migrate(conn: sqlite3.Connection, target: int | None = None) -> int:
                 for statement in split_statements(sql):
                     conn.execute(statement)
                 conn.execute(f"PRAGMA user_version = {version}")
+        if current >= 1 and target >= 2:
+            # An upgraded file may hold fields made before contacts existed: give them the
+            # per-field expression indexes that new fields get when they are created.
+            from marketing_cli.services.fields import ensure_all_field_indexes
+
+            ensure_all_field_indexes(conn)
     return target
 
 

@@ -36,13 +36,20 @@ def test_upgrade_in_place_keeps_data(db_path: Path) -> None:
     db.migrate(old, target=1)
     assert old.execute("PRAGMA user_version").fetchone()[0] == 1
     assert old.execute("SELECT name FROM sqlite_master WHERE name = 'contacts'").fetchone() is None
-    created = workspaces.create_workspace(old, "Before upgrade")
+    # What version-1 code wrote: a workspace, its fields, a subscription and a key.
+    old.execute("INSERT INTO workspaces (name, created_at) VALUES ('Before upgrade', '2026-01-01T00:00:00.000Z')")
+    old.execute("INSERT INTO fields (workspace_id, label, merge_tag, type, created_at, updated_at)"
+                " VALUES (1, 'First name', 'first_name', 'TEXT', 'x', 'x')")
+    old.execute("INSERT INTO subscriptions (workspace_id, plan_id, status, current_period_start)"
+                " VALUES (1, 1, 'active', 'x')")
+    created = {"workspace": {"id": 1}, "api_key": keys.create_key(old, 1, "old")["key"]}
     old.close()
 
     conn = db.connect(db_path)
     assert conn.execute("PRAGMA user_version").fetchone()[0] == db.latest_version()
     assert conn.execute("SELECT name FROM workspaces").fetchone()[0] == "Before upgrade"
     assert keys.authenticate(conn, f"Bearer {created['api_key']}") == created["workspace"]["id"]
+    assert conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'contacts_field_1'").fetchone() is not None
     # The upgraded tables work, triggers included: a contact counts toward usage.
     conn.execute(
         "INSERT INTO contacts (id, workspace_id, email, status, created_at, updated_at)"

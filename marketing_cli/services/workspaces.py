@@ -15,7 +15,7 @@ from typing import Any
 from marketing_cli import clock
 from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
-from marketing_cli.services import billing, keys
+from marketing_cli.services import billing, fields, keys
 from marketing_cli.services.inputs import member, require_object
 
 NAME_LENGTH = "Workspace name must be between 2 and 50 characters."
@@ -65,14 +65,14 @@ def create_workspace(conn: sqlite3.Connection, name: Any, *, key_name: str | Non
         workspace_id = conn.execute(
             "INSERT INTO workspaces (name, created_at) VALUES (?, ?)", (name, now)
         ).lastrowid
-        conn.executemany(
-            "INSERT INTO fields (workspace_id, label, merge_tag, type, \"order\", immutable, required,"
-            " created_at, updated_at) VALUES (?, ?, ?, 'TEXT', ?, ?, ?, ?, ?)",
-            [
-                (workspace_id, f["label"], f["merge_tag"], order, f["immutable"], f["required"], now, now)
-                for order, f in enumerate(BUILTIN_FIELDS, start=1)
-            ],
-        )
+        for order, f in enumerate(BUILTIN_FIELDS, start=1):
+            field_id = conn.execute(
+                "INSERT INTO fields (workspace_id, label, merge_tag, type, \"order\", immutable, required,"
+                " created_at, updated_at) VALUES (?, ?, ?, 'TEXT', ?, ?, ?, ?, ?)",
+                (workspace_id, f["label"], f["merge_tag"], order, f["immutable"], f["required"], now, now),
+            ).lastrowid
+            if f["merge_tag"] != "email_address":  # email is a column with its own index
+                fields.ensure_field_index(conn, field_id)
         billing.start_subscription(conn, workspace_id, "free")
         key = keys.create_key(conn, workspace_id, key_name)
         workspace = workspace_view(_row(conn, workspace_id))
