@@ -62,3 +62,10 @@ def test_unexpected_errors_are_500_with_the_error_body(client: Any, auth: dict, 
 
     monkeypatch.setattr(merge_tags, "list_merge_tags", broken)
     assert error_of(client.get("/v1/merge-tags", headers=auth)) == (500, "Internal server error.")
+
+
+def test_get_on_post_only_contact_paths_is_405(client: Any, auth: dict) -> None:
+    for path in ("/v1/contacts/upsert", "/v1/contacts/search"):
+        r = client.get(path, headers=auth)
+        assert error_of(r) == (405, "Method not allowed.")
+        assert r.headers["allow"] == "POST"

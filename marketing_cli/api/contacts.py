@@ -6,6 +6,7 @@ before the `/v1/contacts/{contact_id}` routes, and new fixed paths belong above 
 
 from __future__ import annotations
 
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -35,6 +36,9 @@ async def get_contact_by_phone(request: Request) -> Response:
 
 
 async def get_contact(request: Request) -> Response:
+    if request.path_params["contact_id"] in ("upsert", "search"):
+        # GET on a POST-only fixed path would otherwise match `{contact_id}` here.
+        raise HTTPException(405, headers={"Allow": "POST"})
     workspace_id = require_workspace(request)
     return envelope_b(contacts.get_contact(db_conn(request), workspace_id, request.path_params["contact_id"]))
 
