@@ -103,8 +103,9 @@ def test_create_messages(client: Any, auth: dict[str, str], setup: dict[str, Any
 def test_field_operator_message_through_the_api(client: Any, auth: dict[str, str], setup: dict[str, Any]) -> None:
     body = {"name": "s", "filters": {"condition": "AND", "filters": [
         {"type": "field", "field_id": setup["city"], "operator": "gt", "value": "x"}]}}
-    assert error_of(post(client, auth, body)) == (400, "Filter #1: Invalid operator for field filter. Must be one of: "
-                                                       "eq, ne, contains, not_contains, starts_with, ends_with, in, not_in")
+    assert error_of(post(client, auth, body)) == (400, (
+        "Filter #1: Invalid operator for field filter. Must be one of: "
+        "eq, ne, contains, not_contains, starts_with, ends_with, in, not_in"))
 
 
 def test_unparseable_body(client: Any, auth: dict[str, str], setup: dict[str, Any]) -> None:

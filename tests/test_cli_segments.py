@@ -63,11 +63,11 @@ def test_filters_file_members_refresh_and_jobs(cli_json: Any, cli: Any, client: 
     (["--name", "x" * 65, "--filters", json.dumps(ENGAGED)], "Segment name must be 64 characters or less"),
     (["--name", "s", "--filters", '{"condition":"AND","filters":[{"type":"open_rate","operator":"gt","value":500}]}'],
      "Filter #1: Value must be between 0 and 100"),
-    (["--name", "s", "--filters", "{oops"], "The filters are not valid JSON: Expecting property name enclosed in "
-                                            "double quotes: line 1 column 2 (char 1)."),
+    (["--name", "s", "--filters", "{oops"], ("The filters are not valid JSON: Expecting property name enclosed in "
+                                             "double quotes: line 1 column 2 (char 1).")),
     (["--name", "s"], "Give the filters with exactly one of --filters JSON or --filters-file PATH."),
-    (["--name", "s", "--filters-file", "/nonexistent/f.json"], "Cannot read /nonexistent/f.json: No such file or "
-                                                               "directory."),
+    (["--name", "s", "--filters-file", "/nonexistent/f.json"],
+     "Cannot read /nonexistent/f.json: No such file or directory."),
 ])
 def test_create_errors_exit_1_and_write_nothing(cli: Any, setup: dict[str, Any], conn: sqlite3.Connection,
                                                 args: list[str], message: str) -> None:

@@ -120,7 +120,7 @@ def test_a_job_whose_worker_was_killed_finishes_after_restart(conn: sqlite3.Conn
     assert jobs.run_due(conn, lease_seconds=2) == {"processed": 0, "failed": 0}
     _wait_for(lambda: job(conn, job_id)["lease_expires_at"] < clock.now(), timeout=5)
 
-    restarted = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+    restarted = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, check=False)
     assert restarted.returncode == 0, restarted.stderr
     assert json.loads(restarted.stdout) == {"processed": 1, "failed": 0}
     done = job(conn, job_id)
@@ -276,10 +276,9 @@ def test_dedupe_folds_into_the_queued_twin_only(conn: sqlite3.Connection, fake_c
 def test_enqueue_joins_the_callers_transaction(conn: sqlite3.Connection) -> None:
     from marketing_cli.db import transaction
 
-    with pytest.raises(RuntimeError):
-        with transaction(conn):
-            jobs.enqueue(conn, "test.ok")
-            raise RuntimeError("the operation failed")
+    with pytest.raises(RuntimeError), transaction(conn):
+        jobs.enqueue(conn, "test.ok")
+        raise RuntimeError("the operation failed")
     assert conn.execute("SELECT COUNT(*) FROM jobs").fetchone()[0] == 0
 
 
