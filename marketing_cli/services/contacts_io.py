@@ -501,7 +501,9 @@ class _Importer:
             else:
                 contact_id = existing["id"]
                 status = row.status or existing["status"]
-                sms_status = row.sms_status or existing["sms_status"]
+                sms_status = existing["sms_status"]
+                if row.sms_status and row.sms_status != (sms_status or "SUBSCRIBED"):
+                    sms_status = row.sms_status  # unset reads as SUBSCRIBED: only a real change is stored
                 if key[0] == "e":
                     upserts.append((contact_id, row.email, phone, status, sms_status, row.data))
                 else:
