@@ -107,23 +107,24 @@ def contacts_import(
 
 def _import_report(result: dict[str, Any], errors_path: str | None) -> Any:
     from rich.console import Group
+    from rich.text import Text
 
-    title = "Dry run: nothing was written" if result["dry_run"] else "Import finished"
+    title = "Dry run: nothing was written." if result["dry_run"] else "Import finished."
     verb = "would be " if result["dry_run"] else ""
-    parts: list[Any] = [pairs({
+    parts: list[Any] = [Text(title, style="bold"), pairs({
         "rows read": result["rows"],
         f"{verb}created": result["created"],
         f"{verb}updated": result["updated"],
         "rejected": result["skipped"],
         **({f"tags {verb}created": ", ".join(result["tags_created"])} if result["tags_created"] else {}),
-    }, title=title)]
+    })]
     shown = result["errors"][:SHOWN_ERRORS]
     if shown:
         parts.append(table(["line", "reason"], [(e["line"], e["reason"]) for e in shown], title="Rejected rows"))
         more = result["skipped"] - len(shown)
         if more > 0:
             hint = f" (all of them are in {errors_path})" if errors_path else " (--errors FILE.csv writes them all)"
-            parts.append(f"... and {more} more rejected rows{hint}.")
+            parts.append(Text(f"... and {more} more rejected rows{hint}."))
     return Group(*parts)
 
 
