@@ -129,16 +129,34 @@ def test_other_workspaces_never_leak(conn: sqlite3.Connection, world: dict[str, 
                                                        "include_segment_ids": segs(world, "paris")}, "email")
 
 
-def test_batches_page_by_id_without_repeats(conn: sqlite3.Connection, world: dict[str, Any]) -> None:
-    aud = {"type": "ENTIRE_AUDIENCE"}
+def temp_tables(conn: sqlite3.Connection) -> list[str]:
+    return [r[0] for r in conn.execute("SELECT name FROM sqlite_temp_master WHERE type = 'table'")]
+
+
+def test_batches_without_repeats_from_a_snapshot(conn: sqlite3.Connection, world: dict[str, Any]) -> None:
+    aud = {"type": "TAGS", "include_tag_ids": tags(world, "t1", "t2")}
     batches = list(audience.iter_audience_batches(conn, world["ws"], aud, "sms", batch_size=2))
     assert [len(b) for b in batches] == [2, 1]
     flat = [i for b in batches for i in b]
-    assert flat == sorted(world["c"][n] for n in ("a", "d", "e"))
+    assert sorted(flat) == sorted(world["c"][n] for n in ("a", "d", "e"))  # a has both tags: once
+    assert temp_tables(conn) == []  # the snapshot is dropped at the end
     exact = list(audience.iter_audience_batches(conn, world["ws"], aud, "sms", batch_size=3))
     assert [len(b) for b in exact] == [3]
     assert list(audience.iter_audience_batches(conn, world["ws"], {"type": "TAGS",
                                                                    "include_tag_ids": tags(world, "t3")}, "email")) == []
+    # A snapshot: contacts added meanwhile are not picked up; closing early drops the table.
+    it = audience.iter_audience_batches(conn, world["ws"], {"type": "ENTIRE_AUDIENCE"}, "email", batch_size=1)
+    first = next(it)
+    conn.execute("UPDATE contacts SET status = 'SUBSCRIBED' WHERE id = ?", (world["c"]["c"],))
+    assert len(temp_tables(conn)) == 1
+    rest = [i for b in it for i in b]
+    assert sorted(first + rest) == sorted(world["c"][n] for n in ("a", "b", "d"))
+    it = audience.iter_audience_batches(conn, world["ws"], {"type": "ENTIRE_AUDIENCE"}, "email", batch_size=1)
+    next(it)
+    it.close()
+    assert temp_tables(conn) == []
+    with pytest.raises(ValueError):
+        next(audience.iter_audience_batches(conn, world["ws"], {"type": "ENTIRE_AUDIENCE"}, "email", batch_size=0))
 
 
 def test_validate_normalises(conn: sqlite3.Connection, world: dict[str, Any]) -> None:

@@ -17,13 +17,15 @@ Segments are evaluated live with their compiled filters, not from stored members
 campaign must reach who matches when it is sent, and a stored member list would be up
 to one recount interval stale. The cost is one indexed query per send (bench/
 bench_segments.py measures it at 1,000,000 contacts). Nothing here loads the audience
-into Python: `count_audience` counts in SQL, `iter_audience_batches` pages by id.
+into Python: `count_audience` counts in SQL, `iter_audience_batches` hands out ids in
+batches from a snapshot kept in a temporary table.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -180,22 +182,35 @@ def count_audience(conn: sqlite3.Connection, workspace_id: int, audience: Any, c
 
 def iter_audience_batches(conn: sqlite3.Connection, workspace_id: int, audience: Any, channel: str,
                           batch_size: int = 1000) -> Iterator[list[str]]:
-    """The recipients' contact ids in ascending order, `batch_size` at a time (keyset paging).
+    """The recipients' contact ids, `batch_size` at a time, from a snapshot taken at the start.
 
-    Each batch is one query that resumes after the last id seen, so contacts added or
-    removed meanwhile never shift a page; a contact appears at most once.
+    The resolver's query runs ONCE (with its best plan: tag index, field index ...) into a
+    temporary table of this connection, which is then read by rowid; the table is dropped
+    when the iterator ends or is closed. Paging the live query by `c.id` instead would
+    force a primary-key-order plan (or rescan the tag list for every batch): 3-5x slower
+    at 100,000 contacts and quadratic for tag audiences. Each contact appears once;
+    contacts added while the batches are consumed are not picked up. For a pure-SQL
+    expansion, `INSERT INTO ... SELECT` from `resolve_audience` directly.
     """
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError("batch_size must be a positive integer")
     query = resolve_audience(conn, workspace_id, audience, channel)
-    after = ""
-    while True:
-        ids = [row[0] for row in conn.execute(f"{query.sql} AND c.id > ? ORDER BY c.id LIMIT ?",
-                                              (*query.params, after, batch_size))]
-        if not ids:
-            return
-        yield ids
-        if len(ids) < batch_size:
-            return
-        after = ids[-1]
+    table = f"temp.audience_{uuid.uuid4().hex}"  # our own name, never user text
+    conn.execute(f"CREATE TABLE {table} (id TEXT NOT NULL)")
+    try:
+        conn.execute(f"INSERT INTO {table} (id) {query.sql}", query.params)
+        after = 0
+        while True:
+            rows = conn.execute(f"SELECT rowid, id FROM {table} WHERE rowid > ? ORDER BY rowid LIMIT ?",
+                                (after, batch_size)).fetchall()
+            if not rows:
+                return
+            yield [row[1] for row in rows]
+            if len(rows) < batch_size:
+                return
+            after = rows[-1][0]
+    finally:
+        conn.execute(f"DROP TABLE IF EXISTS {table}")
 
 
 def audience_count(conn: sqlite3.Connection, workspace_id: int, body: Any) -> dict[str, Any]:
