@@ -151,3 +151,19 @@ def test_audience_count(client: Any, auth: dict[str, str], setup: dict[str, Any]
     assert error_of(client.post("/v1/audience/count", json={"audience": {"type": "TAGS"}}, headers=auth)) == (
         400, "At least one tag is required when audience type is 'TAGS'.")
     assert error_of(client.post("/v1/audience/count", content=b"[", headers=auth)) == (400, "Invalid request body.")
+
+
+def test_the_serve_worker_counts_new_segments(db_path: Any, auth: dict[str, str], setup: dict[str, Any]) -> None:
+    import time
+
+    from starlette.testclient import TestClient
+
+    from marketing_cli.api.app import create_app
+
+    with TestClient(create_app(db_path, worker=True, worker_interval=0.05), raise_server_exceptions=False) as served:
+        seg = post(served, auth, {"name": "Engaged", "filters": ENGAGED}).json()["data"]
+        assert seg["contact_count"] == 0
+        deadline = time.monotonic() + 10
+        while served.get(f"/v1/segments/{seg['id']}", headers=auth).json()["data"]["contact_count"] != 1:
+            assert time.monotonic() < deadline, "the worker did not count the segment"
+            time.sleep(0.05)
