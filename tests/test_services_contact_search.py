@@ -430,8 +430,8 @@ def test_custom_field_filters_use_the_expression_index(people, operator):
     query = compile_search(people.conn, people.ws, {"fields": [
         {"merge_tag": "age", "operator": operator, "value": 30}]})
     index = f"contacts_field_{people.field['age']}"
-    assert index in plan(people.conn, query.count_sql, query.params)
-    assert index in plan(people.conn, query.page_sql(walk=False), query.page_params)
+    assert index in plan(people.conn, query.count_sql, query.lookup_params)
+    assert index in plan(people.conn, query.page_sql(walk=False), query.page_params(walk=False))
     assert "json_extract(data, '$.\"%d\"')" % people.field["age"] in query.page_sql()
     assert "30" not in query.page_sql()  # values are parameters, never SQL text
 
@@ -439,8 +439,8 @@ def test_custom_field_filters_use_the_expression_index(people, operator):
 def test_email_equals_uses_the_email_index(people):
     query = compile_search(people.conn, people.ws, {"fields": [
         {"merge_tag": "email_address", "operator": "EQUALS", "value": "ann@example.com"}]})
-    assert "contacts_email" in plan(people.conn, query.count_sql, query.params)
-    assert "contacts_email" in plan(people.conn, query.page_sql(walk=False), query.page_params)
+    assert "contacts_email" in plan(people.conn, query.count_sql, query.lookup_params)
+    assert "contacts_email" in plan(people.conn, query.page_sql(walk=False), query.page_params(walk=False))
     assert "ann@example.com" not in query.page_sql()
 
 
@@ -466,13 +466,21 @@ def test_search_runs_one_count_and_one_page_query(people, monkeypatch):
 def test_both_page_plans_give_the_same_pages(conn, workspace, many):
     ws = workspace["id"]
     add_field(conn, ws, "age", "NUMBER")
+    odd, third = add_tag(conn, ws, "odd"), add_tag(conn, ws, "third")
+    conn.executemany("INSERT INTO contact_tags VALUES (?, ?)", [(c, odd) for c in many[1::2]])
+    conn.executemany("INSERT INTO contact_tags VALUES (?, ?)", [(c, third) for c in many[::3]])
     for body in ({}, {"sort_order": "desc", "page": 2, "limit": 10}, {"sort_by": "updated_at", "limit": 10},
                  {"fields": [{"merge_tag": "email_address", "operator": "CONTAINS", "value": "p1"}], "limit": 10},
-                 {"fields": [{"merge_tag": "age", "operator": "EXISTS", "value": False}], "page": 3, "limit": 10}):
+                 {"fields": [{"merge_tag": "age", "operator": "EXISTS", "value": False}], "page": 3, "limit": 10},
+                 {"tags": [odd], "limit": 10, "page": 2}, {"tags": [odd, third], "sort_order": "desc"},
+                 {"tags": [third], "fields": [{"merge_tag": "email_address", "operator": "EQUALS",
+                                               "value": "p03@example.com"}]}):
         query = compile_search(conn, ws, body)
-        walked = [r["id"] for r in conn.execute(query.page_sql(walk=True), query.page_params)]
-        sorted_ = [r["id"] for r in conn.execute(query.page_sql(walk=False), query.page_params)]
+        walked = [r["id"] for r in conn.execute(query.page_sql(walk=True), query.page_params(walk=True))]
+        sorted_ = [r["id"] for r in conn.execute(query.page_sql(walk=False), query.page_params(walk=False))]
         assert walked == sorted_ == page_of(conn, ws, **body)[0]
+        assert conn.execute(query.count_sql, query.lookup_params).fetchone()[0] == len(
+            list(conn.execute(query.where.join(["SELECT id FROM contacts WHERE ", ""]), query.params)))
         assert "INDEXED BY contacts_" in query.page_sql(walk=True)
 
 
@@ -490,6 +498,20 @@ def test_plan_choice_follows_how_many_match(conn, workspace, many):
     pages = [s for s in statements if "LIMIT" in s and "FROM contacts" in s]
     assert "INDEXED BY contacts_created" in pages[0]
     assert "INDEXED BY" not in pages[1] and "ORDER BY +created_at" in pages[1]
+
+
+def test_tags_drive_the_lookup_when_no_field_condition_is_indexed(conn, workspace, many):
+    ws = workspace["id"]
+    big, small = add_tag(conn, ws, "big"), add_tag(conn, ws, "small")
+    conn.executemany("INSERT INTO contact_tags VALUES (?, ?)", [(c, big) for c in many])
+    conn.executemany("INSERT INTO contact_tags VALUES (?, ?)", [(c, small) for c in many[:2]])
+    query = compile_search(conn, ws, {"tags": [big, small]})
+    assert "contact_tags_tag" in plan(conn, query.count_sql, query.lookup_params)
+    assert query.lookup_params[-2:] == [small, big]  # the smaller tag drives, the other is probed
+    assert page_of(conn, ws, tags=[big, small])[0] == many[:2]
+    indexed = compile_search(conn, ws, {"tags": [big], "fields": [
+        {"merge_tag": "email_address", "operator": "EQUALS", "value": "p01@example.com"}]})
+    assert "contacts_email" in plan(conn, indexed.count_sql, indexed.lookup_params)
 
 
 def test_empty_search_total_is_the_contact_count(conn, workspace, many):
