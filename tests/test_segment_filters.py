@@ -330,6 +330,9 @@ def test_invalid_field_operator_lists_the_types_operators(conn: sqlite3.Connecti
     ({"type": "field", "field_id": 0, "operator": "eq", "value": "x"}, "Filter #1: Please provide a valid field_id"),
     ({"type": "field", "field_id": 99999, "operator": "eq", "value": "x"},
      "Filter #1: The specified field_id does not exist"),
+    ({"type": "field", "field_id": 10**30, "operator": "eq", "value": "x"},
+     "Filter #1: The specified field_id does not exist"),
+    ({"type": "tags", "operator": "eq", "value": [10**30]}, f"Filter #1: Tag ID {10**30} does not exist in this workspace"),
     ({"type": "tags", "operator": "eq", "value": "1"}, "Filter #1: Tags filter value must be an array of tag IDs."),
     ({"type": "tags", "operator": "eq", "value": ["1"]}, "Filter #1: Tags filter value must be an array of tag IDs."),
     ({"type": "tags", "operator": "eq", "value": []}, "Filter #1: Tags filter value must be an array of tag IDs."),
@@ -394,3 +397,8 @@ def test_a_deleted_field_fails_compilation_with_the_spec_message(conn: sqlite3.C
     conn.execute("DELETE FROM fields WHERE id = ?", (world["f"]["city"],))
     with pytest.raises(MktError, match="Filter #1: The specified field_id does not exist"):
         sf.compile_filters(conn, world["ws"], filters)
+
+
+def test_numbers_beyond_64_bits_compare_as_reals(conn: sqlite3.Connection, world: dict[str, Any]) -> None:
+    assert members(conn, world, fld(world, "age", "lt", 10**30)) == {"a", "b", "c"}
+    assert members(conn, world, fld(world, "age", "gt", -(10**30))) == {"a", "b", "c"}

@@ -174,6 +174,7 @@ def test_validate_normalises(conn: sqlite3.Connection, world: dict[str, Any]) ->
     ({"type": "TAGS"}, "At least one tag is required when audience type is 'TAGS'."),
     ({"type": "TAGS", "include_tag_ids": []}, "At least one tag is required when audience type is 'TAGS'."),
     ({"type": "TAGS", "include_tag_ids": [424242]}, "One or more tags could not be found."),
+    ({"type": "TAGS", "include_tag_ids": [10**30]}, "One or more tags could not be found."),
     ({"type": "SEGMENTS"}, "At least one segment is required when audience type is 'SEGMENTS'."),
     ({"type": "SEGMENTS", "include_segment_ids": [424242]}, "One or more segments could not be found."),
     ({"type": "ENTIRE_AUDIENCE", "exclude_tag_ids": [424242]}, "One or more exclude tags could not be found."),

@@ -51,6 +51,7 @@ _ELIGIBLE = {
 
 
 def _existing(conn: sqlite3.Connection, table: str, workspace_id: int, ids: list[int]) -> set[int]:
+    ids = [i for i in ids if -2**63 <= i < 2**63]  # larger ones cannot exist (nor bind)
     if not ids:
         return set()
     return {row[0] for row in conn.execute(

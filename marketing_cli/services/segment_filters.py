@@ -63,6 +63,7 @@ RATE_OPERATORS = ("eq", "gt", "lt", "gte", "lte")
 ACTIVITY_OPERATORS = ("is_after", "is_before", "within_last_days")
 MAX_FILTERS = 50
 MAX_VALUES = 1000
+INT64 = 2**63
 
 _COMPARE = {"eq": "=", "gt": ">", "lt": "<", "gte": ">=", "lte": "<="}
 # Built-in fields whose values are columns, not members of `data` (schema.sql step 2).
@@ -104,6 +105,8 @@ def _scalar(n: int, f: values.Field, operator: str, raw: Any) -> Any:
         raise _error(n, str(exc).rstrip(".")) from None
     if value is None:
         raise _error(n, "Please provide a value")
+    if isinstance(value, int) and not isinstance(value, bool) and not -INT64 <= value < INT64:
+        value = float(value)  # SQLite integers are 64-bit; compare such a number as a real
     if f.merge_tag == values.EMAIL_TAG and isinstance(value, str):
         value = value.lower()  # addresses are stored lower case
     return value
@@ -228,9 +231,9 @@ def validate_filters(conn: sqlite3.Connection, workspace_id: int, filters: Any) 
 
 
 def _lookup(conn: sqlite3.Connection, sql: str, workspace_id: int, ids: set[int]) -> dict[int, sqlite3.Row]:
-    if not ids:
+    ids_list = sorted(i for i in ids if -INT64 <= i < INT64)  # larger ones cannot exist (nor bind)
+    if not ids_list:
         return {}
-    ids_list = sorted(ids)
     return {row["id"]: row for row in conn.execute(
         f"{sql} ({', '.join('?' * len(ids_list))})", (workspace_id, *ids_list))}
 
