@@ -55,7 +55,7 @@ def segments_create(
     name: Annotated[str, typer.Option("--name", help="Segment name (1-64 characters).")],
     filters: Annotated[Optional[str], typer.Option(
         "--filters", metavar="JSON",
-        help='The filters object, e.g. \'{"condition":"AND","filters":[{"type":"open_rate","operator":"gte","value":20}]}\'.'
+        help='The filters object as JSON: {"condition": "AND", "filters": [...]} (docs/api.md lists the shapes).'
     )] = None,
     filters_file: Annotated[Optional[Path], typer.Option("--filters-file", metavar="PATH",
                                                          help="Read the filters object from this JSON file.")] = None,
