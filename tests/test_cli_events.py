@@ -134,3 +134,22 @@ def test_log_follow_from_an_empty_log_human(cli, conn, workspace, ada, monkeypat
     result = cli("events", "log", "--follow")
     assert result.exit_code == 0
     assert "CONTACT_SUBSCRIBED_PENDING" in result.stdout and ada in result.stdout
+
+
+def test_log_follow_drains_a_burst_without_waiting(cli, conn, workspace, ada, monkeypatch):
+    monkeypatch.setattr(events, "MAX_LOG_LIMIT", 2)
+    sleeps = []
+
+    def fake_sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        if len(sleeps) == 1:
+            for i in range(5):
+                events.append_event(conn, workspace["id"], ada, "TAG_ADDED", {"tag_id": i})
+        else:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(events_cli, "_sleep", fake_sleep)
+    result = cli("events", "log", "--follow", "--json", "--limit", "1")
+    assert result.exit_code == 0, result.stderr
+    assert [json.loads(line)["payload"]["tag_id"] for line in result.stdout.splitlines()] == [0, 1, 2, 3, 4]
+    assert len(sleeps) == 2  # batches of 2, 2 and 1 after a single wait

@@ -95,10 +95,13 @@ def events_log(
     last_id = rows[-1]["id"] if rows else events.latest_event_id(conn, workspace_id)
     show(rows)
     try:
+        full = False
         while True:
-            _sleep(POLL_SECONDS)
+            if not full:  # a full batch means more are waiting: fetch them at once
+                _sleep(POLL_SECONDS)
             batch = events.list_events(conn, workspace_id, after_id=last_id, limit=events.MAX_LOG_LIMIT,
                                        type=type, contact_id=contact)
+            full = len(batch) == events.MAX_LOG_LIMIT
             if batch:
                 last_id = batch[-1]["id"]
                 show(batch)
