@@ -84,6 +84,8 @@ EVERYONE = ["ann", "bob", "cat", "dan"]
     ("NOT_EQUALS", "Paris", ["bob", "cat", "dan"]),  # missing values are "not equal"
     ("CONTAINS", "AR", ["ann"]),                    # CONTAINS ignores ASCII case
     ("CONTAINS", "on", ["bob"]),
+    ("CONTAINS", " Lon", []),                       # the value is used as given, spaces included
+    ("CONTAINS", "is", ["ann"]),
     ("NOT_CONTAINS", "ar", ["bob", "cat", "dan"]),
     ("EXISTS", None, ["ann", "bob"]),               # '' counts as no value
     ("EXISTS", True, ["ann", "bob"]),
@@ -376,6 +378,8 @@ def test_ties_are_broken_by_id(conn, workspace):
      " operators: EQUALS, NOT_EQUALS, EXISTS."),
     ({"fields": [{"merge_tag": "interests", "operator": "CONTAINS", "value": "darts"}]},
      "The member 'fields[0].value' does not fit the field: Field 'interests' must be one of: golf, chess, tennis."),
+    ({"fields": [{"merge_tag": "interests", "operator": "EQUALS", "value": " , "}]},
+     "The member 'fields[0].value' is required with EQUALS."),
     ({"fields": [{"merge_tag": "interests", "operator": "LESS_THAN", "value": "golf"}]},
      "The operator LESS_THAN cannot be used with field 'interests' (DROPDOWN_MULTIPLE) (fields[0].operator). Valid"
      " operators: EQUALS, NOT_EQUALS, CONTAINS, NOT_CONTAINS, EXISTS."),

@@ -78,8 +78,11 @@ def _snapshot(conn: sqlite3.Connection) -> Iterator[None]:
     conn.execute("BEGIN")
     try:
         yield
-    finally:
-        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
 
 
 # Field definitions per (connection, workspace), kept until anything is written to the
@@ -198,10 +201,10 @@ class _Compiler:
             self.add(positive, *params)
             self.indexed = self.indexed or indexed
 
-    def _string(self, value: Any, vpath: str) -> str:
+    def _string(self, value: Any, vpath: str, *, strip: bool = True) -> str:
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
             raise MktError(400, f"The member '{vpath}' must be a string.")
-        return str(value).strip()
+        return str(value).strip() if strip else str(value)
 
     def _email(self, operator: str, value: Any, vpath: str) -> None:
         from marketing_cli.services.values import normalize_email
@@ -233,7 +236,7 @@ class _Compiler:
             raise MktError(400, f"The member '{vpath}' must be a valid phone number: {exc}") from None
         self._add_op(operator, "phone = ?", phone, indexed=True)
 
-    def _normalize(self, field: Any, value: Any, vpath: str) -> Any:
+    def _normalize(self, field: Any, value: Any, vpath: str, operator: str) -> Any:
         from marketing_cli.services.values import normalize_value
 
         if isinstance(value, (dict, list)) and field.type != "DROPDOWN_MULTIPLE":
@@ -243,6 +246,8 @@ class _Compiler:
             normalized = normalize_value(field, value)
         except ValueError as exc:
             raise MktError(400, f"The member '{vpath}' does not fit the field: {exc}") from None
+        if normalized is None:  # e.g. "," for a multi-select: no option at all
+            raise MktError(400, f"The member '{vpath}' is required with {operator}.")
         if isinstance(normalized, int) and not isinstance(normalized, bool) and not (
             _INT64[0] <= normalized <= _INT64[1]
         ):
@@ -253,7 +258,7 @@ class _Compiler:
         expr = self._expr(field)
         fid = int(field.id)
         if field.type == "DROPDOWN_MULTIPLE":
-            options = self._normalize(field, value, vpath)
+            options = self._normalize(field, value, vpath, operator)
             marks = ", ".join("?" for _ in options)
             if operator in ("CONTAINS", "NOT_CONTAINS"):
                 # The array holds every given option (one option: the usual case).
@@ -271,9 +276,9 @@ class _Compiler:
             return
         if field.type == "TEXT" and operator in ("CONTAINS", "NOT_CONTAINS"):
             # Case-insensitive for ASCII letters (SQLite's lower()); other characters as given.
-            self._add_op(operator, f"instr(lower({expr}), lower(?)) > 0", self._string(value, vpath))
+            self._add_op(operator, f"instr(lower({expr}), lower(?)) > 0", self._string(value, vpath, strip=False))
             return
-        normalized = self._normalize(field, value, vpath)
+        normalized = self._normalize(field, value, vpath, operator)
         if operator in ("GREATER_THAN", "LESS_THAN"):
             # A missing value never compares; for text that includes ''.
             blank = f" AND {expr} <> ''" if field.type == "TEXT" else ""
