@@ -10,7 +10,7 @@ A claim takes a lease (`lease_owner`, `lease_expires_at`) inside one BEGIN IMMED
 transaction, so two workers (serve's thread and a `mkt jobs run` from cron) never run
 the same job at once. A worker that dies leaves its lease to expire; the job then runs
 again, which is why every handler must be idempotent. `dedupe_key` keeps at most one
-pending job per key (a second enqueue returns the first job).
+queued job per key (a second enqueue returns the queued one).
 
 Handlers register with `@handler("type")` in the module that owns the work; the modules
 are listed in HANDLER_MODULES (plus any named in the MKT_JOB_MODULES environment
