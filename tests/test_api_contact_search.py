@@ -102,6 +102,7 @@ def test_pagination(client, auth, people):
     ({"limit": 5}, "The member 'limit' must be between 10 and 250."),
     ({"limit": 500}, "The member 'limit' must be between 10 and 250."),
     ({"page": 0}, "The member 'page' must be 1 or more."),
+    ({"page": 2**70}, "The member 'page' must be at most 1000000000."),
     ({"sort_by": "name"}, "The member 'sort_by' must be created_at or updated_at."),
     ({"status": "NOPE"}, "The status you provided is not valid."),
     ({"fields": [{"merge_tag": "shoe_size", "operator": "EQUALS", "value": 9}]},

@@ -222,6 +222,15 @@ def test_properties_key_rules(conn, ws, ada):
         400, "Event property key 'x.y' is not allowed: a key cannot contain '.'.")
 
 
+def test_property_numbers_must_fit_json_readers(conn, ws, ada):
+    base = {"email_address": "ada@example.com", "event_name": "x"}
+    assert track(conn, ws, **base, properties={"a": 2**63 - 1, "b": -(2**63), "c": 1.5}) == {"queued": True}
+    assert error(conn, ws, {**base, "properties": {"a": [1, 2**64]}}) == (
+        400, "Event property 'a[1]' is an integer beyond 64 bits; send it as a string.")
+    assert error(conn, ws, {**base, "properties": {"a": {"b": float("inf")}}}) == (
+        400, "Event property 'a.b' must be a finite number.")
+
+
 # --- billing
 
 
@@ -279,6 +288,7 @@ def test_list_events_keeps_workspaces_apart(conn, ws, ada):
     ({"limit": 0}, "The limit must be between 1 and 1000."),
     ({"limit": 1001}, "The limit must be between 1 and 1000."),
     ({"after_id": -1}, "after_id must be an event id (an integer, 0 or more)."),
+    ({"after_id": 2**63}, "after_id must be an event id (an integer, 0 or more)."),
     ({"type": "NOPE"}, "The event type 'NOPE' is not valid. Valid types are: CONTACT_SUBSCRIBED_PENDING, TAG_ADDED,"
                        " TAG_REMOVED, FIELD_UPDATED, CUSTOM_EVENT."),
     ({"contact_id": "xyz"}, "The contact ID you provided is not valid."),

@@ -50,6 +50,7 @@ SORT_ORDERS = ("asc", "desc")
 DEFAULT_LIMIT = 50
 MIN_LIMIT = 10
 MAX_LIMIT = 250
+MAX_PAGE = 1_000_000_000
 
 _EQ = ("EQUALS", "NOT_EQUALS", "EXISTS")
 _TEXTLIKE = ("EQUALS", "NOT_EQUALS", "CONTAINS", "NOT_CONTAINS", "EXISTS")
@@ -351,6 +352,8 @@ def compile_search(conn: sqlite3.Connection, workspace_id: int, body: Any) -> Se
     page = 1 if page is None else page
     if page < 1:
         raise MktError(400, "The member 'page' must be 1 or more.")
+    if page > MAX_PAGE:
+        raise MktError(400, f"The member 'page' must be at most {MAX_PAGE}.")
     limit = member(body, "limit", int)
     limit = DEFAULT_LIMIT if limit is None else limit
     if not MIN_LIMIT <= limit <= MAX_LIMIT:
@@ -368,12 +371,13 @@ def compile_search(conn: sqlite3.Connection, workspace_id: int, body: Any) -> Se
     lookup_where, lookup_params = where, params
     if tags:
         wanted = sorted(set(tags))
-        marks = ", ".join("?" for _ in wanted)
         # The tags of this workspace among those asked for, with their sizes when there is a
         # choice of which one drives (a covering-index count per tag).
         size = "(SELECT COUNT(*) FROM contact_tags WHERE tag_id = tags.id)" if len(wanted) > 1 else "0"
-        sizes = dict(conn.execute(f"SELECT id, {size} FROM tags WHERE workspace_id = ? AND id IN ({marks})",
-                                  (workspace_id, *wanted)).fetchall())
+        storable = [t for t in wanted if _INT64[0] <= t <= _INT64[1]]  # larger ids cannot exist
+        sizes = dict(conn.execute(
+            f"SELECT id, {size} FROM tags WHERE workspace_id = ? AND id IN ({', '.join('?' for _ in storable)})",
+            (workspace_id, *storable)).fetchall())
         missing = [t for t in wanted if t not in sizes]
         if missing:
             raise MktError(400, "The member 'tags' holds tag IDs that do not exist in this workspace: "

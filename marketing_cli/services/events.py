@@ -13,6 +13,7 @@ allowance said yes, so an accepted event is never lost and never counted twice.
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 from typing import Any
 
@@ -84,7 +85,8 @@ def list_events(conn: sqlite3.Connection, workspace_id: int, after_id: int | Non
     """
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LOG_LIMIT:
         raise MktError(400, f"The limit must be between 1 and {MAX_LOG_LIMIT}.")
-    if after_id is not None and (isinstance(after_id, bool) or not isinstance(after_id, int) or after_id < 0):
+    if after_id is not None and (isinstance(after_id, bool) or not isinstance(after_id, int)
+                                 or not 0 <= after_id < 2**63):
         raise MktError(400, "after_id must be an event id (an integer, 0 or more).")
     if type is not None and type not in EVENT_TYPES:
         raise MktError(400, f"The event type '{type}' is not valid. Valid types are: {', '.join(EVENT_TYPES)}.")
@@ -144,12 +146,19 @@ def _check_container(value: Any, depth: int, path: str) -> None:
                                     " with $.")
             if "." in key:
                 raise MktError(400, f"Event property key '{key}' is not allowed: a key cannot contain '.'.")
-            if isinstance(item, (dict, list)):
-                _check_container(item, depth + 1, _path(path, key))
+            _check_item(item, depth, _path(path, key))
     else:
         for index, item in enumerate(value):
-            if isinstance(item, (dict, list)):
-                _check_container(item, depth + 1, _path(path, index))
+            _check_item(item, depth, _path(path, index))
+
+
+def _check_item(item: Any, depth: int, path: str) -> None:
+    if isinstance(item, (dict, list)):
+        _check_container(item, depth + 1, path)
+    elif isinstance(item, float) and not math.isfinite(item):
+        raise MktError(400, f"Event property '{path}' must be a finite number.")
+    elif isinstance(item, int) and not isinstance(item, bool) and not -(2**63) <= item < 2**63:
+        raise MktError(400, f"Event property '{path}' is an integer beyond 64 bits; send it as a string.")
 
 
 def check_properties(properties: Any) -> dict[str, Any]:
