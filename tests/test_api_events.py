@@ -113,3 +113,14 @@ def test_event_log_query_parameters(client, auth, ada):
 ])
 def test_event_log_bad_query(client, auth, query, message):
     assert error_of(client.get(f"/v1/events?{query}", headers=auth)) == (400, message)
+
+
+def test_log_shows_the_events_contacts_fire(client, auth):
+    created = client.post("/v1/contacts", headers=auth, json={
+        "fields": {"email_address": "new@example.com"}, "status": "UNCONFIRMED"}).json()["data"]
+    tag = client.post("/v1/tags", headers=auth, json={"name": "vip"}).json()["data"]["id"]
+    client.post(f"/v1/contacts/{created['id']}/tags/add", headers=auth, json={"tag_ids": [tag]})
+    client.post("/v1/events", headers=auth, json={"email_address": "new@example.com", "event_name": "paid"})
+    log = client.get(f"/v1/events?contact_id={created['id']}", headers=auth).json()["data"]
+    assert [e["type"] for e in log] == ["CONTACT_SUBSCRIBED_PENDING", "TAG_ADDED", "CUSTOM_EVENT"]
+    assert [e["id"] for e in log] == sorted(e["id"] for e in log)
