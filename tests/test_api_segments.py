@@ -167,3 +167,31 @@ def test_the_serve_worker_counts_new_segments(db_path: Any, auth: dict[str, str]
         while served.get(f"/v1/segments/{seg['id']}", headers=auth).json()["data"]["contact_count"] != 1:
             assert time.monotonic() < deadline, "the worker did not count the segment"
             time.sleep(0.05)
+
+
+ODD_VALUES = [None, True, 0, -1, 1.5, 10**30, "", "x", "2026-01-01", "2026-01-01T00:00:00Z", [], [1], ["x"],
+              [[1]], {}, {"a": 1}]
+
+
+def test_odd_filters_never_500(client: Any, auth: dict[str, str], setup: dict[str, Any],
+                               conn: sqlite3.Connection) -> None:
+    billing.set_allowance(conn, setup["ws"], "segments", 1000)
+    field_ids = [setup["city"], 1]
+    types = ["field", "tags", "open_rate", "click_rate", "last_activity", "FIELD", None, 3]
+    operators = ["eq", "ne", "contains", "in", "gt", "is_after", "within_last_days", "bogus", None, 1]
+    statuses = set()
+    for i, ftype in enumerate(types):
+        for j, operator in enumerate(operators):
+            value = ODD_VALUES[(i * len(operators) + j) % len(ODD_VALUES)]
+            item = {"type": ftype, "operator": operator, "value": value, "field_id": field_ids[j % 2]}
+            response = post(client, auth, {"name": f"s{i}-{j}", "filters": {"condition": "AND", "filters": [item]}})
+            statuses.add(response.status_code)
+            assert response.status_code in (201, 400), (item, response.text)
+    for value in ODD_VALUES:
+        response = post(client, auth, {"name": "s", "filters": value})
+        assert response.status_code == 400, (value, response.text)
+        response = post(client, auth, {"name": "s", "filters": {"condition": value, "filters": value}})
+        assert response.status_code == 400, (value, response.text)
+        response = client.post("/v1/audience/count", json={"audience": value, "channel": value}, headers=auth)
+        assert response.status_code == 400, (value, response.text)
+    assert statuses == {201, 400}
