@@ -16,9 +16,17 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import os
+
 import pytest
 
 from marketing_cli.db import connect
+
+# Pinned before any test module is imported: rich consoles created while modules load
+# (collection) read COLUMNS once, and would otherwise be 80 wide under xdist.
+os.environ["COLUMNS"] = "200"
+os.environ["NO_COLOR"] = "1"
+os.environ["TERM"] = "dumb"
 
 
 @pytest.fixture(autouse=True)

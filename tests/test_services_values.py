@@ -189,3 +189,17 @@ def test_is_phone_region() -> None:
     assert not values.is_phone_region("gb")
     assert not values.is_phone_region("AQ")  # ISO, but no telephone numbering plan in phonenumbers
     assert not values.is_phone_region("XK")
+
+
+def test_numbers_beyond_64_bits_are_refused() -> None:
+    import pytest
+
+    from marketing_cli.services.values import Field, normalize_value
+
+    field = Field(id=9, label="Big", merge_tag="big", type="NUMBER", options=(), default_value=None,
+                  required=False, immutable=False, default_region=None, order=9)
+    assert normalize_value(field, 2**63 - 1) == 2**63 - 1
+    assert normalize_value(field, str(-(2**63))) == -(2**63)
+    for raw in (2**63, 2**70, str(2**70), -(2**63) - 1):
+        with pytest.raises(ValueError, match="out of range"):
+            normalize_value(field, raw)

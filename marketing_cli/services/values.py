@@ -135,18 +135,29 @@ def _text(f: Field, raw: Any) -> Any:
     raise ValueError(f"Field '{f.merge_tag}' must be text.")
 
 
+_INT64 = range(-(2**63), 2**63)
+
+
+def _integer(f: Field, value: int) -> int:
+    # SQLite and the JSON encoder hold 64-bit integers; a larger one is refused, not mangled.
+    if value not in _INT64:
+        raise ValueError(f"Field '{f.merge_tag}' is out of range: whole numbers must lie between "
+                         f"-9223372036854775808 and 9223372036854775807.")
+    return value
+
+
 def _number(f: Field, raw: Any) -> Any:
     if isinstance(raw, bool):
         raise ValueError(f"Field '{f.merge_tag}' must be a number.")
     if isinstance(raw, int):
-        return raw
+        return _integer(f, raw)
     if isinstance(raw, float):
         if math.isfinite(raw):
             return raw
     elif isinstance(raw, str):
         text = raw.strip()
         if _INT.fullmatch(text):
-            return int(text)
+            return _integer(f, int(text))
         if _FLOAT.fullmatch(text):
             value = float(text)
             if math.isfinite(value):
