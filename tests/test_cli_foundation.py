@@ -184,3 +184,10 @@ def test_keys_secret_never_stored(cli_json: Any, conn: Any) -> None:
     secret = init(cli_json)["api_key"]
     assert secret not in "\n".join(conn.iterdump())
     assert keys.authenticate(conn, f"Bearer {secret}") == 1
+
+
+def test_numbers_beyond_64_bits_are_a_clean_error(cli_json: Any, cli: Any) -> None:
+    init(cli_json)
+    result = cli("keys", "revoke", "99999999999999999999999")
+    assert result.exit_code == 1
+    assert result.stderr.strip() == "A number in the command is out of range."

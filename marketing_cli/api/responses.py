@@ -87,6 +87,14 @@ async def http_error_handler(request: Request, exc: Exception) -> Response:
     return error_response(exc.status_code, message, exc.headers)
 
 
+TOO_LARGE_NUMBER = "A number in the request is out of range."
+
+
 async def server_error_handler(request: Request, exc: Exception) -> Response:
+    if isinstance(exc, OverflowError):
+        # Only a user's number beyond SQLite's 64 bits raises this; the services check the
+        # members they know, and this keeps any other from turning into a 500.
+        log.warning("number out of range on %s %s: %s", request.method, request.url.path, exc)
+        return error_response(400, TOO_LARGE_NUMBER)
     log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     return error_response(500, "Internal server error.")

@@ -58,6 +58,9 @@ class MktGroup(TyperGroup):
         except MktError as exc:
             _consoles()[1].print(exc.message, markup=False, soft_wrap=True)
             raise typer.Exit(1) from None
+        except OverflowError:  # a number option beyond SQLite's 64 bits
+            _consoles()[1].print("A number in the command is out of range.", markup=False)
+            raise typer.Exit(1) from None
 
     def list_commands(self, ctx: Any) -> list[str]:
         return [*super().list_commands(ctx), *(name for name in self.lazy if name not in self.commands)]

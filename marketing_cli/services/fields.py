@@ -61,7 +61,7 @@ def list_fields(conn: sqlite3.Connection, workspace_id: int) -> list[dict[str, A
 
 def _row(conn: sqlite3.Connection, workspace_id: int, field_id: Any) -> sqlite3.Row:
     row = None
-    if isinstance(field_id, int) and not isinstance(field_id, bool):
+    if isinstance(field_id, int) and not isinstance(field_id, bool) and 0 < field_id < 2**63:
         row = conn.execute("SELECT * FROM fields WHERE workspace_id = ? AND id = ?",
                            (workspace_id, field_id)).fetchone()
     if row is None:

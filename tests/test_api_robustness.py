@@ -1,0 +1,77 @@
+"""No user input yields a 500: every route, fed bodies and members of every wrong JSON type.
+
+Routes are discovered from the app, so endpoints added later are covered too. Each answer
+must be a 4xx (or a 2xx where the input happens to be acceptable) with the error shape of
+CONTRACT section 4.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from starlette.routing import Route
+
+from tests.conftest import error_of
+
+MEMBERS = [
+    "name", "fields", "tags", "status", "sms_status", "email_address", "phone_number", "partial_update",
+    "tag_ids", "filters", "condition", "label", "merge_tag", "type", "definition", "default_value", "required",
+    "default_region", "event_name", "properties", "page", "limit", "sort_by", "sort_order",
+    "conversion_tracking", "interaction_tracking", "audience", "field_id", "operator", "value",
+]
+BAD_VALUES = [2**70, -(2**70), 1.5e308, [], {}, "", "x" * 300, True, [2**70], {"a": [2**70]}, [[{"b": None}]]]
+BAD_BODIES = ["[]", '"text"', "12", "null", "{", "\x00", '{"a": NaN}', "[" * 5000 + "]" * 5000,
+              '{"fields": {"email_address": 5}}']
+QUERIES = ["?page=abc&limit=1e99", "?phone_number=%00", "?limit=99999999999999999999999&after_id=-1",
+           "?status=DRAFT&type=x&contact_id=zz"]
+
+
+def concrete(path: str) -> list[str]:
+    """Paths to try for a route template: path parameters filled with valid-looking and odd values."""
+    paths = []
+    for value in ("0123456789abcdef01234567", "1", "99999999999999999999999", "abc"):
+        filled = path
+        for name in ("contact_id", "id", "field_id", "segment_id", "campaign_id", "type"):
+            filled = filled.replace("{" + name + "}", value if name != "type" else "A")
+        while "{" in filled:  # any other parameter name
+            start, end = filled.index("{"), filled.index("}")
+            filled = filled[:start] + value + filled[end + 1:]
+        paths.append(filled)
+    return sorted(set(paths))
+
+
+def api_routes(app: Any) -> list[tuple[str, str]]:
+    found = []
+    for route in app.routes:
+        if isinstance(route, Route):
+            for method in sorted(route.methods or []):
+                if method != "HEAD":
+                    found.append((method, route.path))
+    return found
+
+
+def check(response: Any) -> None:
+    assert response.status_code < 500, (response.request.method, response.request.url, response.text)
+    if response.status_code >= 400:
+        error_of(response)
+
+
+def test_routes_are_discovered(app: Any) -> None:
+    assert len(api_routes(app)) >= 10
+
+
+@pytest.mark.slow
+def test_no_input_yields_a_500(client: Any, auth: dict, app: Any) -> None:
+    headers = {**auth, "Content-Type": "application/json"}
+    for method, template in api_routes(app):
+        for path in concrete(template):
+            if method == "GET":
+                for query in QUERIES:
+                    check(client.get(path + query, headers=auth))
+                continue
+            for body in BAD_BODIES:
+                check(client.request(method, path, headers=headers, content=body))
+            for name in MEMBERS:
+                for value in BAD_VALUES:
+                    check(client.request(method, path, headers=headers, json={name: value}))
