@@ -16,7 +16,8 @@ Rows (each a median of warm runs; the baseline is measured in the same run):
   email channel, against a hand-written JOIN ... EXCEPT count. Target: ratio <= 3.
 - audience batches: `iter_audience_batches` (the audience snapshot into a temporary table,
   read 1,000 ids at a time) over the entire email audience and over the audience above,
-  against one SELECT of all those ids into Python. Target: ratio <= 2.
+  against resolving the audience and fetching all its ids into Python with one SELECT.
+  Target: ratio <= 2.
 """
 
 from __future__ import annotations
@@ -161,9 +162,13 @@ def run(quick: bool) -> list[dict]:
             assert total == len(conn.execute(query.sql, query.params).fetchall())
             t_batches = median(lambda a=batch_aud: sum(len(b) for b in audience.iter_audience_batches(
                 conn, ws, a, "email")), 3)
-            t_all = median(lambda q=query: conn.execute(q.sql, q.params).fetchall(), 3)
+            def all_at_once(a: dict = batch_aud) -> list:
+                q = audience.resolve_audience(conn, ws, a, "email")
+                return conn.execute(q.sql, q.params).fetchall()
+
+            t_all = median(all_at_once, 3)
             batch_rows.append(row(f"audience ids in batches of 1,000, {what}, {label} ({total:,} ids)",
-                                  t_batches * 1000, "ms", "one SELECT of all ids", t_all * 1000, t_batches / t_all,
+                                  t_batches * 1000, "ms", "resolve + one SELECT of all ids", t_all * 1000, t_batches / t_all,
                                   "ratio <= 2", t_batches / t_all <= 2))
         conn.close()
 
