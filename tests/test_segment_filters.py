@@ -231,7 +231,7 @@ def test_rate_operators(conn: sqlite3.Connection, world: dict[str, Any], ftype: 
     ("is_after", ago(days=25), {"a", "d", "e"}),
     ("is_before", ago(days=25), {"b"}),         # e's open is older, but its click is not
     ("is_before", ago(hours=-1), {"a", "b", "d", "e"}),  # c never opened nor clicked
-])
+], ids=["within_2_days", "within_30_days", "after_25_days_ago", "before_25_days_ago", "before_in_an_hour"])
 def test_last_activity_operators(conn: sqlite3.Connection, world: dict[str, Any], operator: str, value: Any,
                                  expected: set[str]) -> None:
     assert members(conn, world, {"type": "last_activity", "operator": operator, "value": value}) == expected
