@@ -58,8 +58,9 @@ _SEPARATORS = re.compile(r"[\s-]+")
 # contacts each row lands on a random leaf of five expression indexes and the email
 # index, so a batch's dirty pages must fit the cache (the default 2 MiB spills them to the
 # WAL over and over) and bigger batches write each touched page once for more rows.
-# Measured on a bare load of 1M rows: 5,000 rows + default cache 18.8k rows/s, 20,000 +
-# 256 MiB 28.9k, 50,000 + 256 MiB 38.0k; 20,000 keeps a batch's write lock under a second.
+# Measured on a bare load of 1M rows (rows/s): 5,000 rows + default cache 18.8k, 20,000 +
+# default cache 17.3k, 20,000 + 256 MiB 28.9k, 50,000 + 256 MiB 38.0k. 20,000 keeps a
+# batch's write lock (which API writers wait behind) under a second.
 BATCH_SIZE = 20_000
 IMPORT_CACHE_KIB = 262_144
 MAX_ERRORS = 1_000
