@@ -114,3 +114,14 @@ def test_other_workspace_cannot_see_contact(client, auth, conn) -> None:
     assert error_of(client.get(f"/v1/contacts/{created['id']}", headers=other_auth))[0] == 404
     assert error_of(client.post(f"/v1/contacts/{created['id']}/tags/add", json={"tag_ids": [1]},
                                 headers=other_auth))[0] == 404
+
+
+def test_huge_number_values_never_break_reads(client, auth, conn, workspace):
+    from marketing_cli.services import fields
+
+    fields.create_field(conn, workspace["id"], {"label": "Age", "merge_tag": "age", "type": "NUMBER"})
+    r = client.post("/v1/contacts", headers=auth,
+                    json={"fields": {"email_address": "big@example.com", "age": 2**70}, "status": "SUBSCRIBED"})
+    assert r.status_code == 201 and r.json()["data"]["data"]["age"] == float(2**70)
+    search = client.post("/v1/contacts/search", headers=auth, json={})
+    assert search.status_code == 200 and search.json()["data"]["pagination"]["total"] == 1

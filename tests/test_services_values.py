@@ -191,7 +191,7 @@ def test_is_phone_region() -> None:
     assert not values.is_phone_region("XK")
 
 
-def test_numbers_beyond_64_bits_are_refused() -> None:
+def test_numbers_beyond_64_bits_become_doubles() -> None:
     import pytest
 
     from marketing_cli.services.values import Field, normalize_value
@@ -201,5 +201,7 @@ def test_numbers_beyond_64_bits_are_refused() -> None:
     assert normalize_value(field, 2**63 - 1) == 2**63 - 1
     assert normalize_value(field, str(-(2**63))) == -(2**63)
     for raw in (2**63, 2**70, str(2**70), -(2**63) - 1):
-        with pytest.raises(ValueError, match="out of range"):
-            normalize_value(field, raw)
+        value = normalize_value(field, raw)
+        assert isinstance(value, float) and value == float(int(raw))
+    with pytest.raises(ValueError, match="must be a number"):
+        normalize_value(field, 10**400)

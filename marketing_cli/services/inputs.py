@@ -26,13 +26,6 @@ def type_error(member: str, expected: type) -> MktError:
     return MktError(400, f"The member '{member}' must be {_TYPE_NAMES[expected]}.")
 
 
-INT64 = range(-(2**63), 2**63)  # what SQLite can store and compare
-
-
-def out_of_range(member: str) -> MktError:
-    return MktError(400, f"The member '{member}' is out of range.")
-
-
 def is_type(value: Any, expected: type) -> bool:
     if expected is int:
         return isinstance(value, int) and not isinstance(value, bool)
@@ -55,8 +48,6 @@ def member(body: dict[str, Any], name: str, expected: type, *, path: str | None 
         return None
     if not is_type(value, expected):
         raise type_error(path or name, expected)
-    if expected is int and value not in INT64:
-        raise out_of_range(path or name)
     return value
 
 
@@ -68,6 +59,4 @@ def int_list(body: dict[str, Any], name: str, *, path: str | None = None) -> lis
     for item in value:
         if not is_type(item, int):
             raise MktError(400, f"The member '{path or name}' must be an array of integers.")
-        if item not in INT64:
-            raise out_of_range(path or name)
     return value

@@ -138,12 +138,15 @@ def _text(f: Field, raw: Any) -> Any:
 _INT64 = range(-(2**63), 2**63)
 
 
-def _integer(f: Field, value: int) -> int:
-    # SQLite and the JSON encoder hold 64-bit integers; a larger one is refused, not mangled.
-    if value not in _INT64:
-        raise ValueError(f"Field '{f.merge_tag}' is out of range: whole numbers must lie between "
-                         f"-9223372036854775808 and 9223372036854775807.")
-    return value
+def _integer(f: Field, value: int) -> int | float:
+    # SQLite and the JSON encoder hold 64-bit integers: a larger whole number is kept as a
+    # double (as most JSON readers would read it), so it still compares and sorts as a number.
+    if value in _INT64:
+        return value
+    try:
+        return float(value)
+    except OverflowError:  # beyond a double too
+        raise ValueError(f"Field '{f.merge_tag}' must be a number.") from None
 
 
 def _number(f: Field, raw: Any) -> Any:
