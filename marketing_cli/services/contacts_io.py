@@ -10,9 +10,10 @@ Import is a bulk upsert built for a million rows:
 - Each column gets its own normaliser chosen up front (values.py's check for the field's
   type, memoised for the low-cardinality types), so the row loop never switches on types.
 - Rows are applied in batches (default 20,000), each batch one `BEGIN IMMEDIATE`
-  transaction: one lookup of the batch's keys, then one `executemany` of
-  `INSERT ... ON CONFLICT(workspace_id, email) DO UPDATE SET data = json_patch(...)`.
-  A bad row is reported with its line number and reason; the other rows still go in.
+  transaction: one lookup of the batch's keys, then ONE statement for the whole batch,
+  `INSERT ... SELECT ... FROM json_each(:rows) ON CONFLICT(workspace_id, email) DO UPDATE
+  SET data = json_patch(...)` (see _UPSERT_BATCH for why not executemany). A bad row is
+  reported with its line number and every reason; the other rows still go in.
 - Update semantics: a row for an existing contact merges its non-empty cells into the
   contact (json_patch); empty cells never erase a value. Status and sms_status change
   only when the row has them; `default_status` applies to new contacts only; tags are
@@ -441,12 +442,13 @@ class _Importer:
             ids.append(tag_id)
         return ids
 
-    def apply(self, batch: list[_Row]) -> None:
+    def apply(self, batch: list[_Row], owner: str) -> None:
         if self.dry_run:
             self._apply(batch)
             return
         with transaction(self.conn):
             self._apply(batch)
+            renew_io_lock(self.conn, self.ws, owner)
 
     def _apply(self, batch: list[_Row]) -> None:
         # Rows repeating a key inside the batch merge in file order.
@@ -632,14 +634,12 @@ def import_contacts(
             if row is not None:
                 batch.append(row)
                 if len(batch) >= batch_size:
-                    importer.apply(batch)
+                    importer.apply(batch, owner)
                     batch = []
-                    if not dry_run:
-                        renew_io_lock(conn, workspace_id, owner)
                     if progress is not None:
                         progress(rows)
         if batch:
-            importer.apply(batch)
+            importer.apply(batch, owner)
         if progress is not None:
             progress(rows)
     finally:
