@@ -419,10 +419,10 @@ class _Importer:
         if not keys:
             return {}
         found: dict[str, sqlite3.Row] = {}
+        order = " ORDER BY created_at, id" if column == "phone" else ""  # emails are unique
         for row in self.conn.execute(
             f"SELECT {column} AS k, id, status, sms_status FROM contacts"  # column: 'email' or 'phone', ours
-            f" WHERE workspace_id = ? AND {column} IN (SELECT value FROM json_each(?))"
-            " ORDER BY created_at, id",
+            f" WHERE workspace_id = ? AND {column} IN (SELECT value FROM json_each(?)){order}",
             (self.ws, _dumps(keys)),
         ):
             found.setdefault(row["k"], row)
