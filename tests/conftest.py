@@ -12,11 +12,10 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
-
-import os
 
 import pytest
 

@@ -11,7 +11,6 @@ from marketing_cli.services.contact_search import search_contacts
 from tests.test_services_events import add_contact, add_field, add_tag
 
 
-
 @pytest.fixture(autouse=True)
 def _wide_console(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tables keep whole ids however the shared console was sized when first imported."""

@@ -12,7 +12,6 @@ from marketing_cli.services import billing, events
 from tests.test_services_events import add_contact, add_field
 
 
-
 @pytest.fixture(autouse=True)
 def _wide_console(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tables keep whole ids however the shared console was sized when first imported."""

@@ -8,10 +8,11 @@ from typing import Annotated, Any, Optional
 import typer
 
 from marketing_cli.cli.output import JsonOption, emit
+from marketing_cli.cli.registry import HELP
 from marketing_cli.cli.state import state
 from marketing_cli.errors import MktError
 
-app = typer.Typer(help="Count the recipients an audience reaches on a channel.", no_args_is_help=True)
+app = typer.Typer(help=HELP["audience"], no_args_is_help=True)
 
 
 

@@ -7,12 +7,13 @@ from typing import Annotated
 import typer
 
 from marketing_cli.cli.output import JsonOption, emit, table
+from marketing_cli.cli.registry import HELP
 from marketing_cli.cli.state import state
 from marketing_cli.cli.workspace import render_billing
 from marketing_cli.errors import MktError
 from marketing_cli.services import billing
 
-app = typer.Typer(help="Plans, allowances, add-ons and usage.", no_args_is_help=True)
+app = typer.Typer(help=HELP["billing"], no_args_is_help=True)
 plan_app = typer.Typer(help="The workspace's plan.", no_args_is_help=True)
 allowance_app = typer.Typer(help="Override what the plan allows.", no_args_is_help=True)
 addon_app = typer.Typer(help="Add-ons of the subscription.", no_args_is_help=True)

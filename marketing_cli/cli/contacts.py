@@ -13,9 +13,10 @@ from typing import Annotated, Any, Optional
 import typer
 
 from marketing_cli.cli.output import JsonOption, emit, pairs
+from marketing_cli.cli.registry import HELP
 from marketing_cli.cli.state import state
 
-app = typer.Typer(help="Create, upsert, find, tag, import and export contacts.", no_args_is_help=True)
+app = typer.Typer(help=HELP["contacts"], no_args_is_help=True)
 
 FieldOption = Annotated[Optional[list[str]], typer.Option(
     "--field", "-f", metavar="TAG=VALUE",
@@ -180,5 +181,4 @@ def contacts_untag(
 
 # `contacts import` / `contacts export` (contacts_io.py) and `contacts search`
 # (contacts_search.py) register their commands on `app`.
-from marketing_cli.cli import contacts_io  # noqa: E402,F401
-from marketing_cli.cli import contacts_search  # noqa: E402,F401
+from marketing_cli.cli import contacts_io, contacts_search  # noqa: E402,F401,I001

@@ -10,9 +10,10 @@ from typing import Annotated, Any, Optional
 import typer
 
 from marketing_cli.cli.output import JsonOption, console, emit, table
+from marketing_cli.cli.registry import HELP
 from marketing_cli.cli.state import state
 
-app = typer.Typer(help="Track custom events and read the automation event log.", no_args_is_help=True)
+app = typer.Typer(help=HELP["events"], no_args_is_help=True)
 
 POLL_SECONDS = 0.5
 _sleep = time.sleep  # tests replace it to stop --follow

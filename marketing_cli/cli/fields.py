@@ -8,9 +8,10 @@ from typing import Annotated, Any, Optional, TypeVar
 import typer
 
 from marketing_cli.cli.output import JsonOption, emit, err_console, pairs, table
+from marketing_cli.cli.registry import HELP
 from marketing_cli.cli.state import state
 
-app = typer.Typer(help="Create, update and list custom contact fields.", no_args_is_help=True)
+app = typer.Typer(help=HELP["fields"], no_args_is_help=True)
 
 T = TypeVar("T")
 

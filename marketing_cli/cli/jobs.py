@@ -7,9 +7,10 @@ from typing import Annotated, Optional
 import typer
 
 from marketing_cli.cli.output import JsonOption, emit, table
+from marketing_cli.cli.registry import HELP
 from marketing_cli.cli.state import state
 
-app = typer.Typer(help="Background jobs: run the due ones, list the queue.", no_args_is_help=True)
+app = typer.Typer(help=HELP["jobs"], no_args_is_help=True)
 
 
 @app.command("run")

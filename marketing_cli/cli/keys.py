@@ -7,10 +7,11 @@ from typing import Annotated, Optional
 import typer
 
 from marketing_cli.cli.output import JsonOption, emit, pairs, table
+from marketing_cli.cli.registry import HELP
 from marketing_cli.cli.state import state
 from marketing_cli.services import keys
 
-app = typer.Typer(help="Create, list and revoke API keys.", no_args_is_help=True)
+app = typer.Typer(help=HELP["keys"], no_args_is_help=True)
 
 
 @app.command("create")

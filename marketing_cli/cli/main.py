@@ -12,27 +12,12 @@ import typer
 
 from marketing_cli import __version__
 from marketing_cli.cli.output import JsonOption, MktGroup, emit, pairs
+from marketing_cli.cli.registry import SUBCOMMANDS
 from marketing_cli.cli.state import state
-
-# (module, command name): one typer app per resource, loaded when its command runs.
-SUBCOMMANDS = [
-    ("keys", "keys"),
-    ("workspace", "workspace"),
-    ("billing", "billing"),
-    ("rates", "rates"),
-    ("merge_tags", "merge-tags"),
-    ("jobs", "jobs"),
-    ("contacts", "contacts"),
-    ("fields", "fields"),
-    ("tags", "tags"),
-    ("events", "events"),
-    ("segments", "segments"),
-    ("audience", "audience"),
-]
 
 
 class RootGroup(MktGroup):
-    lazy = {name: f"marketing_cli.cli.{module}" for module, name in SUBCOMMANDS}
+    lazy = {name: (f"marketing_cli.cli.{module}", text) for module, name, text in SUBCOMMANDS}
 
 
 app = typer.Typer(

@@ -5,10 +5,11 @@ from __future__ import annotations
 import typer
 
 from marketing_cli.cli.output import JsonOption, emit, table
+from marketing_cli.cli.registry import HELP
 from marketing_cli.cli.state import state
 from marketing_cli.services import merge_tags
 
-app = typer.Typer(help="Merge tags usable in templates.", no_args_is_help=True)
+app = typer.Typer(help=HELP["merge_tags"], no_args_is_help=True)
 
 
 @app.command("list")

@@ -43,13 +43,13 @@ class MktGroup(TyperGroup):
     """The root group.
 
     - Every MktError from any command becomes its message on stderr and exit code 1.
-    - Resource sub-apps (`lazy`: command name -> module) are imported and turned into click
+    - Resource sub-apps (`lazy`: command name -> (module, help)) are imported and turned into click
       groups only when a command of theirs runs. Typer converts every command's signature
       at start-up otherwise, which costs about 1.5 ms per command on every invocation; the
       root `--help` lists them from their help text alone.
     """
 
-    lazy: dict[str, str] = {}
+    lazy: dict[str, tuple[str, str]] = {}
     _listing = False
 
     def invoke(self, ctx: Any) -> Any:
@@ -69,11 +69,12 @@ class MktGroup(TyperGroup):
         command = super().get_command(ctx, cmd_name)
         if command is not None or cmd_name not in self.lazy:
             return command
+        module_name, help_text = self.lazy[cmd_name]
+        if self._listing:  # the root --help needs only the name and the help text
+            return TyperGroup(name=cmd_name, help=help_text)
         import importlib
 
-        sub_app = importlib.import_module(self.lazy[cmd_name]).app
-        if self._listing:  # the root --help needs only the name and the help text
-            return TyperGroup(name=cmd_name, help=sub_app.info.help)
+        sub_app = importlib.import_module(module_name).app
         group = typer.main.get_group(sub_app)
         group.name = cmd_name
         self.commands[cmd_name] = group

@@ -8,10 +8,11 @@ from typing import Annotated
 import typer
 
 from marketing_cli.cli.output import JsonOption, emit, table
+from marketing_cli.cli.registry import HELP
 from marketing_cli.cli.state import state
 from marketing_cli.services import rates
 
-app = typer.Typer(help="The SMS price list per country and segment.", no_args_is_help=True)
+app = typer.Typer(help=HELP["rates"], no_args_is_help=True)
 
 
 def _render(value: dict) -> object:

@@ -9,10 +9,11 @@ from typing import Annotated, Any, Optional
 import typer
 
 from marketing_cli.cli.output import JsonOption, emit, pairs, table
+from marketing_cli.cli.registry import HELP
 from marketing_cli.cli.state import state
 from marketing_cli.errors import MktError
 
-app = typer.Typer(help="Create, list and inspect segments; recount their members.", no_args_is_help=True)
+app = typer.Typer(help=HELP["segments"], no_args_is_help=True)
 
 SegmentId = Annotated[str, typer.Argument(metavar="ID", help="The segment's id (see `mkt segments list`).")]
 

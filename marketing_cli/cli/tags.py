@@ -7,9 +7,10 @@ from typing import Annotated
 import typer
 
 from marketing_cli.cli.output import JsonOption, emit, table
+from marketing_cli.cli.registry import HELP
 from marketing_cli.cli.state import state
 
-app = typer.Typer(help="Create and list tags.", no_args_is_help=True)
+app = typer.Typer(help=HELP["tags"], no_args_is_help=True)
 
 
 @app.command("create")

@@ -7,10 +7,11 @@ from typing import Annotated, Any, Optional
 import typer
 
 from marketing_cli.cli.output import JsonOption, emit, pairs, table
+from marketing_cli.cli.registry import HELP
 from marketing_cli.cli.state import state
 from marketing_cli.services import workspaces
 
-app = typer.Typer(help="Show and update the workspace and its settings.", no_args_is_help=True)
+app = typer.Typer(help=HELP["workspace"], no_args_is_help=True)
 
 
 def render_workspace(ws: dict[str, Any], settings: dict[str, Any] | None = None) -> Any:
@@ -57,14 +58,14 @@ def render_billing(billing: dict[str, Any]) -> Any:
 @app.command("show")
 def workspace_show(ctx: typer.Context, as_json: JsonOption = False) -> None:
     """Show the workspace, its billing and usage (GET /v1/workspace)."""
-    from rich.console import Group
-
     s = state(ctx)
     workspace_id = s.workspace_id()
     info = workspaces.get_workspace_info(s.conn(), workspace_id)
     if as_json:
         emit(info, True)
         return
+    from rich.console import Group
+
     settings = workspaces.get_operator_settings(s.conn(), workspace_id)
     emit(info, False, lambda v: Group(render_workspace(v["workspace"], settings), render_billing(v["billing"])))
 

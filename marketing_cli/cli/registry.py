@@ -1,0 +1,22 @@
+"""The resource sub-apps of `mkt`: module, command name and one-line help.
+
+The root `--help` lists them from this table without importing them, and each module takes
+its help from here, so there is one copy of each line (cli/main.py, output.MktGroup).
+"""
+
+SUBCOMMANDS: list[tuple[str, str, str]] = [
+    ("keys", "keys", "Create, list and revoke API keys."),
+    ("workspace", "workspace", "Show and update the workspace and its settings."),
+    ("billing", "billing", "Plans, allowances, add-ons and usage."),
+    ("rates", "rates", "The SMS price list per country and segment."),
+    ("merge_tags", "merge-tags", "Merge tags usable in templates."),
+    ("jobs", "jobs", "Background jobs: run the due ones, list the queue."),
+    ("contacts", "contacts", "Create, upsert, find, tag, import and export contacts."),
+    ("fields", "fields", "Create, update and list custom contact fields."),
+    ("tags", "tags", "Create and list tags."),
+    ("events", "events", "Track custom events and read the automation event log."),
+    ("segments", "segments", "Create, list and inspect segments; recount their members."),
+    ("audience", "audience", "Count the recipients an audience reaches on a channel."),
+]
+
+HELP = {module: text for module, _, text in SUBCOMMANDS}
