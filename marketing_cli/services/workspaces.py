@@ -15,7 +15,7 @@ from typing import Any
 from marketing_cli import clock
 from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
-from marketing_cli.services import billing, keys
+from marketing_cli.services import billing
 from marketing_cli.services.inputs import member, require_object
 
 NAME_LENGTH = "Workspace name must be between 2 and 50 characters."
@@ -59,7 +59,7 @@ def _row(conn: sqlite3.Connection, workspace_id: int) -> sqlite3.Row:
 
 def create_workspace(conn: sqlite3.Connection, name: Any, *, key_name: str | None = "default") -> dict[str, Any]:
     """A new workspace on the free plan with its built-in fields and first API key."""
-    from marketing_cli.services import fields  # only creation needs it (start-up time)
+    from marketing_cli.services import fields, keys  # only creation needs them (start-up time)
 
     name = _check_name(name)
     now = clock.now()
