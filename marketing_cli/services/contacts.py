@@ -26,6 +26,7 @@ from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.ids import is_id, new_id
 from marketing_cli.services import billing
+from marketing_cli.services.events import append_events
 from marketing_cli.services.inputs import int_list, member, require_object
 from marketing_cli.services.tags import tags_by_id
 from marketing_cli.services.values import (
@@ -241,17 +242,6 @@ def _dump(data: dict[str, Any]) -> str:
     return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
 
-def _append_events(conn: sqlite3.Connection, workspace_id: int, contact_id: str,
-                   events: list[tuple[str, dict[str, Any]]]) -> None:
-    if not events:
-        return
-    now = clock.now()
-    conn.executemany(
-        "INSERT INTO contact_events (workspace_id, contact_id, type, payload, created_at) VALUES (?, ?, ?, ?, ?)",
-        [(workspace_id, contact_id, kind, _dump(payload), now) for kind, payload in events],
-    )
-
-
 def _insert(conn: sqlite3.Connection, workspace_id: int, *, email: str | None, phone: str | None, status: str,
             sms_status: str | None, data: dict[str, Any], tag_ids: list[int]) -> str:
     if billing.remaining(conn, workspace_id, "contacts") <= 0:
@@ -266,7 +256,7 @@ def _insert(conn: sqlite3.Connection, workspace_id: int, *, email: str | None, p
     conn.executemany("INSERT OR IGNORE INTO contact_tags (contact_id, tag_id) VALUES (?, ?)",
                      [(contact_id, t) for t in tag_ids])
     if status == "UNCONFIRMED":
-        _append_events(conn, workspace_id, contact_id,
+        append_events(conn, workspace_id, contact_id,
                        [("CONTACT_SUBSCRIBED_PENDING", {"email_address": email, "phone_number": phone,
                                                         "status": status})])
     return contact_id
@@ -424,7 +414,7 @@ def _update(conn: sqlite3.Connection, workspace_id: int, fields: FieldMap, row: 
             " WHERE id = ? AND workspace_id = ?",
             (new_email, new_phone, new_status, new_sms, _dump(data), clock.now(), row["id"], workspace_id),
         )
-        _append_events(conn, workspace_id, row["id"], events)
+        append_events(conn, workspace_id, row["id"], events)
 
 
 # --- reading -------------------------------------------------------------------------
@@ -476,25 +466,16 @@ def _tag_ids(body: Any) -> list[int]:
 
 def add_contact_tags(conn: sqlite3.Connection, workspace_id: int, contact_id: Any, body: Any) -> dict[str, Any]:
     """POST /v1/contacts/:id/tags/add: TAG_ADDED for each tag not already on the contact."""
-    if not is_id(contact_id):
-        raise MktError(400, CONTACT_ID_INVALID)
-    tag_ids = _tag_ids(body)
-    with transaction(conn):
-        row = _row(conn, workspace_id, contact_id)
-        names = tags_by_id(conn, workspace_id, tag_ids)
-        present = {r[0] for r in conn.execute("SELECT tag_id FROM contact_tags WHERE contact_id = ?", (row["id"],))}
-        added = [t for t in tag_ids if t not in present]
-        if added:
-            conn.executemany("INSERT INTO contact_tags (contact_id, tag_id) VALUES (?, ?)",
-                             [(row["id"], t) for t in added])
-            conn.execute("UPDATE contacts SET updated_at = ? WHERE id = ?", (clock.now(), row["id"]))
-            _append_events(conn, workspace_id, row["id"],
-                           [("TAG_ADDED", {"tag_id": t, "tag_name": names[t]}) for t in added])
-        return _render_one(conn, workspace_id, row["id"], "full")
+    return _change_tags(conn, workspace_id, contact_id, body, add=True)
 
 
 def remove_contact_tags(conn: sqlite3.Connection, workspace_id: int, contact_id: Any, body: Any) -> dict[str, Any]:
     """POST /v1/contacts/:id/tags/remove: TAG_REMOVED for each tag actually removed."""
+    return _change_tags(conn, workspace_id, contact_id, body, add=False)
+
+
+def _change_tags(conn: sqlite3.Connection, workspace_id: int, contact_id: Any, body: Any, *,
+                 add: bool) -> dict[str, Any]:
     if not is_id(contact_id):
         raise MktError(400, CONTACT_ID_INVALID)
     tag_ids = _tag_ids(body)
@@ -502,11 +483,12 @@ def remove_contact_tags(conn: sqlite3.Connection, workspace_id: int, contact_id:
         row = _row(conn, workspace_id, contact_id)
         names = tags_by_id(conn, workspace_id, tag_ids)
         present = {r[0] for r in conn.execute("SELECT tag_id FROM contact_tags WHERE contact_id = ?", (row["id"],))}
-        removed = [t for t in tag_ids if t in present]
-        if removed:
-            conn.executemany("DELETE FROM contact_tags WHERE contact_id = ? AND tag_id = ?",
-                             [(row["id"], t) for t in removed])
+        changed = [t for t in tag_ids if (t not in present) == add]
+        if changed:
+            sql = ("INSERT INTO contact_tags (contact_id, tag_id) VALUES (?, ?)" if add
+                   else "DELETE FROM contact_tags WHERE contact_id = ? AND tag_id = ?")
+            conn.executemany(sql, [(row["id"], t) for t in changed])
             conn.execute("UPDATE contacts SET updated_at = ? WHERE id = ?", (clock.now(), row["id"]))
-            _append_events(conn, workspace_id, row["id"],
-                           [("TAG_REMOVED", {"tag_id": t, "tag_name": names[t]}) for t in removed])
+            kind = "TAG_ADDED" if add else "TAG_REMOVED"
+            append_events(conn, workspace_id, row["id"], [(kind, {"tag_id": t, "tag_name": names[t]}) for t in changed])
         return _render_one(conn, workspace_id, row["id"], "full")

@@ -55,14 +55,24 @@ MAX_LOG_LIMIT = 1000
 
 # --- the log -------------------------------------------------------------------------
 
+_APPEND = "INSERT INTO contact_events (workspace_id, contact_id, type, payload, created_at) VALUES (?, ?, ?, ?, ?)"
+
+
+def _payload(payload: dict[str, Any] | None) -> str:
+    return json.dumps(payload or {}, ensure_ascii=False, separators=(",", ":"))
+
+
 def append_event(conn: sqlite3.Connection, workspace_id: int, contact_id: str, type: str,
                  payload: dict[str, Any] | None = None) -> int:
     """Append one automation event (call inside the transaction of the change); its id."""
-    return conn.execute(
-        "INSERT INTO contact_events (workspace_id, contact_id, type, payload, created_at) VALUES (?, ?, ?, ?, ?)",
-        (workspace_id, contact_id, type, json.dumps(payload or {}, ensure_ascii=False, separators=(",", ":")),
-         clock.now()),
-    ).lastrowid
+    return conn.execute(_APPEND, (workspace_id, contact_id, type, _payload(payload), clock.now())).lastrowid
+
+
+def append_events(conn: sqlite3.Connection, workspace_id: int, contact_id: str,
+                  events: list[tuple[str, dict[str, Any]]]) -> None:
+    """Append several (type, payload) events of one contact, inside the change's transaction."""
+    now = clock.now()
+    conn.executemany(_APPEND, [(workspace_id, contact_id, kind, _payload(payload), now) for kind, payload in events])
 
 
 def event_view(row: sqlite3.Row) -> dict[str, Any]:
