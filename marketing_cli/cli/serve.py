@@ -14,8 +14,28 @@ from marketing_cli.db import connect
 
 console = Console(stderr=True, highlight=False)
 
+
+def _log_config() -> dict:
+    """uvicorn's logging, with a UTC timestamp at the start of every line."""
+    import copy
+    import time
+
+    from uvicorn.config import LOGGING_CONFIG
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config["formatters"]["default"]["fmt"] = "%(asctime)s %(levelprefix)s %(message)s"
+    config["formatters"]["access"]["fmt"] = (
+        '%(asctime)s %(levelprefix)s %(client_addr)s - "%(request_line)s" %(status_code)s'
+    )
+    for formatter in ("default", "access"):
+        config["formatters"][formatter]["datefmt"] = "%Y-%m-%dT%H:%M:%SZ"
+    logging.Formatter.converter = time.gmtime  # UTC, as everywhere in mkt
+    return config
+
+
 # One line per request (uvicorn's access log), graceful stop on SIGINT/SIGTERM.
-UVICORN_SETTINGS = {"log_level": "info", "access_log": True, "lifespan": "on", "timeout_graceful_shutdown": 10}
+UVICORN_SETTINGS = {"log_level": "info", "access_log": True, "lifespan": "on", "timeout_graceful_shutdown": 10,
+                    "log_config": _log_config()}
 
 
 def _bootstrap(db_path: Path, base_url: str) -> None:
