@@ -48,6 +48,23 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+TOO_LARGE = "The request body is too large: the limit is {kib} KiB."
+
+
+async def read_body(request: Request, *, max_bytes: int = MAX_BODY_BYTES) -> bytes:
+    """The raw body, read as it arrives; 413 as soon as it passes `max_bytes` (or declares more)."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > max_bytes:
+        raise MktError(413, TOO_LARGE.format(kib=max_bytes // 1024))
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > max_bytes:
+            raise MktError(413, TOO_LARGE.format(kib=max_bytes // 1024))
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 async def read_json(request: Request, invalid_message: str = INVALID_BODY, *,
                     max_bytes: int = MAX_BODY_BYTES, default: Any = None) -> Any:
     """The decoded body. Over `max_bytes`: 413. Not JSON: 400 with the endpoint's message.
@@ -55,16 +72,7 @@ async def read_json(request: Request, invalid_message: str = INVALID_BODY, *,
     An empty body gives `default` when the endpoint's members are all optional,
     otherwise it cannot be parsed.
     """
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > max_bytes:
-        raise MktError(413, f"The request body is too large: the limit is {max_bytes // 1024} KiB.")
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > max_bytes:
-            raise MktError(413, f"The request body is too large: the limit is {max_bytes // 1024} KiB.")
-        chunks.append(chunk)
-    raw = b"".join(chunks)
+    raw = await read_body(request, max_bytes=max_bytes)
     if not raw.strip():
         if default is not None:
             return default

@@ -23,13 +23,12 @@ SHOWN_ERRORS = 20
 
 
 def _parse_map(items: list[str]) -> dict[str, str]:
-    mapping: dict[str, str] = {}
-    for item in items:
-        column, sep, tag = item.rpartition("=")
-        if not sep or not column.strip():
-            raise typer.BadParameter(f"expected 'Column Name=merge_tag', got {item!r}", param_hint="--map")
-        mapping[column] = tag
-    return mapping
+    from marketing_cli.services.contacts_io import parse_column_map
+
+    try:
+        return parse_column_map(items)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--map") from None
 
 
 def _progress(label: str, total: int | None) -> Any:
@@ -101,7 +100,7 @@ def contacts_import(
                 progress=progress,
             )
         except UnicodeDecodeError as exc:
-            raise MktError(400, f"The file is not UTF-8 text ({exc.reason} at byte {exc.start}).") from None
+            raise MktError(400, contacts_io.NOT_UTF8.format(reason=exc.reason, start=exc.start)) from None
     emit(result, as_json, lambda r: _import_report(r, errors))
 
 

@@ -31,6 +31,7 @@ Import is a bulk upsert built for a million rows:
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 import re
@@ -155,6 +156,33 @@ def io_in_progress(conn: sqlite3.Connection, workspace_id: int) -> bool:
     return conn.execute(
         "SELECT 1 FROM contact_io_locks WHERE workspace_id = ? AND expires_at > ?", (workspace_id, clock.now())
     ).fetchone() is not None
+
+
+# --- input ----------------------------------------------------------------------------
+
+NOT_UTF8 = "The file is not UTF-8 text ({reason} at byte {start})."
+
+
+def parse_column_map(items: Iterable[str]) -> dict[str, str]:
+    """`'Column Name=merge_tag'` items (CLI --map, API ?map=) as {column: merge tag}.
+
+    ValueError saying which item is malformed; the faces turn it into their usage error.
+    """
+    mapping: dict[str, str] = {}
+    for item in items:
+        column, sep, tag = item.rpartition("=")
+        if not sep or not column.strip():
+            raise ValueError(f"expected 'Column Name=merge_tag', got {item!r}")
+        mapping[column] = tag
+    return mapping
+
+
+def decode_csv(data: bytes) -> str:
+    """A whole file's bytes as text (UTF-8, a byte-order mark dropped), or MktError(400)."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise MktError(400, NOT_UTF8.format(reason=exc.reason, start=exc.start)) from None
 
 
 # --- header mapping -------------------------------------------------------------------
@@ -700,54 +728,40 @@ def _tag_names_of(conn: sqlite3.Connection, contact_ids: list[str]) -> dict[str,
     return {cid: TAG_SEPARATOR.join(n) for cid, n in names.items()}
 
 
-def export_contacts(
-    conn: sqlite3.Connection,
-    workspace_id: int,
-    out: TextIO,
-    *,
-    fmt: str = "csv",
-    fields: list[str] | None = None,
-    chunk_size: int = EXPORT_CHUNK,
-    progress: Callable[[int], None] | None = None,
-) -> dict[str, Any]:
-    """Stream every contact of the workspace to `out` as CSV or JSON Lines.
+class ContactExport:
+    """A validated export holding the workspace's import/export lock (from begin_export).
 
-    CSV: a header of merge tags (every field in display order, or `fields`) then status,
-    sms_status, tags (names joined by ';'), created_at, updated_at; each value written the
-    way the importer reads it back. JSON Lines: one contact per line in the API's shape
-    (GET /v1/contacts/:id), `data` limited to `fields` when given.
-    Returns {"exported": n, "format": fmt}.
+    `chunks(conn)` yields the output as text, the header (CSV) then one piece per chunk of
+    contacts; `release(conn)` gives the lock back and must run whatever happens (the CLI
+    writes the pieces to a file, the API streams them; a closed generator needs no cleanup).
     """
-    if fmt not in EXPORT_FORMATS:
-        raise MktError(400, f"The export format must be one of: {', '.join(EXPORT_FORMATS)}.")
-    field_map = values.load_fields(conn, workspace_id)
-    if fields:
-        chosen: list[Field] = []
-        for tag in fields:
-            f = field_map.by_tag.get(tag.strip())
-            if f is None:
-                raise MktError(400, UNKNOWN_TAG.format(tag=tag.strip()))
-            if f not in chosen:
-                chosen.append(f)
-    else:
-        chosen = list(field_map.by_id.values())
-    # (merge tag, how to read it from a row and its decoded data)
-    getters: list[tuple[str, str | None]] = []
-    for f in chosen:
-        getters.append((f.merge_tag, None if f.merge_tag in (EMAIL_TAG, PHONE_TAG) else str(f.id)))
-    meta = [m for m in EXPORT_META if m not in field_map.by_tag]  # a field named like one wins
-    wanted = [f.merge_tag for f in chosen]
 
-    owner = lock_owner()
-    acquire_io_lock(conn, workspace_id, "export", owner)
-    exported = 0
-    try:
-        writer = None
-        if fmt == "csv":
-            writer = csv.writer(out, lineterminator="\n")
-            writer.writerow(wanted + meta)
-        for rows in iter_contact_rows(conn, workspace_id, chunk_size):
+    def __init__(self, workspace_id: int, fmt: str, field_map: FieldMap, chosen: list[Field],
+                 limited: bool, owner: str) -> None:
+        self.workspace_id = workspace_id
+        self.fmt = fmt
+        self.field_map = field_map
+        self.limited = limited  # `fields` was given: JSON Lines `data` holds only those
+        self.owner = owner
+        self.exported = 0
+        # (merge tag, data key; None for the email/phone columns)
+        self.getters = [(f.merge_tag, None if f.merge_tag in (EMAIL_TAG, PHONE_TAG) else str(f.id)) for f in chosen]
+        self.meta = [m for m in EXPORT_META if m not in field_map.by_tag]  # a field named like one wins
+        self.wanted = [f.merge_tag for f in chosen]
+
+    def chunks(self, conn: sqlite3.Connection, chunk_size: int = EXPORT_CHUNK,
+               progress: Callable[[int], None] | None = None) -> Iterator[str]:
+        ws, meta, getters = self.workspace_id, self.meta, self.getters
+        buffer = writer = None
+        if self.fmt == "csv":
+            buffer = io.StringIO()
+            writer = csv.writer(buffer, lineterminator="\n")
+            writer.writerow(self.wanted + meta)
+            yield buffer.getvalue()
+        for rows in iter_contact_rows(conn, ws, chunk_size):
             if writer is not None:
+                buffer.seek(0)
+                buffer.truncate()
                 tag_names = _tag_names_of(conn, [r["id"] for r in rows]) if "tags" in meta else {}
                 out_rows = []
                 for r in rows:
@@ -767,19 +781,71 @@ def export_contacts(
                             cells.append(r[m])
                     out_rows.append(cells)
                 writer.writerows(out_rows)
+                text = buffer.getvalue()
             else:
-                views = contacts.render_contacts(conn, workspace_id, rows, "detail", field_map)
-                if fields:
+                views = contacts.render_contacts(conn, ws, rows, "detail", self.field_map)
+                if self.limited:
                     for view in views:
-                        view["data"] = {tag: view["data"].get(tag) for tag in wanted}
-                out.write("\n".join(_dumps(v) for v in views) + "\n")
-            exported += len(rows)
-            renew_io_lock(conn, workspace_id, owner)
+                        view["data"] = {tag: view["data"].get(tag) for tag in self.wanted}
+                text = "\n".join(_dumps(v) for v in views) + "\n"
+            self.exported += len(rows)
+            renew_io_lock(conn, ws, self.owner)
             if progress is not None:
-                progress(exported)
+                progress(self.exported)
+            yield text
+
+    def release(self, conn: sqlite3.Connection) -> None:
+        release_io_lock(conn, self.workspace_id, self.owner)
+
+    def result(self) -> dict[str, Any]:
+        return {"exported": self.exported, "format": self.fmt}
+
+
+def begin_export(conn: sqlite3.Connection, workspace_id: int, *, fmt: str = "csv",
+                 fields: list[str] | None = None) -> ContactExport:
+    """Check the format and the merge tags (400), then take the io lock (409)."""
+    if fmt not in EXPORT_FORMATS:
+        raise MktError(400, f"The export format must be one of: {', '.join(EXPORT_FORMATS)}.")
+    field_map = values.load_fields(conn, workspace_id)
+    if fields:
+        chosen: list[Field] = []
+        for tag in fields:
+            f = field_map.by_tag.get(tag.strip())
+            if f is None:
+                raise MktError(400, UNKNOWN_TAG.format(tag=tag.strip()))
+            if f not in chosen:
+                chosen.append(f)
+    else:
+        chosen = list(field_map.by_id.values())
+    owner = lock_owner()
+    acquire_io_lock(conn, workspace_id, "export", owner)
+    return ContactExport(workspace_id, fmt, field_map, chosen, bool(fields), owner)
+
+
+def export_contacts(
+    conn: sqlite3.Connection,
+    workspace_id: int,
+    out: TextIO,
+    *,
+    fmt: str = "csv",
+    fields: list[str] | None = None,
+    chunk_size: int = EXPORT_CHUNK,
+    progress: Callable[[int], None] | None = None,
+) -> dict[str, Any]:
+    """Stream every contact of the workspace to `out` as CSV or JSON Lines.
+
+    CSV: a header of merge tags (every field in display order, or `fields`) then status,
+    sms_status, tags (names joined by ';'), created_at, updated_at; each value written the
+    way the importer reads it back. JSON Lines: one contact per line in the API's shape
+    (GET /v1/contacts/:id), `data` limited to `fields` when given.
+    Returns {"exported": n, "format": fmt}.
+    """
+    export = begin_export(conn, workspace_id, fmt=fmt, fields=fields)
+    try:
+        out.writelines(export.chunks(conn, chunk_size, progress))
     finally:
-        release_io_lock(conn, workspace_id, owner)
-    return {"exported": exported, "format": fmt}
+        export.release(conn)
+    return export.result()
 
 
 def count_lines(path: str, chunk: int = 1 << 20) -> int:
