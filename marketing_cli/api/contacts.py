@@ -1,7 +1,8 @@
 """/v1/contacts: create, upsert, by-phone, get by id, tags add/remove. Envelope B.
 
-Starlette tries routes in list order: the fixed paths (/search, /upsert, /by-phone) come
-before the `/v1/contacts/{contact_id}` routes, and new fixed paths belong above them too.
+Starlette tries routes in list order: the fixed paths (/search, /upsert, /by-phone, /import,
+/export) come before the `/v1/contacts/{contact_id}` routes, and new fixed paths belong
+above them too.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from starlette.routing import Route
 
 from marketing_cli.api.auth import db_conn, require_workspace
 from marketing_cli.api.contact_search import search_contacts
+from marketing_cli.api.contacts_io import export_contacts, import_contacts
 from marketing_cli.api.responses import envelope_b, read_json
 from marketing_cli.services import contacts
 
@@ -36,7 +38,7 @@ async def get_contact_by_phone(request: Request) -> Response:
 
 
 async def get_contact(request: Request) -> Response:
-    if request.path_params["contact_id"] in ("upsert", "search"):
+    if request.path_params["contact_id"] in ("upsert", "search", "import"):
         # GET on a POST-only fixed path would otherwise match `{contact_id}` here.
         raise HTTPException(405, headers={"Allow": "POST"})
     workspace_id = require_workspace(request)
@@ -63,6 +65,8 @@ routes = [
     Route("/v1/contacts/upsert", upsert_contact, methods=["POST"]),
     Route("/v1/contacts/search", search_contacts, methods=["POST"]),
     Route("/v1/contacts/by-phone", get_contact_by_phone, methods=["GET"]),
+    Route("/v1/contacts/import", import_contacts, methods=["POST"]),  # api/contacts_io.py
+    Route("/v1/contacts/export", export_contacts, methods=["GET"]),
     # Then the routes with a contact id.
     Route("/v1/contacts/{contact_id}", get_contact, methods=["GET"]),
     Route("/v1/contacts/{contact_id}/tags/add", add_contact_tags, methods=["POST"]),

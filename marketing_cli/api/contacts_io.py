@@ -1,0 +1,140 @@
+"""POST /v1/contacts/import and GET /v1/contacts/export (extensions, envelope B / a stream):
+the HTTP twins of `mkt contacts import` / `mkt contacts export` over services/contacts_io.py.
+
+Routed from api/contacts.py, above the `/{contact_id}` paths. Both take seconds at scale,
+so the service runs in worker threads and the event loop keeps serving other requests:
+the import on the worker thread's own connection, the export on a connection opened for
+its stream (the stream's pieces are produced on whichever pool thread is free) and closed,
+with the import/export lock released, when the response ends, however it ends.
+"""
+
+from __future__ import annotations
+
+import io
+import sqlite3
+from typing import Any
+
+import anyio
+from starlette.concurrency import iterate_in_threadpool, run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.types import Receive, Scope, Send
+
+from marketing_cli.api.auth import require_workspace
+from marketing_cli.api.responses import envelope_b, read_body
+from marketing_cli.db import connect
+from marketing_cli.errors import MktError
+from marketing_cli.services import contacts_io
+
+IMPORT_MAX_BYTES = 64 * 1024 * 1024  # a CSV file, not a JSON body: 64 MiB (docs/api.md)
+CSV_TYPES = ("text/csv", "application/csv", "text/plain", "application/octet-stream")
+EMPTY_BODY = "The request body is empty: send the CSV file (header line first) as the body, Content-Type: text/csv."
+WRONG_TYPE = "The request body must be the CSV file itself, sent with Content-Type: text/csv."
+EXPORT_TYPES = {"csv": "text/csv; charset=utf-8", "jsonl": "application/x-ndjson"}
+_TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no")
+
+
+def _flag(request: Request, name: str) -> bool:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return False
+    text = raw.strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise MktError(400, f"The query parameter '{name}' must be true or false.")
+
+
+def _tag_ids(request: Request) -> list[int]:
+    ids = []
+    for raw in request.query_params.getlist("tag"):
+        text = raw.strip()
+        if not text.isdigit() or len(text) > 18:
+            raise MktError(400, f"The query parameter 'tag' must be a tag ID (an integer), got {raw!r}.")
+        ids.append(int(text))
+    return ids
+
+
+async def import_contacts(request: Request) -> Response:
+    workspace_id = require_workspace(request)
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type and content_type not in CSV_TYPES:
+        raise MktError(415, WRONG_TYPE)
+    # Query parameters are checked before the body is read: a bad call fails fast.
+    dry_run = _flag(request, "dry_run")
+    ignore_unknown = _flag(request, "ignore_unknown")
+    tag_ids = _tag_ids(request)
+    status = request.query_params.get("status", "SUBSCRIBED")
+    try:
+        mapping = contacts_io.parse_column_map(request.query_params.getlist("map"))
+    except ValueError as exc:
+        raise MktError(400, f"Invalid query parameter 'map': {exc}.") from None
+    raw = await read_body(request, max_bytes=IMPORT_MAX_BYTES)
+    if not raw.strip():
+        raise MktError(400, EMPTY_BODY)
+    text = contacts_io.decode_csv(raw)  # all of it up front: bad UTF-8 is refused before any write
+    del raw
+    db = request.app.state.db
+
+    def run() -> dict[str, Any]:
+        # newline="": the csv module sees the line endings as sent, as with a file opened for it.
+        return contacts_io.import_contacts(
+            db.conn(), workspace_id, io.StringIO(text, newline=""), mapping=mapping,
+            ignore_unknown=ignore_unknown, tag_ids=tag_ids, default_status=status, dry_run=dry_run)
+
+    return envelope_b(await run_in_threadpool(run))
+
+
+class ExportStream(StreamingResponse):
+    """Streams an export begun with the lock held; releases it and closes the connection at the end.
+
+    The cleanup is in __call__'s finally, not in the body generator, so it runs even when the
+    body is never iterated (the client left before the first byte) or the client disconnects
+    mid-stream; it is shielded from the cancellation a disconnect brings. A pool thread that
+    is producing a piece is waited for (anyio's run_sync is not abandoned on cancel), so the
+    generator is never closed under it.
+    """
+
+    def __init__(self, export: contacts_io.ContactExport, conn: sqlite3.Connection) -> None:
+        self.export = export
+        self.conn = conn
+        self.pieces = export.chunks(conn)
+        super().__init__(
+            iterate_in_threadpool(self.pieces), media_type=EXPORT_TYPES[export.fmt],
+            headers={"Content-Disposition": f'attachment; filename="contacts.{export.fmt}"'},
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self.finish)
+
+    def finish(self) -> None:
+        try:
+            self.pieces.close()
+            self.export.release(self.conn)
+        finally:
+            self.conn.close()
+
+
+def _begin_export(path: Any, workspace_id: int, fmt: str,
+                  fields: list[str] | None) -> tuple[contacts_io.ContactExport, sqlite3.Connection]:
+    conn = connect(path, upgrade=False)
+    try:
+        return contacts_io.begin_export(conn, workspace_id, fmt=fmt, fields=fields), conn
+    except BaseException:
+        conn.close()
+        raise
+
+
+async def export_contacts(request: Request) -> Response:
+    workspace_id = require_workspace(request)
+    fmt = request.query_params.get("format", "csv")
+    raw_fields = request.query_params.get("fields")
+    fields = [t.strip() for t in raw_fields.split(",") if t.strip()] if raw_fields else None
+    # Validation (400) and the lock (409) happen here, before a byte of the stream is sent.
+    export, conn = await run_in_threadpool(_begin_export, request.app.state.db.path, workspace_id, fmt, fields)
+    return ExportStream(export, conn)
