@@ -85,9 +85,10 @@ def test_ignore_unknown_skips_those_columns(conn: Any, ws: int) -> None:
 
 @pytest.mark.parametrize(("header", "mapping", "message"), [
     ("email,city\n", {"city": "town"}, "We were unable to find a field with the merge_tag town"),
-    ("email,city\n", {"Ville": "city"}, "--map names a column the file does not have: 'Ville'."),
+    ("email,city\n", {"Ville": "city"}, "A column mapping (--map / map=) names a column the file does not have: 'Ville'."),
     ("email,City,Town\n", {"Town": "city"}, "The columns 'City' and 'Town' both map to 'city'."),
-    ("first_name,city\n", None, "The file has no email_address column (map one with --map 'Column=email_address')."),
+    ("first_name,city\n", None, "The file has no email_address column (map one with --map 'Column=email_address'; "
+     "API: map=Column=email_address)."),
     ("", None, "The file is empty: the first line must name the columns."),
 ])
 def test_header_errors(conn: Any, ws: int, header: str, mapping: dict[str, str] | None, message: str) -> None:

@@ -221,7 +221,8 @@ def map_columns(
     names = [column_key(cell) for cell in header]
     missing = [column for column, key in ((c, column_key(c)) for c in (mapping or {})) if key not in names]
     if missing:
-        raise MktError(400, f"--map names a column the file does not have: {', '.join(repr(m) for m in missing)}.")
+        raise MktError(400, "A column mapping (--map / map=) names a column the file does not have: "
+                            f"{', '.join(repr(m) for m in missing)}.")
     columns: dict[int, str] = {}
     unknown: list[str] = []
     seen: dict[str, str] = {}
@@ -241,7 +242,8 @@ def map_columns(
         raise MktError(
             400,
             f"No field matches the column(s) {', '.join(repr(u) for u in unknown)}: map them with "
-            "--map 'Column=merge_tag', or pass --ignore-unknown to skip them. Nothing was imported.",
+            "--map 'Column=merge_tag' (API: map=Column=merge_tag), or skip them with --ignore-unknown "
+            "(API: ignore_unknown=true). Nothing was imported.",
         )
     return columns
 
@@ -627,7 +629,8 @@ def import_contacts(
             "SELECT allow_contacts_without_email FROM workspaces WHERE id = ?", (workspace_id,)
         ).fetchone()[0]
         if not allowed or PHONE_TAG not in columns.values():
-            raise MktError(400, "The file has no email_address column (map one with --map 'Column=email_address').")
+            raise MktError(400, "The file has no email_address column (map one with --map 'Column=email_address'; "
+                                "API: map=Column=email_address).")
     column_view = {header[i]: tag for i, tag in columns.items()}
 
     owner = lock_owner()
