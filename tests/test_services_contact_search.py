@@ -571,3 +571,13 @@ def test_field_cache_is_per_workspace(conn, workspace):
     assert search_contacts(conn, workspace["id"], body)["pagination"]["total"] == 0
     with pytest.raises(MktError):
         search_contacts(conn, other, body)
+
+
+def test_many_unknown_tags_are_summarised(conn, workspace):
+    from marketing_cli.errors import MktError
+    from marketing_cli.services.contact_search import search_contacts
+
+    with pytest.raises(MktError) as err:
+        search_contacts(conn, workspace["id"], {"tags": list(range(1, 40001))})
+    assert err.value.message == ("The member 'tags' holds tag IDs that do not exist in this workspace: "
+                                 "1, 2, 3, 4, 5, 6, 7, 8, 9, 10 and 39990 more.")

@@ -380,8 +380,8 @@ def compile_search(conn: sqlite3.Connection, workspace_id: int, body: Any) -> Se
             (workspace_id, *storable)).fetchall())
         missing = [t for t in wanted if t not in sizes]
         if missing:
-            raise MktError(400, "The member 'tags' holds tag IDs that do not exist in this workspace: "
-                                f"{', '.join(map(str, missing))}.")
+            shown = ", ".join(map(str, missing[:10])) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
+            raise MktError(400, f"The member 'tags' holds tag IDs that do not exist in this workspace: {shown}.")
         # Holding a tag is a primary-key probe of contact_tags (contact_id, tag_id).
         has_tag = "EXISTS (SELECT 1 FROM contact_tags WHERE contact_id = contacts.id AND tag_id = ?)"
         where = " AND ".join([where, *(has_tag for _ in wanted)])
