@@ -22,6 +22,8 @@ from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 
+from marketing_cli.errors import MktError
+
 BUSY_TIMEOUT_MS = 30_000
 _STEP = re.compile(r"^-- version: (\d+)\s*$", re.MULTILINE)
 
@@ -116,13 +118,29 @@ def migrate(conn: sqlite3.Connection, target: int | None = None) -> int:
 
 
 def connect(path: str | os.PathLike[str] | None = None, *, upgrade: bool = True) -> sqlite3.Connection:
-    """Open (creating if needed) the database and bring its schema up to date."""
+    """Open (creating if needed) the database and bring its schema up to date.
+
+    A file that cannot be opened, is not a SQLite database, or was written by a newer mkt
+    is an MktError with a message that says so (the CLI prints it; `mkt serve` stops).
+    """
     db_path = resolve_db_path(path)
-    if str(db_path) != ":memory:":
-        db_path.parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(db_path, isolation_level=None, check_same_thread=False)
-    conn.row_factory = sqlite3.Row
-    _configure(conn)
+    try:
+        if str(db_path) != ":memory:":
+            if db_path.is_dir():
+                raise MktError(500, f"Cannot open the database {db_path}: it is a directory.")
+            db_path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(db_path, isolation_level=None, check_same_thread=False)
+        conn.row_factory = sqlite3.Row
+        _configure(conn)
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+    except OSError as exc:
+        raise MktError(500, f"Cannot open the database {db_path}: {exc.strerror or exc}.") from None
+    except sqlite3.DatabaseError as exc:
+        raise MktError(500, f"Cannot open the database {db_path}: {exc}.") from None
+    if version > latest_version():
+        conn.close()
+        raise MktError(500, f"The database {db_path} has schema version {version}, newer than this mkt knows "
+                            f"({latest_version()}): upgrade mkt to use it.")
     if upgrade:
         migrate(conn)
     return conn

@@ -129,3 +129,33 @@ def test_cli_process_writes_while_another_holds_the_write_lock(db_path: Path, wo
     assert proc.returncode == 0, err
     assert "waiting" in out
     assert holder.execute("SELECT name FROM workspaces").fetchone()[0] == "held"
+
+
+def test_unusable_files_are_clear_errors(tmp_path: Path) -> None:
+    from marketing_cli.errors import MktError
+
+    not_db = tmp_path / "notes.txt"
+    not_db.write_text("not a database at all, just some text that fills the header page" * 20)
+    cases = [(tmp_path, "it is a directory"), (not_db, "file is not a database")]
+    for path, reason in cases:
+        with pytest.raises(MktError) as err:
+            db.connect(path)
+        assert err.value.message == f"Cannot open the database {path}: {reason}."
+
+
+def test_a_newer_schema_is_refused(db_path: Path) -> None:
+    from marketing_cli.errors import MktError
+
+    conn = db.connect(db_path)
+    conn.execute(f"PRAGMA user_version = {db.latest_version() + 1}")
+    conn.close()
+    with pytest.raises(MktError, match="newer than this mkt knows"):
+        db.connect(db_path)
+
+
+def test_cli_reports_an_unusable_database(tmp_path: Path) -> None:
+    out = subprocess.run([sys.executable, "-m", "marketing_cli", "--db", str(tmp_path), "workspace", "show"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1
+    assert out.stderr.strip() == f"Cannot open the database {tmp_path}: it is a directory."
+    assert "Traceback" not in out.stderr
