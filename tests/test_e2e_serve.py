@@ -156,3 +156,33 @@ def test_first_run_creates_a_workspace_and_shows_a_key(tmp_path: Path) -> None:
         assert "mkt_" not in second.output()
     finally:
         second.stop()
+
+
+def test_contacts_and_segment_count_through_the_server(served: tuple[Server, Path, str], tmp_path: Path) -> None:
+    """Fields, an import from the CLI, upserts over HTTP, and the worker counting a segment."""
+    server, db, key = served
+    headers = {"Authorization": f"Bearer {key}"}
+    with httpx.Client(base_url=server.base, headers=headers) as client:
+        field = client.post("/v1/fields", json={"label": "City", "merge_tag": "city", "type": "TEXT"})
+        assert field.status_code == 201, field.text
+        csv_file = tmp_path / "people.csv"
+        csv_file.write_text("email,city\nann@example.com,Paris\nbob@example.com,Lyon\n")
+        summary = mkt(db, "contacts", "import", str(csv_file))
+        assert summary["created"] == 2
+        r = client.post("/v1/contacts/upsert", json={"email_address": "cat@example.com", "fields": {"city": "Paris"}})
+        assert r.status_code == 200, r.text
+        segment = client.post("/v1/segments", json={"name": "Parisians", "filters": {"condition": "AND", "filters": [
+            {"type": "field", "field_id": field.json()["data"]["id"], "operator": "eq", "value": "Paris"}]}})
+        assert segment.status_code == 201 and segment.json()["data"]["contact_count"] == 0
+        segment_id = segment.json()["data"]["id"]
+        deadline = time.monotonic() + 15
+        count = 0
+        while time.monotonic() < deadline:
+            count = client.get(f"/v1/segments/{segment_id}").json()["data"]["contact_count"]
+            if count:
+                break
+            time.sleep(0.2)
+        assert count == 2  # counted by the worker inside `mkt serve`
+        found = client.post("/v1/contacts/search", json={"fields": [
+            {"merge_tag": "city", "operator": "EQUALS", "value": "Paris"}]}).json()["data"]
+        assert found["pagination"]["total"] == 2
