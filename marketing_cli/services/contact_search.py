@@ -52,21 +52,6 @@ MIN_LIMIT = 10
 MAX_LIMIT = 250
 MAX_PAGE = 1_000_000_000
 
-_EQ = ("EQUALS", "NOT_EQUALS", "EXISTS")
-_TEXTLIKE = ("EQUALS", "NOT_EQUALS", "CONTAINS", "NOT_CONTAINS", "EXISTS")
-_ORDERED = ("EQUALS", "NOT_EQUALS", "EXISTS", "GREATER_THAN", "LESS_THAN")
-# Which operators each kind of field takes (the others answer 400 naming the valid ones).
-VALID_OPERATORS: dict[str, tuple[str, ...]] = {
-    "TEXT": OPERATORS,
-    "NUMBER": _ORDERED,
-    "BOOLEAN": _EQ,
-    "DATE": _ORDERED,
-    "DROPDOWN_SINGLE": _EQ,
-    "DROPDOWN_MULTIPLE": _TEXTLIKE,
-    "COUNTRY": _EQ,
-    "email_address": _TEXTLIKE,
-    "phone_number": _TEXTLIKE,
-}
 _INT64 = (-(2**63), 2**63 - 1)
 
 
@@ -138,6 +123,11 @@ class _Compiler:
         self.where.append(sql)
         self.params.extend(params)
 
+    # Every operator works with every kind of field (docs/api.md, the operator table):
+    # CONTAINS on a single-valued field matches its text (numbers as written, dates as
+    # YYYY-MM-DD, booleans as true/false); GREATER_THAN / LESS_THAN order numbers and dates
+    # by value, booleans false < true, text, options, country codes, email and phone by
+    # text, and a multi-select by how many options it holds.
     def filter(self, index: int, item: Any) -> None:
         from marketing_cli.services.values import EMAIL_TAG, PHONE_TAG
 
@@ -157,11 +147,6 @@ class _Compiler:
         if field is None:
             raise MktError(400, f"We were unable to find a field with the merge_tag {merge_tag} ({path}.merge_tag).")
         kind = merge_tag if merge_tag in (EMAIL_TAG, PHONE_TAG) else field.type
-        valid = VALID_OPERATORS[kind]
-        if operator not in valid:
-            what = f"the {merge_tag} field" if kind == merge_tag else f"field '{merge_tag}' ({field.type})"
-            raise MktError(400, f"The operator {operator} cannot be used with {what} ({path}.operator)."
-                                f" Valid operators: {', '.join(valid)}.")
         value = item.get("value")
         vpath = f"{path}.value"
         if operator == "EXISTS":
@@ -214,6 +199,10 @@ class _Compiler:
         if operator in ("CONTAINS", "NOT_CONTAINS"):
             self._add_op(operator, "instr(email, ?) > 0", text.lower())
             return
+        if operator in ("GREATER_THAN", "LESS_THAN"):  # text order of the stored (lower-case) address
+            self.add(f"email {'>' if operator == 'GREATER_THAN' else '<'} ?", text.lower())
+            self.indexed = True
+            return
         try:
             email = normalize_email(text)
         except ValueError:
@@ -235,6 +224,9 @@ class _Compiler:
             phone = normalize_phone(text, region)
         except ValueError as exc:
             raise MktError(400, f"The member '{vpath}' must be a valid phone number: {exc}") from None
+        if operator in ("GREATER_THAN", "LESS_THAN"):  # text order of E.164 numbers
+            self.add(f"phone {'>' if operator == 'GREATER_THAN' else '<'} ?", phone)
+            return
         self._add_op(operator, "phone = ?", phone, indexed=True)
 
     def _normalize(self, field: Any, value: Any, vpath: str, operator: str) -> Any:
@@ -258,6 +250,13 @@ class _Compiler:
     def _custom(self, operator: str, value: Any, vpath: str, field: Any) -> None:
         expr = self._expr(field)
         fid = int(field.id)
+        if field.type == "DROPDOWN_MULTIPLE" and operator in ("GREATER_THAN", "LESS_THAN"):
+            # How many options are selected: 'interests GREATER_THAN 2'. Missing never compares.
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**31:
+                raise MktError(400, f"The member '{vpath}' must be a whole number of options with {operator}"
+                                    f" on field '{field.merge_tag}' (DROPDOWN_MULTIPLE).")
+            self.add(f"json_array_length(data, '$.\"{fid}\"') {'>' if operator == 'GREATER_THAN' else '<'} ?", value)
+            return
         if field.type == "DROPDOWN_MULTIPLE":
             options = self._normalize(field, value, vpath, operator)
             marks = ", ".join("?" for _ in options)
@@ -275,9 +274,14 @@ class _Compiler:
                 )
             self._add_op(operator, positive, *options)
             return
-        if field.type == "TEXT" and operator in ("CONTAINS", "NOT_CONTAINS"):
+        if operator in ("CONTAINS", "NOT_CONTAINS"):
             # Case-insensitive for ASCII letters (SQLite's lower()); other characters as given.
-            self._add_op(operator, f"instr(lower({expr}), lower(?)) > 0", self._string(value, vpath, strip=False))
+            # Single-valued fields of other types match on their text: 41, 2026-11-22, true.
+            text = expr if field.type == "TEXT" else (
+                f"CASE {expr} WHEN 1 THEN 'true' WHEN 0 THEN 'false' END" if field.type == "BOOLEAN"
+                else f"CAST({expr} AS TEXT)")
+            self._add_op(operator, f"instr(lower({text}), lower(?)) > 0",
+                         self._string(value, vpath, strip=field.type != "TEXT"))
             return
         normalized = self._normalize(field, value, vpath, operator)
         if operator in ("GREATER_THAN", "LESS_THAN"):
