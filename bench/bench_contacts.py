@@ -26,7 +26,6 @@ import csv
 import json
 import os
 import random
-import statistics
 import sys
 import tempfile
 import time
@@ -36,7 +35,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from common import row  # noqa: E402
+from common import median_seconds, row  # noqa: E402
 
 from marketing_cli import clock  # noqa: E402
 from marketing_cli.db import connect, transaction  # noqa: E402
@@ -146,14 +145,8 @@ def random_id() -> str:
     return os.urandom(12).hex()
 
 
-def median_ms(fn, repeat: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times) * 1000
+def median_ms(fn, repeat: int) -> float:  # noqa: ANN001
+    return median_seconds(fn, repeat) * 1000
 
 
 def run(quick: bool) -> list[dict]:

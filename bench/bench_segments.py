@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import statistics
 import sys
 import tempfile
 import time
@@ -36,6 +35,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
+from common import median_seconds as median  # noqa: E402
 from common import row  # noqa: E402
 
 from marketing_cli import clock  # noqa: E402
@@ -97,16 +97,6 @@ def build(path: Path, n: int) -> dict:
         done += size
     conn.execute("ANALYZE")
     return {"conn": conn, "ws": ws, "fields": ids, "tags": tag_ids}
-
-
-def median(fn, repeat: int) -> float:  # noqa: ANN001
-    fn()  # warm
-    times = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
 
 
 def run(quick: bool) -> list[dict]:
