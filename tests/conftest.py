@@ -106,6 +106,21 @@ def cli_json(cli: Callable[..., Any]) -> Callable[..., Any]:
     return invoke
 
 
+@pytest.fixture
+def segment_world(conn: Any, workspace: dict[str, Any]) -> dict[str, Any]:
+    """Three contacts, a City field and a vip tag (the API and CLI segment tests)."""
+    from marketing_cli.services import fields, tags
+    from tests.test_segment_filters import add_contact
+
+    ws = workspace["id"]
+    city = fields.create_field(conn, ws, {"label": "City", "merge_tag": "city", "type": "TEXT"})["id"]
+    vip = tags.create_tag(conn, ws, {"name": "vip"})["id"]
+    add_contact(conn, ws, "a@x.io", data={city: "Paris"}, tags=(vip,), delivered=2, opens=2)
+    add_contact(conn, ws, "b@x.io", data={city: "Lyon"}, delivered=2, opens=0)
+    add_contact(conn, ws, "c@x.io", phone="+447911123401", tags=(vip,), delivered=1, opens=0)
+    return {"ws": ws, "city": city, "vip": vip}
+
+
 def error_of(response: Any) -> tuple[int, str]:
     """(status, message) of an error response, checking the CONTRACT body shape."""
     body = response.json()

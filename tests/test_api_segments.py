@@ -9,29 +9,16 @@ from typing import Any
 import pytest
 
 from marketing_cli import jobs
-from marketing_cli.services import billing, fields, tags, workspaces
+from marketing_cli.services import billing, workspaces
 from tests.conftest import error_of
-from tests.test_segment_filters import add_contact
-
-ENGAGED = {"condition": "AND", "filters": [{"type": "open_rate", "operator": "gte", "value": 50}]}
-
-
-@pytest.fixture
-def setup(conn: sqlite3.Connection, workspace: dict[str, Any]) -> dict[str, Any]:
-    ws = workspace["id"]
-    city = fields.create_field(conn, ws, {"label": "City", "merge_tag": "city", "type": "TEXT"})["id"]
-    vip = tags.create_tag(conn, ws, {"name": "vip"})["id"]
-    add_contact(conn, ws, "a@x.io", data={city: "Paris"}, tags=(vip,), delivered=2, opens=2)
-    add_contact(conn, ws, "b@x.io", data={city: "Lyon"}, delivered=2, opens=0)
-    add_contact(conn, ws, "c@x.io", phone="+447911123401", tags=(vip,), delivered=1, opens=0)
-    return {"ws": ws, "city": city, "vip": vip}
+from tests.test_segment_filters import ENGAGED
 
 
 def post(client: Any, auth: dict[str, str], body: Any) -> Any:
     return client.post("/v1/segments", json=body, headers=auth)
 
 
-def test_create_list_get(client: Any, auth: dict[str, str], setup: dict[str, Any], conn: sqlite3.Connection) -> None:
+def test_create_list_get(client: Any, auth: dict[str, str], segment_world: dict[str, Any], conn: sqlite3.Connection) -> None:
     created = post(client, auth, {"name": "Engaged", "filters": ENGAGED})
     assert created.status_code == 201
     body = created.json()
@@ -49,10 +36,10 @@ def test_create_list_get(client: Any, auth: dict[str, str], setup: dict[str, Any
     assert client.get(f"/v1/segments/{seg['id']}", headers=auth).json()["data"]["contact_count"] == 1
 
 
-def test_members_and_refresh_extensions(client: Any, auth: dict[str, str], setup: dict[str, Any],
+def test_members_and_refresh_extensions(client: Any, auth: dict[str, str], segment_world: dict[str, Any],
                                         conn: sqlite3.Connection) -> None:
     seg = post(client, auth, {"name": "VIP", "filters": {"condition": "AND", "filters": [
-        {"type": "tags", "operator": "contains", "value": [setup["vip"]]}]}}).json()["data"]
+        {"type": "tags", "operator": "contains", "value": [segment_world["vip"]]}]}}).json()["data"]
     members = client.get(f"/v1/segments/{seg['id']}/members?limit=1&page=2", headers=auth)
     assert members.status_code == 200
     data = members.json()["data"]
@@ -96,32 +83,32 @@ def test_members_and_refresh_extensions(client: Any, auth: dict[str, str], setup
     ([], "Invalid request body."),
     ("name", "Invalid request body."),
 ])
-def test_create_messages(client: Any, auth: dict[str, str], setup: dict[str, Any], body: Any, message: str) -> None:
+def test_create_messages(client: Any, auth: dict[str, str], segment_world: dict[str, Any], body: Any, message: str) -> None:
     assert error_of(post(client, auth, body)) == (400, message)
 
 
-def test_field_operator_message_through_the_api(client: Any, auth: dict[str, str], setup: dict[str, Any]) -> None:
+def test_field_operator_message_through_the_api(client: Any, auth: dict[str, str], segment_world: dict[str, Any]) -> None:
     body = {"name": "s", "filters": {"condition": "AND", "filters": [
-        {"type": "field", "field_id": setup["city"], "operator": "gt", "value": "x"}]}}
+        {"type": "field", "field_id": segment_world["city"], "operator": "gt", "value": "x"}]}}
     assert error_of(post(client, auth, body)) == (400, (
         "Filter #1: Invalid operator for field filter. Must be one of: "
         "eq, ne, contains, not_contains, starts_with, ends_with, in, not_in"))
 
 
-def test_unparseable_body(client: Any, auth: dict[str, str], setup: dict[str, Any]) -> None:
+def test_unparseable_body(client: Any, auth: dict[str, str], segment_world: dict[str, Any]) -> None:
     response = client.post("/v1/segments", content=b"{nope", headers={**auth, "Content-Type": "application/json"})
     assert error_of(response) == (400, "Invalid request body.")
     assert error_of(client.post("/v1/segments", headers=auth)) == (400, "Invalid request body.")
 
 
-def test_billing_limit(client: Any, auth: dict[str, str], setup: dict[str, Any], conn: sqlite3.Connection) -> None:
-    billing.set_allowance(conn, setup["ws"], "segments", 1)
+def test_billing_limit(client: Any, auth: dict[str, str], segment_world: dict[str, Any], conn: sqlite3.Connection) -> None:
+    billing.set_allowance(conn, segment_world["ws"], "segments", 1)
     assert post(client, auth, {"name": "one", "filters": ENGAGED}).status_code == 201
     assert error_of(post(client, auth, {"name": "two", "filters": ENGAGED})) == (400, "Billing limit error")
     assert len(client.get("/v1/segments", headers=auth).json()["data"]) == 1
 
 
-def test_ids_auth_and_isolation(client: Any, auth: dict[str, str], setup: dict[str, Any],
+def test_ids_auth_and_isolation(client: Any, auth: dict[str, str], segment_world: dict[str, Any],
                                 conn: sqlite3.Connection) -> None:
     seg = post(client, auth, {"name": "one", "filters": ENGAGED}).json()["data"]
     other_key = workspaces.create_workspace(conn, "Other")["api_key"]
@@ -136,9 +123,9 @@ def test_ids_auth_and_isolation(client: Any, auth: dict[str, str], setup: dict[s
     assert error_of(client.delete(f"/v1/segments/{seg['id']}", headers=auth)) == (405, "Method not allowed.")
 
 
-def test_audience_count(client: Any, auth: dict[str, str], setup: dict[str, Any]) -> None:
+def test_audience_count(client: Any, auth: dict[str, str], segment_world: dict[str, Any]) -> None:
     seg = post(client, auth, {"name": "Engaged", "filters": ENGAGED}).json()["data"]
-    body = {"channel": "email", "audience": {"type": "TAGS", "include_tag_ids": [setup["vip"]],
+    body = {"channel": "email", "audience": {"type": "TAGS", "include_tag_ids": [segment_world["vip"]],
                                              "exclude_segment_ids": [seg["id"]]}}
     response = client.post("/v1/audience/count", json=body, headers=auth)
     assert response.status_code == 200
@@ -153,7 +140,7 @@ def test_audience_count(client: Any, auth: dict[str, str], setup: dict[str, Any]
     assert error_of(client.post("/v1/audience/count", content=b"[", headers=auth)) == (400, "Invalid request body.")
 
 
-def test_the_serve_worker_counts_new_segments(db_path: Any, auth: dict[str, str], setup: dict[str, Any]) -> None:
+def test_the_serve_worker_counts_new_segments(db_path: Any, auth: dict[str, str], segment_world: dict[str, Any]) -> None:
     import time
 
     from starlette.testclient import TestClient
@@ -173,10 +160,10 @@ ODD_VALUES = [None, True, 0, -1, 1.5, 10**30, "", "x", "2026-01-01", "2026-01-01
               [[1]], {}, {"a": 1}]
 
 
-def test_odd_filters_never_500(client: Any, auth: dict[str, str], setup: dict[str, Any],
+def test_odd_filters_never_500(client: Any, auth: dict[str, str], segment_world: dict[str, Any],
                                conn: sqlite3.Connection) -> None:
-    billing.set_allowance(conn, setup["ws"], "segments", 1000)
-    field_ids = [setup["city"], 1]
+    billing.set_allowance(conn, segment_world["ws"], "segments", 1000)
+    field_ids = [segment_world["city"], 1]
     types = ["field", "tags", "open_rate", "click_rate", "last_activity", "FIELD", None, 3]
     operators = ["eq", "ne", "contains", "in", "gt", "is_after", "within_last_days", "bogus", None, 1]
     statuses = set()

@@ -10,25 +10,11 @@ from typing import Any
 
 import pytest
 
-from marketing_cli.services import fields, tags
-from tests.test_segment_filters import add_contact
-
-ENGAGED = {"condition": "AND", "filters": [{"type": "open_rate", "operator": "gte", "value": 50}]}
-
-
-@pytest.fixture
-def setup(conn: sqlite3.Connection, workspace: dict[str, Any]) -> dict[str, Any]:
-    ws = workspace["id"]
-    city = fields.create_field(conn, ws, {"label": "City", "merge_tag": "city", "type": "TEXT"})["id"]
-    vip = tags.create_tag(conn, ws, {"name": "vip"})["id"]
-    add_contact(conn, ws, "a@x.io", data={city: "Paris"}, tags=(vip,), delivered=2, opens=2)
-    add_contact(conn, ws, "b@x.io", data={city: "Lyon"}, delivered=2, opens=0)
-    add_contact(conn, ws, "c@x.io", phone="+447911123401", tags=(vip,), delivered=1, opens=0)
-    return {"ws": ws, "city": city, "vip": vip}
+from tests.test_segment_filters import ENGAGED
 
 
 def test_create_show_list_equal_the_api(cli_json: Any, client: Any, auth: dict[str, str],
-                                        setup: dict[str, Any]) -> None:
+                                        segment_world: dict[str, Any]) -> None:
     seg = cli_json("segments", "create", "--name", "Engaged", "--filters", json.dumps(ENGAGED))
     assert seg["contact_count"] == 0 and seg["filters"] == ENGAGED
     assert cli_json("segments", "show", str(seg["id"])) == client.get(f"/v1/segments/{seg['id']}",
@@ -37,10 +23,10 @@ def test_create_show_list_equal_the_api(cli_json: Any, client: Any, auth: dict[s
 
 
 def test_filters_file_members_refresh_and_jobs(cli_json: Any, cli: Any, client: Any, auth: dict[str, str],
-                                               setup: dict[str, Any], tmp_path: Path) -> None:
+                                               segment_world: dict[str, Any], tmp_path: Path) -> None:
     path = tmp_path / "filters.json"
     path.write_text(json.dumps({"condition": "OR", "filters": [
-        {"type": "tags", "operator": "contains", "value": [setup["vip"]]}]}))
+        {"type": "tags", "operator": "contains", "value": [segment_world["vip"]]}]}))
     seg = cli_json("segments", "create", "--name", "VIP", "--filters-file", str(path))
     members = cli_json("segments", "members", str(seg["id"]), "--limit", "10")
     assert members == client.get(f"/v1/segments/{seg['id']}/members?limit=10", headers=auth).json()["data"]
@@ -69,7 +55,7 @@ def test_filters_file_members_refresh_and_jobs(cli_json: Any, cli: Any, client: 
     (["--name", "s", "--filters-file", "/nonexistent/f.json"],
      "Cannot read /nonexistent/f.json: No such file or directory."),
 ])
-def test_create_errors_exit_1_and_write_nothing(cli: Any, setup: dict[str, Any], conn: sqlite3.Connection,
+def test_create_errors_exit_1_and_write_nothing(cli: Any, segment_world: dict[str, Any], conn: sqlite3.Connection,
                                                 args: list[str], message: str) -> None:
     result = cli("segments", "create", *args, "--json")
     assert result.exit_code == 1 and result.stdout == ""
@@ -78,18 +64,18 @@ def test_create_errors_exit_1_and_write_nothing(cli: Any, setup: dict[str, Any],
     assert conn.execute("SELECT COUNT(*) FROM jobs").fetchone()[0] == 0
 
 
-def test_show_errors(cli: Any, setup: dict[str, Any]) -> None:
+def test_show_errors(cli: Any, segment_world: dict[str, Any]) -> None:
     assert cli("segments", "show", "abc").stderr.strip() == "Please provide a valid segment ID."
     result = cli("segments", "show", "12345")
     assert result.exit_code == 1 and result.stderr.strip() == "We were unable to find the segment."
 
 
-def test_audience_count(cli_json: Any, cli: Any, client: Any, auth: dict[str, str], setup: dict[str, Any]) -> None:
+def test_audience_count(cli_json: Any, cli: Any, client: Any, auth: dict[str, str], segment_world: dict[str, Any]) -> None:
     seg = cli_json("segments", "create", "--name", "Engaged", "--filters", json.dumps(ENGAGED))
-    out = cli_json("audience", "count", "--type", "TAGS", "--include-tag", str(setup["vip"]),
+    out = cli_json("audience", "count", "--type", "TAGS", "--include-tag", str(segment_world["vip"]),
                    "--exclude-segment", str(seg["id"]))
     api = client.post("/v1/audience/count", headers=auth, json={"channel": "email", "audience": {
-        "type": "TAGS", "include_tag_ids": [setup["vip"]], "exclude_segment_ids": [seg["id"]]}}).json()["data"]
+        "type": "TAGS", "include_tag_ids": [segment_world["vip"]], "exclude_segment_ids": [seg["id"]]}}).json()["data"]
     assert out == api and out["count"] == 1
     sms = cli_json("audience", "count", "--audience", '{"type":"ENTIRE_AUDIENCE"}', "--channel", "sms")
     assert sms["count"] == 1

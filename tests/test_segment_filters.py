@@ -402,3 +402,6 @@ def test_a_deleted_field_fails_compilation_with_the_spec_message(conn: sqlite3.C
 def test_numbers_beyond_64_bits_compare_as_reals(conn: sqlite3.Connection, world: dict[str, Any]) -> None:
     assert members(conn, world, fld(world, "age", "lt", 10**30)) == {"a", "b", "c"}
     assert members(conn, world, fld(world, "age", "gt", -(10**30))) == {"a", "b", "c"}
+
+
+ENGAGED = {"condition": "AND", "filters": [{"type": "open_rate", "operator": "gte", "value": 50}]}
