@@ -7,7 +7,9 @@ above them too.
 
 from __future__ import annotations
 
-from starlette.exceptions import HTTPException
+import re
+
+from starlette.convertors import Convertor, register_url_convertor
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -38,9 +40,6 @@ async def get_contact_by_phone(request: Request) -> Response:
 
 
 async def get_contact(request: Request) -> Response:
-    if request.path_params["contact_id"] in ("upsert", "search", "import"):
-        # GET on a POST-only fixed path would otherwise match `{contact_id}` here.
-        raise HTTPException(405, headers={"Allow": "POST"})
     workspace_id = require_workspace(request)
     return envelope_b(contacts.get_contact(db_conn(request), workspace_id, request.path_params["contact_id"]))
 
@@ -59,6 +58,23 @@ async def remove_contact_tags(request: Request) -> Response:
     return envelope_b(contacts.remove_contact_tags(db_conn(request), workspace_id, contact_id, body))
 
 
+# The fixed paths below are never read as a contact id, so a wrong method on one of them
+# (GET /v1/contacts/upsert) is the 405 it should be, not a lookup of contact "upsert".
+FIXED_PATHS = ("upsert", "search", "by-phone", "import", "export")
+
+
+class ContactIdConvertor(Convertor[str]):
+    regex = f"(?!(?:{'|'.join(re.escape(p) for p in FIXED_PATHS)})(?:/|$))[^/]+"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("contact_id", ContactIdConvertor())
+
 routes = [
     # Fixed paths first (POST /v1/contacts/search is registered here by contact search).
     Route("/v1/contacts", create_contact, methods=["POST"]),
@@ -68,7 +84,7 @@ routes = [
     Route("/v1/contacts/import", import_contacts, methods=["POST"]),  # api/contacts_io.py
     Route("/v1/contacts/export", export_contacts, methods=["GET"]),
     # Then the routes with a contact id.
-    Route("/v1/contacts/{contact_id}", get_contact, methods=["GET"]),
-    Route("/v1/contacts/{contact_id}/tags/add", add_contact_tags, methods=["POST"]),
-    Route("/v1/contacts/{contact_id}/tags/remove", remove_contact_tags, methods=["POST"]),
+    Route("/v1/contacts/{contact_id:contact_id}", get_contact, methods=["GET"]),
+    Route("/v1/contacts/{contact_id:contact_id}/tags/add", add_contact_tags, methods=["POST"]),
+    Route("/v1/contacts/{contact_id:contact_id}/tags/remove", remove_contact_tags, methods=["POST"]),
 ]
