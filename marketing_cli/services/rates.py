@@ -48,10 +48,10 @@ def list_rates(conn: sqlite3.Connection, workspace_id: int | None = None) -> dic
 
 
 def check_country(code: Any) -> str:
-    import phonenumbers
+    from marketing_cli.services.values import COUNTRY_CODES  # the one ISO 3166-1 list
 
     text = str(code).strip().upper() if code is not None else ""
-    if text not in phonenumbers.SUPPORTED_REGIONS:
+    if text not in COUNTRY_CODES:
         raise MktError(400, f"'{code}' is not an ISO 3166-1 alpha-2 country code.")
     return text
 
