@@ -21,11 +21,3 @@ class MktError(Exception):
 
     def __repr__(self) -> str:
         return f"MktError({self.status}, {self.message!r})"
-
-
-def bad_request(message: str) -> MktError:
-    return MktError(400, message)
-
-
-def not_found(message: str) -> MktError:
-    return MktError(404, message)

@@ -105,11 +105,6 @@ def _limits_and_usage(conn: sqlite3.Connection, workspace_id: int) -> tuple[dict
     return allowed, used
 
 
-def allowances(conn: sqlite3.Connection, workspace_id: int) -> dict[str, int]:
-    """What the plan, its add-ons and any operator override allow, per resource."""
-    return _limits_and_usage(conn, workspace_id)[0]
-
-
 def usage(conn: sqlite3.Connection, workspace_id: int, resource: str) -> int:
     row = conn.execute(
         "SELECT used FROM usage_counters WHERE workspace_id = ? AND resource = ? AND period = ?",
