@@ -38,19 +38,23 @@ def _setup_db(directory: Path) -> tuple[Path, str]:
 
 def run(quick: bool) -> list[dict]:
     seconds = 3 if quick else 10
+    rounds = 2 if quick else 3
     with tempfile.TemporaryDirectory() as tmp:
         db, key = _setup_db(Path(tmp))
-        port = free_port()
-        with server(python_cmd("bench/bare_app.py", str(port)), port) as base:
-            bare = wrk_rps(base + "/ok", seconds)
-        port = free_port()
-        cmd = python_cmd("-m", "marketing_cli", "--db", str(db), "serve", "--port", str(port), "--no-bootstrap")
-        with server(cmd, port) as base:
-            headers = {"Authorization": f"Bearer {key}"}
-            workspace = wrk_rps(base + "/v1/workspace", seconds, headers=headers)
+        headers = {"Authorization": f"Bearer {key}"}
+        bare_port, mkt_port = free_port(), free_port()
+        mkt_cmd = python_cmd("-m", "marketing_cli", "--db", str(db), "serve", "--port", str(mkt_port), "--no-bootstrap")
+        with server(python_cmd("bench/bare_app.py", str(bare_port)), bare_port) as bare_base, \
+                server(mkt_cmd, mkt_port) as mkt_base:
+            # Alternate the two servers and keep each one's best round: the shared machine's
+            # noise then hits both alike instead of whichever ran during a busy spell.
+            bare = workspace = 0.0
+            for _ in range(rounds):
+                bare = max(bare, wrk_rps(bare_base + "/ok", seconds))
+                workspace = max(workspace, wrk_rps(mkt_base + "/v1/workspace", seconds, headers=headers))
             try:
-                upsert = wrk_rps(base + "/v1/contacts/upsert", seconds, lua=UPSERT_LUA.replace("KEY", key))
-            except RuntimeError as exc:  # the endpoint is not there yet, or answered errors
+                upsert = wrk_rps(mkt_base + "/v1/contacts/upsert", seconds, lua=UPSERT_LUA.replace("KEY", key))
+            except RuntimeError as exc:  # the endpoint answered errors
                 upsert = None
                 print(f"upsert row skipped: {exc}")
     rows = [row("GET /v1/workspace", workspace, "req/s", "bare async endpoint", bare, workspace / bare,

@@ -11,7 +11,7 @@ import hashlib
 import hmac
 import secrets
 import sqlite3
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from marketing_cli import clock
@@ -91,6 +91,18 @@ def authenticate(conn: sqlite3.Connection, authorization: str | None) -> int:
     return row["workspace_id"]
 
 
+_threshold: tuple[int, str] = (0, "")
+
+
+def _a_minute_before(now: datetime) -> str:
+    """format_ts(now - 60 s), computed once per second: it is on every request's path."""
+    global _threshold
+    second = int(now.timestamp())
+    if _threshold[0] != second:
+        _threshold = (second, clock.format_ts(now.replace(microsecond=0) - timedelta(seconds=60)))
+    return _threshold[1]
+
+
 def _note_use(conn: sqlite3.Connection, key_id: int, last_used_at: str | None) -> None:
     """Record when a key was last used, at most once a minute, never waiting for a lock.
 
@@ -98,7 +110,7 @@ def _note_use(conn: sqlite3.Connection, key_id: int, last_used_at: str | None) -
     the update is tried once without the busy timeout and skipped if the file is busy.
     """
     now = clock.utcnow()
-    if last_used_at is not None and last_used_at > clock.format_ts(now - timedelta(seconds=60)):
+    if last_used_at is not None and last_used_at > _a_minute_before(now):
         return
     if conn.in_transaction:
         return
