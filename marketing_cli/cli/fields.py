@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Annotated, Any, Optional, TypeVar
 
 import typer
 
-from marketing_cli.cli.output import JsonOption, emit, err_console, pairs, table
+from marketing_cli.cli.output import JsonOption, emit, pairs, table
 from marketing_cli.cli.registry import HELP
 from marketing_cli.cli.state import state
 
@@ -24,18 +23,6 @@ DefaultOption = Annotated[Optional[str], typer.Option(
 RegionOption = Annotated[Optional[str], typer.Option(
     "--default-region", metavar="CC",
     help="ISO country code for phone numbers without + (phone_number field); 'none' clears it.")]
-
-
-def _call(fn: Callable[[], T]) -> T:
-    """Run a field service call; a `Validation error` also tells the person which rule failed."""
-    from marketing_cli.services.fields import FieldValidationError
-
-    try:
-        return fn()
-    except FieldValidationError as exc:
-        err_console.print(exc.message, markup=False, soft_wrap=True)
-        err_console.print(exc.detail, markup=False, soft_wrap=True)
-        raise typer.Exit(1) from None
 
 
 def _region(value: Optional[str]) -> Optional[str]:
@@ -85,7 +72,7 @@ def fields_create(
         body["default_value"] = default_value
     if default_region is not None:
         body["default_region"] = _region(default_region)
-    emit(_call(lambda: fields.create_field(s.conn(), s.workspace_id(), body)), as_json, render_field)
+    emit(fields.create_field(s.conn(), s.workspace_id(), body), as_json, render_field)
 
 
 @app.command("update")
@@ -116,4 +103,4 @@ def fields_update(
             body[key] = value
     if default_region is not None:
         body["default_region"] = _region(default_region)
-    emit(_call(lambda: fields.update_field(conn, workspace_id, field_id, body)), as_json, render_field)
+    emit(fields.update_field(conn, workspace_id, field_id, body), as_json, render_field)

@@ -42,7 +42,8 @@ def __getattr__(name: str) -> Any:
 class MktGroup(TyperGroup):
     """The root group.
 
-    - Every MktError from any command becomes its message on stderr and exit code 1.
+    - Every MktError from any command becomes its message (and its detail, if any) on
+      stderr and exit code 1.
     - Resource sub-apps (`lazy`: command name -> (module, help)) are imported and turned into click
       groups only when a command of theirs runs. Typer converts every command's signature
       at start-up otherwise, which costs about 1.5 ms per command on every invocation; the
@@ -57,6 +58,8 @@ class MktGroup(TyperGroup):
             return super().invoke(ctx)
         except MktError as exc:
             _consoles()[1].print(exc.message, markup=False, soft_wrap=True)
+            if exc.detail:
+                _consoles()[1].print(exc.detail, markup=False, soft_wrap=True)
             raise typer.Exit(1) from None
         except OverflowError:  # a number option beyond SQLite's 64 bits
             _consoles()[1].print("A number in the command is out of range.", markup=False)

@@ -34,8 +34,7 @@ class FieldValidationError(MktError):
     """400 `Validation error`, with the rule that failed in `detail`."""
 
     def __init__(self, detail: str) -> None:
-        super().__init__(400, VALIDATION)
-        self.detail = detail
+        super().__init__(400, VALIDATION, detail)
 
 
 def field_view(row: sqlite3.Row) -> dict[str, Any]:
