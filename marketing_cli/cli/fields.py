@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Optional, TypeVar
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -12,7 +12,6 @@ from marketing_cli.cli.state import state
 
 app = typer.Typer(help=HELP["fields"], no_args_is_help=True)
 
-T = TypeVar("T")
 
 TypeOption = Annotated[Optional[str], typer.Option(
     "--type", help="TEXT, NUMBER, BOOLEAN, DATE, DROPDOWN_SINGLE, DROPDOWN_MULTIPLE or COUNTRY.")]
