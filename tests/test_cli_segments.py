@@ -49,11 +49,7 @@ def test_filters_file_members_refresh_and_jobs(cli_json: Any, cli: Any, client: 
     (["--name", "x" * 65, "--filters", json.dumps(ENGAGED)], "Segment name must be 64 characters or less"),
     (["--name", "s", "--filters", '{"condition":"AND","filters":[{"type":"open_rate","operator":"gt","value":500}]}'],
      "Filter #1: Value must be between 0 and 100"),
-    (["--name", "s", "--filters", "{oops"], ("The filters are not valid JSON: Expecting property name enclosed in "
-                                             "double quotes: line 1 column 2 (char 1).")),
     (["--name", "s"], "Give the filters with exactly one of --filters JSON or --filters-file PATH."),
-    (["--name", "s", "--filters-file", "/nonexistent/f.json"],
-     "Cannot read /nonexistent/f.json: No such file or directory."),
 ])
 def test_create_errors_exit_1_and_write_nothing(cli: Any, segment_world: dict[str, Any], conn: sqlite3.Connection,
                                                 args: list[str], message: str) -> None:
@@ -84,4 +80,19 @@ def test_audience_count(cli_json: Any, cli: Any, client: Any, auth: dict[str, st
     assert bad.exit_code == 1 and bad.stderr.strip() == "At least one tag is required when audience type is 'TAGS'."
     both = cli("audience", "count", "--type", "TAGS", "--audience", "{}")
     assert both.exit_code == 1 and "not both" in both.stderr
-    assert cli("audience", "count", "--audience", "[").stderr.startswith("The audience is not valid JSON")
+    unparsable = cli("audience", "count", "--audience", "[")
+    assert unparsable.exit_code == 2 and unparsable.stderr.startswith("--audience is not valid JSON")
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--filters", "{oops"], ("--filters is not valid JSON: Expecting property name enclosed in double quotes: "
+                              "line 1 column 2 (char 1).")),
+    (["--filters-file", "/nonexistent/f.json"], "--filters: cannot read /nonexistent/f.json: No such file or directory."),
+    (["--filters", '{"condition": NaN}'], "--filters is not valid JSON: NaN is not JSON."),
+    (["--filters", '{"condition": "\\ud800"}'], "The member '--filters.condition' is not valid Unicode text."),
+])
+def test_unreadable_filters_are_usage_errors(cli: Any, segment_world: dict[str, Any], conn: sqlite3.Connection,
+                                             args: list[str], message: str) -> None:
+    result = cli("segments", "create", "--name", "s", *args)
+    assert result.exit_code == 2 and result.stderr.strip() == message
+    assert conn.execute("SELECT COUNT(*) FROM segments").fetchone()[0] == 0

@@ -7,7 +7,6 @@ specification names which one each endpoint uses. Every error, on every endpoint
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
@@ -17,6 +16,7 @@ from starlette.responses import Response
 
 from marketing_cli.encoding import dumps_bytes
 from marketing_cli.errors import MktError
+from marketing_cli.services.inputs import decode_json
 
 log = logging.getLogger("mkt.api")
 
@@ -42,10 +42,6 @@ def envelope_b(data: Any, status: int = 200) -> JSONBody:
 def error_response(status: int, message: str, headers: dict[str, str] | None = None) -> JSONBody:
     return JSONBody({"data": None, "error": {"status": status, "message": message}}, status_code=status,
                     headers=headers)
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
 
 
 TOO_LARGE = "The request body is too large: the limit is {kib} KiB."
@@ -77,10 +73,7 @@ async def read_json(request: Request, invalid_message: str = INVALID_BODY, *,
         if default is not None:
             return default
         raise MktError(400, invalid_message)
-    try:
-        return json.loads(raw, parse_constant=_reject_constant)
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        raise MktError(400, invalid_message) from None
+    return decode_json(raw, invalid_message)
 
 
 async def mkt_error_handler(request: Request, exc: Exception) -> Response:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any, Optional
 
 import typer
 
-from marketing_cli.cli.output import JsonOption, emit
+from marketing_cli.cli.output import JsonOption, emit, json_option
 from marketing_cli.cli.registry import HELP
 from marketing_cli.cli.state import state
 from marketing_cli.errors import MktError
@@ -40,10 +39,7 @@ def audience_count(
     if audience is not None:
         if audience_type or include_tag or include_segment or exclude_tag or exclude_segment:
             raise MktError(400, "Give either --audience JSON or --type with the include/exclude options, not both.")
-        try:
-            value: Any = json.loads(audience)
-        except ValueError as exc:
-            raise MktError(400, f"The audience is not valid JSON: {exc}.") from None
+        value: Any = json_option(audience, "--audience")
     else:
         value = {
             "type": audience_type,

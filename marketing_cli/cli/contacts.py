@@ -6,13 +6,11 @@ Each command builds the same JSON body the API takes (from options, or whole fro
 
 from __future__ import annotations
 
-import json
-import sys
 from typing import Annotated, Any, Optional
 
 import typer
 
-from marketing_cli.cli.output import JsonOption, emit, pairs
+from marketing_cli.cli.output import JsonOption, emit, json_option, pairs
 from marketing_cli.cli.registry import HELP
 from marketing_cli.cli.state import state
 
@@ -32,16 +30,7 @@ ContactId = Annotated[str, typer.Argument(metavar="ID", help="The contact's id (
 
 
 def _body(body: Optional[str]) -> dict[str, Any]:
-    if body is None:
-        return {}
-    text = sys.stdin.read() if body == "-" else body
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise typer.BadParameter(f"is not valid JSON ({exc}).", param_hint="--body") from None
-    if not isinstance(value, dict):
-        raise typer.BadParameter("must be a JSON object.", param_hint="--body")
-    return value
+    return json_option(body, "--body", expect=dict) or {}
 
 
 def _fields(pairs_: Optional[list[str]], into: dict[str, Any]) -> dict[str, Any]:

@@ -2,26 +2,18 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Annotated, Any, Optional
 
 import typer
 
 from marketing_cli.cli.contacts import app
-from marketing_cli.cli.output import JsonOption, emit, table
+from marketing_cli.cli.output import JsonOption, emit, json_option, table
 from marketing_cli.cli.state import state
 
 WHERE_HELP = ("A field filter 'merge_tag OPERATOR value' (repeatable), e.g. 'age GREATER_THAN 30',"
               " 'city EQUALS New York', 'email_address CONTAINS @example.com', 'vip EXISTS false'."
               " A value starting with [ is read as a JSON array.")
-
-
-def _json_option(text: str, option: str, what: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError:
-        raise typer.BadParameter(f"must be {what} in JSON.", param_hint=option) from None
 
 
 def parse_where(text: str) -> dict[str, Any]:
@@ -34,7 +26,7 @@ def parse_where(text: str) -> dict[str, Any]:
     if len(parts) == 3:
         value: Any = parts[2]
         if value.startswith("["):
-            value = _json_option(value, "--where", "an array")
+            value = json_option(value, "--where", expect=list)
         elif item["operator"] == "EXISTS" and value.lower() in ("true", "false"):
             value = value.lower() == "true"
         item["value"] = value
@@ -82,10 +74,10 @@ def contacts_search(
 
     if body == "-":
         body = sys.stdin.read()
-    request: Any = _json_option(body, "--body", "an object") if body is not None else {}
+    request: Any = json_option(body, "--body") if body is not None else {}
     if isinstance(request, dict):
         filters = [parse_where(w) for w in where or []]
-        filters += [_json_option(f, "--field-filter", "an object") for f in field_filter or []]
+        filters += [json_option(f, "--field-filter", expect=dict) for f in field_filter or []]
         if filters:
             existing = request.get("fields")
             request["fields"] = (existing if isinstance(existing, list) else []) + filters

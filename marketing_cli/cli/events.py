@@ -9,7 +9,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from marketing_cli.cli.output import JsonOption, console, emit, table
+from marketing_cli.cli.output import JsonOption, console, emit, json_option, table
 from marketing_cli.cli.registry import HELP
 from marketing_cli.cli.state import state
 
@@ -17,16 +17,6 @@ app = typer.Typer(help=HELP["events"], no_args_is_help=True)
 
 POLL_SECONDS = 0.5
 _sleep = time.sleep  # tests replace it to stop --follow
-
-
-def _properties(value: Optional[str]) -> Any:
-    if value is None:
-        return None
-    try:
-        return json.loads(value)
-    except ValueError:
-        raise typer.BadParameter("must be a JSON object, for example '{\"plan\": \"pro\"}'.",
-                                 param_hint="--properties") from None
 
 
 @app.command("track")
@@ -49,7 +39,7 @@ def events_track(
     if phone is not None:
         body["phone_number"] = phone
     if properties is not None:
-        body["properties"] = _properties(properties)
+        body["properties"] = json_option(properties, "--properties")
     s = state(ctx)
     result = events.track_event(s.conn(), s.workspace_id(), body)
     emit(result, as_json, lambda _: f"Event '{name}' recorded for {email or phone}.")

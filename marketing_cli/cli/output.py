@@ -53,6 +53,17 @@ class MktGroup(TyperGroup):
     lazy: dict[str, tuple[str, str]] = {}
     _listing = False
 
+    def main(self, args: Sequence[str] | None = None, *a: Any, **kw: Any) -> Any:
+        from marketing_cli.services.inputs import check_text
+
+        try:
+            for arg in sys.argv[1:] if args is None else args:
+                check_text(arg)
+        except MktError as exc:
+            _consoles()[1].print(exc.message, markup=False, soft_wrap=True)
+            sys.exit(2)
+        return super().main(args, *a, **kw)
+
     def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
@@ -123,3 +134,41 @@ def pairs(mapping: dict[str, Any], title: str | None = None) -> Any:
     for key, value in mapping.items():
         t.add_row(key, "" if value is None else str(value))
     return t
+
+
+def usage_error(message: str) -> typer.Exit:
+    """A usage error: one line on stderr, exit code 2 (raise what this returns)."""
+    _consoles()[1].print(message, markup=False, soft_wrap=True)
+    return typer.Exit(2)
+
+
+def json_option(text: str | None, option: str, *, expect: type | None = None) -> Any:
+    """The value of a JSON option: inline JSON, `-` (stdin) or `@FILE`; None when not given.
+
+    Text that is not JSON (or not UTF-8, or not of the `expect`ed type) is a usage error:
+    one line on stderr naming the option, exit code 2.
+    """
+    if text is None:
+        return None
+    from marketing_cli.services.inputs import check_unicode, parse_json
+
+    if text == "-":
+        text = sys.stdin.read()
+    elif text.startswith("@"):
+        from pathlib import Path
+
+        try:
+            text = Path(text[1:]).read_text(encoding="utf-8", errors="surrogateescape")
+        except OSError as exc:
+            raise usage_error(f"{option}: cannot read {text[1:]}: {exc.strerror}.") from None
+    try:
+        value = parse_json(text)
+        check_unicode(value, option)
+    except (ValueError, RecursionError) as exc:
+        raise usage_error(f"{option} is not valid JSON: {exc}.") from None
+    except MktError as exc:
+        raise usage_error(exc.message) from None
+    names = {dict: "a JSON object", list: "a JSON array"}
+    if expect is not None and not isinstance(value, expect):
+        raise usage_error(f"{option} must be {names[expect]}.")
+    return value

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from marketing_cli.cli.output import JsonOption, emit, pairs, table
+from marketing_cli.cli.output import JsonOption, emit, json_option, pairs, table
 from marketing_cli.cli.registry import HELP
 from marketing_cli.cli.state import state
 from marketing_cli.errors import MktError
@@ -39,15 +39,7 @@ def render_segment(s: dict[str, Any]) -> Any:
 def _filters(filters: str | None, filters_file: Path | None) -> Any:
     if (filters is None) == (filters_file is None):
         raise MktError(400, "Give the filters with exactly one of --filters JSON or --filters-file PATH.")
-    if filters_file is not None:
-        try:
-            filters = filters_file.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise MktError(400, f"Cannot read {filters_file}: {exc.strerror}.") from None
-    try:
-        return json.loads(filters or "")
-    except ValueError as exc:
-        raise MktError(400, f"The filters are not valid JSON: {exc}.") from None
+    return json_option(filters if filters is not None else f"@{filters_file}", "--filters")
 
 
 @app.command("create")

@@ -1,12 +1,16 @@
-"""Checks on decoded request bodies, shared by every service.
+"""The one decoder of what users send, and the checks on decoded values.
 
-Both faces hand services plain JSON values (the CLI builds them from options), so the
-type checks live here: a member of the wrong JSON type is a 400 naming the member, never
-a 500 further down.
+Both faces hand services plain JSON values: the API decodes request bodies with
+`decode_json`, the CLI decodes JSON options with the same function and checks every
+argument with `check_text`. Text that is not valid Unicode (a lone surrogate written as
+`\\ud800` in JSON, or a byte that is not UTF-8 in argv) is a 400 naming the member here,
+before any service sees it; a member of the wrong JSON type is a 400 naming the member,
+never a 500 further down.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from marketing_cli.errors import MktError
@@ -60,3 +64,64 @@ def int_list(body: dict[str, Any], name: str, *, path: str | None = None) -> lis
         if not is_type(item, int):
             raise MktError(400, f"The member '{path or name}' must be an array of integers.")
     return value
+
+
+NOT_UNICODE = "The member '{member}' is not valid Unicode text."
+NOT_UNICODE_ARGUMENT = "The argument '{argument}' is not valid UTF-8 text."
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def parse_json(raw: bytes | str) -> Any:
+    """Parse JSON text strictly: ValueError (or RecursionError) when it is not JSON.
+
+    NaN and Infinity are refused: they are not JSON, and the encoder cannot write them.
+    """
+    return json.loads(raw, parse_constant=_reject_constant)
+
+
+def decode_json(raw: bytes | str, invalid_message: str) -> Any:
+    """A request body: not JSON is MktError(400, invalid_message); text holding a lone
+    surrogate (which SQLite and the encoder can store or write neither) is a 400 naming
+    the member."""
+    try:
+        value = parse_json(raw)
+    except (ValueError, RecursionError):
+        raise MktError(400, invalid_message) from None
+    check_unicode(value)
+    return value
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def check_unicode(value: Any, path: str = "body") -> None:
+    """Every string (keys included) of a decoded JSON value must be encodable as UTF-8."""
+    stack = [(value, path)]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, str):
+            if not _encodable(item):
+                raise MktError(400, NOT_UNICODE.format(member=where))
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                if not _encodable(key):
+                    raise MktError(400, NOT_UNICODE.format(member=where))
+                stack.append((child, key if where == "body" else f"{where}.{key}"))
+        elif isinstance(item, list):
+            stack.extend((child, f"{where}[{i}]") for i, child in enumerate(item))
+
+
+def check_text(argument: str) -> str:
+    """A command-line argument must be UTF-8 (argv bytes that are not arrive as surrogates)."""
+    if not _encodable(argument):
+        shown = argument.encode("utf-8", "backslashreplace").decode("ascii", "replace")
+        raise MktError(400, NOT_UNICODE_ARGUMENT.format(argument=shown))
+    return argument
