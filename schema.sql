@@ -308,3 +308,72 @@ CREATE UNIQUE INDEX jobs_pending_key ON jobs(dedupe_key)
 CREATE INDEX jobs_dedupe_key ON jobs(dedupe_key, updated_at) WHERE dedupe_key IS NOT NULL;
 -- For pruning finished jobs.
 CREATE INDEX jobs_finished ON jobs(finished_at) WHERE finished_at IS NOT NULL;
+
+-- version: 4
+-- Reserved for the hardening pass (locks and leases held by live processes).
+
+-- version: 5
+-- Sending domains, their DNS records, and sender identities on them.
+--
+-- A domain keeps the RSA-2048 private key its DKIM record publishes (PEM, PKCS#8): the
+-- sender signs with it, no API answer ever shows it. dns_records are the records the
+-- operator must publish, in display order; `verified` is what the last DNS check found.
+
+CREATE TABLE domains (
+    id INTEGER PRIMARY KEY,
+    workspace_id INTEGER NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    domain_name TEXT NOT NULL,             -- lowercase, IDNA (xn--) form, no trailing dot
+    domain_code TEXT NOT NULL UNIQUE,      -- random public code (also the return-path label)
+    dkim_selector TEXT NOT NULL,
+    dkim_private_key TEXT NOT NULL,        -- PEM; never leaves the service layer
+    verified INTEGER NOT NULL DEFAULT 0,
+    checked_at TEXT,                       -- last DNS verification
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    UNIQUE (workspace_id, domain_name)
+);
+
+CREATE TABLE dns_records (
+    id INTEGER PRIMARY KEY,
+    domain_id INTEGER NOT NULL REFERENCES domains(id) ON DELETE CASCADE,
+    position INTEGER NOT NULL,
+    purpose TEXT NOT NULL,                 -- spf, dkim, dmarc, return_path
+    type TEXT NOT NULL,                    -- TXT, MX or CNAME
+    host TEXT NOT NULL,
+    value TEXT NOT NULL,
+    priority INTEGER,
+    mandatory INTEGER NOT NULL,
+    verified INTEGER NOT NULL DEFAULT 0,
+    UNIQUE (domain_id, position)
+);
+
+CREATE TABLE sender_identities (
+    id INTEGER PRIMARY KEY,
+    workspace_id INTEGER NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    domain_id INTEGER NOT NULL REFERENCES domains(id) ON DELETE CASCADE,
+    local_part TEXT NOT NULL,
+    display_name TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    UNIQUE (domain_id, local_part)
+);
+CREATE INDEX sender_identities_workspace ON sender_identities(workspace_id);
+
+CREATE TRIGGER domains_count_insert AFTER INSERT ON domains BEGIN
+    INSERT INTO usage_counters (workspace_id, resource, period, used)
+    VALUES (NEW.workspace_id, 'domains', '', 1)
+    ON CONFLICT (workspace_id, resource, period) DO UPDATE SET used = used + 1;
+END;
+CREATE TRIGGER domains_count_delete AFTER DELETE ON domains BEGIN
+    UPDATE usage_counters SET used = used - 1
+    WHERE workspace_id = OLD.workspace_id AND resource = 'domains' AND period = '';
+END;
+
+-- version: 6
+-- Reserved for templates.
+
+-- version: 7
+-- Reserved for email campaigns, variants, per-recipient messages and interactions.
+
+-- version: 8
+-- Reserved for SMS campaigns, the prepaid ledger and per-recipient SMS messages.

@@ -1,8 +1,9 @@
 """create_app(db_path): the `/v1` Starlette app over the service layer.
 
-Handlers are `async def` and call the (synchronous) services directly on the event loop
-with the loop thread's own connection: the queries are short, and a thread-pool hand-off
-costs about 3x here (docs/performance.md). Long work goes to the job queue instead.
+Handlers are `async def`: they authenticate, read the body, and run the (synchronous)
+service in a worker thread with that thread's own connection (`api/calls.call`), so a
+slow query or a write waiting for a lock never holds up the event loop and every other
+request (docs/architecture.md). Long work goes to the job queue.
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
-from marketing_cli.api.auth import db_conn, require_workspace
+from marketing_cli.api.auth import require_workspace
+from marketing_cli.api.calls import call
 from marketing_cli.api.responses import envelope_b, read_json
 from marketing_cli.services import contact_search
 
@@ -14,4 +15,4 @@ async def search_contacts(request: Request) -> Response:
     workspace_id = require_workspace(request)
     # Every member is optional: an empty body searches everything.
     body = await read_json(request, contact_search.INVALID_BODY, default={})
-    return envelope_b(contact_search.search_contacts(db_conn(request), workspace_id, body))
+    return envelope_b(await call(request, contact_search.search_contacts, workspace_id, body))

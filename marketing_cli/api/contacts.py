@@ -14,7 +14,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from marketing_cli.api.auth import db_conn, require_workspace
+from marketing_cli.api.auth import require_workspace
+from marketing_cli.api.calls import call
 from marketing_cli.api.contact_search import search_contacts
 from marketing_cli.api.contacts_io import export_contacts, import_contacts
 from marketing_cli.api.responses import envelope_b, read_json
@@ -24,38 +25,38 @@ from marketing_cli.services import contacts
 async def create_contact(request: Request) -> Response:
     workspace_id = require_workspace(request)
     body = await read_json(request, contacts.INVALID_BODY)
-    return envelope_b(contacts.create_contact(db_conn(request), workspace_id, body), 201)
+    return envelope_b(await call(request, contacts.create_contact, workspace_id, body), 201)
 
 
 async def upsert_contact(request: Request) -> Response:
     workspace_id = require_workspace(request)
     body = await read_json(request, contacts.INVALID_BODY)
-    return envelope_b(contacts.upsert_contact(db_conn(request), workspace_id, body))
+    return envelope_b(await call(request, contacts.upsert_contact, workspace_id, body))
 
 
 async def get_contact_by_phone(request: Request) -> Response:
     workspace_id = require_workspace(request)
     phone_number = request.query_params.get("phone_number")
-    return envelope_b(contacts.get_contact_by_phone(db_conn(request), workspace_id, phone_number))
+    return envelope_b(await call(request, contacts.get_contact_by_phone, workspace_id, phone_number))
 
 
 async def get_contact(request: Request) -> Response:
     workspace_id = require_workspace(request)
-    return envelope_b(contacts.get_contact(db_conn(request), workspace_id, request.path_params["contact_id"]))
+    return envelope_b(await call(request, contacts.get_contact, workspace_id, request.path_params["contact_id"]))
 
 
 async def add_contact_tags(request: Request) -> Response:
     workspace_id = require_workspace(request)
     contact_id = contacts.check_contact_id(request.path_params["contact_id"])
     body = await read_json(request, contacts.INVALID_BODY)
-    return envelope_b(contacts.add_contact_tags(db_conn(request), workspace_id, contact_id, body))
+    return envelope_b(await call(request, contacts.add_contact_tags, workspace_id, contact_id, body))
 
 
 async def remove_contact_tags(request: Request) -> Response:
     workspace_id = require_workspace(request)
     contact_id = contacts.check_contact_id(request.path_params["contact_id"])
     body = await read_json(request, contacts.INVALID_BODY)
-    return envelope_b(contacts.remove_contact_tags(db_conn(request), workspace_id, contact_id, body))
+    return envelope_b(await call(request, contacts.remove_contact_tags, workspace_id, contact_id, body))
 
 
 # The fixed paths below are never read as a contact id, so a wrong method on one of them

@@ -6,7 +6,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from marketing_cli.api.auth import db_conn, require_workspace
+from marketing_cli.api.auth import require_workspace
+from marketing_cli.api.calls import call
 from marketing_cli.api.responses import envelope_b, read_json
 from marketing_cli.errors import MktError
 from marketing_cli.services import events
@@ -15,7 +16,7 @@ from marketing_cli.services import events
 async def track_event(request: Request) -> Response:
     workspace_id = require_workspace(request)
     body = await read_json(request, events.INVALID_BODY)
-    return envelope_b(events.track_event(db_conn(request), workspace_id, body))
+    return envelope_b(await call(request, events.track_event, workspace_id, body))
 
 
 def _int_param(request: Request, name: str) -> int | None:
@@ -31,8 +32,8 @@ def _int_param(request: Request, name: str) -> int | None:
 async def list_events(request: Request) -> Response:
     workspace_id = require_workspace(request)
     limit = _int_param(request, "limit")
-    return envelope_b(events.list_events(
-        db_conn(request), workspace_id,
+    return envelope_b(await call(
+        request, events.list_events, workspace_id,
         after_id=_int_param(request, "after_id"),
         limit=events.DEFAULT_LOG_LIMIT if limit is None else limit,
         type=request.query_params.get("type") or None,

@@ -6,29 +6,30 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from marketing_cli.api.auth import db_conn, require_workspace
+from marketing_cli.api.auth import require_workspace
+from marketing_cli.api.calls import call
 from marketing_cli.api.responses import envelope_b, read_json
 from marketing_cli.services import fields
 
 
 async def list_fields(request: Request) -> Response:
     workspace_id = require_workspace(request)
-    return envelope_b(fields.list_fields(db_conn(request), workspace_id))
+    return envelope_b(await call(request, fields.list_fields, workspace_id))
 
 
 async def create_field(request: Request) -> Response:
     workspace_id = require_workspace(request)
     body = await read_json(request, fields.VALIDATION)
-    return envelope_b(fields.create_field(db_conn(request), workspace_id, body), 201)
+    return envelope_b(await call(request, fields.create_field, workspace_id, body), 201)
 
 
 async def update_field(request: Request) -> Response:
     workspace_id = require_workspace(request)
     raw_id = request.path_params["field_id"]
     field_id = int(raw_id) if raw_id.isascii() and raw_id.isdigit() else None
-    fields.get_field(db_conn(request), workspace_id, field_id)  # 404 before reading the body
+    await call(request, fields.get_field, workspace_id, field_id)  # 404 before reading the body
     body = await read_json(request, fields.VALIDATION)
-    return envelope_b(fields.update_field(db_conn(request), workspace_id, field_id, body))
+    return envelope_b(await call(request, fields.update_field, workspace_id, field_id, body))
 
 
 routes = [

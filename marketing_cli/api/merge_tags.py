@@ -6,14 +6,15 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from marketing_cli.api.auth import db_conn, require_workspace
+from marketing_cli.api.auth import require_workspace
+from marketing_cli.api.calls import call
 from marketing_cli.api.responses import envelope_a
 from marketing_cli.services import merge_tags
 
 
 async def list_merge_tags(request: Request) -> Response:
     workspace_id = require_workspace(request)
-    return envelope_a(merge_tags.list_merge_tags(db_conn(request), workspace_id))
+    return envelope_a(await call(request, merge_tags.list_merge_tags, workspace_id))
 
 
 routes = [Route("/v1/merge-tags", list_merge_tags, methods=["GET"])]

@@ -6,7 +6,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from marketing_cli.api.auth import RateLimiter, db_conn, optional_workspace
+from marketing_cli.api.auth import RateLimiter, optional_workspace
+from marketing_cli.api.calls import call
 from marketing_cli.api.responses import envelope_a
 from marketing_cli.services import rates
 
@@ -21,7 +22,7 @@ async def list_sms_rates(request: Request) -> Response:
     if workspace_id is None:
         limiter: RateLimiter = request.app.state.public_rates_limiter
         limiter.check(request.client.host if request.client else "unknown")
-    return envelope_a(rates.list_rates(db_conn(request), workspace_id))
+    return envelope_a(await call(request, rates.list_rates, workspace_id))
 
 
 routes = [Route("/v1/sms-rates", list_sms_rates, methods=["GET"])]

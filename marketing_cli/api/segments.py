@@ -2,18 +2,17 @@
 extensions GET /v1/segments/:id/members and POST /v1/segments/:id/refresh.
 
 Members are evaluated live: a filter no index serves scans the workspace's contacts
-(about half a second at a million), so that one handler runs the service in a worker
-thread (with that thread's own connection) instead of on the event loop.
+(about half a second at a million); like every handler, it runs in a worker thread.
 """
 
 from __future__ import annotations
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from marketing_cli.api.auth import db_conn, require_workspace
+from marketing_cli.api.auth import require_workspace
+from marketing_cli.api.calls import call
 from marketing_cli.api.responses import envelope_b, read_json
 from marketing_cli.services import segments
 
@@ -21,31 +20,29 @@ from marketing_cli.services import segments
 async def create_segment(request: Request) -> Response:
     workspace_id = require_workspace(request)
     body = await read_json(request, segments.INVALID_BODY)
-    return envelope_b(segments.create_segment(db_conn(request), workspace_id, body), 201)
+    return envelope_b(await call(request, segments.create_segment, workspace_id, body), 201)
 
 
 async def list_segments(request: Request) -> Response:
     workspace_id = require_workspace(request)
-    return envelope_b(segments.list_segments(db_conn(request), workspace_id))
+    return envelope_b(await call(request, segments.list_segments, workspace_id))
 
 
 async def get_segment(request: Request) -> Response:
     workspace_id = require_workspace(request)
-    return envelope_b(segments.get_segment(db_conn(request), workspace_id, request.path_params["segment_id"]))
+    return envelope_b(await call(request, segments.get_segment, workspace_id, request.path_params["segment_id"]))
 
 
 async def segment_members(request: Request) -> Response:
     workspace_id = require_workspace(request)
     query = request.query_params
-    db = request.app.state.db
-    return envelope_b(await run_in_threadpool(
-        lambda: segments.segment_members(db.conn(), workspace_id, request.path_params["segment_id"],
-                                         page=query.get("page", 1), limit=query.get("limit", 50))))
+    return envelope_b(await call(request, segments.segment_members, workspace_id, request.path_params["segment_id"],
+                                 page=query.get("page", 1), limit=query.get("limit", 50)))
 
 
 async def refresh_segment(request: Request) -> Response:
     workspace_id = require_workspace(request)
-    return envelope_b(segments.refresh_segment(db_conn(request), workspace_id, request.path_params["segment_id"]),
+    return envelope_b(await call(request, segments.refresh_segment, workspace_id, request.path_params["segment_id"]),
                       202)
 
 

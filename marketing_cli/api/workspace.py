@@ -6,20 +6,21 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from marketing_cli.api.auth import db_conn, require_workspace
+from marketing_cli.api.auth import require_workspace
+from marketing_cli.api.calls import call
 from marketing_cli.api.responses import envelope_a, read_json
 from marketing_cli.services import workspaces
 
 
 async def get_workspace(request: Request) -> Response:
     workspace_id = require_workspace(request)
-    return envelope_a(workspaces.get_workspace_info(db_conn(request), workspace_id))
+    return envelope_a(await call(request, workspaces.get_workspace_info, workspace_id))
 
 
 async def patch_workspace(request: Request) -> Response:
     workspace_id = require_workspace(request)
     body = await read_json(request, workspaces.INVALID_BODY)
-    return envelope_a(workspaces.update_workspace(db_conn(request), workspace_id, body))
+    return envelope_a(await call(request, workspaces.update_workspace, workspace_id, body))
 
 
 routes = [
