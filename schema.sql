@@ -373,7 +373,49 @@ END;
 -- Reserved for templates.
 
 -- version: 7
--- Reserved for email campaigns, variants, per-recipient messages and interactions.
+-- Email campaigns and their variants.
+--
+-- A campaign's sender, reply-to and audience are written by Configure Campaign; reply_to
+-- and audience are the API's JSON (the audience as the normalised array the audience
+-- resolver reads). Variants are made with the campaign (A, and B for AB_TESTING) and
+-- keep their id for the campaign's life. Per-recipient messages and interactions live in
+-- step 9.
+
+CREATE TABLE campaigns (
+    id TEXT PRIMARY KEY,                   -- 24 hex
+    workspace_id INTEGER NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    name TEXT NOT NULL,
+    type TEXT NOT NULL CHECK (type IN ('SINGLE_VARIANT', 'AB_TESTING')),
+    status TEXT NOT NULL DEFAULT 'DRAFT',  -- DRAFT QUEUED PREPROCESSING IN_REVIEW SENDING SENT CANCELLED PAUSED
+    sender_identity_id INTEGER REFERENCES sender_identities(id) ON DELETE SET NULL,
+    reply_to TEXT,                         -- JSON {display_name, local_part, domain_name} or NULL
+    audience TEXT,                         -- JSON array of audience objects, or NULL
+    scheduled_at TEXT,
+    ab_test TEXT,                          -- JSON of the schedule's ab_test, or NULL
+    status_detail TEXT,                    -- why a campaign paused or was held in review
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+);
+CREATE INDEX campaigns_workspace ON campaigns(workspace_id, created_at, id);
+CREATE INDEX campaigns_due ON campaigns(status, scheduled_at);
+
+CREATE TABLE campaign_variants (
+    id TEXT PRIMARY KEY,                   -- 24 hex
+    campaign_id TEXT NOT NULL REFERENCES campaigns(id) ON DELETE CASCADE,
+    type TEXT NOT NULL CHECK (type IN ('A', 'B')),
+    subject TEXT,
+    preview_text TEXT,
+    template_type TEXT NOT NULL DEFAULT 'EDITOR',  -- EDITOR or CODE
+    body_json TEXT,                        -- the editor document (JSON), NULL once HTML is set
+    body_html TEXT,                        -- cleaned HTML
+    preview_url TEXT,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    UNIQUE (campaign_id, type)
+);
 
 -- version: 8
 -- Reserved for SMS campaigns, the prepaid ledger and per-recipient SMS messages.
+
+-- version: 9
+-- Reserved for per-recipient email messages, links and interactions (statistics).
