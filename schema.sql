@@ -7,7 +7,7 @@
 --
 -- Conventions: timestamps are TEXT in RFC 3339 UTC with a trailing Z (they sort as
 -- text); money is TEXT holding a decimal string (read with decimal.Decimal); contact,
--- campaign and variant ids are 24 lowercase hex characters, time-ordered.
+-- campaign and variant ids are 24 lowercase hex characters, time-ordered (marketing_cli/ids.py).
 
 -- version: 1
 -- Workspaces, API keys, billing, usage counters, SMS rates, fields, the job queue.

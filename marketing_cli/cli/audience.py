@@ -39,7 +39,7 @@ def audience_count(
     if audience is not None:
         if audience_type or include_tag or include_segment or exclude_tag or exclude_segment:
             raise MktError(400, "Give either --audience JSON or --type with the include/exclude options, not both.")
-        value: Any = json_option(audience, "--audience")
+        value: Any = json_option(audience, "--audience", member="audience")
     else:
         value = {
             "type": audience_type,

@@ -26,7 +26,7 @@ def parse_where(text: str) -> dict[str, Any]:
     if len(parts) == 3:
         value: Any = parts[2]
         if value.startswith("["):
-            value = json_option(value, "--where", expect=list)
+            value = json_option(value, "--where", member="fields", expect=list)
         elif item["operator"] == "EXISTS" and value.lower() in ("true", "false"):
             value = value.lower() == "true"
         item["value"] = value
@@ -77,7 +77,7 @@ def contacts_search(
     request: Any = json_option(body, "--body") if body is not None else {}
     if isinstance(request, dict):
         filters = [parse_where(w) for w in where or []]
-        filters += [json_option(f, "--field-filter", expect=dict) for f in field_filter or []]
+        filters += [json_option(f, "--field-filter", member="fields", expect=dict) for f in field_filter or []]
         if filters:
             existing = request.get("fields")
             request["fields"] = (existing if isinstance(existing, list) else []) + filters

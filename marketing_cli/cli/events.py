@@ -39,7 +39,7 @@ def events_track(
     if phone is not None:
         body["phone_number"] = phone
     if properties is not None:
-        body["properties"] = json_option(properties, "--properties")
+        body["properties"] = json_option(properties, "--properties", member="properties")
     s = state(ctx)
     result = events.track_event(s.conn(), s.workspace_id(), body)
     emit(result, as_json, lambda _: f"Event '{name}' recorded for {email or phone}.")

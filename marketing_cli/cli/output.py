@@ -142,11 +142,13 @@ def usage_error(message: str) -> typer.Exit:
     return typer.Exit(2)
 
 
-def json_option(text: str | None, option: str, *, expect: type | None = None) -> Any:
+def json_option(text: str | None, option: str, *, member: str | None = None, expect: type | None = None) -> Any:
     """The value of a JSON option: inline JSON, `-` (stdin) or `@FILE`; None when not given.
 
-    Text that is not JSON (or not UTF-8, or not of the `expect`ed type) is a usage error:
-    one line on stderr naming the option, exit code 2.
+    Text that is not JSON (or not of the `expect`ed type) is a usage error: one line on
+    stderr naming the option, exit code 2. A value the API would refuse (text that is not
+    valid Unicode) is refused with the API's message, naming the same member: `member` is
+    the request member the option fills (None: the option is the whole body).
     """
     if text is None:
         return None
@@ -163,11 +165,9 @@ def json_option(text: str | None, option: str, *, expect: type | None = None) ->
             raise usage_error(f"{option}: cannot read {text[1:]}: {exc.strerror}.") from None
     try:
         value = parse_json(text)
-        check_unicode(value, option)
     except (ValueError, RecursionError) as exc:
         raise usage_error(f"{option} is not valid JSON: {exc}.") from None
-    except MktError as exc:
-        raise usage_error(exc.message) from None
+    check_unicode(value, member or "body")
     names = {dict: "a JSON object", list: "a JSON array"}
     if expect is not None and not isinstance(value, expect):
         raise usage_error(f"{option} must be {names[expect]}.")

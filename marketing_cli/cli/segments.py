@@ -39,7 +39,7 @@ def render_segment(s: dict[str, Any]) -> Any:
 def _filters(filters: str | None, filters_file: Path | None) -> Any:
     if (filters is None) == (filters_file is None):
         raise MktError(400, "Give the filters with exactly one of --filters JSON or --filters-file PATH.")
-    return json_option(filters if filters is not None else f"@{filters_file}", "--filters")
+    return json_option(filters if filters is not None else f"@{filters_file}", "--filters", member="filters")
 
 
 @app.command("create")
