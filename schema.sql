@@ -419,3 +419,12 @@ CREATE TABLE campaign_variants (
 
 -- version: 9
 -- Reserved for per-recipient email messages, links and interactions (statistics).
+
+-- version: 10
+-- Sending: the installation's secrets (tracking tokens) and the workspace's tracking base URL.
+
+CREATE TABLE instance_secrets (
+    name TEXT PRIMARY KEY,
+    value BLOB NOT NULL
+);
+ALTER TABLE workspaces ADD COLUMN tracking_url TEXT;  -- NULL: MKT_PUBLIC_URL, else http://127.0.0.1:8000

@@ -1,0 +1,34 @@
+"""Tracking tokens: round trip, no forgery, no cross-kind replay, no enumeration."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from marketing_cli.services import tracking_tokens as tt
+
+
+def test_round_trip_and_lengths(conn: sqlite3.Connection) -> None:
+    secret = tt.instance_secret(conn)
+    for number in (1, 255, 2**40, 2**62):
+        token = tt.make_token(secret, "open", number)
+        assert tt.read_token(secret, "open", token) == number
+    assert len(tt.make_token(secret, "click", 123_456)) == 20
+    assert len(tt.make_token(secret, "sms", 123_456, tt.SMS_MAC_BYTES)) == 15
+
+
+def test_secret_is_made_once_and_kept(conn: sqlite3.Connection) -> None:
+    first = tt.instance_secret(conn)
+    assert len(first) == 32 and tt.instance_secret(conn) == first
+
+
+def test_forged_replayed_or_malformed_tokens_are_refused(conn: sqlite3.Connection) -> None:
+    secret = tt.instance_secret(conn)
+    token = tt.make_token(secret, "open", 41)
+    assert tt.read_token(secret, "click", token) is None                 # another kind
+    assert tt.read_token(b"x" * 32, "open", token) is None               # another installation
+    neighbour = tt.make_token(b"guess" * 7, "open", 42)
+    assert tt.read_token(secret, "open", neighbour) is None              # made without the secret
+    flipped = token[:-1] + ("A" if token[-1] != "A" else "B")
+    assert tt.read_token(secret, "open", flipped) is None
+    for junk in ("", "short", "!" * 20, "é" * 20, "A" * 41, None):
+        assert tt.read_token(secret, "open", junk) is None  # type: ignore[arg-type]
