@@ -32,3 +32,31 @@ def test_forged_replayed_or_malformed_tokens_are_refused(conn: sqlite3.Connectio
     assert tt.read_token(secret, "open", flipped) is None
     for junk in ("", "short", "!" * 20, "é" * 20, "A" * 41, None):
         assert tt.read_token(secret, "open", junk) is None  # type: ignore[arg-type]
+
+
+def test_tracking_url_setting(conn: sqlite3.Connection, monkeypatch) -> None:  # noqa: ANN001
+    import pytest
+
+    from marketing_cli.errors import MktError
+    from marketing_cli.services import workspaces
+    from tests import factories
+
+    ws = factories.workspace(conn)["id"]
+    monkeypatch.delenv("MKT_PUBLIC_URL", raising=False)
+    assert workspaces.tracking_base_url(conn, ws) == "http://127.0.0.1:8000"
+    monkeypatch.setenv("MKT_PUBLIC_URL", "https://mail.example.com/")
+    assert workspaces.tracking_base_url(conn, ws) == "https://mail.example.com"
+    workspaces.update_operator_settings(conn, ws, tracking_url="https://t.example.org/mkt/")
+    assert workspaces.get_operator_settings(conn, ws)["tracking_url"] == "https://t.example.org/mkt"
+    for bad in ("ftp://x.org", "https://", "https://x.org/?a=1", "not a url"):
+        with pytest.raises(MktError) as err:
+            workspaces.update_operator_settings(conn, ws, tracking_url=bad)
+        assert err.value.status == 400 and "tracking URL" in err.value.message
+    assert workspaces.tracking_base_url(conn, ws) == "https://t.example.org/mkt"
+
+
+def test_cli_sets_the_tracking_url(cli, workspace) -> None:  # noqa: ANN001
+    result = cli("workspace", "update", "--tracking-url", "https://t.example.org")
+    assert result.exit_code == 0 and "https://t.example.org" in result.stdout
+    bad = cli("workspace", "update", "--tracking-url", "javascript:alert(1)")
+    assert bad.exit_code == 1 and bad.stderr.startswith("The tracking URL must be")

@@ -29,6 +29,7 @@ def render_workspace(ws: dict[str, Any], settings: dict[str, Any] | None = None)
             "SMS markup": settings["sms_markup"],
             "contacts without email": "allowed" if settings["allow_contacts_without_email"] else "not allowed",
             "SMS sender ID": settings["sms_sender_id"] or "(none)",
+            "tracking URL": settings["tracking_url"],
         })
     return pairs(shown, title="Workspace")
 
@@ -90,6 +91,10 @@ def workspace_update(
     allow_contacts_without_email: Annotated[Optional[bool], typer.Option(
         "--allow-contacts-without-email/--require-email",
         help="Whether contacts may have a phone number and no email address (operator).")] = None,
+    tracking_url: Annotated[Optional[str], typer.Option(
+        "--tracking-url", metavar="URL",
+        help="Base URL of tracking, unsubscribe and webhook links (operator; default MKT_PUBLIC_URL, "
+             "else http://127.0.0.1:8000).")] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Change workspace settings; options left out keep their values."""
@@ -99,5 +104,5 @@ def workspace_update(
     workspace_id = s.workspace_id()
     result = workspaces.update_operator_settings(
         s.conn(), workspace_id, sms_markup=sms_markup,
-        allow_contacts_without_email=allow_contacts_without_email, changes=changes)
+        allow_contacts_without_email=allow_contacts_without_email, tracking_url=tracking_url, changes=changes)
     emit(result, as_json, lambda ws: render_workspace(ws, workspaces.get_operator_settings(s.conn(), workspace_id)))

@@ -141,7 +141,31 @@ def get_operator_settings(conn: sqlite3.Connection, workspace_id: int) -> dict[s
         "sms_markup": row["sms_markup"] or str(DEFAULT_MARKUP),
         "allow_contacts_without_email": bool(row["allow_contacts_without_email"]),
         "sms_sender_id": row["sms_sender_id"],
+        "tracking_url": tracking_base_url(conn, workspace_id),
     }
+
+
+DEFAULT_TRACKING_URL = "http://127.0.0.1:8000"
+
+
+def parse_tracking_url(value: str) -> str:
+    """An http(s) base URL with a host and no query or fragment, without its trailing slash."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(value.strip()) if isinstance(value, str) else None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+        raise MktError(400, f"The tracking URL must be an http:// or https:// URL without a query, not '{value}'.")
+    return value.strip().rstrip("/")
+
+
+def tracking_base_url(conn: sqlite3.Connection, workspace_id: int) -> str:
+    """Where tracking, unsubscribe and webhook URLs of the workspace begin (CONTRACT section 7)."""
+    import os
+
+    row = conn.execute("SELECT tracking_url FROM workspaces WHERE id = ?", (workspace_id,)).fetchone()
+    if row is not None and row[0]:
+        return row[0]
+    return (os.environ.get("MKT_PUBLIC_URL") or DEFAULT_TRACKING_URL).rstrip("/")
 
 
 def parse_markup(value: Any) -> Decimal:
@@ -160,6 +184,7 @@ def update_operator_settings(
     *,
     sms_markup: str | None = None,
     allow_contacts_without_email: bool | None = None,
+    tracking_url: str | None = None,
     changes: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """`mkt workspace update`: operator settings, and optionally the PATCH members too.
@@ -168,10 +193,13 @@ def update_operator_settings(
     Everything happens in one transaction: a rejected member writes nothing.
     """
     markup = parse_markup(sms_markup) if sms_markup is not None else None
+    tracking = parse_tracking_url(tracking_url) if tracking_url is not None else None
     with transaction(conn):
         row = _row(conn, workspace_id)
         if markup is not None:
             conn.execute("UPDATE workspaces SET sms_markup = ? WHERE id = ?", (str(markup), workspace_id))
+        if tracking is not None:
+            conn.execute("UPDATE workspaces SET tracking_url = ? WHERE id = ?", (tracking, workspace_id))
         if allow_contacts_without_email is not None:
             conn.execute(
                 "UPDATE workspaces SET allow_contacts_without_email = ? WHERE id = ?",
