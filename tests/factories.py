@@ -58,23 +58,10 @@ def segment(conn: sqlite3.Connection, workspace_id: int, name: str, filters: dic
 def sender(conn: sqlite3.Connection, workspace_id: int, domain: str = "example.com", local_part: str = "news",
            display_name: str = "News Team") -> int:
     """A sender identity on a new domain of the workspace; returns its id."""
-    try:
-        from marketing_cli.services import domains, senders
-    except ImportError:  # until branch domains lands: the same rows its services write
-        from marketing_cli import clock
-        from marketing_cli.db import transaction
+    from marketing_cli.services import domains, senders
 
-        now = clock.now()
-        with transaction(conn):
-            domain_id = conn.execute(
-                "INSERT INTO domains (workspace_id, domain_name, domain_code, dkim_selector, dkim_private_key,"
-                " created_at, updated_at) VALUES (?, ?, lower(hex(randomblob(8))), 'mkt', '', ?, ?)",
-                (workspace_id, domain, now, now)).lastrowid
-            return conn.execute(
-                "INSERT INTO sender_identities (workspace_id, domain_id, local_part, display_name, created_at,"
-                " updated_at) VALUES (?, ?, ?, ?, ?, ?)",
-                (workspace_id, domain_id, local_part, display_name, now, now)).lastrowid
-    domain_id = domains.add_domain(conn, workspace_id, domain)["id"]
+    existing = [d for d in domains.list_domains(conn, workspace_id) if d["domain_name"] == domain]
+    domain_id = existing[0]["id"] if existing else domains.add_domain(conn, workspace_id, domain)["id"]
     return senders.add_sender_identity(conn, workspace_id, {"domain_id": domain_id, "local_part": local_part,
                                                             "display_name": display_name})["id"]
 

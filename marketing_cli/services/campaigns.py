@@ -104,18 +104,12 @@ def variant_row(conn: sqlite3.Connection, campaign_id: str, variant_type: str) -
 
 
 def sender_identity(conn: sqlite3.Connection, workspace_id: int, sender_id: int | None) -> dict[str, Any] | None:
-    """{id, display_name, local_part, domain_name, domain_id, domain_verified} of the workspace, or None."""
+    """{id, display_name, local_part, domain_name, domain_id, domain_verified, ...} of the workspace, or None."""
     if sender_id is None:
         return None
-    row = conn.execute(
-        "SELECT s.id, s.display_name, s.local_part, d.domain_name, d.id AS domain_id, d.verified"
-        " FROM sender_identities s JOIN domains d ON d.id = s.domain_id"
-        " WHERE s.id = ? AND s.workspace_id = ? AND d.workspace_id = ?",
-        (sender_id, workspace_id, workspace_id)).fetchone()
-    if row is None:
-        return None
-    return {"id": row["id"], "display_name": row["display_name"], "local_part": row["local_part"],
-            "domain_name": row["domain_name"], "domain_id": row["domain_id"], "domain_verified": bool(row["verified"])}
+    from marketing_cli.services.senders import get_sender_identity
+
+    return get_sender_identity(conn, workspace_id, sender_id)
 
 
 # --- views ---------------------------------------------------------------------------------
