@@ -414,6 +414,27 @@ CREATE TABLE campaign_variants (
     UNIQUE (campaign_id, type)
 );
 
+-- Test emails sent, counted for the per-minute, per-hour and per-day limits
+-- (services/test_emails.py); rows older than a day are pruned as new ones are written.
+CREATE TABLE test_email_sends (
+    id INTEGER PRIMARY KEY,
+    workspace_id INTEGER NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    campaign_id TEXT,
+    recipient TEXT NOT NULL,
+    sent_at TEXT NOT NULL
+);
+CREATE INDEX test_email_sends_workspace ON test_email_sends(workspace_id, sent_at);
+
+-- The preview thumbnail of a variant (the campaign.preview job writes it; served by
+-- GET /v1/campaigns/:id/variants/:type/preview).
+CREATE TABLE campaign_previews (
+    variant_id TEXT PRIMARY KEY REFERENCES campaign_variants(id) ON DELETE CASCADE,
+    content_type TEXT NOT NULL,
+    body BLOB NOT NULL,
+    digest TEXT NOT NULL,                  -- of the HTML and subject it was made from
+    created_at TEXT NOT NULL
+);
+
 -- version: 8
 -- Reserved for SMS campaigns, the prepaid ledger and per-recipient SMS messages.
 

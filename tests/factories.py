@@ -51,3 +51,41 @@ def segment(conn: sqlite3.Connection, workspace_id: int, name: str, filters: dic
     from marketing_cli.services import segments
 
     return segments.create_segment(conn, workspace_id, {"name": name, "filters": filters})
+
+
+# --- email campaigns (branch campaigns) -------------------------------------------------------
+
+def sender(conn: sqlite3.Connection, workspace_id: int, domain: str = "example.com", local_part: str = "news",
+           display_name: str = "News Team") -> int:
+    """A sender identity on a new domain of the workspace; returns its id."""
+    from marketing_cli.services import domains, senders
+
+    existing = [d for d in domains.list_domains(conn, workspace_id) if d["domain_name"] == domain]
+    domain_id = existing[0]["id"] if existing else domains.add_domain(conn, workspace_id, domain)["id"]
+    return senders.add_sender_identity(conn, workspace_id, {"domain_id": domain_id, "local_part": local_part,
+                                                            "display_name": display_name})["id"]
+
+
+def campaign(conn: sqlite3.Connection, workspace_id: int, name: str = "Spring sale",
+             type_: str = "SINGLE_VARIANT") -> dict[str, Any]:
+    """A DRAFT email campaign (POST /v1/campaigns's service)."""
+    from marketing_cli.services import campaigns
+
+    return campaigns.create_campaign(conn, workspace_id, {"name": name, "type": type_})
+
+
+def ready_campaign(conn: sqlite3.Connection, workspace_id: int, *, html: str = "<p>Hello {{contact.first_name}}</p>",
+                   subject: str = "Hello {{contact.first_name|friend}}", preview_text: str = "A preview",
+                   reply_to: dict[str, str] | None = None, domain: str = "example.com") -> dict[str, Any]:
+    """A SINGLE_VARIANT campaign with a sender, an audience, variant A's subject and HTML."""
+    from marketing_cli.services import campaign_html, campaigns
+
+    created = campaign(conn, workspace_id)
+    sender_body: dict[str, Any] = {"sender_identity_id": sender(conn, workspace_id, domain)}
+    if reply_to:
+        sender_body["reply_to"] = reply_to
+    campaigns.configure_campaign(conn, workspace_id, created["id"], {
+        "sender": sender_body, "audience": {"type": "ENTIRE_AUDIENCE"},
+        "variants": [{"type": "A", "subject": subject, "preview_text": preview_text}]})
+    campaign_html.set_variant_html(conn, workspace_id, created["id"], "A", {"html": html})
+    return campaigns.get_campaign(conn, workspace_id, created["id"])

@@ -1,0 +1,197 @@
+"""DKIM signing (RFC 6376) for outgoing messages: RSA-SHA256, relaxed/relaxed.
+
+    signer = DkimSigner("example.com", "mkt", domain_private_key_pem)   # once per domain
+    signed = signer.sign(message_bytes)                                  # once per message
+
+A campaign signs up to 100,000 messages with one key, so everything that does not depend
+on the message is done once in the constructor: the PEM is parsed into an OpenSSL key
+(`cryptography`; an RSA-2048 signature costs about 0.7 ms there against 7.5 ms in dkimpy's
+pure-Python RSA), the tag list is pre-built. Per message the signer splits the header
+block, canonicalises only the headers it signs, hashes the canonical body in one pass of
+C-level byte operations and signs the SHA-256 digest of the header data.
+
+What is signed (the `h=` tag): every header of `headers` present in the message, each
+occurrence, bottom-up as RFC 6376 section 5.4.2 says, then `From` once more ("over-signed":
+a verifier then rejects a message to which anyone appended a second From). The default
+list covers From, To, Subject, Date, Message-ID and both List-Unsubscribe headers, plus
+Reply-To, Cc, MIME-Version and Content-Type when present. Headers absent from the message
+are left out of `h=` (except the over-signed From), so an MTA that adds a missing Date or
+Message-ID does not break the signature.
+
+The message must be RFC 5322 bytes. Line ends are made CRLF (bare LF or CR converted) and
+a final CRLF is added when the body lacks one, so the bytes returned are exactly the bytes
+the signature covers; the `DKIM-Signature:` header is prepended, folded below 78
+characters per line, with `b=` last.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+import time
+from collections.abc import Iterable
+
+DEFAULT_HEADERS = (
+    "From", "Reply-To", "To", "Cc", "Subject", "Date", "Message-ID", "MIME-Version", "Content-Type",
+    "List-Unsubscribe", "List-Unsubscribe-Post",
+)
+OVERSIGNED = ("from",)
+LINE_LIMIT = 78
+
+# runs of blanks other than one lone space (replacing every single space would cost a
+# regex substitution per word)
+_WSP_RUN = re.compile(rb"\t[ \t]*| [ \t]+")
+_LINE_END = re.compile(rb"\r\n|\r|\n")
+_FOLD = re.compile(rb"\r\n(?=[ \t])")
+
+
+class DkimSigner:
+    """Signs messages for one domain and selector with one RSA private key (PEM)."""
+
+    def __init__(self, domain: str, selector: str, private_key_pem: bytes | str,
+                 headers: Iterable[str] = DEFAULT_HEADERS) -> None:
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import padding, rsa, utils
+
+        pem = private_key_pem.encode("ascii") if isinstance(private_key_pem, str) else private_key_pem
+        try:
+            key = serialization.load_pem_private_key(pem, password=None)
+        except (ValueError, TypeError) as exc:
+            raise ValueError("The DKIM private key is not a readable unencrypted PEM key.") from exc
+        if not isinstance(key, rsa.RSAPrivateKey):
+            raise ValueError("The DKIM private key must be an RSA key (a=rsa-sha256).")
+        self._key = key
+        self._padding = padding.PKCS1v15()
+        self._prehashed = utils.Prehashed(hashes.SHA256())
+        self.domain = _a_label(domain)
+        self.selector = _a_label(selector)
+        self.headers = tuple(name.strip().lower() for name in headers)
+        if not self.headers or any(not _is_field_name(name) for name in self.headers):
+            raise ValueError("DKIM header names must be non-empty field names without ':' or spaces.")
+        self._fixed_tags = ["v=1", "a=rsa-sha256", "c=relaxed/relaxed", f"d={self.domain}", f"s={self.selector}"]
+
+    def sign(self, message: bytes, *, timestamp: int | None = None) -> bytes:
+        """The message (CRLF line ends) with a `DKIM-Signature:` header prepended."""
+        message = _crlf(message)
+        split = message.find(b"\r\n\r\n")
+        if split == -1:
+            header_block, body = message, b""
+            if not header_block.endswith(b"\r\n"):
+                message = header_block = header_block + b"\r\n"
+        else:
+            header_block, body = message[: split + 2], message[split + 4:]
+            if body and not body.endswith(b"\r\n"):
+                body += b"\r\n"
+                message += b"\r\n"
+        fields = _parse_header_block(header_block)
+
+        names, canonical = self._select(fields)
+        tags = [*self._fixed_tags, f"t={int(time.time()) if timestamp is None else timestamp}",
+                "h=" + ":".join(names), "bh=" + base64.b64encode(body_hash(body)).decode("ascii")]
+        head = _fold_tags(tags)  # "DKIM-Signature: v=1; ...;\r\n bh=...;\r\n b="
+        digest = hashlib.sha256()
+        for line in canonical:
+            digest.update(line)
+        digest.update(_canonical_header(head))
+        signature = self._key.sign(digest.digest(), self._padding, self._prehashed)
+        return head + _fold_b(base64.b64encode(signature), len(head) - head.rfind(b"\n") - 1) + b"\r\n" + message
+
+    def _select(self, fields: list[tuple[bytes, bytes]]) -> tuple[list[str], list[bytes]]:
+        """The h= names and the canonical lines they sign, bottom-up per name."""
+        by_name: dict[bytes, list[bytes]] = {}
+        for name, raw in fields:
+            by_name.setdefault(name, []).append(raw)
+        names: list[str] = []
+        canonical: list[bytes] = []
+        for name in self.headers:
+            for raw in reversed(by_name.get(name.encode("ascii"), ())):
+                names.append(name)
+                canonical.append(_canonical_header(raw) + b"\r\n")
+        names.extend(OVERSIGNED)  # a name past its last occurrence signs nothing (RFC 6376 5.4)
+        return names, canonical
+
+
+def body_hash(body: bytes) -> bytes:
+    """SHA-256 of the relaxed-canonical body (CRLF line ends assumed)."""
+    body = _WSP_RUN.sub(b" ", body)
+    # after the collapse a blank run before a line end is one space; what is left at the
+    # end (blank lines, blanks of the last line) all goes
+    body = body.replace(b" \r\n", b"\r\n").rstrip(b" \r\n")
+    return hashlib.sha256(body + b"\r\n" if body else b"").digest()
+
+
+def _canonical_header(raw: bytes) -> bytes:
+    """Relaxed form of one whole header field, without the final CRLF."""
+    name, _, value = raw.partition(b":")
+    if b"\r\n" in value:
+        value = _FOLD.sub(b"", value)
+    if b"\t" in value or b"  " in value:
+        value = _WSP_RUN.sub(b" ", value)
+    value = value.strip(b" \r\n")
+    return name.strip().lower() + b":" + value
+
+
+def _parse_header_block(block: bytes) -> list[tuple[bytes, bytes]]:
+    """(lowercase name, whole field with folds, no final CRLF) for each header field."""
+    fields: list[tuple[bytes, bytes]] = []
+    for line in block[:-2].split(b"\r\n"):
+        if line[:1] in (b" ", b"\t") and fields:
+            name, raw = fields[-1]
+            fields[-1] = (name, raw + b"\r\n" + line)
+        elif b":" in line:
+            fields.append((line.split(b":", 1)[0].strip().lower(), line))
+    return fields
+
+
+def _fold_tags(tags: list[str]) -> bytes:
+    """`DKIM-Signature: ` and the tags, `; `-separated, folded below LINE_LIMIT, ending in ` b=`."""
+    lines = ["DKIM-Signature:"]
+    for tag in [*tags, "b="]:
+        piece = " " + tag + ("" if tag == "b=" else ";")
+        if len(lines[-1]) + len(piece) <= LINE_LIMIT:
+            lines[-1] += piece
+        elif tag.startswith("h=") and len(piece) > LINE_LIMIT:
+            lines.extend(_fold_colon_list(piece))
+        else:
+            lines.append(piece)
+    return "\r\n".join(lines).encode("ascii")
+
+
+def _fold_colon_list(piece: str) -> list[str]:
+    """A long ` h=a:b:c;` split after colons (FWS is allowed around them)."""
+    out = [""]
+    for part in re.findall(r"[^:]+:?", piece):
+        if out[-1] and len(out[-1]) + len(part) > LINE_LIMIT:
+            out.append(" ")
+        out[-1] += part
+    return out
+
+
+def _fold_b(value: bytes, column: int) -> bytes:
+    """The base64 signature, folded so no line passes LINE_LIMIT (FWS inside b= is ignored)."""
+    first = max(LINE_LIMIT - column, 0)
+    rest = [value[i:i + LINE_LIMIT - 1] for i in range(first, len(value), LINE_LIMIT - 1)]
+    return b"\r\n ".join([value[:first], *rest])
+
+
+def _crlf(message: bytes) -> bytes:
+    crlf = message.count(b"\r\n")
+    if message.count(b"\n") == crlf and message.count(b"\r") == crlf:
+        return message
+    return _LINE_END.sub(b"\r\n", message)
+
+
+def _a_label(name: str) -> str:
+    name = name.strip().rstrip(".").lower()
+    try:
+        ascii_name = name.encode("idna").decode("ascii")
+    except UnicodeError as exc:
+        raise ValueError(f"{name!r} is not a valid DNS name for DKIM.") from exc
+    if not ascii_name or not re.fullmatch(r"[a-z0-9_.-]+", ascii_name):
+        raise ValueError(f"{name!r} is not a valid DNS name for DKIM.")
+    return ascii_name
+
+
+def _is_field_name(name: str) -> bool:
+    return bool(name) and all(33 <= ord(ch) <= 126 and ch != ":" for ch in name)
