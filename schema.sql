@@ -449,3 +449,14 @@ CREATE TABLE instance_secrets (
     value BLOB NOT NULL
 );
 ALTER TABLE workspaces ADD COLUMN tracking_url TEXT;  -- NULL: MKT_PUBLIC_URL, else http://127.0.0.1:8000
+-- The sender: when a message may be tried again after a temporary refusal (4xx), the
+-- A/B test's held-back recipients until a winner is chosen, and send progress stamps.
+ALTER TABLE email_messages ADD COLUMN retry_at TEXT;
+CREATE TABLE email_ab_holdout (
+    campaign_id TEXT NOT NULL REFERENCES campaigns(id) ON DELETE CASCADE,
+    contact_id TEXT NOT NULL,
+    email TEXT NOT NULL,
+    PRIMARY KEY (campaign_id, contact_id)
+) WITHOUT ROWID;
+ALTER TABLE campaigns ADD COLUMN send_started_at TEXT;
+ALTER TABLE campaigns ADD COLUMN sent_at TEXT;

@@ -54,6 +54,7 @@ from marketing_cli.errors import MktError
 log = logging.getLogger("mkt.jobs")
 
 HANDLER_MODULES: list[str] = [
+    "marketing_cli.services.email_sender",
     "marketing_cli.services.segments",
     "marketing_cli.services.campaign_html",
 ]

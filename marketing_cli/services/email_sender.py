@@ -1,0 +1,389 @@
+"""The email send, as jobs: freeze the audience, review, send at speed, pick an A/B winner.
+
+    email.preprocess   QUEUED -> PREPROCESSING: one email_messages row per recipient
+                       (A/B: the test share split evenly, the rest held back), then
+                       IN_REVIEW (content checked again) -> SENDING, and email.send queued
+    email.send         rounds of `concurrency` messages: claim (queued -> sending, one
+                       transaction), render + sign + hand to the transport in parallel,
+                       record every answer (one transaction); until none is left -> SENT
+    email.ab_winner    after the test share went out and `wait_minutes` passed: the variant
+                       with the higher unique open (or click) rate, ties A, goes to the rest
+
+Crash safety. A message is marked `sending` before it is handed over and `delivered` (or
+failed) right after the server answered, one round at a time; a runner that dies leaves
+at most one round (`concurrency` messages) in `sending`, and those are sent again when the
+job is taken over (the only messages that can arrive twice; CONTRACT section 7). A message
+the server accepted is recorded before the next round starts, so it is never sent again.
+The freeze is idempotent: recipients are ranked by a keyed hash of their id (the same
+order on every run), written in batches with INSERT OR IGNORE, so a rerun after a crash
+completes the same assignment.
+
+Transport answers: 250 -> delivered; 5xx -> failed at once (the campaign goes on); 4xx or
+a connection problem -> tried again after a backoff (30 s, 2 min), failed after
+MAX_ATTEMPTS. After PAUSE_AFTER_ERRORS consecutive transport errors the campaign is
+PAUSED (`mkt campaigns resume`). Rate (messages per second) and concurrency are
+MKT_SEND_RATE (default 0: as fast as the transport takes them) and MKT_SEND_CONCURRENCY
+(default 10).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+from typing import Any
+
+from marketing_cli import clock, jobs
+from marketing_cli.db import transaction
+from marketing_cli.errors import MktError
+from marketing_cli.services import billing, campaign_stats, campaigns, domains, senders, workspaces
+from marketing_cli.services.dkim import DkimSigner
+from marketing_cli.services.email_compose import CompiledVariant, Recipient, compile_variant, tracked_links
+from marketing_cli.services.email_schedule import content_problems
+from marketing_cli.services.mail_transport import TransportError, database_file, open_transport
+from marketing_cli.services.merge_render import Renderer
+from marketing_cli.services.tracking_tokens import instance_secret, make_token
+
+FREEZE_BATCH = 5_000
+MAX_ATTEMPTS = 3
+RETRY_DELAYS = (30, 120)
+PAUSE_AFTER_ERRORS = 20
+DEFAULT_CONCURRENCY = 10
+
+
+def send_settings() -> tuple[int, float]:
+    """(concurrency, messages per second; 0 = unlimited) from MKT_SEND_CONCURRENCY / MKT_SEND_RATE."""
+    try:
+        concurrency = max(1, min(100, int(os.environ.get("MKT_SEND_CONCURRENCY", DEFAULT_CONCURRENCY))))
+    except ValueError:
+        concurrency = DEFAULT_CONCURRENCY
+    try:
+        rate = max(0.0, float(os.environ.get("MKT_SEND_RATE", "0")))
+    except ValueError:
+        rate = 0.0
+    return concurrency, rate
+
+
+def _campaign(conn: sqlite3.Connection, campaign_id: str) -> sqlite3.Row | None:
+    return conn.execute("SELECT * FROM campaigns WHERE id = ?", (campaign_id,)).fetchone()
+
+
+def _variants(conn: sqlite3.Connection, campaign_id: str) -> dict[str, sqlite3.Row]:
+    return {r["type"]: r for r in conn.execute("SELECT * FROM campaign_variants WHERE campaign_id = ?", (campaign_id,))}
+
+
+# --------------------------------------------------------------------------- freezing the audience
+
+def _rank(salt: str) -> Any:
+    key = salt.encode()
+
+    def rank(contact_id: str) -> int:
+        return int.from_bytes(hashlib.blake2b(contact_id.encode(), digest_size=7, key=key).digest(), "big")
+    return rank
+
+
+def freeze_audience(conn: sqlite3.Connection, row: sqlite3.Row) -> int:
+    """Write one message per recipient (A/B: test share split, the rest held back); returns the total."""
+    from marketing_cli.services.audience import resolve_audience
+
+    query = resolve_audience(conn, row["workspace_id"], json.loads(row["audience"]), "email", "c.id, c.email")
+    variants = _variants(conn, row["id"])
+    conn.create_function("mkt_rank", 1, _rank(row["id"]), deterministic=True)
+    conn.create_function("mkt_provider", 1, campaign_stats.provider_of, deterministic=True)
+    table = "temp.mkt_freeze"  # fixed name of ours, per connection
+    conn.execute(f"DROP TABLE IF EXISTS {table}")
+    conn.execute(f"CREATE TABLE {table} (position INTEGER PRIMARY KEY, id TEXT NOT NULL, email TEXT NOT NULL)")
+    try:
+        conn.execute(f"INSERT INTO {table} (id, email) SELECT id, email FROM ({query.sql}) ORDER BY mkt_rank(id)",
+                     query.params)
+        total = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+        for low, high, target in _shares(row, total):
+            for start in range(low, high, FREEZE_BATCH):
+                _freeze_batch(conn, row["id"], target and variants[target]["id"], start, min(high, start + FREEZE_BATCH))
+                jobs.heartbeat(conn)
+    finally:
+        conn.execute(f"DROP TABLE IF EXISTS {table}")
+    return total
+
+
+def _shares(row: sqlite3.Row, total: int) -> list[tuple[int, int, str | None]]:
+    """Position ranges (1-based, half-open) and their variant; None = held back for the winner."""
+    if row["type"] != "AB_TESTING":
+        return [(1, total + 1, "A")]
+    ab = json.loads(row["ab_test"] or "{}") or {"test_percentage": 100}
+    test = total if ab["test_percentage"] >= 100 else round(total * ab["test_percentage"] / 100)
+    half = (test + 1) // 2
+    return [(1, half + 1, "A"), (half + 1, test + 1, "B"), (test + 1, total + 1, None)]
+
+
+def _freeze_batch(conn: sqlite3.Connection, campaign_id: str, variant_id: str | None, start: int, end: int) -> None:
+    with transaction(conn):
+        if variant_id is None:
+            conn.execute("INSERT OR IGNORE INTO email_ab_holdout (campaign_id, contact_id, email)"
+                         " SELECT ?, id, email FROM temp.mkt_freeze WHERE position >= ? AND position < ?",
+                         (campaign_id, start, end))
+            return
+        conn.execute(
+            "INSERT OR IGNORE INTO email_messages (campaign_id, variant_id, contact_id, email, domain, provider,"
+            " created_at) SELECT ?, ?, id, email, lower(substr(email, instr(email, '@') + 1)),"
+            " mkt_provider(lower(substr(email, instr(email, '@') + 1))), ?"
+            " FROM temp.mkt_freeze WHERE position >= ? AND position < ?",
+            (campaign_id, variant_id, clock.now(), start, end))
+
+
+@jobs.handler("email.preprocess")
+def preprocess(conn: sqlite3.Connection, payload: dict[str, Any]) -> None:
+    campaign_id = payload["campaign_id"]
+    row = _campaign(conn, campaign_id)
+    if row is None or row["status"] not in ("QUEUED", "PREPROCESSING"):
+        return  # cancelled, or already past this step
+    if row["status"] == "QUEUED":
+        campaigns.set_campaign_status(conn, campaign_id, "PREPROCESSING")
+    freeze_audience(conn, row)
+    campaigns.set_campaign_status(conn, campaign_id, "IN_REVIEW")
+    problems = [p for v in _variants(conn, campaign_id).values()
+                for p in content_problems(conn, row["workspace_id"], v)]
+    with transaction(conn):
+        if problems:  # the content was checked at schedule time; this catches what changed since
+            conn.execute("DELETE FROM email_messages WHERE campaign_id = ?", (campaign_id,))
+            conn.execute("DELETE FROM email_ab_holdout WHERE campaign_id = ?", (campaign_id,))
+            campaigns.set_campaign_status(conn, campaign_id, "DRAFT", detail=" ".join(problems))
+            return
+        campaigns.set_campaign_status(conn, campaign_id, "SENDING")
+        conn.execute("UPDATE campaigns SET send_started_at = ? WHERE id = ?", (clock.now(), campaign_id))
+        jobs.enqueue(conn, "email.send", {"campaign_id": campaign_id}, workspace_id=row["workspace_id"],
+                     dedupe_key=f"email.send:{campaign_id}")
+
+
+# --------------------------------------------------------------------------- sending
+
+class _Send:
+    """Everything one send job needs, built once: compiled variants, values, transports."""
+
+    def __init__(self, conn: sqlite3.Connection, row: sqlite3.Row) -> None:
+        ws = row["workspace_id"]
+        sender = senders.get_sender_identity(conn, ws, row["sender_identity_id"])
+        if sender is None:
+            raise MktError(400, "The campaign's sender identity no longer exists.")
+        domain_name, selector, key = domains.dkim_signing_key(conn, sender["domain_id"])
+        signer = DkimSigner(domain_name, selector, key)
+        track = bool(conn.execute("SELECT interaction_tracking FROM workspaces WHERE id = ?", (ws,)).fetchone()[0])
+        base = workspaces.tracking_base_url(conn, ws)
+        reply_to = json.loads(row["reply_to"]) if row["reply_to"] else None
+        self.secret = instance_secret(conn)
+        self.variants: dict[str, CompiledVariant] = {}
+        self.renderers: dict[str, Renderer] = {}
+        for variant in _variants(conn, row["id"]).values():
+            links = campaign_stats.register_links(conn, row["id"], variant["id"], tracked_links(variant["body_html"]))
+            self.variants[variant["id"]] = compile_variant(
+                variant, sender, reply_to, tracking_base=base, campaign_id=row["id"], track=track,
+                link_ids=links, sign=signer.sign)
+            self.renderers[variant["id"]] = Renderer(conn, ws, preview_text=variant["preview_text"] or "")
+        self.envelope_from = f"{sender['local_part']}@{sender['domain_name']}"
+        self.concurrency, self.rate = send_settings()
+        self._local = threading.local()
+        self._transports: list[Any] = []
+        self._lock = threading.Lock()
+        self.db_path = database_file(conn)
+
+    def build(self, message: sqlite3.Row) -> bytes:
+        """The signed message of one claimed row (merge tags for its contact, its own URLs)."""
+        compiled = self.variants[message["variant_id"]]
+        token = make_token(self.secret, "m", message["id"])
+        contact = None if message["data"] is None else {
+            "email": message["contact_email"], "phone": message["phone"], "data": message["data"]}
+        values = self.renderers[message["variant_id"]].values_for(contact, extra=compiled.urls(token))
+        return compiled.build(Recipient(message["id"], message["email"], token), values)
+
+    def transport(self) -> Any:
+        transport = getattr(self._local, "transport", None)
+        if transport is None:
+            transport = self._local.transport = open_transport(db_path=self.db_path)
+            with self._lock:
+                self._transports.append(transport)
+        return transport
+
+    def deliver(self, item: tuple[int, str, bytes]) -> tuple[int, str | None, bool]:
+        """(message id, error or None, permanent) for one message handed to this thread's transport."""
+        message_id, email, raw = item
+        try:
+            self.transport().send(raw, self.envelope_from, [email])
+        except TransportError as exc:
+            return message_id, str(exc), exc.permanent
+        return message_id, None, False
+
+    def close(self) -> None:
+        for transport in self._transports:
+            transport.close()
+
+
+_CLAIM = ("SELECT m.id, m.variant_id, m.email, m.attempts, c.email AS contact_email, c.phone, c.data"
+          " FROM email_messages m LEFT JOIN contacts c ON c.id = m.contact_id"
+          " WHERE m.campaign_id = ? AND m.status = 'queued' AND (m.retry_at IS NULL OR m.retry_at <= ?)"
+          " ORDER BY m.id LIMIT ?")
+
+
+def _claim(conn: sqlite3.Connection, campaign_id: str, size: int) -> list[sqlite3.Row]:
+    with transaction(conn):
+        if conn.execute("SELECT status FROM campaigns WHERE id = ?", (campaign_id,)).fetchone()[0] != "SENDING":
+            return []
+        rows = conn.execute(_CLAIM, (campaign_id, clock.now(), size)).fetchall()
+        conn.executemany("UPDATE email_messages SET status = 'sending', attempts = attempts + 1 WHERE id = ?",
+                         [(r["id"],) for r in rows])
+    return rows
+
+
+def _record(conn: sqlite3.Connection, row_of: dict[int, sqlite3.Row], results: list[tuple[int, str | None, bool]],
+            workspace_id: int) -> int:
+    """Write a round's answers in one transaction; returns the number of temporary errors."""
+    temporary = delivered = 0
+    now = clock.utcnow()
+    with transaction(conn):
+        for message_id, error, permanent in results:
+            if error is None:
+                delivered += campaign_stats.record_delivery(conn, message_id)
+            elif permanent or row_of[message_id]["attempts"] + 1 >= MAX_ATTEMPTS:
+                campaign_stats.record_failure(conn, message_id, error[:500])
+            else:
+                temporary += 1
+                delay = RETRY_DELAYS[min(row_of[message_id]["attempts"], len(RETRY_DELAYS) - 1)]
+                conn.execute("UPDATE email_messages SET status = 'queued', failure_reason = ?, retry_at = ?"
+                             " WHERE id = ? AND status = 'sending'",
+                             (error[:500], clock.format_ts(now + timedelta(seconds=delay)), message_id))
+        if delivered:
+            billing.bump_usage(conn, workspace_id, "monthly_emails", delivered)
+            billing.bump_usage(conn, workspace_id, "hourly_emails", delivered)
+    return temporary
+
+
+@jobs.handler("email.send")
+def send(conn: sqlite3.Connection, payload: dict[str, Any]) -> None:
+    campaign_id = payload["campaign_id"]
+    row = _campaign(conn, campaign_id)
+    if row is None or row["status"] != "SENDING":
+        return
+    with transaction(conn):  # a runner that died mid-round: its messages go again (at most one round)
+        conn.execute("UPDATE email_messages SET status = 'queued' WHERE campaign_id = ? AND status = 'sending'",
+                     (campaign_id,))
+    run = _Send(conn, row)
+    try:
+        _send_rounds(conn, row, run)
+    finally:
+        run.close()
+
+
+def _send_rounds(conn: sqlite3.Connection, row: sqlite3.Row, run: _Send) -> None:
+    errors_in_a_row = 0
+    started = time.monotonic()
+    sent = 0
+    with ThreadPoolExecutor(max_workers=run.concurrency, thread_name_prefix="mkt-send") as pool:
+        while True:
+            jobs.heartbeat(conn)
+            if billing.remaining(conn, row["workspace_id"], "hourly_emails") == 0:
+                _again_at(conn, row, _next_hour())
+                return
+            claimed = _claim(conn, row["id"], run.concurrency)
+            if not claimed:
+                _finish_or_wait(conn, row)
+                return
+            items = [(m["id"], m["email"], run.build(m)) for m in claimed]
+            results = list(pool.map(run.deliver, items))
+            temporary = _record(conn, {m["id"]: m for m in claimed}, results, row["workspace_id"])
+            errors_in_a_row = errors_in_a_row + temporary if temporary == len(results) else 0
+            if errors_in_a_row >= PAUSE_AFTER_ERRORS:
+                campaigns.set_campaign_status(conn, row["id"], "PAUSED",
+                                              detail=f"Paused after {errors_in_a_row} transport errors in a row: "
+                                                     f"{results[-1][1]}")
+                return
+            sent += len(claimed)
+            if run.rate:
+                ahead = sent / run.rate - (time.monotonic() - started)
+                if ahead > 0:
+                    time.sleep(ahead)
+
+
+def _next_hour() -> str:
+    now = clock.utcnow()
+    return clock.format_ts(now.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1))
+
+
+def _again_at(conn: sqlite3.Connection, row: sqlite3.Row, run_at: str, job: str = "email.send") -> None:
+    jobs.enqueue(conn, job, {"campaign_id": row["id"]}, workspace_id=row["workspace_id"],
+                 dedupe_key=f"{job}:{row['id']}", run_at=run_at)
+
+
+def _finish_or_wait(conn: sqlite3.Connection, row: sqlite3.Row) -> None:
+    """No message is due now: wait for retries, for the A/B winner, or end the send (SENT)."""
+    with transaction(conn):
+        retry = conn.execute("SELECT min(retry_at) FROM email_messages WHERE campaign_id = ? AND status = 'queued'",
+                             (row["id"],)).fetchone()[0]
+        if retry is not None:
+            _again_at(conn, row, retry)
+            return
+        if conn.execute("SELECT 1 FROM email_ab_holdout WHERE campaign_id = ? LIMIT 1", (row["id"],)).fetchone():
+            wait = json.loads(row["ab_test"])["wait_minutes"]
+            _again_at(conn, row, clock.format_ts(clock.utcnow() + timedelta(minutes=wait)), "email.ab_winner")
+            return
+        if conn.execute("SELECT status FROM campaigns WHERE id = ?", (row["id"],)).fetchone()[0] == "SENDING":
+            campaigns.set_campaign_status(conn, row["id"], "SENT")
+            conn.execute("UPDATE campaigns SET sent_at = ? WHERE id = ?", (clock.now(), row["id"]))
+
+
+# --------------------------------------------------------------------------- the A/B winner
+
+def winner_rates(conn: sqlite3.Connection, campaign_id: str, criterion: str) -> dict[str, float]:
+    """Each variant's unique open (or click) rate among its delivered messages."""
+    column = "opened" if criterion == "OPENS" else "clicked"  # one of two fixed names of ours
+    rates = {}
+    for r in conn.execute(f"SELECT v.type, coalesce(k.delivered, 0) AS delivered, coalesce(k.{column}, 0) AS hits"
+                          " FROM campaign_variants v LEFT JOIN email_campaign_counters k"
+                          " ON k.campaign_id = v.campaign_id AND k.variant_id = v.id"
+                          " WHERE v.campaign_id = ? ORDER BY v.type", (campaign_id,)):
+        rates[r["type"]] = r["hits"] / r["delivered"] if r["delivered"] else 0.0
+    return rates
+
+
+@jobs.handler("email.ab_winner")
+def pick_winner(conn: sqlite3.Connection, payload: dict[str, Any]) -> None:
+    row = _campaign(conn, payload["campaign_id"])
+    if row is None or row["status"] != "SENDING" or not row["ab_test"]:
+        return
+    settings = json.loads(row["ab_test"])
+    rates = winner_rates(conn, row["id"], settings["winner_criterion"])
+    winner = "B" if rates.get("B", 0.0) > rates.get("A", 0.0) else "A"
+    variant_id = _variants(conn, row["id"])[winner]["id"]
+    conn.create_function("mkt_provider", 1, campaign_stats.provider_of, deterministic=True)
+    with transaction(conn):
+        conn.execute(
+            "INSERT OR IGNORE INTO email_messages (campaign_id, variant_id, contact_id, email, domain, provider,"
+            " created_at) SELECT campaign_id, ?, contact_id, email, lower(substr(email, instr(email, '@') + 1)),"
+            " mkt_provider(lower(substr(email, instr(email, '@') + 1))), ? FROM email_ab_holdout"
+            " WHERE campaign_id = ?", (variant_id, clock.now(), row["id"]))
+        conn.execute("DELETE FROM email_ab_holdout WHERE campaign_id = ?", (row["id"],))
+        decision = {**settings, "winner": winner, "rates": rates, "decided_at": clock.now()}
+        conn.execute("UPDATE campaigns SET ab_test = ? WHERE id = ?", (json.dumps(decision), row["id"]))
+        _again_at(conn, row, clock.now())
+
+
+# --------------------------------------------------------------------------- progress
+
+def campaign_progress(conn: sqlite3.Connection, row: sqlite3.Row) -> dict[str, Any] | None:
+    """The `progress` member of GET /v1/campaigns/:id once a send began (None before)."""
+    if row["send_started_at"] is None:
+        return None
+    totals = conn.execute("SELECT coalesce(sum(recipients), 0), coalesce(sum(delivered), 0), coalesce(sum(failed), 0)"
+                          " FROM email_campaign_counters WHERE campaign_id = ?", (row["id"],)).fetchone()
+    held = conn.execute("SELECT count(*) FROM email_ab_holdout WHERE campaign_id = ?", (row["id"],)).fetchone()[0]
+    total, delivered, failed = totals[0] + held, totals[1], totals[2]
+    end = clock.parse_ts(row["sent_at"]) if row["sent_at"] else clock.utcnow()
+    seconds = max(0.001, (end - clock.parse_ts(row["send_started_at"])).total_seconds())
+    rate = (delivered + failed) / seconds
+    left = max(0, total - delivered - failed)
+    return {"total": total, "sent": delivered + failed, "delivered": delivered, "failed": failed,
+            "remaining": left, "rate_per_second": round(rate, 1),
+            "eta_seconds": None if rate == 0 or row["status"] != "SENDING" else round(left / rate)}
