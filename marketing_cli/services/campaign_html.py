@@ -27,6 +27,7 @@ from marketing_cli.errors import MktError
 from marketing_cli.services.campaigns import (
     INVALID_BODY,
     LOCKED_FOR_EDIT,
+    PREVIEW_JOB,
     campaign_row,
     check_campaign_id,
     check_variant_type,
@@ -39,7 +40,6 @@ HTML_REQUIRED = "Please provide the HTML content for this variant."
 LOCKED = "The campaign cannot be edited while it is being reviewed."
 UNKNOWN_TAG_WARNING = "Unknown merge tag {tag}: it is left as written when the email is sent."
 NO_PREVIEW = "This variant has no preview yet."
-PREVIEW_JOB = "campaign.preview"
 DEFAULT_PUBLIC_URL = "http://127.0.0.1:8000"
 
 

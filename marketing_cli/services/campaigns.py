@@ -16,7 +16,7 @@ import math
 import sqlite3
 from typing import Any
 
-from marketing_cli import clock
+from marketing_cli import clock, jobs
 from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.ids import new_id, parse_hex_id, parse_int_id
@@ -65,6 +65,7 @@ SUBJECT_TOO_LONG = "The subject must be 90 characters or less."
 PREVIEW_TOO_LONG = "The preview text must be 120 characters or less."
 VARIANT_NOT_FOUND = "We could not find the variant you are looking for."
 ILLEGAL_MOVE = "A campaign cannot move from {old} to {new}."
+PREVIEW_JOB = "campaign.preview"  # its handler: services/campaign_html.py
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 100
 
@@ -331,8 +332,18 @@ def configure_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id:
             conn.execute("UPDATE campaign_variants SET subject = ?, preview_text = COALESCE(?, preview_text),"
                          " updated_at = ? WHERE campaign_id = ? AND type = ?",
                          (v["subject"], v.get("preview_text"), now, campaign_id, v["type"]))
+            _requeue_preview(conn, workspace_id, campaign_id, v["type"])
         row = campaign_row(conn, workspace_id, campaign_id)
         return configuration_view(conn, row)
+
+
+def _requeue_preview(conn: sqlite3.Connection, workspace_id: int, campaign_id: str, variant_type: str) -> None:
+    """The thumbnail shows the subject: redraw it when a variant with HTML gets a new one."""
+    row = conn.execute("SELECT id, body_html FROM campaign_variants WHERE campaign_id = ? AND type = ?",
+                       (campaign_id, variant_type)).fetchone()
+    if row["body_html"]:
+        jobs.enqueue(conn, PREVIEW_JOB, {"campaign_id": campaign_id, "variant_id": row["id"]},
+                     workspace_id=workspace_id, dedupe_key=f"{PREVIEW_JOB}:{row['id']}")
 
 
 # --- the status machine ---------------------------------------------------------------------

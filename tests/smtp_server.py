@@ -1,0 +1,130 @@
+"""A real SMTP server for tests (aiosmtpd), optionally with STARTTLS and AUTH LOGIN/PLAIN.
+
+    with SmtpServer() as server:                       # plain, no auth
+        ... MKT_SMTP_URL = server.url ...
+        server.messages  -> [Received(mail_from, rcpt_tos, message)]
+
+    with SmtpServer(tls_dir=tmp_path, users={"u": "p"}) as server:   # STARTTLS required, login required
+        server.url -> smtp://u:p@127.0.0.1:PORT?starttls=1&cafile=...
+
+The certificate is a self-signed one made with `cryptography` for 127.0.0.1; the URL
+names it as the CA file to trust. A helper module, not a test module.
+"""
+
+from __future__ import annotations
+
+import datetime
+import email
+import ipaddress
+import socket
+import ssl
+from dataclasses import dataclass
+from email import policy
+from email.message import EmailMessage
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+
+@dataclass
+class Received:
+    mail_from: str
+    rcpt_tos: list[str]
+    raw: bytes
+
+    @property
+    def message(self) -> EmailMessage:
+        return email.message_from_bytes(self.raw, policy=policy.default)  # type: ignore[return-value]
+
+
+def self_signed_cert(folder: Path) -> tuple[Path, Path]:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+                                                        x509.DNSName("localhost")]), critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    cert_path, key_path = folder / "smtp-cert.pem", folder / "smtp-key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return cert_path, key_path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class _Handler:
+    def __init__(self, server: SmtpServer) -> None:
+        self.server = server
+
+    async def handle_RCPT(self, smtp: Any, session: Any, envelope: Any, address: str, options: Any) -> str:
+        if address in self.server.refuse:
+            return "550 5.1.1 No such user here"
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
+
+    async def handle_DATA(self, smtp: Any, session: Any, envelope: Any) -> str:
+        self.server.messages.append(Received(envelope.mail_from, list(envelope.rcpt_tos),
+                                             envelope.original_content or envelope.content))
+        return "250 2.0.0 Queued"
+
+
+class SmtpServer:
+    def __init__(self, *, tls_dir: Path | None = None, users: dict[str, str] | None = None,
+                 refuse: tuple[str, ...] = ()) -> None:
+        self.messages: list[Received] = []
+        self.logins: list[str] = []
+        self.refuse = refuse
+        self.users = users or {}
+        self.port = free_port()
+        self.cafile: Path | None = None
+        kwargs: dict[str, Any] = {}
+        if tls_dir is not None:
+            self.cafile, key = self_signed_cert(tls_dir)
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(self.cafile, key)
+            kwargs.update(tls_context=context, require_starttls=True)
+        if self.users:
+            kwargs.update(authenticator=self._authenticate, auth_require_tls=tls_dir is not None,
+                          auth_required=True)
+        from aiosmtpd.controller import Controller
+
+        self.controller = Controller(_Handler(self), hostname="127.0.0.1", port=self.port, **kwargs)
+
+    def _authenticate(self, server: Any, session: Any, envelope: Any, mechanism: str, auth_data: Any) -> Any:
+        from aiosmtpd.smtp import AuthResult
+
+        login = auth_data.login.decode()
+        ok = self.users.get(login) == auth_data.password.decode()
+        if ok:
+            self.logins.append(login)
+        return AuthResult(success=ok, handled=False)
+
+    @property
+    def url(self) -> str:
+        auth = ""
+        if self.users:
+            user, password = next(iter(self.users.items()))
+            auth = f"{quote(user, safe='')}:{quote(password, safe='')}@"
+        query = f"?starttls=1&cafile={quote(str(self.cafile))}" if self.cafile else ""
+        return f"smtp://{auth}127.0.0.1:{self.port}{query}"
+
+    def __enter__(self) -> SmtpServer:
+        self.controller.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.controller.stop()
