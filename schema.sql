@@ -439,7 +439,154 @@ CREATE TABLE campaign_previews (
 -- Reserved for SMS campaigns, the prepaid ledger and per-recipient SMS messages.
 
 -- version: 9
--- Reserved for per-recipient email messages, links and interactions (statistics).
+-- Per-recipient email messages, their links and clicks, and the counters that make a
+-- campaign's statistics a read of a few small rows (docs/statistics.md).
+--
+-- email_messages: one row per recipient per campaign (UNIQUE (campaign_id, contact_id)),
+-- written when the audience is frozen and moved along by the sender, the tracker and the
+-- bounce importer through services/campaign_stats.py. Each *_at column is set once, by
+-- the first event of its kind (`... WHERE x_at IS NULL`); the triggers below count a
+-- column when it goes from NULL to a value, so every writer keeps the counters right and
+-- reading them never scans messages. delivered_at: the transport accepted the message
+-- (SMTP 250 or written to the outbox). provider: the mailbox provider of `domain`
+-- (campaign_stats.provider_of), fixed when the row is written.
+CREATE TABLE email_messages (
+    id INTEGER PRIMARY KEY,
+    campaign_id TEXT NOT NULL REFERENCES campaigns(id) ON DELETE CASCADE,
+    variant_id TEXT NOT NULL REFERENCES campaign_variants(id) ON DELETE CASCADE,
+    contact_id TEXT REFERENCES contacts(id) ON DELETE SET NULL,
+    email TEXT NOT NULL,
+    domain TEXT NOT NULL,                  -- the recipient's mail domain, lower case
+    provider TEXT NOT NULL,                -- Gmail, Outlook, ... or Other
+    status TEXT NOT NULL DEFAULT 'queued'
+        CHECK (status IN ('queued', 'sending', 'delivered', 'failed', 'bounced', 'cancelled')),
+    smtp_message_id TEXT,                  -- the Message-ID header, without angle brackets
+    token TEXT,                            -- optional opaque per-recipient token (see the index)
+    attempts INTEGER NOT NULL DEFAULT 0,
+    failure_reason TEXT,
+    created_at TEXT NOT NULL,
+    delivered_at TEXT,
+    opened_at TEXT,                        -- first human open
+    open_count INTEGER NOT NULL DEFAULT 0, -- human opens
+    machine_opened_at TEXT,                -- first open by a privacy proxy or scanner
+    clicked_at TEXT,                       -- first human click
+    unsubscribed_at TEXT,
+    bounced_at TEXT,
+    bounce_type TEXT CHECK (bounce_type IN ('hard', 'soft')),
+    complained_at TEXT,
+    failed_at TEXT,
+    UNIQUE (campaign_id, contact_id)
+);
+-- The sender's work list and progress: the rows of one campaign in one state.
+CREATE INDEX email_messages_status ON email_messages(campaign_id, status, id);
+-- Bounce and complaint attribution by the original Message-ID.
+CREATE UNIQUE INDEX email_messages_smtp_id ON email_messages(smtp_message_id)
+    WHERE smtp_message_id IS NOT NULL;
+CREATE UNIQUE INDEX email_messages_token ON email_messages(token) WHERE token IS NOT NULL;
+-- "The last campaign sent to this contact" (bounces without a campaign) and contact deletes.
+CREATE INDEX email_messages_contact ON email_messages(contact_id, id);
+
+-- The original URLs of a campaign's variants; a tracked link carries the link id.
+CREATE TABLE email_links (
+    id INTEGER PRIMARY KEY,
+    campaign_id TEXT NOT NULL REFERENCES campaigns(id) ON DELETE CASCADE,
+    variant_id TEXT NOT NULL REFERENCES campaign_variants(id) ON DELETE CASCADE,
+    url TEXT NOT NULL,
+    total_clicks INTEGER NOT NULL DEFAULT 0,   -- every human click
+    unique_clicks INTEGER NOT NULL DEFAULT 0,  -- recipients who clicked it (first click each)
+    UNIQUE (campaign_id, variant_id, url)
+);
+
+-- Every click, human or machine (link scanners), with what the User-Agent and GeoIP told.
+CREATE TABLE email_clicks (
+    id INTEGER PRIMARY KEY,
+    message_id INTEGER NOT NULL REFERENCES email_messages(id) ON DELETE CASCADE,
+    link_id INTEGER NOT NULL REFERENCES email_links(id) ON DELETE CASCADE,
+    clicked_at TEXT NOT NULL,
+    device_type TEXT NOT NULL,             -- desktop, mobile, tablet, other
+    os TEXT NOT NULL,                      -- the OS family as ua-parser names it, or Other
+    country TEXT NOT NULL,                 -- ISO 3166-1 alpha-2, or Unknown
+    machine INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX email_clicks_message ON email_clicks(message_id, link_id);
+CREATE INDEX email_clicks_link ON email_clicks(link_id);
+
+-- Per campaign and variant: the aggregate and variant_stats numbers, and the sender's
+-- progress (recipients, failed). Kept by the triggers below, never by counting rows.
+CREATE TABLE email_campaign_counters (
+    campaign_id TEXT NOT NULL REFERENCES campaigns(id) ON DELETE CASCADE,
+    variant_id TEXT NOT NULL,
+    recipients INTEGER NOT NULL DEFAULT 0,
+    delivered INTEGER NOT NULL DEFAULT 0,
+    opened INTEGER NOT NULL DEFAULT 0,
+    clicked INTEGER NOT NULL DEFAULT 0,
+    bounced INTEGER NOT NULL DEFAULT 0,
+    unsubscribed INTEGER NOT NULL DEFAULT 0,
+    complained INTEGER NOT NULL DEFAULT 0,
+    failed INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (campaign_id, variant_id)
+) WITHOUT ROWID;
+
+-- Per campaign breakdowns: dimension country, device_type or os (the recipient's first
+-- human click) and provider (deliveries), one row per key.
+CREATE TABLE email_campaign_breakdowns (
+    campaign_id TEXT NOT NULL REFERENCES campaigns(id) ON DELETE CASCADE,
+    dimension TEXT NOT NULL CHECK (dimension IN ('country', 'device_type', 'os', 'provider')),
+    key TEXT NOT NULL,
+    count INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (campaign_id, dimension, key)
+) WITHOUT ROWID;
+
+CREATE TRIGGER email_messages_count_insert AFTER INSERT ON email_messages BEGIN
+    INSERT INTO email_campaign_counters (campaign_id, variant_id, recipients)
+    VALUES (NEW.campaign_id, NEW.variant_id, 1)
+    ON CONFLICT (campaign_id, variant_id) DO UPDATE SET recipients = recipients + 1;
+END;
+CREATE TRIGGER email_messages_count_delivered AFTER UPDATE OF delivered_at ON email_messages
+WHEN OLD.delivered_at IS NULL AND NEW.delivered_at IS NOT NULL BEGIN
+    INSERT INTO email_campaign_counters (campaign_id, variant_id, delivered)
+    VALUES (NEW.campaign_id, NEW.variant_id, 1)
+    ON CONFLICT (campaign_id, variant_id) DO UPDATE SET delivered = delivered + 1;
+    INSERT INTO email_campaign_breakdowns (campaign_id, dimension, key, count)
+    VALUES (NEW.campaign_id, 'provider', NEW.provider, 1)
+    ON CONFLICT (campaign_id, dimension, key) DO UPDATE SET count = count + 1;
+END;
+CREATE TRIGGER email_messages_count_opened AFTER UPDATE OF opened_at ON email_messages
+WHEN OLD.opened_at IS NULL AND NEW.opened_at IS NOT NULL BEGIN
+    INSERT INTO email_campaign_counters (campaign_id, variant_id, opened)
+    VALUES (NEW.campaign_id, NEW.variant_id, 1)
+    ON CONFLICT (campaign_id, variant_id) DO UPDATE SET opened = opened + 1;
+END;
+CREATE TRIGGER email_messages_count_clicked AFTER UPDATE OF clicked_at ON email_messages
+WHEN OLD.clicked_at IS NULL AND NEW.clicked_at IS NOT NULL BEGIN
+    INSERT INTO email_campaign_counters (campaign_id, variant_id, clicked)
+    VALUES (NEW.campaign_id, NEW.variant_id, 1)
+    ON CONFLICT (campaign_id, variant_id) DO UPDATE SET clicked = clicked + 1;
+END;
+CREATE TRIGGER email_messages_count_unsubscribed AFTER UPDATE OF unsubscribed_at ON email_messages
+WHEN OLD.unsubscribed_at IS NULL AND NEW.unsubscribed_at IS NOT NULL BEGIN
+    INSERT INTO email_campaign_counters (campaign_id, variant_id, unsubscribed)
+    VALUES (NEW.campaign_id, NEW.variant_id, 1)
+    ON CONFLICT (campaign_id, variant_id) DO UPDATE SET unsubscribed = unsubscribed + 1;
+END;
+CREATE TRIGGER email_messages_count_bounced AFTER UPDATE OF bounced_at ON email_messages
+WHEN OLD.bounced_at IS NULL AND NEW.bounced_at IS NOT NULL BEGIN
+    INSERT INTO email_campaign_counters (campaign_id, variant_id, bounced)
+    VALUES (NEW.campaign_id, NEW.variant_id, 1)
+    ON CONFLICT (campaign_id, variant_id) DO UPDATE SET bounced = bounced + 1;
+END;
+CREATE TRIGGER email_messages_count_complained AFTER UPDATE OF complained_at ON email_messages
+WHEN OLD.complained_at IS NULL AND NEW.complained_at IS NOT NULL BEGIN
+    INSERT INTO email_campaign_counters (campaign_id, variant_id, complained)
+    VALUES (NEW.campaign_id, NEW.variant_id, 1)
+    ON CONFLICT (campaign_id, variant_id) DO UPDATE SET complained = complained + 1;
+END;
+CREATE TRIGGER email_messages_count_failed AFTER UPDATE OF failed_at ON email_messages
+WHEN OLD.failed_at IS NULL AND NEW.failed_at IS NOT NULL BEGIN
+    INSERT INTO email_campaign_counters (campaign_id, variant_id, failed)
+    VALUES (NEW.campaign_id, NEW.variant_id, 1)
+    ON CONFLICT (campaign_id, variant_id) DO UPDATE SET failed = failed + 1;
+END;
 
 -- version: 10
 -- Sending: the installation's secrets (tracking tokens) and the workspace's tracking base URL.

@@ -89,3 +89,42 @@ def ready_campaign(conn: sqlite3.Connection, workspace_id: int, *, html: str = "
         "variants": [{"type": "A", "subject": subject, "preview_text": preview_text}]})
     campaign_html.set_variant_html(conn, workspace_id, created["id"], "A", {"html": html})
     return campaigns.get_campaign(conn, workspace_id, created["id"])
+# ---------------------------------------------------------------- email campaign statistics
+
+
+def email_campaign(conn: sqlite3.Connection, workspace_id: int, name: str = "Launch",
+                   type_: str = "SINGLE_VARIANT") -> dict[str, Any]:
+    """A DRAFT email campaign: {"id", "variants": {"A": id, "B": id}} (B for AB_TESTING only)."""
+    try:
+        from marketing_cli.services import campaigns
+    except ImportError:
+        return _email_campaign_rows(conn, workspace_id, name, type_)
+    created = campaigns.create_campaign(conn, workspace_id, {"name": name, "type": type_})
+    return {"id": created["id"], "variants": {v["type"]: v["id"] for v in created["variants"]}}
+
+
+def _email_campaign_rows(conn: sqlite3.Connection, workspace_id: int, name: str, type_: str) -> dict[str, Any]:
+    # TEMPORARY, the one raw-SQL helper here: the campaigns service (POST /v1/campaigns) is
+    # built on another branch; email_campaign() uses it as soon as it is merged. Delete then.
+    from marketing_cli import clock
+    from marketing_cli.db import transaction
+    from marketing_cli.ids import new_id
+
+    now, campaign_id = clock.now(), new_id()
+    variants = {t: new_id() for t in (("A", "B") if type_ == "AB_TESTING" else ("A",))}
+    with transaction(conn):
+        conn.execute("INSERT INTO campaigns (id, workspace_id, name, type, created_at, updated_at)"
+                     " VALUES (?, ?, ?, ?, ?, ?)", (campaign_id, workspace_id, name, type_, now, now))
+        for variant_type, variant_id in variants.items():
+            conn.execute("INSERT INTO campaign_variants (id, campaign_id, type, created_at, updated_at)"
+                         " VALUES (?, ?, ?, ?, ?)", (variant_id, campaign_id, variant_type, now, now))
+    return {"id": campaign_id, "variants": variants}
+
+
+def email_recipients(conn: sqlite3.Connection, workspace_id: int, campaign: dict[str, Any], emails: list[str],
+                     variant: str = "A") -> list[int]:
+    """Contacts for `emails` (made through the contacts service) queued as messages of one variant."""
+    from marketing_cli.services import campaign_stats
+
+    pairs = [(contact(conn, workspace_id, email)["id"], email) for email in emails]
+    return campaign_stats.add_messages(conn, campaign["id"], campaign["variants"][variant], pairs)

@@ -34,6 +34,7 @@ ROUTE_MODULES = [
     "marketing_cli.api.segments",
     "marketing_cli.api.audience",
     "marketing_cli.api.campaigns",
+    "marketing_cli.api.campaign_stats",
 ]
 
 
