@@ -35,6 +35,7 @@ ROUTE_MODULES = [
     "marketing_cli.api.audience",
     "marketing_cli.api.campaigns",
     "marketing_cli.api.campaign_stats",
+    "marketing_cli.api.templates",
 ]
 
 

@@ -18,6 +18,7 @@ SUBCOMMANDS: list[tuple[str, str, str]] = [
     ("segments", "segments", "Create, list and inspect segments; recount their members."),
     ("audience", "audience", "Count the recipients an audience reaches on a channel."),
     ("campaigns", "campaigns", "Email campaigns: create, configure, set variant HTML, send test emails."),
+    ("templates", "templates", "Import and list email templates (HTML, ZIP, URL or editor)."),
 ]
 
 HELP = {module: text for module, _, text in SUBCOMMANDS}

@@ -1,0 +1,41 @@
+"""/v1/templates: POST (create), GET (list) and GET /:id (one, with its content). Envelope A.
+
+The specification shows POST /v1/templates without naming its envelope; like the other
+endpoints added with the email half (campaigns, domains), every template endpoint answers
+envelope A. The request body may be up to 16 MiB (a 10 MiB ZIP archive in base64), not
+the default 1 MiB.
+"""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from marketing_cli.api.auth import require_workspace
+from marketing_cli.api.calls import call
+from marketing_cli.api.responses import envelope_a, read_json
+from marketing_cli.services import templates
+
+
+async def create_template(request: Request) -> Response:
+    workspace_id = require_workspace(request)
+    body = await read_json(request, templates.INVALID_BODY, max_bytes=templates.MAX_BODY_BYTES)
+    return envelope_a(await call(request, templates.create_template, workspace_id, body), 201)
+
+
+async def list_templates(request: Request) -> Response:
+    workspace_id = require_workspace(request)
+    return envelope_a(await call(request, templates.list_templates, workspace_id))
+
+
+async def get_template(request: Request) -> Response:
+    workspace_id = require_workspace(request)
+    return envelope_a(await call(request, templates.get_template, workspace_id, request.path_params["id"]))
+
+
+routes = [
+    Route("/v1/templates", create_template, methods=["POST"]),
+    Route("/v1/templates", list_templates, methods=["GET"]),
+    Route("/v1/templates/{id}", get_template, methods=["GET"]),
+]
