@@ -1,0 +1,175 @@
+"""Bounce and complaint reports: realistic DSNs (Postfix, Exim, Gmail-like, Outlook-like),
+feedback-loop reports (Yahoo-like, AOL-like redacted) and files that are neither."""
+
+from __future__ import annotations
+
+import email
+from email.message import EmailMessage
+from pathlib import Path
+
+import pytest
+
+from marketing_cli.services.bounce_reports import (
+    NO_FEEDBACK_PART,
+    NO_STATUS_PART,
+    NOT_A_REPORT,
+    message_id,
+    parse_report,
+)
+
+REPORTS = Path(__file__).parent / "data" / "reports"
+
+
+def load(name: str) -> bytes:
+    return (REPORTS / name).read_bytes()
+
+
+def only(result: dict) -> dict:
+    assert result["error"] is None, result
+    assert len(result["bounces"]) == 1, result
+    return result["bounces"][0]
+
+
+@pytest.mark.parametrize(("name", "address", "status", "message_id_", "token"), [
+    ("postfix_hard.eml", "nobody@example.org", "5.1.1", "<66f0c2a1e4b0a1b2c3d4e5f6.1@example.com>",
+     "9f86d081884c7d659a2feaa0c55ad015"),
+    ("exim_hard.eml", "gone@exim.example", "5.0.0", "<66f0c2a1e4b0a1b2c3d4e5f6.3@example.com>",
+     "fcde2b2edba56bf408601fb721fe9b5c"),
+    ("gmail_hard.eml", "full.inbox@gmail.example", "5.2.2", "<66f0c2a1e4b0a1b2c3d4e5f6.4@example.com>",
+     "4e07408562bedb8b60ce05c1decfe3ad"),
+    ("outlook_hard.eml", "someone@contoso.example", "5.1.10", "<66f0c2a1e4b0a1b2c3d4e5f6.5@example.com>",
+     "6b86b273ff34fce19d6b804eff5a3f57"),
+])
+def test_hard_bounces_from_common_mtas(name: str, address: str, status: str, message_id_: str, token: str) -> None:
+    result = parse_report(load(name))
+    assert result["report_type"] == "delivery-status"
+    entry = only(result)
+    assert entry["email_address"] == address
+    assert entry["type"] == "hard"
+    assert entry["status"] == status
+    assert entry["original_message_id"] == message_id_
+    assert entry["mkt_message_token"] == token
+    assert entry["diagnostic"].lower().startswith("smtp;")
+
+
+def test_postfix_prefers_original_recipient_and_keeps_the_diagnostic() -> None:
+    entry = only(parse_report(load("postfix_hard.eml")))
+    assert entry["email_address"] == "nobody@example.org"  # Original-Recipient, lower-cased
+    assert entry["diagnostic"] == ("smtp; 550 5.1.1 <nobody@example.org>: Recipient address rejected: "
+                                   "User unknown in virtual mailbox table")
+
+
+def test_delayed_is_a_soft_bounce() -> None:
+    entry = only(parse_report(load("postfix_delayed.eml")))
+    assert (entry["email_address"], entry["type"], entry["status"]) == ("slow@example.net", "soft", "4.4.1")
+    assert entry["original_message_id"] == "<66f0c2a1e4b0a1b2c3d4e5f6.2@example.com>"
+
+
+def test_multi_recipient_dsn_lists_each_failure_and_skips_deliveries() -> None:
+    result = parse_report(load("multi_recipient.eml"))
+    assert result["error"] is None
+    assert [(b["email_address"], b["type"], b["status"]) for b in result["bounces"]] == [
+        ("unknown@corp.example", "hard", "5.1.1"),  # "5.1.1 (bad destination mailbox address)"
+        ("expired@corp.example", "soft", "4.4.7"),  # Action failed but a 4.x.x status
+        ("nostatus@corp.example", "hard", "5.0.0"),  # no Status: the 554 reply says permanent
+    ]
+    assert {b["original_message_id"] for b in result["bounces"]} == {"<66f0c2a1e4b0a1b2c3d4e5f6.6@example.com>"}
+    assert {b["mkt_message_token"] for b in result["bounces"]} == {None}
+
+
+def test_yahoo_like_abuse_report_is_a_complaint() -> None:
+    result = parse_report(load("yahoo_arf.eml"))
+    assert result["report_type"] == "feedback-report"
+    assert only(result) == {"email_address": "reader@yahoo.example", "type": "complaint", "status": None,
+                            "diagnostic": None, "original_message_id": "<66f0c2a1e4b0a1b2c3d4e5f6.7@example.com>",
+                            "mkt_message_token": "d4735e3a265e16eee03f59718b9b5d03"}
+
+
+def test_redacted_abuse_report_keeps_the_attribution_headers() -> None:
+    entry = only(parse_report(load("aol_arf_redacted.eml")))
+    assert entry["email_address"] is None and entry["type"] == "complaint"
+    assert entry["original_message_id"] == "<66f0c2a1e4b0a1b2c3d4e5f6.8@example.com>"  # brackets added
+    assert entry["mkt_message_token"] == "4b227777d4dd1fc61c6f884f48641d02"
+
+
+def test_abuse_report_without_rcpt_to_uses_the_returned_to() -> None:
+    data = load("yahoo_arf.eml").replace(b"Original-Rcpt-To: Reader@Yahoo.example\n", b"")
+    assert b"Original-Rcpt-To" not in data
+    assert only(parse_report(data))["email_address"] == "reader@yahoo.example"
+
+
+def test_feedback_report_of_another_type_is_not_a_complaint() -> None:
+    assert parse_report(load("not_spam_arf.eml")) == {
+        "report_type": "feedback-report", "bounces": [],
+        "error": "The feedback report is not an abuse report (Feedback-Type: not-spam)."}
+    data = load("yahoo_arf.eml").replace(b"Content-Type: message/feedback-report", b"Content-Type: text/plain")
+    assert parse_report(data) == {"report_type": "feedback-report", "bounces": [], "error": NO_FEEDBACK_PART}
+
+
+@pytest.mark.parametrize("data", [
+    b"", b"   \r\n", b"\x00\xff\xfe garbage \x89PNG\r\n\x1a\n", b"no headers at all, just words\n",
+    b"Subject: a bounce in plain text\n\nMail delivery failed: nobody@example.org: 550 no such user\n",
+])
+def test_anything_else_is_not_a_report(data: bytes) -> None:
+    assert parse_report(data) == {"report_type": None, "bounces": [], "error": NOT_A_REPORT}
+
+
+def test_ordinary_message_and_non_bytes_are_not_reports() -> None:
+    assert parse_report(load("ordinary.eml"))["error"] == NOT_A_REPORT
+    assert parse_report("Subject: text, not bytes")["error"] == NOT_A_REPORT  # type: ignore[arg-type]
+
+
+def test_truncated_dsn_says_what_is_missing() -> None:
+    assert parse_report(load("truncated_dsn.eml")) == {
+        "report_type": "delivery-status", "bounces": [], "error": NO_STATUS_PART}
+
+
+def test_crlf_and_lf_files_read_the_same() -> None:
+    for name in ("postfix_hard.eml", "gmail_hard.eml", "yahoo_arf.eml"):
+        lf = load(name).replace(b"\r\n", b"\n")
+        assert parse_report(lf.replace(b"\n", b"\r\n")) == parse_report(lf)
+
+
+def test_dsn_without_returned_message_falls_back_to_the_mtas_reference() -> None:
+    data = load("gmail_hard.eml")
+    cut = data.index(b"--000000000000c2f1a9062f4b0001\nContent-Type: message/rfc822")
+    entry = only(parse_report(data[:cut] + b"--000000000000c2f1a9062f4b0001--\n"))
+    assert entry["original_message_id"] == "<66f0c2a1e4b0a1b2c3d4e5f6.4@example.com>"  # X-Original-Message-ID
+    assert entry["mkt_message_token"] is None
+    data = load("outlook_hard.eml")
+    cut = data.index(b"--a7c6d5e4-1234-4f5e-9abc-def012345678\nContent-Type: text/rfc822-headers")
+    entry = only(parse_report(data[:cut]))
+    assert entry["original_message_id"] == "<66f0c2a1e4b0a1b2c3d4e5f6.5@example.com>"  # In-Reply-To
+
+
+def test_a_forwarded_report_is_found_inside_the_forward() -> None:
+    forward = EmailMessage()
+    forward["From"] = "postmaster@example.com"
+    forward["To"] = "bounces@example.com"
+    forward["Subject"] = "Fwd: Undelivered Mail Returned to Sender"
+    forward.set_content("See the attached bounce.")
+    forward.add_attachment(email.message_from_bytes(load("postfix_hard.eml")))  # message/rfc822, 8bit
+    assert only(parse_report(forward.as_bytes()))["email_address"] == "nobody@example.org"
+
+
+def test_global_delivery_status_rfc6533() -> None:
+    data = load("postfix_hard.eml").replace(b"report-type=delivery-status", b"report-type=global-delivery-status")
+    data = data.replace(b"Content-Type: message/delivery-status", b"Content-Type: message/global-delivery-status")
+    data = data.replace(b"rfc822;Nobody@Example.org", "utf-8;Zoë@Example.org".encode())
+    entry = only(parse_report(data))
+    assert entry["email_address"] == "zoë@example.org" and entry["status"] == "5.1.1" and entry["type"] == "hard"
+
+
+def test_delayed_without_status_and_unknown_address_type() -> None:
+    data = load("postfix_delayed.eml").replace(b"Status: 4.4.1\n", b"").replace(b"Diagnostic-Code: X-Postfix; ", b"Diagnostic-Code: x-local; ")
+    assert only(parse_report(data))["status"] == "4.0.0"
+    data = load("exim_hard.eml").replace(b"Final-Recipient: rfc822;gone@exim.example", b"Final-Recipient: x400; C=FR;O=x")
+    entry = only(parse_report(data))
+    assert entry["email_address"] is None and entry["type"] == "hard"
+
+
+def test_message_id_form() -> None:
+    assert message_id("<a.b@example.com>") == "<a.b@example.com>"
+    assert message_id("  a.b@example.com ") == "<a.b@example.com>"
+    assert message_id("\r\n <a.b@example.com> (comment)") == "<a.b@example.com>"
+    assert message_id("") is None
