@@ -370,7 +370,35 @@ CREATE TRIGGER domains_count_delete AFTER DELETE ON domains BEGIN
 END;
 
 -- version: 6
--- Reserved for templates.
+-- Templates (POST /v1/templates): editor documents and coded HTML imported from a file,
+-- a ZIP archive or a URL. The HTML is stored as uploaded (it is cleaned when it becomes a
+-- campaign variant's HTML). A ZIP archive's other files (images, CSS, more pages) are kept
+-- in template_assets under their path relative to the entry file's folder.
+
+CREATE TABLE templates (
+    id INTEGER PRIMARY KEY,
+    workspace_id INTEGER NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    name TEXT NOT NULL,
+    type TEXT NOT NULL CHECK (type IN ('EDITOR', 'CODE')),
+    import_format TEXT CHECK (import_format IN ('html', 'zip', 'url')),  -- NULL for EDITOR
+    body_json TEXT,                        -- the editor document (JSON) of an EDITOR template
+    body_html TEXT,                        -- the HTML of a CODE template, as uploaded
+    entry_file TEXT,                       -- zip: the entry file's path in the archive
+    source_url TEXT,                       -- url: the address the HTML was fetched from
+    size INTEGER NOT NULL DEFAULT 0,       -- bytes of body_html (UTF-8) or body_json
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+);
+CREATE INDEX templates_workspace ON templates(workspace_id, id);
+
+CREATE TABLE template_assets (
+    template_id INTEGER NOT NULL REFERENCES templates(id) ON DELETE CASCADE,
+    path TEXT NOT NULL,                    -- relative to the entry file's folder: images/logo.png
+    content_type TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    content BLOB NOT NULL,
+    PRIMARY KEY (template_id, path)
+) WITHOUT ROWID;
 
 -- version: 7
 -- Email campaigns and their variants.
