@@ -89,3 +89,14 @@ def ready_campaign(conn: sqlite3.Connection, workspace_id: int, *, html: str = "
         "variants": [{"type": "A", "subject": subject, "preview_text": preview_text}]})
     campaign_html.set_variant_html(conn, workspace_id, created["id"], "A", {"html": html})
     return campaigns.get_campaign(conn, workspace_id, created["id"])
+
+
+def code_template(conn: sqlite3.Connection, workspace_id: int, html: str, name: str = "Newsletter") -> int:
+    """A CODE template imported from HTML (POST /v1/templates's service); returns its id."""
+    import base64
+
+    from marketing_cli.services import templates
+
+    return templates.create_template(conn, workspace_id, {
+        "name": name, "type": "code", "import_format": "html",
+        "content_base64": base64.b64encode(html.encode()).decode()})["id"]
