@@ -165,3 +165,21 @@ def test_a_new_subject_redraws_the_preview(conn: Any, workspace: dict[str, Any],
     second = c.get_campaign(conn, workspace["id"], campaign["id"])["variants"][0]["preview_url"]
     assert first != second
     assert b"Second subject" in h.get_variant_preview(conn, workspace["id"], campaign["id"], "A")[1]
+
+
+def test_html_from_a_code_template(conn: Any, workspace: dict[str, Any], campaign: dict[str, Any]) -> None:
+    from marketing_cli.services import templates
+
+    template_id = f.code_template(conn, workspace["id"], EMAIL)
+    out = h.set_variant_html(conn, workspace["id"], campaign["id"], "A", {"template_id": template_id})
+    assert out["template_type"] == "CODE" and "spring sale" in out["body_html"] and "<script" not in out["body_html"]
+    assert out["body_html"] == h.set_variant_html(conn, workspace["id"], campaign["id"], "B",
+                                                  {"html": EMAIL})["body_html"]
+    assert err(h.set_variant_html, conn, workspace["id"], campaign["id"], "A",
+               {"template_id": template_id, "html": "<p>x</p>"}) == (400, h.HTML_OR_TEMPLATE)
+    assert err(h.set_variant_html, conn, workspace["id"], campaign["id"], "A", {"template_id": 999}) == \
+        (404, templates.NOT_FOUND)
+    other = f.workspace(conn, "Other workspace")
+    foreign = f.code_template(conn, other["id"], "<p>theirs</p>")
+    assert err(h.set_variant_html, conn, workspace["id"], campaign["id"], "A", {"template_id": foreign}) == \
+        (404, templates.NOT_FOUND)

@@ -37,6 +37,7 @@ from marketing_cli.services.inputs import type_error
 from marketing_cli.services.merge_render import find_unknown_tags
 
 HTML_REQUIRED = "Please provide the HTML content for this variant."
+HTML_OR_TEMPLATE = "Please provide either html or template_id, not both."
 LOCKED = "The campaign cannot be edited while it is being reviewed."
 UNKNOWN_TAG_WARNING = "Unknown merge tag {tag}: it is left as written when the email is sent."
 NO_PREVIEW = "This variant has no preview yet."
@@ -55,8 +56,10 @@ def content_view(row: sqlite3.Row) -> dict[str, Any]:
 def _html_of(conn: sqlite3.Connection, workspace_id: int, body: Any) -> str:
     if not isinstance(body, dict):
         raise MktError(400, INVALID_BODY)
-    if body.get("template_id") is not None and body.get("html") is None:
-        from marketing_cli.services.templates import template_html  # noqa: PLC0415 (optional module)
+    if body.get("template_id") is not None:
+        if body.get("html") is not None:
+            raise MktError(400, HTML_OR_TEMPLATE)
+        from marketing_cli.services.templates import template_html
 
         return template_html(conn, workspace_id, body["template_id"])
     html = body.get("html")
@@ -69,7 +72,10 @@ def _html_of(conn: sqlite3.Connection, workspace_id: int, body: Any) -> str:
 
 def set_variant_html(conn: sqlite3.Connection, workspace_id: int, campaign_id: Any, variant_type: Any,
                      body: Any) -> dict[str, Any]:
-    """POST /v1/campaigns/:id/variants/:type/html: {html} (or {template_id}) -> the variant content + warnings."""
+    """POST /v1/campaigns/:id/variants/:type/html: {html} (or {template_id}) -> the variant content + warnings.
+
+    With `template_id` the HTML is that CODE template's, as uploaded, cleaned like any other.
+    """
     from marketing_cli.services.html_clean import clean_html, inject_preview_span
 
     campaign_id = check_campaign_id(campaign_id)

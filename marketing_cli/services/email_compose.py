@@ -33,10 +33,10 @@ from email.header import Header
 from email.utils import formataddr, formatdate
 from typing import Any
 
+from marketing_cli.services.bounce_reports import MKT_MESSAGE_HEADER as MESSAGE_HEADER  # bounces read it back
 from marketing_cli.services.mail_message import html_to_text
 from marketing_cli.services.merge_render import Values, compile_template
 
-MESSAGE_HEADER = "X-Mkt-Message"  # the message's tracking token: attributes bounces that lose Message-ID
 _HREF = re.compile(r"""(<a\b[^>]*?\bhref\s*=\s*)(["'])(.*?)\2""", re.IGNORECASE | re.DOTALL)
 _BODY_END = re.compile(r"</body\s*>", re.IGNORECASE)
 PIXEL = ('<img src="{{__open_url}}" width="1" height="1" alt="" '
