@@ -35,7 +35,10 @@ ROUTE_MODULES = [
     "marketing_cli.api.audience",
     "marketing_cli.api.campaigns",
     "marketing_cli.api.campaign_stats",
+    "marketing_cli.api.campaign_sending",
+    "marketing_cli.api.bounces",
     "marketing_cli.api.templates",
+    "marketing_cli.api.tracking",  # last: its prefixed paths match below any base path
 ]
 
 

@@ -246,3 +246,10 @@ def campaigns_test(
         emit(campaign_test_email.send_test_email(s.conn(), s.workspace_id(), campaign_id,
                                                  {"variant_type": variant, "recipient": to}, transport=transport),
              as_json, lambda message: message)
+
+
+# Commands whose code lives beside their own views (one module each).
+from marketing_cli.cli import campaign_sending, campaign_stats  # noqa: E402
+
+campaign_sending.register(app)
+campaign_stats.register(app)

@@ -86,12 +86,18 @@ def serve(
                                                     help="Send mail through this SMTP server (smtp://HOST:PORT).")] = None,
     outbox: Annotated[Optional[str], typer.Option("--outbox", envvar="MKT_OUTBOX",
                                                   help="Folder for .eml files when no SMTP server is set.")] = None,
+    geoip: Annotated[Optional[str], typer.Option("--geoip", envvar="MKT_GEOIP", metavar="PATH",
+                                                 help="A MaxMind .mmdb country database for click countries.")] = None,
     worker_interval: Annotated[float, typer.Option(help="Seconds between job worker passes.")] = 1.0,
     bootstrap: Annotated[bool, typer.Option(help="Create a first workspace and key when the database has none.")] = True,
 ) -> None:
     """Serve the /v1 HTTP API (and run the background job worker) until SIGINT or SIGTERM."""
+    import os
+
     from marketing_cli.cli.serve import run_server
 
+    if geoip:
+        os.environ["MKT_GEOIP"] = geoip
     run_server(state(ctx).db_path, host=host, port=port, smtp_url=smtp_url, outbox=outbox,
                worker_interval=worker_interval, bootstrap=bootstrap)
 

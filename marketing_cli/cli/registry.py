@@ -17,7 +17,8 @@ SUBCOMMANDS: list[tuple[str, str, str]] = [
     ("events", "events", "Track custom events and read the automation event log."),
     ("segments", "segments", "Create, list and inspect segments; recount their members."),
     ("audience", "audience", "Count the recipients an audience reaches on a channel."),
-    ("campaigns", "campaigns", "Email campaigns: create, configure, set variant HTML, send test emails."),
+    ("bounces", "bounces", "Record bounces and complaints; import DSN and ARF report files."),
+    ("campaigns", "campaigns", "Email campaigns: create, configure, HTML, test emails, send, stats."),
     ("templates", "templates", "Import and list email templates (HTML, ZIP, URL or editor)."),
 ]
 

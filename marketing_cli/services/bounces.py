@@ -68,7 +68,7 @@ def apply_bounce(conn: sqlite3.Connection, workspace_id: int, contact: sqlite3.R
 def _soft_in_a_row(conn: sqlite3.Connection, contact_id: str) -> int:
     """Soft bounces of the contact's latest messages, up to the first one that did not bounce."""
     count = 0
-    for row in conn.execute("SELECT bounce_type, delivered_at, opened_at FROM email_messages WHERE contact_id = ?"
+    for row in conn.execute("SELECT bounce_type FROM email_messages WHERE contact_id = ?"
                             " ORDER BY id DESC LIMIT ?", (contact_id, SOFT_BOUNCE_LIMIT)):
         if row["bounce_type"] != "soft":
             break
@@ -115,21 +115,23 @@ def import_reports(conn: sqlite3.Connection, workspace_id: int, files: list[tupl
 
 
 def _import_entry(conn: sqlite3.Connection, workspace_id: int, secret: bytes, entry: dict[str, Any]) -> dict[str, Any]:
-    message_id = None
-    token = entry.get("mkt_message_token")
-    if token:
-        message_id = read_token(secret, "m", token)
+    """Apply one report entry: to the message it names (token, then Message-ID), else to the
+    contact with its address (and the last campaign sent to it)."""
+    message_id = read_token(secret, "m", entry["mkt_message_token"]) if entry.get("mkt_message_token") else None
     if message_id is None and entry.get("original_message_id"):
         message_id = campaign_stats.message_for_smtp_id(conn, entry["original_message_id"])
     message = None if message_id is None else conn.execute(
         "SELECT m.contact_id, m.email FROM email_messages m JOIN campaigns c ON c.id = m.campaign_id"
         " WHERE m.id = ? AND c.workspace_id = ?", (message_id, workspace_id)).fetchone()
-    email = entry.get("email_address") or (message["email"] if message else None)
-    contact = _contact(conn, workspace_id, email) if email else None
+    if message is not None and message["contact_id"] is not None:
+        email = message["email"]
+        contact = conn.execute("SELECT id, status FROM contacts WHERE id = ?", (message["contact_id"],)).fetchone()
+    else:
+        email = entry.get("email_address")
+        contact = _contact(conn, workspace_id, email) if email else None
+        message_id = None if contact is None else _message_for(conn, workspace_id, contact["id"], None)
     if contact is None:
         return {"email_address": email, "type": entry["type"], "applied": False,
                 "reason": "no contact with this address in the workspace"}
-    if message is None:
-        message_id = _message_for(conn, workspace_id, contact["id"], None)
-    result = apply_bounce(conn, workspace_id, contact, entry["type"], message_id)
-    return {"email_address": email, "applied": True, **result}
+    return {"email_address": email, "applied": True, **apply_bounce(conn, workspace_id, contact, entry["type"],
+                                                                     message_id)}

@@ -194,8 +194,18 @@ def create_campaign(conn: sqlite3.Connection, workspace_id: int, body: Any) -> d
 
 
 def get_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id: Any) -> dict[str, Any]:
-    """GET /v1/campaigns/:id: the configuration view with status."""
-    return campaign_view(conn, campaign_row(conn, workspace_id, campaign_id))
+    """GET /v1/campaigns/:id: the configuration view with status; once a send began, also
+    `progress` (services/email_sender.py) and, for A/B tests, `ab_test` with the decision."""
+    from marketing_cli.services.email_sender import campaign_progress
+
+    row = campaign_row(conn, workspace_id, campaign_id)
+    view = campaign_view(conn, row)
+    if row["ab_test"]:
+        view["ab_test"] = json.loads(row["ab_test"])
+    progress = campaign_progress(conn, row)
+    if progress is not None:
+        view["progress"] = progress
+    return view
 
 
 def _page_number(value: Any, default: int) -> int:

@@ -208,6 +208,9 @@ class _Send:
                 self._transports.append(transport)
         return transport
 
+    def smtp_id(self, message: sqlite3.Row) -> str:
+        return self.variants[message["variant_id"]].smtp_message_id(message["id"])
+
     def deliver(self, item: tuple[int, str, bytes]) -> tuple[int, str | None, bool]:
         """(message id, error or None, permanent) for one message handed to this thread's transport."""
         message_id, email, raw = item
@@ -238,15 +241,16 @@ def _claim(conn: sqlite3.Connection, campaign_id: str, size: int) -> list[sqlite
     return rows
 
 
-def _record(conn: sqlite3.Connection, row_of: dict[int, sqlite3.Row], results: list[tuple[int, str | None, bool]],
-            workspace_id: int) -> int:
+def _record(conn: sqlite3.Connection, run: _Send, row_of: dict[int, sqlite3.Row],
+            results: list[tuple[int, str | None, bool]], workspace_id: int) -> int:
     """Write a round's answers in one transaction; returns the number of temporary errors."""
     temporary = delivered = 0
     now = clock.utcnow()
     with transaction(conn):
         for message_id, error, permanent in results:
             if error is None:
-                delivered += campaign_stats.record_delivery(conn, message_id)
+                delivered += campaign_stats.record_delivery(conn, message_id,
+                                                            smtp_message_id=run.smtp_id(row_of[message_id]))
             elif permanent or row_of[message_id]["attempts"] + 1 >= MAX_ATTEMPTS:
                 campaign_stats.record_failure(conn, message_id, error[:500])
             else:
@@ -293,7 +297,7 @@ def _send_rounds(conn: sqlite3.Connection, row: sqlite3.Row, run: _Send) -> None
                 return
             items = [(m["id"], m["email"], run.build(m)) for m in claimed]
             results = list(pool.map(run.deliver, items))
-            temporary = _record(conn, {m["id"]: m for m in claimed}, results, row["workspace_id"])
+            temporary = _record(conn, run, {m["id"]: m for m in claimed}, results, row["workspace_id"])
             errors_in_a_row = errors_in_a_row + temporary if temporary == len(results) else 0
             if errors_in_a_row >= PAUSE_AFTER_ERRORS:
                 campaigns.set_campaign_status(conn, row["id"], "PAUSED",

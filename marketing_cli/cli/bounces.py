@@ -1,0 +1,61 @@
+"""`mkt bounces`: record a bounce or complaint, or import DSN / ARF report files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from marketing_cli.cli.output import JsonOption, emit, table, usage_error
+from marketing_cli.cli.registry import HELP
+from marketing_cli.cli.state import state
+
+app = typer.Typer(help=HELP["bounces"], no_args_is_help=True)
+
+
+@app.command("add")
+def bounces_add(
+    ctx: typer.Context,
+    email: Annotated[str, typer.Argument(metavar="EMAIL", help="The address that bounced or complained.")],
+    kind: Annotated[str, typer.Option("--type", metavar="hard|soft|complaint", help="What happened.")] = "hard",
+    campaign_id: Annotated[Optional[str], typer.Option(
+        "--campaign", metavar="ID", help="The campaign it belongs to (default: the last one sent to the address).")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Record one bounce or complaint (POST /v1/bounces)."""
+    from marketing_cli.services import bounces
+
+    body = {"email_address": email, "type": kind, **({"campaign_id": campaign_id} if campaign_id else {})}
+    s = state(ctx)
+    emit(bounces.record_bounce(s.conn(), s.workspace_id(), body), as_json,
+         lambda r: f"{email}: {r['type']} recorded; contact status {r['contact_status']}"
+                   + (f" (campaign {r['campaign_id']})." if r["campaign_id"] else "."))
+
+
+@app.command("import")
+def bounces_import(
+    ctx: typer.Context,
+    files: Annotated[list[Path], typer.Argument(metavar="FILE.eml...", help="RFC 3464 DSNs and RFC 5965 abuse reports.")],
+    as_json: JsonOption = False,
+) -> None:
+    """Read bounce (DSN) and complaint (ARF) reports and apply them, all or nothing."""
+    from marketing_cli.services import bounces
+
+    loaded = []
+    for path in files:
+        try:
+            loaded.append((str(path), path.read_bytes()))
+        except OSError as exc:
+            raise usage_error(f"Cannot read {path}: {exc.strerror}.") from None
+    s = state(ctx)
+    result = bounces.import_reports(s.conn(), s.workspace_id(), loaded)
+
+    def human(r: dict) -> object:
+        rows = [(f["file"], e.get("email_address") or "-", e.get("type", "-"),
+                 e.get("contact_status", e.get("reason", "")) if e.get("applied") else e.get("reason", ""))
+                for f in r["files"] for e in (f["entries"] or [{"reason": f["error"]}])]
+        return table(["file", "address", "type", "result"], rows,
+                     title=f"{r['applied']} applied: {r['hard']} hard, {r['soft']} soft, {r['complaints']} complaints")
+
+    emit(result, as_json, human)

@@ -1,0 +1,112 @@
+"""`mkt campaigns schedule / cancel / resume / watch`: sending an email campaign.
+
+`register(app)` adds the commands to the `campaigns` typer app (cli/campaigns.py calls it).
+`watch` polls GET /v1/campaigns/:id's service and draws a progress bar until the send ends.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any, Optional
+
+import typer
+
+from marketing_cli.cli.output import JsonOption, emit, usage_error
+from marketing_cli.cli.state import state
+
+CampaignId = Annotated[str, typer.Argument(metavar="ID", help="The campaign's id (see `mkt campaigns list`).")]
+FINAL = ("SENT", "CANCELLED", "DRAFT", "PAUSED")
+POLL_SECONDS = 1.0
+
+
+def campaigns_schedule(
+    ctx: typer.Context,
+    campaign_id: CampaignId,
+    now: Annotated[bool, typer.Option("--now", help="Send as soon as the job worker runs.")] = False,
+    at: Annotated[Optional[str], typer.Option("--at", metavar="TIMESTAMP",
+                                              help="Send at this RFC 3339 time (UTC), e.g. 2026-12-01T09:00:00Z.")] = None,
+    test_percentage: Annotated[Optional[int], typer.Option(
+        "--test-percentage", help="A/B: the share (1-100) that gets the test, split evenly between A and B.")] = None,
+    winner_criterion: Annotated[Optional[str], typer.Option(
+        "--winner-criterion", metavar="OPENS|CLICKS", help="A/B: how the winner is chosen.")] = None,
+    wait_minutes: Annotated[Optional[int], typer.Option(
+        "--wait-minutes", help="A/B: minutes between the test and the winner's send to the rest.")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Queue a DRAFT campaign for sending, now or later (POST /v1/campaigns/:id/schedule)."""
+    from marketing_cli.services import email_schedule
+
+    if now == (at is not None):
+        raise usage_error("Give exactly one of --now or --at TIMESTAMP.")
+    body: dict[str, Any] = {"schedule_type": "NOW"} if now else {"schedule_type": "LATER", "scheduled_at": at}
+    ab = {k: v for k, v in {"test_percentage": test_percentage, "winner_criterion": winner_criterion,
+                            "wait_minutes": wait_minutes}.items() if v is not None}
+    if ab:
+        body["ab_test"] = ab
+    s = state(ctx)
+    emit(email_schedule.schedule_campaign(s.conn(), s.workspace_id(), campaign_id, body), as_json,
+         lambda r: f"Campaign {r['id']} queued" + (f" for {r['scheduled_at']}." if r.get("scheduled_at") else
+                                                    ": `mkt jobs run` (or `mkt serve`'s worker) sends it."))
+
+
+def campaigns_cancel(ctx: typer.Context, campaign_id: CampaignId, as_json: JsonOption = False) -> None:
+    """Stop a queued or sending campaign: nothing more goes out (POST /v1/campaigns/:id/cancel)."""
+    from marketing_cli.services import email_schedule
+
+    s = state(ctx)
+    emit(email_schedule.cancel_campaign(s.conn(), s.workspace_id(), campaign_id), as_json,
+         lambda r: f"Campaign {r['id']} cancelled.")
+
+
+def campaigns_resume(ctx: typer.Context, campaign_id: CampaignId, as_json: JsonOption = False) -> None:
+    """Send a campaign paused after transport errors again (POST /v1/campaigns/:id/resume)."""
+    from marketing_cli.services import email_schedule
+
+    s = state(ctx)
+    emit(email_schedule.resume_campaign(s.conn(), s.workspace_id(), campaign_id), as_json,
+         lambda r: f"Campaign {r['id']} is sending again.")
+
+
+def progress_line(view: dict[str, Any]) -> str:
+    p = view.get("progress")
+    if not p:
+        return f"{view['status']}: not started."
+    eta = f", about {p['eta_seconds']} s left" if p.get("eta_seconds") is not None else ""
+    return (f"{view['status']}: {p['sent']:,}/{p['total']:,} sent ({p['delivered']:,} delivered, "
+            f"{p['failed']:,} failed), {p['rate_per_second']}/s{eta}.")
+
+
+def campaigns_watch(ctx: typer.Context, campaign_id: CampaignId,
+                    once: Annotated[bool, typer.Option("--once", help="Print the progress once and exit.")] = False,
+                    as_json: JsonOption = False) -> None:
+    """Follow a send with a progress bar (sent / total, rate, ETA, errors) until it ends."""
+    from marketing_cli.services import campaigns
+
+    s = state(ctx)
+    view = campaigns.get_campaign(s.conn(), s.workspace_id(), campaign_id)
+    if once or as_json or view["status"] in FINAL:
+        emit(view.get("progress"), as_json, lambda _: progress_line(view))
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("{task.fields[rate]}/s, {task.fields[failed]} failed"), TimeRemainingColumn())
+    with Progress(*columns) as bar:
+        task = bar.add_task(view["status"], total=None, rate=0, failed=0)
+        while True:
+            p = view.get("progress") or {"sent": 0, "total": None, "rate_per_second": 0, "failed": 0}
+            bar.update(task, description=view["status"], completed=p["sent"], total=p["total"],
+                       rate=p["rate_per_second"], failed=p["failed"])
+            if view["status"] in FINAL:
+                break
+            time.sleep(POLL_SECONDS)
+            view = campaigns.get_campaign(s.conn(), s.workspace_id(), campaign_id)
+    typer.echo(progress_line(view))
+
+
+def register(app: typer.Typer) -> None:
+    """Add schedule, cancel, resume and watch to the campaigns app."""
+    app.command("schedule")(campaigns_schedule)
+    app.command("cancel")(campaigns_cancel)
+    app.command("resume")(campaigns_resume)
+    app.command("watch")(campaigns_watch)
