@@ -33,6 +33,8 @@ ROUTE_MODULES = [
     "marketing_cli.api.events",
     "marketing_cli.api.segments",
     "marketing_cli.api.audience",
+    "marketing_cli.api.domains",
+    "marketing_cli.api.senders",
 ]
 
 

@@ -17,6 +17,8 @@ SUBCOMMANDS: list[tuple[str, str, str]] = [
     ("events", "events", "Track custom events and read the automation event log."),
     ("segments", "segments", "Create, list and inspect segments; recount their members."),
     ("audience", "audience", "Count the recipients an audience reaches on a channel."),
+    ("domains", "domains", "Add sending domains, show the DNS records to publish, verify them."),
+    ("senders", "senders", "Add and list sender identities (From addresses on your domains)."),
 ]
 
 HELP = {module: text for module, _, text in SUBCOMMANDS}
