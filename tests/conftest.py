@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -211,8 +212,10 @@ class LocalDNS:
                 udp.server.server_close()
                 continue
             self.port, self._servers = port, [udp, tcp]
-            for server in self._servers:
-                server.start_thread()
+            for server in self._servers:  # a short poll interval: stop() waits for one poll
+                server.thread = threading.Thread(target=server.server.serve_forever, kwargs={"poll_interval": 0.02},
+                                                 daemon=True)
+                server.thread.start()
             return
         raise RuntimeError("no free port for the test DNS server")
 

@@ -43,7 +43,7 @@ BILLING_LIMIT = "Billing limit error"
 
 DEFAULT_SPF_MECHANISMS = "a mx"
 DKIM_SELECTOR = "mkt"
-MAX_NAME = 253
+MAX_NAME = 230  # DNS allows 253: room for `mkt<n>._domainkey.` and the return-path label in front
 _LABEL = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
 
 
@@ -51,7 +51,8 @@ def normalise_domain_name(value: Any) -> str:
     """A domain name as DNS stores it: IDNA (xn--) form, lower case, no trailing dot.
 
     Refused: IP addresses, single labels, labels that are not letters, digits and inner
-    hyphens (no underscores), numeric top-level labels, names over 253 characters.
+    hyphens (no underscores), numeric top-level labels, names over 230 characters
+    (every record's host, `mkt._domainkey.<name>` included, must fit DNS's 253).
     """
     if value is None or (isinstance(value, str) and not value.strip()):
         raise MktError(400, NAME_REQUIRED)
