@@ -13,6 +13,8 @@ from marketing_cli.errors import MktError
 from marketing_cli.services import billing, domains
 from tests import factories as f
 
+REAL_NEW_KEY = domains._new_key  # taken before conftest's pool replaces it for each test
+
 
 def error(fn, *args):
     with pytest.raises(MktError) as info:
@@ -57,6 +59,15 @@ def test_dkim_record_publishes_the_public_half_of_the_signing_key(conn, workspac
     signature = key.sign(b"message", padding.PKCS1v15(), hashes.SHA256())
     public.verify(signature, b"message", padding.PKCS1v15(), hashes.SHA256())  # raises if they do not pair
     assert len(d["dns_records"][1]["value"]) > 255  # published as several strings (see the DNS tests)
+
+
+def test_the_key_generator_makes_a_fresh_rsa_2048_pair_each_time():
+    pem, public = REAL_NEW_KEY()
+    key = serialization.load_pem_private_key(pem.encode(), password=None)
+    assert key.key_size == 2048 and key.public_key().public_numbers().e == 65537
+    der = key.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    assert base64.b64decode(public) == der
+    assert REAL_NEW_KEY()[1] != public
 
 
 def test_no_answer_ever_shows_the_private_key(conn, workspace):
