@@ -122,7 +122,11 @@ def test_create_domain_reads_the_body(conn, workspace):
     assert error(domains.create_domain, conn, ws, {}) == (400, domains.NAME_REQUIRED)
     assert error(domains.create_domain, conn, ws, {"domain_name": 5}) == (
         400, "The member 'domain_name' must be a string.")
+    assert error(domains.create_domain, conn, ws, {"name": ["x"]}) == (400, "The member 'name' must be a string.")
     assert domains.create_domain(conn, ws, {"domain_name": "example.com"})["domain_name"] == "example.com"
+    f.allow_domains(conn, ws)
+    assert domains.create_domain(conn, ws, {"domain": "example.org"})["domain_name"] == "example.org"
+    assert domains.create_domain(conn, ws, {"name": "example.net", "domain": None})["domain_name"] == "example.net"
 
 
 def test_a_domain_is_added_once_per_workspace(conn, workspace):

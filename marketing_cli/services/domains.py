@@ -41,6 +41,7 @@ INVALID_NAME = "Please provide a valid domain name, such as example.com."
 DUPLICATE = "The domain {name} has already been added to this workspace."
 BILLING_LIMIT = "Billing limit error"
 
+NAME_MEMBERS = ("domain_name", "domain", "name")
 DEFAULT_SPF_MECHANISMS = "a mx"
 DKIM_SELECTOR = "mkt"
 MAX_NAME = 230  # DNS allows 253: room for `mkt<n>._domainkey.` and the return-path label in front
@@ -183,9 +184,10 @@ def add_domain(conn: sqlite3.Connection, workspace_id: int, name: Any) -> dict[s
 
 
 def create_domain(conn: sqlite3.Connection, workspace_id: int, body: Any) -> dict[str, Any]:
-    """POST /v1/domains {"domain_name": "example.com"}."""
+    """POST /v1/domains {"domain_name": "example.com"} (`domain` and `name` are read as well)."""
     body = require_object(body, INVALID_BODY)
-    return add_domain(conn, workspace_id, member(body, "domain_name", str))
+    key = next((k for k in NAME_MEMBERS if body.get(k) is not None), NAME_MEMBERS[0])
+    return add_domain(conn, workspace_id, member(body, key, str))
 
 
 def list_domains(conn: sqlite3.Connection, workspace_id: int) -> list[dict[str, Any]]:
