@@ -63,6 +63,8 @@ def normalise_domain_name(value: Any) -> str:
 
     text = value.strip()
     text = text[:-1] if text.endswith(".") else text
+    if len(text) > 4 * MAX_NAME:  # far past any name; spares the IDNA codec a huge input
+        raise MktError(400, INVALID_NAME)
     try:
         ipaddress.ip_address(text.strip("[]"))
     except ValueError:
