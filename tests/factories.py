@@ -139,3 +139,42 @@ def code_template(conn: sqlite3.Connection, workspace_id: int, html: str, name: 
     return templates.create_template(conn, workspace_id, {
         "name": name, "type": "code", "import_format": "html",
         "content_base64": base64.b64encode(html.encode()).decode()})["id"]
+# --- Sending domains and sender identities (domains work) -------------------------------
+
+
+def domain(conn: sqlite3.Connection, workspace_id: int, name: str = "example.com") -> dict[str, Any]:
+    """A sending domain (unverified) with its DNS records: the Domain of the API.
+
+    The free plan allows one domain; call `allow_domains` first for more.
+    """
+    from marketing_cli.services import domains
+
+    return domains.add_domain(conn, workspace_id, name)
+
+
+def allow_domains(conn: sqlite3.Connection, workspace_id: int, n: int = 10) -> None:
+    from marketing_cli.services import billing
+
+    billing.set_allowance(conn, workspace_id, "domains", n)
+
+
+def sender(conn: sqlite3.Connection, workspace_id: int, domain_id: int | None = None, local_part: str = "news",
+           display_name: str = "News Team") -> dict[str, Any]:
+    """A sender identity (as get_sender_identity returns it); adds example.com when no domain is given."""
+    from marketing_cli.services import senders
+
+    if domain_id is None:
+        domain_id = domain(conn, workspace_id)["id"]
+    return senders.add_sender_identity(conn, workspace_id,
+                                       {"domain_id": domain_id, "local_part": local_part,
+                                        "display_name": display_name})
+
+
+def verified_domain(conn: sqlite3.Connection, workspace_id: int, dns: Any, name: str = "example.com") -> dict[str, Any]:
+    """A domain whose records `dns` (the conftest `dns_server` fixture) publishes, verified
+    through the real DNS check."""
+    from marketing_cli.services import domains
+
+    added = domain(conn, workspace_id, name)
+    dns.publish(added)
+    return domains.verify_domain(conn, workspace_id, added["id"])

@@ -38,6 +38,8 @@ ROUTE_MODULES = [
     "marketing_cli.api.campaign_sending",
     "marketing_cli.api.bounces",
     "marketing_cli.api.templates",
+    "marketing_cli.api.domains",
+    "marketing_cli.api.senders",
     "marketing_cli.api.tracking",  # last: its prefixed paths match below any base path
 ]
 

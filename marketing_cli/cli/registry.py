@@ -20,6 +20,8 @@ SUBCOMMANDS: list[tuple[str, str, str]] = [
     ("bounces", "bounces", "Record bounces and complaints; import DSN and ARF report files."),
     ("campaigns", "campaigns", "Email campaigns: create, configure, HTML, test emails, send, stats."),
     ("templates", "templates", "Import and list email templates (HTML, ZIP, URL or editor)."),
+    ("domains", "domains", "Add sending domains, show the DNS records to publish, verify them."),
+    ("senders", "senders", "Add and list sender identities (From addresses on your domains)."),
 ]
 
 HELP = {module: text for module, _, text in SUBCOMMANDS}

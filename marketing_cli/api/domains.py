@@ -1,0 +1,46 @@
+"""/v1/domains: GET (list), POST (add), GET /v1/domains/{id}, POST /v1/domains/{id}/verify.
+
+Get Domain is the specification's (envelope A); the list, add and verify endpoints are
+extensions in the same style (CONTRACT sections 5 and 7). Verification looks the records
+up in DNS (a few seconds at most) in the handler's worker thread.
+"""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from marketing_cli.api.auth import require_workspace
+from marketing_cli.api.calls import call
+from marketing_cli.api.responses import envelope_a, read_json
+from marketing_cli.services import domains
+
+
+async def list_domains(request: Request) -> Response:
+    workspace_id = require_workspace(request)
+    return envelope_a(await call(request, domains.list_domains, workspace_id))
+
+
+async def create_domain(request: Request) -> Response:
+    workspace_id = require_workspace(request)
+    body = await read_json(request, domains.INVALID_BODY)
+    return envelope_a(await call(request, domains.create_domain, workspace_id, body), 201)
+
+
+async def get_domain(request: Request) -> Response:
+    workspace_id = require_workspace(request)
+    return envelope_a(await call(request, domains.get_domain, workspace_id, request.path_params["domain_id"]))
+
+
+async def verify_domain(request: Request) -> Response:
+    workspace_id = require_workspace(request)
+    return envelope_a(await call(request, domains.verify_domain, workspace_id, request.path_params["domain_id"]))
+
+
+routes = [
+    Route("/v1/domains", list_domains, methods=["GET"]),
+    Route("/v1/domains", create_domain, methods=["POST"]),
+    Route("/v1/domains/{domain_id}", get_domain, methods=["GET"]),
+    Route("/v1/domains/{domain_id}/verify", verify_domain, methods=["POST"]),
+]

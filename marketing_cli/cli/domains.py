@@ -1,0 +1,112 @@
+"""`mkt domains`: sending domains and their DNS records (the twin of /v1/domains)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from marketing_cli.cli.output import JsonOption, emit
+from marketing_cli.cli.registry import HELP
+from marketing_cli.cli.state import state
+
+app = typer.Typer(help=HELP["domains"], no_args_is_help=True)
+
+DomainId = Annotated[str, typer.Argument(metavar="ID", help="The domain's id (see `mkt domains list`).")]
+
+
+def _mark(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
+def records_table(domain: dict[str, Any]) -> Any:
+    """One row per record to publish, with its flags (values follow the table, unwrapped)."""
+    from rich.table import Table
+
+    t = Table(title=f"DNS records for {domain['domain_name']}", header_style="bold")
+    for column in ("#", "type", "host", "mandatory", "verified"):
+        t.add_column(column, overflow="fold")
+    for i, record in enumerate(domain["dns_records"], 1):
+        t.add_row(str(i), record["type"], record["host"], _mark(record["mandatory"]), _mark(record["verified"]))
+    return t
+
+
+def _line(text: str) -> Any:
+    from rich.text import Text
+
+    return Text(text, overflow="fold")
+
+
+def record_values(domain: dict[str, Any], checks: list[dict[str, Any]] | None) -> list[Any]:
+    lines = []
+    for i, record in enumerate(domain["dns_records"], 1):
+        value = record["value"] if "priority" not in record else f"{record['priority']} {record['value']}"
+        lines += [_line(""), _line(f"{i}. {record['type']} {record['host']}"), _line(f"   publish: {value}")]
+        if checks is not None:
+            check = checks[i - 1]
+            if check["error"]:
+                lines.append(_line(f"   found:   (lookup failed: {check['error']})"))
+            else:
+                lines += [_line(f"   found:   {found}") for found in check["found"]] or [_line("   found:   nothing")]
+    return lines
+
+
+def render_domain(domain: dict[str, Any], checks: list[dict[str, Any]] | None = None) -> Any:
+    from rich.console import Group
+
+    state_line = ("[green]verified[/green]" if domain["verified"]
+                  else "[yellow]not verified[/yellow]: publish the mandatory records, then `mkt domains verify "
+                       f"{domain['id']}`")
+    head = f"Domain {domain['id']}: [bold]{domain['domain_name']}[/bold] (code {domain['domain_code']}), {state_line}"
+    hint = _line(f"\n(Long values fold at the terminal's edge: `mkt domains show {domain['id']} --json` prints each "
+                 "on one line.)")
+    return Group(head, records_table(domain), *record_values(domain, checks), hint)
+
+
+def render_list(rows: list[dict[str, Any]]) -> Any:
+    from marketing_cli.cli.output import table
+
+    return table(["id", "domain", "code", "verified", "records verified"],
+                 [(d["id"], d["domain_name"], d["domain_code"], _mark(d["verified"]),
+                   f"{sum(r['verified'] for r in d['dns_records'])}/{len(d['dns_records'])}") for d in rows])
+
+
+@app.command("add")
+def domains_add(
+    ctx: typer.Context,
+    domain: Annotated[str, typer.Argument(metavar="DOMAIN", help="The domain to send from, e.g. example.com.")],
+    as_json: JsonOption = False,
+) -> None:
+    """Add a sending domain: generates its DKIM key and the DNS records to publish."""
+    from marketing_cli.services import domains
+
+    s = state(ctx)
+    emit(domains.add_domain(s.conn(), s.workspace_id(), domain), as_json, render_domain)
+
+
+@app.command("list")
+def domains_list(ctx: typer.Context, as_json: JsonOption = False) -> None:
+    """List the workspace's sending domains (GET /v1/domains)."""
+    from marketing_cli.services import domains
+
+    s = state(ctx)
+    emit(domains.list_domains(s.conn(), s.workspace_id()), as_json, render_list)
+
+
+@app.command("show")
+def domains_show(ctx: typer.Context, domain_id: DomainId, as_json: JsonOption = False) -> None:
+    """Show a domain and the DNS records to publish (GET /v1/domains/:id)."""
+    from marketing_cli.services import domains
+
+    s = state(ctx)
+    emit(domains.get_domain(s.conn(), s.workspace_id(), domain_id), as_json, render_domain)
+
+
+@app.command("verify")
+def domains_verify(ctx: typer.Context, domain_id: DomainId, as_json: JsonOption = False) -> None:
+    """Look the domain's records up in DNS and store what was found (exit 0 also when some are missing)."""
+    from marketing_cli.services import domains
+
+    s = state(ctx)
+    report = domains.verify_domain_report(s.conn(), s.workspace_id(), domain_id)
+    emit(report["domain"], as_json, lambda domain: render_domain(domain, report["checks"]))

@@ -1,0 +1,106 @@
+"""`mkt domains add/list/show/verify` and `mkt senders add/list/show`: --json is the API's data."""
+
+from __future__ import annotations
+
+from tests import factories as f
+
+
+def test_add_list_show_json_equals_the_api(cli_json, client, auth, workspace):
+    added = cli_json("domains", "add", "Example.com")
+    assert added["domain_name"] == "example.com" and added["verified"] is False
+    assert cli_json("domains", "show", str(added["id"])) == client.get(f"/v1/domains/{added['id']}",
+                                                                      headers=auth).json()["data"] == added
+    assert cli_json("domains", "list") == client.get("/v1/domains", headers=auth).json()["data"] == [added]
+
+
+def test_show_for_a_person_lists_the_records_to_publish(cli, cli_json, workspace):
+    d = cli_json("domains", "add", "example.com")
+    result = cli("domains", "show", str(d["id"]))
+    assert result.exit_code == 0
+    out = result.stdout
+    assert "not verified" in out and f"mkt domains verify {d['id']}" in out
+    for record in d["dns_records"]:
+        assert record["host"] in out
+    assert "publish: v=spf1 a mx ~all" in out and "publish: v=DMARC1; p=none" in out
+    assert "mandatory" in out and "verified" in out
+    dkim_value = d["dns_records"][1]["value"]
+    assert dkim_value in out.replace("\n", "")  # folded at the terminal's edge, every character there
+    listing = cli("domains", "list").stdout
+    assert "example.com" in listing and "0/4" in listing
+
+
+def test_verify_exits_0_and_shows_what_was_found(cli, cli_json, workspace, dns_server):
+    d = cli_json("domains", "add", "example.com")
+    dkim = d["dns_records"][1]
+    dns_server.add("TXT", "example.com", "v=spf1 include:_spf.other.example ~all")
+    result = cli("domains", "verify", str(d["id"]))
+    assert result.exit_code == 0, result.stderr
+    assert "not verified" in result.stdout
+    assert "found:   v=spf1 include:_spf.other.example ~all" in result.stdout
+    assert "found:   nothing" in result.stdout
+    as_json = cli_json("domains", "verify", str(d["id"]))
+    assert as_json["verified"] is False and [r["verified"] for r in as_json["dns_records"]] == [False] * 4
+    dns_server.publish(d, only={f"TXT {dkim['host']}"})
+    verified = cli_json("domains", "verify", str(d["id"]))
+    assert verified["verified"] is True and verified == cli_json("domains", "show", str(d["id"]))
+    result = cli("domains", "verify", str(d["id"]))
+    assert result.exit_code == 0 and "verified" in result.stdout and "not verified" not in result.stdout
+
+
+def test_verify_when_dns_fails_still_exits_0(cli, cli_json, workspace, dns_server):
+    d = cli_json("domains", "add", "example.com")
+    dns_server.failing.update(r["host"] for r in d["dns_records"])
+    result = cli("domains", "verify", str(d["id"]))
+    assert result.exit_code == 0
+    assert "lookup failed: the DNS server failed to answer" in result.stdout
+
+
+def test_domain_errors_exit_1_with_the_api_message(cli, cli_json, workspace, conn):
+    for args, message in [
+        (("domains", "show", "abc"), "Please provide a valid domain ID."),
+        (("domains", "show", "77"), "We were unable to find the domain."),
+        (("domains", "verify", "0"), "Please provide a valid domain ID."),
+        (("domains", "add", "10.0.0.1"), "Please provide a valid domain name, such as example.com."),
+        (("domains", "add", " "), "Please provide a domain name."),
+    ]:
+        result = cli(*args)
+        assert (result.exit_code, result.stderr.strip()) == (1, message), args
+    cli_json("domains", "add", "example.com")
+    result = cli("domains", "add", "example.com")
+    assert (result.exit_code, result.stderr.strip()) == (
+        1, "The domain example.com has already been added to this workspace.")
+    result = cli("domains", "add", "example.org")
+    assert (result.exit_code, result.stderr.strip()) == (1, "Billing limit error")
+    assert len(cli_json("domains", "list")) == 1
+
+
+def test_senders_add_list_show(cli, cli_json, client, auth, workspace):
+    d = cli_json("domains", "add", "example.com")
+    s = cli_json("senders", "add", "--domain-id", str(d["id"]), "--local-part", "news", "--display-name", "News Team")
+    assert {k: s[k] for k in ("display_name", "local_part", "domain_name", "domain_id", "domain_verified")} == {
+        "display_name": "News Team", "local_part": "news", "domain_name": "example.com", "domain_id": d["id"],
+        "domain_verified": False}
+    assert cli_json("senders", "list") == client.get("/v1/sender-identities", headers=auth).json()["data"] == [s]
+    assert cli_json("senders", "show", str(s["id"])) == s
+    human = cli("senders", "add", "--domain-id", str(d["id"]), "--local-part", "info", "--display-name", "Info")
+    assert human.exit_code == 0
+    assert "Info <info@example.com>" in human.stdout and "not verified yet" in human.stdout
+    listing = cli("senders", "list").stdout
+    assert "news@example.com" in listing and "info@example.com" in listing
+
+
+def test_senders_errors(cli, cli_json, workspace, conn):
+    other = f.workspace(conn, "Other")
+    theirs = f.domain(conn, other["id"], "other.example")
+    for args, message in [
+        (("--domain-id", "x", "--local-part", "news", "--display-name", "N"), "Please provide a valid domain ID."),
+        (("--domain-id", str(theirs["id"]), "--local-part", "news", "--display-name", "N"),
+         "We were unable to find the domain."),
+    ]:
+        result = cli("--workspace", str(workspace["id"]), "senders", "add", *args)
+        assert (result.exit_code, result.stderr.strip()) == (1, message)
+    result = cli("--workspace", str(workspace["id"]), "senders", "add", "--local-part", "news")
+    assert result.exit_code == 2  # usage: a required option is missing
+    result = cli("--workspace", str(workspace["id"]), "senders", "show", "5")
+    assert (result.exit_code, result.stderr.strip()) == (1, "We were unable to find the sender identity.")
+    assert cli_json("--workspace", str(workspace["id"]), "senders", "list") == []
