@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from email import policy
 from email.message import EmailMessage
 from pathlib import Path
 
@@ -50,9 +51,10 @@ def _sink() -> tuple[subprocess.Popen, int]:
 def _bare_loop(port: int, count: int) -> float:
     message = EmailMessage()
     message["From"], message["To"], message["Subject"] = "news@example.com", "u@example.org", "Hello"
-    message.set_content("x" * 1500)
-    message.add_alternative("<p>" + "y" * 1500 + "</p>", subtype="html")
-    raw = message.as_bytes()
+    line = "words of a newsletter paragraph, " * 2
+    message.set_content((line + "\n") * 22)
+    message.add_alternative("<p>" + (line + "\n") * 22 + "</p>", subtype="html")
+    raw = message.as_bytes(policy=policy.SMTP)
     with smtplib.SMTP("127.0.0.1", port) as smtp:
         started = time.perf_counter()
         for i in range(count):
@@ -72,6 +74,8 @@ def _prepare(folder: Path, count: int) -> tuple[Path, str]:
 
     db = folder / f"send-{count}.db"
     _mkt(db, "init", "--name", "Bench")
+    for resource in ("contacts", "monthly_emails", "hourly_emails"):
+        _mkt(db, "billing", "allowance", "set", resource, str(count * 2))
     csv = folder / f"contacts-{count}.csv"
     csv.write_text("email,first_name\n" + "".join(f"user{i}@example{i % 50}.org,Name{i}\n" for i in range(count)))
     _mkt(db, "contacts", "import", str(csv))
