@@ -211,14 +211,16 @@ class _Send:
     def smtp_id(self, message: sqlite3.Row) -> str:
         return self.variants[message["variant_id"]].smtp_message_id(message["id"])
 
-    def deliver(self, item: tuple[int, str, bytes]) -> tuple[int, str | None, bool]:
-        """(message id, error or None, permanent) for one message handed to this thread's transport."""
-        message_id, email, raw = item
+    def deliver(self, message: sqlite3.Row) -> tuple[int, str | None, bool]:
+        """Build, sign and hand one message to this thread's transport: (message id, error or
+        None, permanent). Building in the pool's threads overlaps one message's rendering and
+        signing with the others' network waits."""
+        raw = self.build(message)
         try:
-            self.transport().send(raw, self.envelope_from, [email])
+            self.transport().send(raw, self.envelope_from, [message["email"]])
         except TransportError as exc:
-            return message_id, str(exc), exc.permanent
-        return message_id, None, False
+            return message["id"], str(exc), exc.permanent
+        return message["id"], None, False
 
     def close(self) -> None:
         for transport in self._transports:
@@ -295,8 +297,7 @@ def _send_rounds(conn: sqlite3.Connection, row: sqlite3.Row, run: _Send) -> None
             if not claimed:
                 _finish_or_wait(conn, row)
                 return
-            items = [(m["id"], m["email"], run.build(m)) for m in claimed]
-            results = list(pool.map(run.deliver, items))
+            results = list(pool.map(run.deliver, claimed))
             temporary = _record(conn, run, {m["id"]: m for m in claimed}, results, row["workspace_id"])
             errors_in_a_row = errors_in_a_row + temporary if temporary == len(results) else 0
             if errors_in_a_row >= PAUSE_AFTER_ERRORS:
