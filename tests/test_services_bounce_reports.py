@@ -173,3 +173,27 @@ def test_message_id_form() -> None:
     assert message_id("  a.b@example.com ") == "<a.b@example.com>"
     assert message_id("\r\n <a.b@example.com> (comment)") == "<a.b@example.com>"
     assert message_id("") is None
+
+
+@pytest.mark.parametrize("content_type", [b"message/delivery-status", b"message/global-delivery-status"])
+@pytest.mark.parametrize("newline", [b"\n", b"\r\n"])
+def test_base64_encoded_delivery_status(content_type: bytes, newline: bytes) -> None:
+    import base64
+
+    data = load("postfix_hard.eml")
+    head = b"Content-Type: message/delivery-status\n\n"
+    start = data.index(head) + len(head)
+    end = data.index(b"--3F2A81C0C4E.1795420862/mail.example.com", start)
+    fields = data[start:end].replace(b"Nobody@Example.org", "Zoë@Example.org".encode())
+    data = (data[:start].replace(head, b"Content-Type: " + content_type + b"\nContent-Transfer-Encoding: base64\n\n")
+            + base64.encodebytes(fields) + b"\n" + data[end:])
+    entry = only(parse_report(data.replace(b"\n", newline)))
+    assert (entry["email_address"], entry["type"], entry["status"]) == ("zoë@example.org", "hard", "5.1.1")
+    assert entry["diagnostic"].startswith("smtp; 550 5.1.1")
+
+
+def test_undecodable_base64_status_part_reports_nothing() -> None:
+    data = load("postfix_hard.eml").replace(b"Content-Type: message/delivery-status\n",
+                                            b"Content-Type: message/delivery-status\nContent-Transfer-Encoding: base64\n")
+    result = parse_report(data)
+    assert result["report_type"] == "delivery-status" and result["bounces"] == []
