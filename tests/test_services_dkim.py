@@ -209,6 +209,12 @@ def test_custom_header_list(pem: bytes, dns) -> None:  # noqa: ANN001
     assert "list-unsubscribe" in [name.lower() for name in DEFAULT_HEADERS]
 
 
+def test_repeated_header_names_count_once(pem: bytes, dns) -> None:  # noqa: ANN001
+    signed = DkimSigner("example.com", "mkt", pem, headers=["From", "to", "TO", "From"]).sign(MESSAGES["plain"])
+    assert tags(signed)["h"] == "from:to:from"
+    assert dkimpy.verify(signed, dnsfunc=dns)
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (("example.com", "mkt", b"not a key"), "not a readable unencrypted PEM key"),
     (("example.com", "mkt", "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"), "not a readable"),
@@ -231,6 +237,8 @@ def test_non_rsa_key_and_bad_header_names_are_refused(pem: bytes) -> None:
         DkimSigner("example.com", "mkt", pem, headers=["From", "Bad Name"])
     with pytest.raises(ValueError, match="header names"):
         DkimSigner("example.com", "mkt", pem, headers=[])
+    with pytest.raises(ValueError, match="must cover the From header"):
+        DkimSigner("example.com", "mkt", pem, headers=["To", "Subject"])
 
 
 def test_long_domain_selector_and_header_list_still_fold_and_verify(pem: bytes, key: rsa.RSAPrivateKey) -> None:
