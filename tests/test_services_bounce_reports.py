@@ -197,3 +197,29 @@ def test_undecodable_base64_status_part_reports_nothing() -> None:
                                             b"Content-Type: message/delivery-status\nContent-Transfer-Encoding: base64\n")
     result = parse_report(data)
     assert result["report_type"] == "delivery-status" and result["bounces"] == []
+
+
+def test_mangled_reports_never_raise() -> None:
+    import random
+
+    files = [path.read_bytes() for path in sorted(REPORTS.glob("*.eml"))]
+    pieces = [b"\n", b"\r\n", b":", b";", b"=?utf-8?b?", b"?=", b"\xff", b"\x00", b"--", b"<>", b"\t",
+              b"report-type=", b"Content-Type: message/delivery-status\n", b"Action: failed\n", b"Status: 5.1.1\n",
+              b"=?x-unknown?q?abc?=", b"Content-Transfer-Encoding: base64\n", b'charset="x-bogus"']
+    rng = random.Random(3464)
+    for _ in range(400):
+        data = bytearray(rng.choice(files))
+        for _ in range(rng.randint(1, 8)):
+            pos = rng.randrange(len(data) + 1)
+            roll = rng.random()
+            if roll < 0.3:
+                data[pos:pos] = rng.choice(pieces)
+            elif roll < 0.5:
+                del data[pos:pos + rng.randint(1, 200)]
+            elif roll < 0.6:
+                del data[pos:]
+            elif data:
+                data[rng.randrange(len(data))] = rng.randrange(256)
+        result = parse_report(bytes(data))
+        assert set(result) == {"report_type", "bounces", "error"}
+        assert all(b["type"] in ("hard", "soft", "complaint") for b in result["bounces"])
