@@ -6,7 +6,8 @@
 The database is any MaxMind DB (`.mmdb`) file with a `country` record: GeoLite2-Country,
 GeoLite2-City, GeoIP2-Country/City, or the DB-IP "lite" country databases in the same
 format. It is read with the `maxminddb` library (its C extension, memory-mapped), opened
-once; lookups are a few microseconds.
+once; lookups are a few microseconds. One GeoIP may be shared by threads (maxminddb's
+readers are safe for concurrent reads); a lookup racing `close()` answers "Unknown".
 
 The answer is the ISO 3166-1 alpha-2 code of the `country` record (the country where the
 address is used), else of `registered_country` (where the block is registered), upper
