@@ -56,7 +56,8 @@ class GeoIP:
 
     def country(self, ip: str | None) -> str:
         """The ISO 3166-1 alpha-2 code for a client address, or "Unknown"."""
-        if self._reader is None or not ip:
+        reader = self._reader  # one read: close() may run in another thread
+        if reader is None or not ip:
             return UNKNOWN
         try:
             address = ipaddress.ip_address(ip.strip())
@@ -67,8 +68,8 @@ class GeoIP:
         if not address.is_global:
             return UNKNOWN
         try:
-            record = self._reader.get(address)
-        except ValueError:  # an IPv6 address in an IPv4-only database
+            record = reader.get(address)
+        except ValueError:  # an IPv6 address in an IPv4-only database, or a closed reader
             return UNKNOWN
         return _iso_code(record)
 
