@@ -173,3 +173,53 @@ def test_message_id_form() -> None:
     assert message_id("  a.b@example.com ") == "<a.b@example.com>"
     assert message_id("\r\n <a.b@example.com> (comment)") == "<a.b@example.com>"
     assert message_id("") is None
+
+
+@pytest.mark.parametrize("content_type", [b"message/delivery-status", b"message/global-delivery-status"])
+@pytest.mark.parametrize("newline", [b"\n", b"\r\n"])
+def test_base64_encoded_delivery_status(content_type: bytes, newline: bytes) -> None:
+    import base64
+
+    data = load("postfix_hard.eml")
+    head = b"Content-Type: message/delivery-status\n\n"
+    start = data.index(head) + len(head)
+    end = data.index(b"--3F2A81C0C4E.1795420862/mail.example.com", start)
+    fields = data[start:end].replace(b"Nobody@Example.org", "Zoë@Example.org".encode())
+    data = (data[:start].replace(head, b"Content-Type: " + content_type + b"\nContent-Transfer-Encoding: base64\n\n")
+            + base64.encodebytes(fields) + b"\n" + data[end:])
+    entry = only(parse_report(data.replace(b"\n", newline)))
+    assert (entry["email_address"], entry["type"], entry["status"]) == ("zoë@example.org", "hard", "5.1.1")
+    assert entry["diagnostic"].startswith("smtp; 550 5.1.1")
+
+
+def test_undecodable_base64_status_part_reports_nothing() -> None:
+    data = load("postfix_hard.eml").replace(b"Content-Type: message/delivery-status\n",
+                                            b"Content-Type: message/delivery-status\nContent-Transfer-Encoding: base64\n")
+    result = parse_report(data)
+    assert result["report_type"] == "delivery-status" and result["bounces"] == []
+
+
+def test_mangled_reports_never_raise() -> None:
+    import random
+
+    files = [path.read_bytes() for path in sorted(REPORTS.glob("*.eml"))]
+    pieces = [b"\n", b"\r\n", b":", b";", b"=?utf-8?b?", b"?=", b"\xff", b"\x00", b"--", b"<>", b"\t",
+              b"report-type=", b"Content-Type: message/delivery-status\n", b"Action: failed\n", b"Status: 5.1.1\n",
+              b"=?x-unknown?q?abc?=", b"Content-Transfer-Encoding: base64\n", b'charset="x-bogus"']
+    rng = random.Random(3464)
+    for _ in range(400):
+        data = bytearray(rng.choice(files))
+        for _ in range(rng.randint(1, 8)):
+            pos = rng.randrange(len(data) + 1)
+            roll = rng.random()
+            if roll < 0.3:
+                data[pos:pos] = rng.choice(pieces)
+            elif roll < 0.5:
+                del data[pos:pos + rng.randint(1, 200)]
+            elif roll < 0.6:
+                del data[pos:]
+            elif data:
+                data[rng.randrange(len(data))] = rng.randrange(256)
+        result = parse_report(bytes(data))
+        assert set(result) == {"report_type", "bounces", "error"}
+        assert all(b["type"] in ("hard", "soft", "complaint") for b in result["bounces"])

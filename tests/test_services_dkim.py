@@ -209,6 +209,12 @@ def test_custom_header_list(pem: bytes, dns) -> None:  # noqa: ANN001
     assert "list-unsubscribe" in [name.lower() for name in DEFAULT_HEADERS]
 
 
+def test_repeated_header_names_count_once(pem: bytes, dns) -> None:  # noqa: ANN001
+    signed = DkimSigner("example.com", "mkt", pem, headers=["From", "to", "TO", "From"]).sign(MESSAGES["plain"])
+    assert tags(signed)["h"] == "from:to:from"
+    assert dkimpy.verify(signed, dnsfunc=dns)
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (("example.com", "mkt", b"not a key"), "not a readable unencrypted PEM key"),
     (("example.com", "mkt", "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"), "not a readable"),
@@ -231,3 +237,22 @@ def test_non_rsa_key_and_bad_header_names_are_refused(pem: bytes) -> None:
         DkimSigner("example.com", "mkt", pem, headers=["From", "Bad Name"])
     with pytest.raises(ValueError, match="header names"):
         DkimSigner("example.com", "mkt", pem, headers=[])
+    with pytest.raises(ValueError, match="must cover the From header"):
+        DkimSigner("example.com", "mkt", pem, headers=["To", "Subject"])
+
+
+def test_long_domain_selector_and_header_list_still_fold_and_verify(pem: bytes, key: rsa.RSAPrivateKey) -> None:
+    domain = "news." + "very-long-label-" * 3 + "x.example.com"
+    selector = "mkt-2026-11-selector-with-a-long-name"
+    der = key.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    record = b"v=DKIM1; k=rsa; p=" + base64.b64encode(der)
+    names = [*DEFAULT_HEADERS, "X-Mkt-Message", "Feedback-ID", "Precedence", "Auto-Submitted", "X-Campaign-Reference"]
+    signer = DkimSigner(domain, selector, pem, headers=names)
+    message = HEAD.replace(b"From: Ann Example <ann@example.com>", f"From: News <news@{domain}>".encode()) + (
+        b"X-Mkt-Message: tok\r\nFeedback-ID: 1:2:3\r\nPrecedence: bulk\r\n\r\n" + BODY)
+    signed = signer.sign(message)
+    header = signed[: signed.index(b"\r\nFrom:")]
+    assert all(len(line) <= 78 for line in header.split(b"\r\n"))
+    assert tags(signed)["h"].split(":")[-4:] == ["x-mkt-message", "feedback-id", "precedence", "from"]
+    expected = f"{selector}._domainkey.{domain}.".encode()
+    assert dkimpy.verify(signed, dnsfunc=lambda name, timeout=5: record if name == expected else None)

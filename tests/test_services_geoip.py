@@ -104,7 +104,7 @@ def test_countries_from_the_database(db: Path) -> None:
 
 
 @pytest.mark.parametrize("ip", ["10.1.2.3", "192.168.0.1", "127.0.0.1", "169.254.1.1", "100.64.0.1", "::1",
-                                "fe80::1", "fd00::1", "not an ip", "", None, "81.2.69.160/24", "999.1.1.1"])
+                                "fe80::1", "fe80::1%eth0", "fd00::1", "not an ip", "1.2.3.4\x00", "", None, "81.2.69.160/24", "999.1.1.1"])
 def test_private_and_unparseable_addresses_are_unknown(db: Path, ip: str | None) -> None:
     with GeoIP(db) as geo:
         assert geo.country(ip) == UNKNOWN
@@ -118,6 +118,7 @@ def test_ipv6_database_holds_both_families(tmp_path: Path) -> None:
         assert geo.country("2a02:ec80:1::5") == "DE"
         assert geo.country("81.2.69.7") == "GB"
         assert geo.country("2001:db8::1") == UNKNOWN  # documentation range: not global
+        assert geo.country("2a02:ec80:1::5%eth0") == "DE"  # a scoped address
 
 
 def test_without_a_database_everything_is_unknown() -> None:

@@ -108,3 +108,14 @@ def test_results_are_memoised_and_long_strings_cut() -> None:
 def test_named_tuple_unpacks() -> None:
     device_type, os_family, machine = classify(HUMANS[9][0])
     assert (device_type, os_family, machine) == ("mobile", "iOS", False)
+
+
+def test_any_text_is_classified_without_error() -> None:
+    import random
+
+    rng = random.Random(7)
+    for _ in range(300):
+        text = "".join(chr(rng.randrange(0, 0x3000)) for _ in range(rng.randrange(0, 60)))
+        assert classify(text).device_type in DEVICE_TYPES
+    assert classify("Mozilla/5.0 \ud800 (Windows NT 10.0)").os_family == "Windows"  # a lone surrogate
+    assert classify("Mozilla/5.0 (Windows NT 10.0) Ünïcödé/1.0").os_family == "Windows"

@@ -181,9 +181,14 @@ def message_id(value: str) -> str | None:
 def _blocks(part: Message) -> list[Message]:
     """The field blocks of a delivery-status part: per-message first, then per recipient."""
     payload = part.get_payload()
-    if part.get_content_type() == "message/delivery-status" and isinstance(payload, list):
+    encoding = _text(part.get("Content-Transfer-Encoding")).lower()
+    if encoding in ("base64", "quoted-printable"):
+        # the email package split the still-encoded text into "blocks": undo that, decode
+        encoded = part.as_bytes(policy=email.policy.compat32).partition(b"\n\n")[2]
+        text = _decode(encoded, encoding)
+    elif part.get_content_type() == "message/delivery-status" and isinstance(payload, list):
         return [block for block in payload if isinstance(block, Message)]  # split by the email package
-    if isinstance(payload, list) and payload and isinstance(payload[0], Message):
+    elif isinstance(payload, list) and payload and isinstance(payload[0], Message):
         # other message/* types parse as one message: the per-message block as its headers,
         # the recipient blocks as its body (UTF-8 in message/global-delivery-status)
         first = payload[0]
@@ -193,6 +198,17 @@ def _blocks(part: Message) -> list[Message]:
         text = (part.get_payload(decode=True) or b"").decode("utf-8", "replace")
     parser = HeaderParser(policy=email.policy.compat32)
     return [parser.parsestr(chunk.strip() + "\n") for chunk in re.split(r"\r?\n[ \t]*\r?\n", text) if chunk.strip()]
+
+
+def _decode(encoded: bytes, encoding: str) -> str:
+    import binascii
+    import quopri
+
+    try:
+        raw = binascii.a2b_base64(encoded) if encoding == "base64" else quopri.decodestring(encoded)
+    except (binascii.Error, ValueError):
+        return ""
+    return raw.decode("utf-8", "replace")
 
 
 def _feedback_fields(part: Message) -> Message:

@@ -16,7 +16,8 @@ a verifier then rejects a message to which anyone appended a second From). The d
 list covers From, To, Subject, Date, Message-ID and both List-Unsubscribe headers, plus
 Reply-To, Cc, MIME-Version and Content-Type when present. Headers absent from the message
 are left out of `h=` (except the over-signed From), so an MTA that adds a missing Date or
-Message-ID does not break the signature.
+Message-ID does not break the signature. A custom `headers` list must include From (RFC
+6376 requires it); names repeated in it count once.
 
 The message must be RFC 5322 bytes. Line ends are made CRLF (bare LF or CR converted) and
 a final CRLF is added when the body lacks one, so the bytes returned are exactly the bytes
@@ -66,9 +67,11 @@ class DkimSigner:
         self._prehashed = utils.Prehashed(hashes.SHA256())
         self.domain = _a_label(domain)
         self.selector = _a_label(selector)
-        self.headers = tuple(name.strip().lower() for name in headers)
+        self.headers = tuple(dict.fromkeys(name.strip().lower() for name in headers))  # every occurrence is signed anyway
         if not self.headers or any(not _is_field_name(name) for name in self.headers):
             raise ValueError("DKIM header names must be non-empty field names without ':' or spaces.")
+        if "from" not in self.headers:
+            raise ValueError("DKIM signatures must cover the From header (RFC 6376 section 5.4).")
         self._fixed_tags = ["v=1", "a=rsa-sha256", "c=relaxed/relaxed", f"d={self.domain}", f"s={self.selector}"]
 
     def sign(self, message: bytes, *, timestamp: int | None = None) -> bytes:

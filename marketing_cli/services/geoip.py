@@ -6,7 +6,8 @@
 The database is any MaxMind DB (`.mmdb`) file with a `country` record: GeoLite2-Country,
 GeoLite2-City, GeoIP2-Country/City, or the DB-IP "lite" country databases in the same
 format. It is read with the `maxminddb` library (its C extension, memory-mapped), opened
-once; lookups are a few microseconds.
+once; lookups are a few microseconds. One GeoIP may be shared by threads (maxminddb's
+readers are safe for concurrent reads); a lookup racing `close()` answers "Unknown".
 
 The answer is the ISO 3166-1 alpha-2 code of the `country` record (the country where the
 address is used), else of `registered_country` (where the block is registered), upper
@@ -55,7 +56,8 @@ class GeoIP:
 
     def country(self, ip: str | None) -> str:
         """The ISO 3166-1 alpha-2 code for a client address, or "Unknown"."""
-        if self._reader is None or not ip:
+        reader = self._reader  # one read: close() may run in another thread
+        if reader is None or not ip:
             return UNKNOWN
         try:
             address = ipaddress.ip_address(ip.strip())
@@ -66,8 +68,8 @@ class GeoIP:
         if not address.is_global:
             return UNKNOWN
         try:
-            record = self._reader.get(address)
-        except ValueError:  # an IPv6 address in an IPv4-only database
+            record = reader.get(address)
+        except ValueError:  # an IPv6 address in an IPv4-only database, or a closed reader
             return UNKNOWN
         return _iso_code(record)
 

@@ -80,6 +80,8 @@ class Classification(NamedTuple):
 def classify(user_agent: str | None) -> Classification:
     """(device_type, os_family, machine) of one User-Agent header value (see the module docstring)."""
     text = (user_agent or "").strip()[:MAX_LENGTH]
+    if not text.isascii():  # lone surrogates would make the parser's UTF-8 encoding fail
+        text = text.encode("utf-8", "replace").decode("utf-8")
     return _classify(text)
 
 
