@@ -109,8 +109,7 @@ def test_one_click_unsubscribe_matches_the_header(client: Any, sent: dict[str, A
 
 def test_machine_opens_do_not_count(client: Any, auth: dict[str, str], sent: dict[str, Any]) -> None:
     ann = _urls(sent["html"]["ann@gmail.com"])
-    client.get(_path(ann["open"]), headers={"User-Agent": "Mozilla/5.0 (Windows NT 5.1; rv:11.0) Gecko Firefox/11.0 "
-                                                           "(via ggpht.com GoogleImageProxy)"})
+    client.get(_path(ann["open"]), headers={"User-Agent": "Mozilla/5.0"})  # Apple Mail Privacy Protection
     stats = client.get(f"/v1/campaigns/{sent['campaign']['id']}/statistics", headers=auth).json()["data"]
     assert stats["aggregate"]["opened"] == 0
 

@@ -56,8 +56,6 @@ MACHINES = [
     ("   ", "blank"),
     ("-", "dash, as logs write a missing one"),
     ("Mozilla/5.0", "Apple Mail Privacy Protection"),
-    ("Mozilla/5.0 (Windows NT 5.1; rv:11.0) Gecko Firefox/11.0 (via ggpht.com GoogleImageProxy)", "Gmail image proxy"),
-    ("YahooMailProxy; https://help.yahoo.com/kb/yahoo-mail-proxy-SLN28749.html", "Yahoo image proxy"),
     ("Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 "
      "Safari/537.36 Edg/120.0.0.0 BingPreview/1.0b", "Microsoft BingPreview link scanner"),
     ("Mozilla/5.0 (compatible; bingbot/2.0; +http://www.bing.com/bingbot.htm)", "crawler"),
@@ -85,8 +83,17 @@ def test_machines(ua: str, why: str) -> None:
 
 
 def test_machine_keeps_the_os_ua_parser_saw() -> None:
-    assert classify(MACHINES[4][0]).os_family == "Windows"  # GoogleImageProxy claims Windows XP
+    assert classify(MACHINES[4][0]).os_family == "Windows"  # BingPreview runs a Windows Edge
     assert classify("Mozilla/5.0").os_family == "Other"
+
+
+@pytest.mark.parametrize("ua", [
+    "Mozilla/5.0 (Windows NT 5.1; rv:11.0) Gecko Firefox/11.0 (via ggpht.com GoogleImageProxy)",
+    "YahooMailProxy; https://help.yahoo.com/kb/yahoo-mail-proxy-SLN28749.html",
+])
+def test_mail_image_proxies_are_the_person_opening(ua: str) -> None:
+    # Gmail and Yahoo fetch images through their proxy when the message is opened.
+    assert classify(ua) == ("other", "Other", False)
 
 
 def test_none_is_a_machine_and_every_device_type_is_a_contract_key() -> None:

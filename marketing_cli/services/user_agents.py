@@ -29,14 +29,17 @@ recipient's behalf rather than from the recipient. Signals, in order:
    User-Agent. (Its addresses are Apple's relay ranges; the classification here uses the
    User-Agent only, so an MPP open counts as a machine open whatever the address);
 3. ua-parser's device family `Spider`: crawlers and link expanders it knows (bingbot,
-   Googlebot, BingPreview, YahooMailProxy, Slackbot...);
-4. the mail providers' image proxies and link scanners by their product token, whatever
-   ua-parser makes of the rest: `GoogleImageProxy` (Gmail fetches images through
-   ggpht.com; ua-parser family `GmailImageProxy`), `YahooMailProxy`, `BingPreview`
-   (Microsoft's link previews);
+   Googlebot, BingPreview, Slackbot...);
+4. link scanners by their product token, whatever ua-parser makes of the rest:
+   `BingPreview` (Microsoft's link previews);
 5. HTTP libraries and headless browsers, by ua-parser's family (python-requests, curl,
    Wget, Go-http-client, Java, Apache-HttpClient, okhttp, axios, HeadlessChrome...),
    which is what ad-hoc security scanners run.
+Not machines: the image proxies of Gmail (`GoogleImageProxy`, through ggpht.com) and Yahoo
+(`YahooMailProxy`) fetch a message's images when the person opens it (then cache them),
+so their request is that person's open: they count, as device `other` and OS `Other`
+(the proxy hides the reader's device). Counting them as machines would make every Gmail
+and Yahoo open invisible.
 Not recognisable from the User-Agent: Microsoft Defender "Safe Links" and similar gateway
 scanners that fetch links with an ordinary browser User-Agent from cloud addresses; their
 clicks count as human ones.
@@ -51,9 +54,10 @@ DEVICE_TYPES = ("desktop", "mobile", "tablet", "other")
 MAX_LENGTH = 512
 
 APPLE_MPP_USER_AGENT = "Mozilla/5.0"
-PROXY_TOKENS = ("GoogleImageProxy", "YahooMailProxy", "BingPreview")
+OPEN_PROXY_TOKENS = ("GoogleImageProxy", "YahooMailProxy")  # fetch on the person's open
+PROXY_TOKENS = ("BingPreview",)
 MACHINE_FAMILIES = frozenset({
-    "GmailImageProxy", "YahooMailProxy", "BingPreview",
+    "BingPreview",
     "Python Requests", "Python-urllib", "curl", "Wget", "Go-http-client", "Java", "Apache-HttpClient",
     "okhttp", "axios", "HeadlessChrome", "PhantomJS",
 })
@@ -91,6 +95,8 @@ def _classify(text: str) -> Classification:
         return Classification("other", "Other", True)
     if text == APPLE_MPP_USER_AGENT:
         return Classification("other", "Other", True)
+    if any(token in text for token in OPEN_PROXY_TOKENS):
+        return Classification("other", "Other", False)
     import ua_parser
 
     parsed = ua_parser.parse(text).with_defaults()
