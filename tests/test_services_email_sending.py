@@ -268,3 +268,27 @@ def test_the_winner_is_the_higher_open_rate(conn: sqlite3.Connection, workspace:
     campaign_stats.record_open(conn, b)
     assert email_sender.winner_rates(conn, created["id"], "OPENS") == {"A": 0.0, "B": 1.0}
     assert email_sender.winner_rates(conn, created["id"], "CLICKS") == {"A": 0.0, "B": 0.0}
+
+
+def test_transport_errors_pause_the_campaign_and_resume_sends_again(
+        conn: sqlite3.Connection, workspace: dict[str, Any], verified_dns: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.smtp_server import free_port
+
+    ws = workspace["id"]
+    campaign = _world(conn, ws, [f"u{i:02}@example.org" for i in range(25)])
+    monkeypatch.setenv("MKT_SMTP_URL", f"smtp://127.0.0.1:{free_port()}?timeout=1")  # nothing listens there
+    email_schedule.schedule_campaign(conn, ws, campaign["id"], {"schedule_type": "NOW"})
+    jobs.run_due(conn)
+    row = conn.execute("SELECT status, status_detail FROM campaigns").fetchone()
+    assert row[0] == "PAUSED" and row[1].startswith("Paused after 20 transport errors in a row")
+    assert conn.execute("SELECT count(*) FROM email_messages WHERE status = 'queued' AND retry_at IS NOT NULL"
+                        ).fetchone()[0] == 20
+    with pytest.raises(MktError, match="Only paused campaigns can be resumed."):
+        email_schedule.resume_campaign(conn, ws, factories.campaign(conn, ws, name="other")["id"])
+    with SmtpServer() as server:
+        monkeypatch.setenv("MKT_SMTP_URL", server.url)
+        assert email_schedule.resume_campaign(conn, ws, campaign["id"]) == {"id": campaign["id"], "status": "SENDING"}
+        conn.execute("UPDATE email_messages SET retry_at = NULL")  # the retry delay has passed
+        jobs.run_due(conn)
+    assert len(server.messages) == 25
+    assert conn.execute("SELECT status FROM campaigns WHERE id = ?", (campaign["id"],)).fetchone()[0] == "SENT"
