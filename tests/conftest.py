@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -128,3 +129,133 @@ def error_of(response: Any) -> tuple[int, str]:
     assert set(body["error"]) == {"status", "message"}, body
     assert body["error"]["status"] == response.status_code
     return response.status_code, body["error"]["message"]
+
+
+# --- A real DNS server for sending-domain verification (domains work) -------------------
+
+
+class LocalDNS:
+    """A real DNS server (dnslib) on 127.0.0.1, UDP and TCP on one free port.
+
+    It answers from `records` ({(host, TYPE): [value, ...]}; a TXT value may be a list of
+    strings, sent as several character-strings); a host it has no record for at all is
+    NXDOMAIN, a host in `failing` gets SERVFAIL. `publish(domain)` serves every record of
+    a Domain as the API lists it, TXT values longer than 255 bytes split into several
+    strings the way DNS providers publish them.
+    """
+
+    def __init__(self) -> None:
+        self.records: dict[tuple[str, str], list[Any]] = {}
+        self.failing: set[str] = set()
+        self.queries: list[tuple[str, str]] = []
+        self._servers: list[Any] = []
+        self.port = 0
+
+    @staticmethod
+    def split(value: str, size: int = 255) -> list[str]:
+        return [value[i:i + size] for i in range(0, len(value), size)] or [""]
+
+    def add(self, rtype: str, host: str, value: Any) -> None:
+        self.records.setdefault((host.rstrip(".").lower(), rtype), []).append(value)
+
+    def remove(self, rtype: str, host: str) -> None:
+        self.records.pop((host.rstrip(".").lower(), rtype), None)
+
+    def publish(self, domain: dict[str, Any], *, only: set[str] | None = None) -> None:
+        for record in domain["dns_records"]:
+            if only is not None and record["type"] + " " + record["host"] not in only:
+                continue
+            value = record["value"]
+            if record["type"] == "TXT":
+                value = self.split(value)
+            elif record["type"] == "MX":
+                value = (record["priority"], value)
+            self.add(record["type"], record["host"], value)
+
+    def resolve(self, request: Any, handler: Any) -> Any:
+        from dnslib import CNAME, MX, QTYPE, RCODE, RR, TXT
+
+        reply = request.reply()
+        host = str(request.q.qname).rstrip(".").lower()
+        rtype = QTYPE[request.q.qtype]
+        self.queries.append((host, rtype))
+        if host in self.failing:
+            reply.header.rcode = RCODE.SERVFAIL
+            return reply
+        if not any(known == host for known, _ in self.records):
+            reply.header.rcode = RCODE.NXDOMAIN
+            return reply
+        for value in self.records.get((host, rtype), []):
+            if rtype == "TXT":
+                rdata = TXT(value if isinstance(value, list) else [value])
+            elif rtype == "MX":
+                rdata = MX(value[1], value[0])
+            else:
+                rdata = CNAME(value)
+            reply.add_answer(RR(request.q.qname, request.q.qtype, rdata=rdata, ttl=60))
+        return reply
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        from dnslib.server import DNSLogger, DNSServer
+
+        quiet = DNSLogger("-request,-reply,-truncated,-error", logf=lambda *_: None)
+        for _ in range(20):
+            udp = DNSServer(self, address="127.0.0.1", port=0, logger=quiet)
+            port = udp.server.server_address[1]
+            try:
+                tcp = DNSServer(self, address="127.0.0.1", port=port, tcp=True, logger=quiet)
+            except OSError:
+                udp.server.server_close()
+                continue
+            self.port, self._servers = port, [udp, tcp]
+            for server in self._servers:  # a short poll interval: stop() waits for one poll
+                server.thread = threading.Thread(target=server.server.serve_forever, kwargs={"poll_interval": 0.02},
+                                                 daemon=True)
+                server.thread.start()
+            return
+        raise RuntimeError("no free port for the test DNS server")
+
+    def stop(self) -> None:
+        for server in self._servers:
+            server.stop()
+            server.server.server_close()
+            server.thread.join(timeout=5)
+        self._servers = []
+
+
+_DKIM_KEYS: list[tuple[str, str]] = []
+_dkim_turn = [0]
+
+
+@pytest.fixture(autouse=True)
+def _pooled_dkim_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Adding a domain generates an RSA-2048 key, 0.1-0.8 s on this machine: domains made in
+    tests take real key pairs in turn from a pool of four made once per process, so two
+    domains in a row still differ. test_services_domains checks the real generator."""
+    from marketing_cli.services import domains
+
+    real = domains._new_key
+
+    def pooled() -> tuple[str, str]:
+        if not _DKIM_KEYS:
+            _DKIM_KEYS.extend(real() for _ in range(4))
+        _dkim_turn[0] += 1
+        return _DKIM_KEYS[_dkim_turn[0] % len(_DKIM_KEYS)]
+
+    monkeypatch.setattr(domains, "_new_key", pooled)
+
+
+@pytest.fixture
+def dns_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalDNS]:
+    """A LocalDNS that `MKT_DNS_SERVER` points at for the test's duration."""
+    server = LocalDNS()
+    server.start()
+    monkeypatch.setenv("MKT_DNS_SERVER", server.address)
+    try:
+        yield server
+    finally:
+        server.stop()

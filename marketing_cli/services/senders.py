@@ -28,6 +28,7 @@ DISPLAY_NAME_LENGTH = "The display name must be 100 characters or less."
 DISPLAY_NAME_CONTROL = "The display name must not contain line breaks or other control characters."
 DUPLICATE = "The sender identity {address} already exists in this workspace."
 MAX_DISPLAY_NAME = 100
+MAX_LOCAL_PART = 64  # RFC 5321
 
 _SELECT = (
     "SELECT s.id, s.display_name, s.local_part, s.domain_id, s.created_at, d.domain_name,"
@@ -59,20 +60,22 @@ def _display_name(value: Any) -> str:
 
 
 def _local_part(value: Any, domain_name: str) -> str:
-    """The local part as email-validator reads it (ASCII only: mail servers without SMTPUTF8
-    would refuse anything else); no quoted forms."""
+    """The local part as written, if email-validator accepts it: ASCII only (mail servers
+    without SMTPUTF8 would refuse anything else), no quoted forms, at most 64 characters."""
     local = value.strip() if isinstance(value, str) else ""
     if not local:
         raise MktError(400, LOCAL_PART_REQUIRED)
     if "@" in local:
         raise MktError(400, LOCAL_PART_INVALID.format(local_part=local, reason="it must not contain an @."))
+    if len(local) > MAX_LOCAL_PART:
+        raise MktError(400, LOCAL_PART_INVALID.format(local_part=local, reason="it is longer than 64 characters."))
     from email_validator import EmailNotValidError, validate_email
 
     try:
-        result = validate_email(f"{local}@{domain_name}", check_deliverability=False, allow_smtputf8=False)
+        validate_email(f"{local}@{domain_name}", check_deliverability=False, allow_smtputf8=False)
     except EmailNotValidError as exc:
         raise MktError(400, LOCAL_PART_INVALID.format(local_part=local, reason=str(exc))) from None
-    return result.local_part
+    return local  # as written: email-validator would lower-case it
 
 
 def add_sender_identity(conn: sqlite3.Connection, workspace_id: int, body: Any) -> dict[str, Any]:
