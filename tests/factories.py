@@ -55,9 +55,9 @@ def segment(conn: sqlite3.Connection, workspace_id: int, name: str, filters: dic
 
 # --- email campaigns (branch campaigns) -------------------------------------------------------
 
-def sender_id(conn: sqlite3.Connection, workspace_id: int, domain: str = "example.com", local_part: str = "news",
-              display_name: str = "News Team") -> int:
-    """The id of a sender identity on the workspace's domain of that name (added when missing)."""
+def campaign_sender(conn: sqlite3.Connection, workspace_id: int, domain: str = "example.com",
+                    local_part: str = "news", display_name: str = "News Team") -> int:
+    """A sender identity on the workspace's domain of that name (added if missing); returns its id."""
     from marketing_cli.services import domains, senders
 
     existing = [d for d in domains.list_domains(conn, workspace_id) if d["domain_name"] == domain]
@@ -81,7 +81,7 @@ def ready_campaign(conn: sqlite3.Connection, workspace_id: int, *, html: str = "
     from marketing_cli.services import campaign_html, campaigns
 
     created = campaign(conn, workspace_id)
-    sender_body: dict[str, Any] = {"sender_identity_id": sender_id(conn, workspace_id, domain)}
+    sender_body: dict[str, Any] = {"sender_identity_id": campaign_sender(conn, workspace_id, domain)}
     if reply_to:
         sender_body["reply_to"] = reply_to
     campaigns.configure_campaign(conn, workspace_id, created["id"], {

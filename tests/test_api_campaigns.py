@@ -76,7 +76,7 @@ def test_error_messages(client: Any, auth: dict[str, str], method: str, path: st
 def test_configure_answers_the_configuration_view(client: Any, auth: dict[str, str], conn: Any,
                                                    workspace: dict[str, Any]) -> None:
     made = _create(client, auth)
-    sender = f.sender_id(conn, workspace["id"])
+    sender = f.campaign_sender(conn, workspace["id"])
     response = client.patch(f"/v1/campaigns/{made['id']}/configure", headers=auth, json={
         "sender": {"sender_identity_id": sender, "reply_to": {"display_name": "R", "local_part": "r",
                                                               "domain_name": "example.com"}},
@@ -143,7 +143,7 @@ def test_state_messages_of_send_test_email(client: Any, auth: dict[str, str], co
                                           workspace: dict[str, Any]) -> None:
     ws = workspace["id"]
     made = _create(client, auth)
-    campaigns.configure_campaign(conn, ws, made["id"], {"sender": {"sender_identity_id": f.sender_id(conn, ws)}})
+    campaigns.configure_campaign(conn, ws, made["id"], {"sender": {"sender_identity_id": f.campaign_sender(conn, ws)}})
     url, body = f"/v1/campaigns/{made['id']}/test", {"variant_type": "A", "recipient": "a@example.org"}
     assert error_of(client.post(url, headers=auth, json=body)) == (400, campaign_test_email.NO_SUBJECT)
     campaigns.configure_campaign(conn, ws, made["id"], {"variants": [{"type": "A", "subject": "Subject"}]})

@@ -42,7 +42,7 @@ def test_errors_exit_1_with_the_api_message(cli: Any, ws: int) -> None:
 
 
 def test_configure_with_options(cli: Any, cli_json: Any, conn: Any, ws: int) -> None:
-    sender = f.sender_id(conn, ws)
+    sender = f.campaign_sender(conn, ws)
     vip = f.tag(conn, ws, "vip")
     made = cli_json("campaigns", "create", "--name", "AB", "--type", "AB_TESTING")
     out = cli_json("campaigns", "configure", made["id"], "--sender-id", str(sender),
@@ -58,7 +58,7 @@ def test_configure_with_options(cli: Any, cli_json: Any, conn: Any, ws: int) -> 
 
 
 def test_configure_with_a_body_file_and_stdin(cli: Any, cli_json: Any, conn: Any, ws: int, tmp_path: Path) -> None:
-    sender = f.sender_id(conn, ws)
+    sender = f.campaign_sender(conn, ws)
     made = cli_json("campaigns", "create", "--name", "One")
     body = {"sender": {"sender_identity_id": sender}, "audience": {"type": "ENTIRE_AUDIENCE"},
             "variants": [{"type": "A", "subject": "From a file"}]}

@@ -183,3 +183,12 @@ def test_html_from_a_code_template(conn: Any, workspace: dict[str, Any], campaig
     foreign = f.code_template(conn, other["id"], "<p>theirs</p>")
     assert err(h.set_variant_html, conn, workspace["id"], campaign["id"], "A", {"template_id": foreign}) == \
         (404, templates.NOT_FOUND)
+
+
+def test_an_editor_template_has_no_html_for_a_variant(conn: Any, workspace: dict[str, Any],
+                                                      campaign: dict[str, Any]) -> None:
+    from marketing_cli.services import templates
+
+    editor = templates.create_template(conn, workspace["id"], {"name": "Drag and drop", "type": "editor"})["id"]
+    assert err(h.set_variant_html, conn, workspace["id"], campaign["id"], "A", {"template_id": editor}) == \
+        (400, templates.NO_HTML.format(id=editor))

@@ -107,13 +107,13 @@ def test_campaign_state_messages_in_order(conn: Any, workspace: dict[str, Any], 
     ws = workspace["id"]
     cid = f.campaign(conn, ws)["id"]
     assert err(_send, conn, ws, cid, variant="B") == (400, t.NO_SENDER)  # sender before the variant
-    campaigns.configure_campaign(conn, ws, cid, {"sender": {"sender_identity_id": f.sender_id(conn, ws)}})
+    campaigns.configure_campaign(conn, ws, cid, {"sender": {"sender_identity_id": f.campaign_sender(conn, ws)}})
     assert err(_send, conn, ws, cid, variant="B") == (400, campaigns.VARIANT_NOT_FOUND)
     assert err(_send, conn, ws, cid) == (400, t.NO_SUBJECT)
     campaign_html.set_variant_html(conn, ws, cid, "A", {"html": "<p>Body</p>"})
     assert err(_send, conn, ws, cid) == (400, t.NO_SUBJECT)
     cid2 = f.campaign(conn, ws, "Second")["id"]
-    campaigns.configure_campaign(conn, ws, cid2, {"sender": {"sender_identity_id": f.sender_id(conn, ws, local_part="x")},
+    campaigns.configure_campaign(conn, ws, cid2, {"sender": {"sender_identity_id": f.campaign_sender(conn, ws, local_part="x")},
                                                   "variants": [{"type": "A", "subject": "Subject"}]})
     assert err(_send, conn, ws, cid2) == (400, t.NO_CONTENT)
     assert _outbox(tmp_path) == []

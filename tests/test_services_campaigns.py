@@ -101,7 +101,7 @@ def world(conn: Any, workspace: dict[str, Any]) -> dict[str, Any]:
     vip = f.tag(conn, ws, "vip")
     seg = f.segment(conn, ws, "All vip", {"condition": "AND", "filters": [
         {"type": "tags", "operator": "contains", "value": [vip]}]})["id"]
-    return {"ws": ws, "sender": f.sender_id(conn, ws), "vip": vip, "segment": seg,
+    return {"ws": ws, "sender": f.campaign_sender(conn, ws), "vip": vip, "segment": seg,
             "single": f.campaign(conn, ws), "ab": f.campaign(conn, ws, "AB", "AB_TESTING")}
 
 
@@ -218,7 +218,7 @@ def test_configure_is_all_or_nothing(conn: Any, world: dict[str, Any]) -> None:
 
 def test_configure_refuses_another_workspaces_sender(conn: Any, world: dict[str, Any]) -> None:
     other = f.workspace(conn, "Other workspace")
-    foreign = f.sender_id(conn, other["id"], "other.example")
+    foreign = f.campaign_sender(conn, other["id"], "other.example")
     assert _configure_error(conn, world, {"sender": {"sender_identity_id": foreign}}) == (400, c.SENDER_NOT_FOUND)
 
 

@@ -236,7 +236,7 @@ def test_ab_test_splits_the_test_share_and_sends_the_winner_to_the_rest(
         factories.contact(conn, ws, f"u{i:02}@example.org")
     created = factories.campaign(conn, ws, type_="AB_TESTING")
     campaigns.configure_campaign(conn, ws, created["id"], {
-        "sender": {"sender_identity_id": factories.sender_id(conn, ws)}, "audience": {"type": "ENTIRE_AUDIENCE"},
+        "sender": {"sender_identity_id": factories.campaign_sender(conn, ws)}, "audience": {"type": "ENTIRE_AUDIENCE"},
         "variants": [{"type": "A", "subject": "Subject A"}, {"type": "B", "subject": "Subject B"}]})
     for kind in "AB":
         campaign_html.set_variant_html(conn, ws, created["id"], kind, {"html": HTML})

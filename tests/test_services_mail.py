@@ -132,3 +132,19 @@ def test_outbox_that_cannot_be_written_is_a_transport_error(tmp_path: Path) -> N
     blocker.write_text("x")
     with pytest.raises(mt.TransportError, match="cannot write to the outbox"):
         mt.OutboxTransport(blocker / "outbox").send(_message(), "a@b.example", ["c@d.example"])
+
+
+def test_compiled_email_renders_text_without_parsing_html_per_recipient(conn: Any, workspace: dict[str, Any]) -> None:
+    from marketing_cli.services.merge_render import Renderer
+
+    html = ('<html><head><style>p{}</style></head><body><span style="display:none">{{preview_text}}</span>'
+            '<h1>Hi {{contact.first_name|friend}} &amp; co</h1>'
+            '<p><a href="{{unsubscribe_url}}">Unsubscribe</a></p></body></html>')
+    compiled = mm.CompiledEmail("Hello\n {{contact.first_name|friend}}", html)
+    values = Renderer(conn, workspace["id"], preview_text="Hidden").values_for(
+        {"email": "a@example.com", "phone": None, "data": "{}"}, actions={"unsubscribe_url": "https://u.example/1?a&b"})
+    subject, rendered_html, text = compiled.render(values)
+    assert subject == "Hello friend"
+    assert "Hidden" in rendered_html and "https://u.example/1?a&amp;b" in rendered_html
+    assert text == "Hi friend & co\n\nUnsubscribe (https://u.example/1?a&b)\n"
+    assert text == mm.html_to_text(rendered_html)  # the same text as converting each rendered HTML

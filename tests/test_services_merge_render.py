@@ -91,4 +91,4 @@ def test_compiled_once_renders_many_fast(conn: Any, workspace: dict[str, Any]) -
         out = template.render(renderer.values_for(row, actions={"unsubscribe_url": f"https://u/{i}"}))
     elapsed = time.perf_counter() - started
     assert "Hi Ann" in out and "https://u/9999" in out
-    assert elapsed < 2.0, elapsed  # about 0.1 s here: 100k recipients in about a second
+    assert elapsed < 5.0, elapsed  # 0.2 s on an idle 2-core machine: 100k recipients in about 2 s

@@ -99,19 +99,18 @@ def build_test_message(conn: sqlite3.Connection, workspace_id: int, campaign: sq
     """The MIME message of a test email, merge tags rendered for the recipient."""
     import json
 
-    from marketing_cli.services.mail_message import address, build_message
-    from marketing_cli.services.merge_render import Renderer, compile_template
+    from marketing_cli.services.mail_message import CompiledEmail, address, build_message
+    from marketing_cli.services.merge_render import Renderer
 
     renderer = Renderer(conn, workspace_id, preview_text=variant["preview_text"] or "")
     contact = conn.execute("SELECT email, phone, data FROM contacts WHERE workspace_id = ? AND email = ?",
                            (workspace_id, recipient)).fetchone()
     values = renderer.values_for(contact, actions=_action_links())
-    subject = " ".join(compile_template(variant["subject"]).render(values).split())
-    html = compile_template(variant["body_html"], html=True).render(values)
+    subject, html, text = CompiledEmail(variant["subject"], variant["body_html"]).render(values)
     reply = json.loads(campaign["reply_to"]) if campaign["reply_to"] else None
     return build_message(
         sender=address(sender["display_name"], sender["local_part"], sender["domain_name"]),
-        to=recipient, subject=subject, html=html,
+        to=recipient, subject=subject, html=html, text=text,
         reply_to=address(reply["display_name"], reply["local_part"], reply["domain_name"]) if reply else None,
         headers={"X-Mkt-Test": "1", "X-Mkt-Campaign": campaign["id"]})
 

@@ -19,6 +19,7 @@ from email.headerregistry import Address
 from email.message import EmailMessage
 from email.utils import format_datetime, make_msgid
 from html.parser import HTMLParser
+from typing import Any
 
 from marketing_cli import clock
 
@@ -65,7 +66,7 @@ class _TextParser(HTMLParser):
             self.out.append("\n")
         if tag == "a" and self.links:
             href = self.links.pop()
-            if href and href.startswith(("http://", "https://")) and not self.skip:
+            if href and href.startswith(("http://", "https://", "{{")) and not self.skip:
                 if not "".join(self.out[-3:]).rstrip().endswith(href):
                     self.out.append(f" ({href})")
 
@@ -113,3 +114,25 @@ def build_message(*, sender: Address, to: str, subject: str, html: str, text: st
     message.set_content(text if text is not None else html_to_text(html), subtype="plain", charset="utf-8")
     message.add_alternative(html, subtype="html", charset="utf-8")
     return message
+
+
+class CompiledEmail:
+    """A variant compiled once for many recipients: subject, HTML and plain-text templates.
+
+    The plain-text template is made ONCE from the HTML source (tags survive the conversion
+    as text), so a recipient costs three template renders and no HTML parsing:
+    `render(values) -> (subject, html, text)`. Subjects lose line breaks (no header can be
+    injected through a value).
+    """
+
+    __slots__ = ("subject", "html", "text")
+
+    def __init__(self, subject: str, html: str) -> None:
+        from marketing_cli.services.merge_render import compile_template
+
+        self.subject = compile_template(subject)
+        self.html = compile_template(html, html=True)
+        self.text = compile_template(html_to_text(html))
+
+    def render(self, values: Any) -> tuple[str, str, str]:
+        return " ".join(self.subject.render(values).split()), self.html.render(values), self.text.render(values)
