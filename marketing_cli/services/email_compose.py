@@ -8,7 +8,8 @@ HTML's links are rewritten to tracking placeholders and the open pixel is added 
 the workspace tracks interactions), the plain-text part is made from that HTML once
 (`mail_message.html_to_text`, which costs milliseconds), the subject, HTML and text are
 compiled into merge-tag templates (`merge_render`), and the headers that never change
-(From, Reply-To, MIME-Version, the multipart boundary) are encoded once. Per recipient,
+(From, Reply-To, MIME-Version, the multipart boundary) are encoded once; the templates are
+`mail_message.CompiledEmail`, the same compilation test emails use. Per recipient,
 `build` renders three templates with the recipient's values, quoted-printable-encodes
 the two bodies (`binascii.b2a_qp`, C), joins bytes, and signs them (`dkim.DkimSigner`,
 OpenSSL). The message is RFC 5322 with CRLF line ends, as `email.policy.SMTP` writes it,
@@ -34,8 +35,8 @@ from email.utils import formataddr, formatdate
 from typing import Any
 
 from marketing_cli.services.bounce_reports import MKT_MESSAGE_HEADER as MESSAGE_HEADER  # bounces read it back
-from marketing_cli.services.mail_message import html_to_text
-from marketing_cli.services.merge_render import Values, compile_template
+from marketing_cli.services.mail_message import CompiledEmail
+from marketing_cli.services.merge_render import Values
 
 _HREF = re.compile(r"""(<a\b[^>]*?\bhref\s*=\s*)(["'])(.*?)\2""", re.IGNORECASE | re.DOTALL)
 _BODY_END = re.compile(r"</body\s*>", re.IGNORECASE)
@@ -106,9 +107,7 @@ class CompiledVariant:
                  track: bool, link_ids: Mapping[str, int], sign: Callable[[bytes], bytes] | None) -> None:
         if track:
             html = add_pixel(rewrite_links(html, link_ids))
-        self.subject = compile_template(subject)
-        self.html = compile_template(html, html=True)
-        self.text = compile_template(html_to_text(html))
+        self.parts = CompiledEmail(subject, html)
         self.base = tracking_base.rstrip("/")
         self.track = track
         self.campaign_id = campaign_id
@@ -140,18 +139,18 @@ class CompiledVariant:
     def build(self, recipient: Recipient, values: Values, date: str | None = None) -> bytes:
         """The signed message for one recipient (`values` already hold the URLs of `urls`)."""
         unsubscribe = values.text["unsubscribe_url"]
+        subject, html, text = self.parts.render(values)
         head = (
             self._fixed + b"\r\n"
             + (f"To: {recipient.email}\r\n"
-               f"Subject: {_header_value(self.subject.render(values))}\r\n"
+               f"Subject: {_header_value(subject)}\r\n"
                f"Date: {date or formatdate(usegmt=True)}\r\n"
                f"Message-ID: <{self.smtp_message_id(recipient.message_id)}>\r\n"
                f"List-Unsubscribe: <{unsubscribe}>\r\n"
                "List-Unsubscribe-Post: List-Unsubscribe=One-Click\r\n"
                f"{MESSAGE_HEADER}: {recipient.token}\r\n").encode("ascii")
         )
-        raw = (head + self._mime + _qp(self.text.render(values)) + self._between
-               + _qp(self.html.render(values)) + self._end)
+        raw = head + self._mime + _qp(text) + self._between + _qp(html) + self._end
         return self.sign(raw) if self.sign is not None else raw
 
 
