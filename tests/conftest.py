@@ -232,11 +232,16 @@ _dkim_turn = [0]
 
 
 @pytest.fixture(autouse=True)
-def _pooled_dkim_keys(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Adding a domain generates an RSA-2048 key, 0.1-0.8 s on this machine: domains made in
+def _domains_test_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No operator DNS or SPF setting leaks in from the environment (`dns_server` sets one).
+
+    Adding a domain generates an RSA-2048 key, 0.1-0.8 s on this machine: domains made in
     tests take real key pairs in turn from a pool of four made once per process, so two
     domains in a row still differ. test_services_domains checks the real generator."""
     from marketing_cli.services import domains
+
+    monkeypatch.delenv("MKT_DNS_SERVER", raising=False)
+    monkeypatch.delenv("MKT_SPF_MECHANISMS", raising=False)
 
     real = domains._new_key
 

@@ -2,6 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
 from tests import factories as f
 
 
@@ -104,3 +112,22 @@ def test_senders_errors(cli, cli_json, workspace, conn):
     result = cli("--workspace", str(workspace["id"]), "senders", "show", "5")
     assert (result.exit_code, result.stderr.strip()) == (1, "We were unable to find the sender identity.")
     assert cli_json("--workspace", str(workspace["id"]), "senders", "list") == []
+
+
+@pytest.mark.slow
+def test_a_real_mkt_process_verifies_through_mkt_dns_server(db_path, workspace, dns_server):
+    """`python -m marketing_cli` in its own process: MKT_DNS_SERVER read from the environment."""
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "MKT_DNS_SERVER": dns_server.address}
+
+    def mkt(*args):
+        done = subprocess.run([sys.executable, "-m", "marketing_cli", "--db", str(db_path), *args, "--json"],
+                              env=env, cwd=root, capture_output=True, text=True, timeout=60, check=False)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    added = mkt("domains", "add", "example.com")
+    assert mkt("domains", "verify", str(added["id"]))["verified"] is False
+    dns_server.publish(added)
+    verified = mkt("domains", "verify", str(added["id"]))
+    assert verified["verified"] is True and all(r["verified"] for r in verified["dns_records"])
