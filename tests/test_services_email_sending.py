@@ -74,6 +74,8 @@ def test_a_campaign_goes_from_draft_to_sent_through_smtp(conn: sqlite3.Connectio
     lookup = _dkim_dns(conn, ws)
     for address, item in received.items():
         assert dkim.verify(item.raw, dnsfunc=lookup), address
+        code = domains.list_domains(conn, ws)[0]["domain_code"]
+        assert item.mail_from == f"bounces@{code}.example.com"  # the return-path host
         message = email.message_from_bytes(item.raw, policy=policy.default)
         assert message["From"] == "News Team <news@example.com>" and message["To"] == address
         assert message["Subject"].startswith("Hello N") and message["Date"] and message["Message-ID"]

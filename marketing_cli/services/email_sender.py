@@ -184,7 +184,10 @@ class _Send:
                 variant, sender, reply_to, tracking_base=base, campaign_id=row["id"], track=track,
                 link_ids=links, sign=signer.sign)
             self.renderers[variant["id"]] = Renderer(conn, ws, preview_text=variant["preview_text"] or "")
-        self.envelope_from = f"{sender['local_part']}@{sender['domain_name']}"
+        # The envelope sender (MAIL FROM, where bounces go) is on the domain's return-path
+        # host, which its CNAME record points at the domain (docs/sending-domains.md).
+        code = domains.get_domain(conn, ws, sender["domain_id"])["domain_code"]
+        self.envelope_from = f"bounces@{code}.{sender['domain_name']}"
         self.concurrency, self.rate = send_settings()
         self._local = threading.local()
         self._transports: list[Any] = []
