@@ -129,12 +129,8 @@ def _filter_attribute(tag: str, attribute: str, value: str) -> str | None:
     return value
 
 
-def _nh3(fragment: str, tags: frozenset[str] | set[str] = TAGS,
-         attributes: dict[str, set[str]] | None = None) -> str:
-    if attributes is None:
-        attributes = {"*": set(GENERIC_ATTRIBUTES), **{t: set(a) for t, a in TAG_ATTRIBUTES.items()}}
-    return nh3.clean(
-        fragment,
+def _cleaner(tags: frozenset[str] | set[str], attributes: dict[str, set[str]]) -> nh3.Cleaner:
+    return nh3.Cleaner(
         tags=set(tags),
         clean_content_tags=set(REMOVED_WITH_CONTENT),
         attributes=attributes,
@@ -144,6 +140,11 @@ def _nh3(fragment: str, tags: frozenset[str] | set[str] = TAGS,
         strip_comments=False,
         link_rel=None,
     )
+
+
+_CONTENT = _cleaner(TAGS, {"*": set(GENERIC_ATTRIBUTES), **{t: set(a) for t, a in TAG_ATTRIBUTES.items()}})
+_HTML_TAG = _cleaner({"div"}, {"div": set(HTML_ATTRIBUTES)})
+_BODY_TAG = _cleaner({"div"}, {"div": set(BODY_ATTRIBUTES)})
 
 
 # --- comments -----------------------------------------------------------------------------
@@ -266,10 +267,10 @@ _SHELL_TAGS = re.compile(r"</?(?:html|head|body)\b" + _TAG_BODY, re.I)
 _DIV_ATTRIBUTES = re.compile(r"<div((?:\s[^>]*)?)>")
 
 
-def _clean_attributes(raw: str, allowed: frozenset[str]) -> str:
+def _clean_attributes(raw: str, cleaner: nh3.Cleaner) -> str:
     """The attributes of a shell tag (`<html ...>`, `<body ...>`) cleaned by the same rules:
     nh3 reads them on a stand-in `<div>` (it drops html and body from a fragment)."""
-    cleaned = _nh3(f"<div {raw}></div>", {"div"}, {"div": set(allowed)})
+    cleaned = cleaner.clean(f"<div {raw}></div>")
     found = _DIV_ATTRIBUTES.match(cleaned)
     return found.group(1) if found else ""
 
@@ -278,19 +279,19 @@ def clean_html(html: str) -> str:
     """The HTML with every active part removed and everything else kept (module docstring)."""
     body_open = _BODY_OPEN.search(html)
     if body_open is None:
-        return _clean_comments(_nh3(html))
+        return _clean_comments(_CONTENT.clean(html))
     doctype = _DOCTYPE.match(html)
     prelude = html[doctype.end() if doctype else 0:body_open.start()]
     html_open = _HTML_OPEN.search(prelude)
     closes = [m.start() for m in _BODY_CLOSE.finditer(html, body_open.end())]
     body = html[body_open.end():closes[-1] if closes else len(html)]
-    head = _clean_comments(_nh3(_SHELL_TAGS.sub("", prelude))).strip()
-    html_attributes = _clean_attributes(html_open.group(1), HTML_ATTRIBUTES) if html_open else ""
-    body_attributes = _clean_attributes(body_open.group(1), BODY_ATTRIBUTES)
+    head = _clean_comments(_CONTENT.clean(_SHELL_TAGS.sub("", prelude))).strip()
+    html_attributes = _clean_attributes(html_open.group(1), _HTML_TAG) if html_open else ""
+    body_attributes = _clean_attributes(body_open.group(1), _BODY_TAG)
     return (
         (doctype.group(1) + "\n" if doctype else "")
         + f"<html{html_attributes}>\n<head>\n{head}\n</head>\n"
-        + f"<body{body_attributes}>{_clean_comments(_nh3(body))}</body>\n</html>\n"
+        + f"<body{body_attributes}>{_clean_comments(_CONTENT.clean(body))}</body>\n</html>\n"
     )
 
 
