@@ -108,3 +108,18 @@ def test_url_import_over_http(client, auth, monkeypatch) -> None:
                                                "url": server.url("/t.html")}, headers=auth)
     assert r.status_code == 201 and r.json()["data"]["body_html"] == HTML
     assert r.json()["data"]["source_url"] == server.url("/t.html")
+
+
+def test_asset_download(client, auth) -> None:
+    archive = factories.zip_bytes({"index.html": HTML, "img/logo.png": b"\x89PNG\r\n", "page two.html": "<p>2</p>"})
+    created = client.post("/v1/templates", json={"name": "Zip", "type": "code", "import_format": "zip",
+                                                 "content_base64": b64(archive)}, headers=auth).json()["data"]
+    r = client.get(f"/v1/templates/{created['id']}/assets/img/logo.png", headers=auth)
+    assert r.status_code == 200 and r.content == b"\x89PNG\r\n" and r.headers["content-type"] == "image/png"
+    assert r.headers["x-content-type-options"] == "nosniff" and r.headers["content-disposition"] == "attachment"
+    r = client.get(f"/v1/templates/{created['id']}/assets/page%20two.html", headers=auth)
+    assert r.status_code == 200 and r.content == b"<p>2</p>"
+    assert error_of(client.get(f"/v1/templates/{created['id']}/assets/index.html", headers=auth)) == (
+        404, "The template has no file named 'index.html'.")
+    assert error_of(client.get("/v1/templates/999/assets/img/logo.png", headers=auth)) == (
+        404, "We could not find the template you are looking for.")

@@ -82,3 +82,16 @@ def test_service_errors_exit_1_and_write_nothing(cli, cli_json, workspace, tmp_p
     result = cli("templates", "show", "42")
     assert result.exit_code == 1 and result.stderr.strip() == "We could not find the template you are looking for."
     assert cli_json("templates", "list") == []
+
+
+def test_asset_to_stdout_and_to_a_file(cli, workspace, tmp_path) -> None:
+    archive = tmp_path / "mail.zip"
+    archive.write_bytes(factories.zip_bytes({"index.html": HTML, "css/a.css": "p { color: red }"}))
+    assert cli("templates", "create", "--name", "Z", "--zip", str(archive)).exit_code == 0
+    result = cli("templates", "asset", "1", "css/a.css")
+    assert result.exit_code == 0 and result.stdout == "p { color: red }"
+    target = tmp_path / "out.css"
+    assert cli("templates", "asset", "1", "css/a.css", "--output", str(target)).exit_code == 0
+    assert target.read_text() == "p { color: red }"
+    result = cli("templates", "asset", "1", "css/b.css")
+    assert result.exit_code == 1 and result.stderr.strip() == "The template has no file named 'css/b.css'."

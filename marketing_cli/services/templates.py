@@ -37,6 +37,7 @@ STORAGE_FAILED = "We had an internal issue while processing your template."
 NOT_FOUND = "We could not find the template you are looking for."
 EMPTY_HTML = "The template HTML is empty."
 NO_HTML = "Template {id} is an editor template: it has no HTML."
+NO_ASSET = "The template has no file named '{path}'."
 BODY_JSON_TOO_LARGE = "The member 'body_json' is larger than 5 MiB."
 
 MAX_NAME = 255
@@ -121,7 +122,7 @@ def template_asset(conn: sqlite3.Connection, workspace_id: int, template_id: Any
     asset = conn.execute("SELECT content_type, content FROM template_assets WHERE template_id = ? AND path = ?",
                          (row["id"], path)).fetchone()
     if asset is None:
-        raise MktError(404, "The template has no file named '{path}'.".format(path=path[:200]))
+        raise MktError(404, NO_ASSET.format(path=path[:200]))
     return asset["content_type"], bytes(asset["content"])
 
 
