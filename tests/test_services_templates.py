@@ -370,6 +370,11 @@ def test_which_addresses_are_public(address, public) -> None:
 
 
 def test_unknown_host_and_refused_connection(conn, workspace, allow_private) -> None:
+    assert fails(conn, workspace["id"], code("url", url="http:///path")) == (
+        400, "We could not fetch the url: the url has no host name.")
+    for url in ("http://a:b/", "http://example.com:99999/", "http://\x00/"):
+        assert fails(conn, workspace["id"], code("url", url=url)) == (
+            400, "We could not fetch the url: the url is not valid."), url
     assert fails(conn, workspace["id"], code("url", url="http://no-such-host.invalid/")) == (
         400, "We could not find the host of the url: no-such-host.invalid.")
     with factories.PageServer({}) as server:
