@@ -249,3 +249,13 @@ def test_preview_span_in_a_full_template() -> None:
     out = inject_preview_span(clean_html(read_template("promo.html")))
     assert out.count("{{preview_text}}") == 1
     assert out.index("{{preview_text}}") > out.index("<body") > out.index("</head>")
+
+
+def test_a_body_tag_written_in_a_comment_or_style_is_not_the_body() -> None:
+    html = ('<html><head><!-- the <body> is styled below --><style>/* <body class="x"> */ p { margin: 0 }</style>'
+            '</head><body style="margin:0"><p>x</p></body></html>')
+    out = clean_html(html)
+    assert '<style>/* <body class="x"> */ p { margin: 0 }</style>\n</head>\n<body style="margin:0"><p>x</p></body>' in out
+    assert "styled below" not in out
+    injected = inject_preview_span(out)
+    assert f'<body style="margin:0">{PREVIEW_SPAN}<p>x</p>' in injected
