@@ -135,6 +135,19 @@ def test_links_images_mailto_and_merge_tags_survive() -> None:
     assert clean_html(html) == html
 
 
+@pytest.mark.parametrize("url, kept", [
+    ("{{contact.website}}", True),
+    ('{{contact.site | default: "https://shop.example"}}', True),
+    ("https://shop.example/{{contact.id}}?a=b:c", True),
+    ("{{}}javascript:alert(1)", False),
+    ("java{{x}}script:alert(1)", False),
+    ("{{a}}:{{b}}", False),
+])
+def test_merge_tags_in_urls(url: str, kept: bool) -> None:
+    out = clean_html(f"<a href='{url}'>x</a>")
+    assert (out != "<a>x</a>") is kept and "javascript" not in out
+
+
 def test_style_elements_keep_their_rules() -> None:
     style = "<style>@media only screen and (max-width: 600px) { .col > td { width: 100% !important; } }</style>"
     assert clean_html(style + "<p>x</p>") == style + "<p>x</p>"

@@ -87,6 +87,7 @@ URL_ATTRIBUTES = frozenset({
 URL_SCHEMES = frozenset({"http", "https", "mailto", "tel", "sms", "cid"})
 _INVISIBLE = re.compile(r"[\x00-\x20\x7f-\x9f\u00ad\u200b-\u200f\u2028\u2029\u2060-\u2064\ufeff]+")
 _SCHEME = re.compile(r"([a-z][a-z0-9+.\-]*):")
+_MERGE_TAG = re.compile(r"\{\{[^{}]*\}\}")
 _ACTIVE_CSS = re.compile(r"expression\(|javascript:|vbscript:|-moz-binding|behavior:")
 
 PREVIEW_SPAN = (
@@ -99,7 +100,13 @@ PREVIEW_SPAN = (
 def _safe_url(value: str) -> bool:
     """True for a URL a browser would not run: http(s), mailto, tel, sms, cid, or relative
     (`#top`, `/x`, `{{unsubscribe_url}}`). Read the way a browser reads it: the parser has
-    already decoded entities; whitespace, control and invisible characters go, case folds."""
+    already decoded entities; whitespace, control and invisible characters go, case folds.
+    A merge tag may hold a colon (`{{contact.site|default:https://a.example}}`): the URL is
+    also accepted when what is left without its merge tags is safe."""
+    return _safe_plain_url(value) or _safe_plain_url(_MERGE_TAG.sub("", value))
+
+
+def _safe_plain_url(value: str) -> bool:
     squeezed = _INVISIBLE.sub("", value).lower()
     scheme = _SCHEME.match(squeezed)
     if scheme is None:
