@@ -381,3 +381,67 @@ def test_unknown_host_and_refused_connection(conn, workspace, allow_private) -> 
         url = server.url("/")
     assert fails(conn, workspace["id"], code("url", url=url)) == (
         400, "We could not fetch the url: the connection to its server failed.")
+
+
+def test_https_goes_to_the_checked_address_with_the_host_name_for_tls(conn, workspace, allow_private, monkeypatch,
+                                                                     tmp_path) -> None:
+    """https://localhost:PORT/ is requested from 127.0.0.1 (the address that was checked) while
+    the TLS server name and the certificate check use `localhost`."""
+    import datetime
+    import http.server
+    import ssl
+    import threading
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(1).not_valid_before(now - datetime.timedelta(hours=1))
+            .not_valid_after(now + datetime.timedelta(hours=1))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    (tmp_path / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (tmp_path / "key.pem").write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                                         serialization.PrivateFormat.PKCS8,
+                                                         serialization.NoEncryption()))
+    seen: dict[str, str] = {}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            seen["host"] = self.headers["Host"]
+            body = b"<p>over TLS</p>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_context.load_cert_chain(tmp_path / "cert.pem", tmp_path / "key.pem")
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    server.socket = server_context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    client_context = ssl.create_default_context(cafile=str(tmp_path / "cert.pem"))
+    monkeypatch.setattr(template_url, "_tls", lambda: client_context)
+    resolved: list[str] = []
+    real_resolve = template_url.resolve
+    monkeypatch.setattr(template_url, "resolve", lambda host, port: resolved.append(host) or real_resolve(host, port))
+    try:
+        port = server.server_address[1]
+        created = create(conn, workspace["id"], code("url", url=f"https://localhost:{port}/t.html"))
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+    assert created["body_html"] == "<p>over TLS</p>" and created["source_url"] == f"https://localhost:{port}/t.html"
+    assert resolved == ["localhost"] and seen["host"] == f"localhost:{port}"

@@ -166,6 +166,9 @@ _REVEALED_CLOSE = re.compile(r"<!\[endif\]", re.I)
 
 
 def _clean_comments(cleaned: str) -> str:
+    if "<!--" not in cleaned:
+        return cleaned
+
     def replace(match: re.Match[str]) -> str:
         data = match.group(1)
         if data is None:
