@@ -132,6 +132,10 @@ def email_recipients(conn: sqlite3.Connection, workspace_id: int, campaign: dict
 
 def code_template(conn: sqlite3.Connection, workspace_id: int, html: str, name: str = "Newsletter") -> int:
     """A CODE template imported from HTML (POST /v1/templates's service); returns its id."""
+# --- templates ---------------------------------------------------------------------------------
+
+def code_template(conn: sqlite3.Connection, workspace_id: int, html: str, name: str = "Template") -> dict[str, Any]:
+    """A CODE template imported from HTML (import_format html)."""
     import base64
 
     from marketing_cli.services import templates
@@ -178,3 +182,61 @@ def verified_domain(conn: sqlite3.Connection, workspace_id: int, dns: Any, name:
     added = domain(conn, workspace_id, name)
     dns.publish(added)
     return domains.verify_domain(conn, workspace_id, added["id"])
+        "content_base64": base64.b64encode(html.encode("utf-8")).decode("ascii")})
+
+
+def zip_bytes(files: dict[str, bytes | str], *, symlinks: tuple[str, ...] = ()) -> bytes:
+    """A ZIP archive of `files` (path -> content); paths in `symlinks` are stored as links."""
+    import io
+    import stat
+    import zipfile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path, content in files.items():
+            info = zipfile.ZipInfo(path)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            if path in symlinks:
+                info.external_attr = (stat.S_IFLNK | 0o777) << 16
+            archive.writestr(info, content)
+    return buffer.getvalue()
+
+
+class PageServer:
+    """A local HTTP server for URL imports: `pages` maps a path to (status, headers, body).
+
+    Use as a context manager; `url(path)` gives the address of a path."""
+
+    def __init__(self, pages: dict[str, tuple[int, dict[str, str], bytes]]) -> None:
+        import http.server
+        import threading
+
+        pages_ = pages
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 (the standard library's name)
+                status, headers, body = pages_.get(self.path, (404, {}, b"missing"))
+                self.send_response(status)
+                for key, value in {"Content-Length": str(len(body)), **headers}.items():
+                    self.send_header(key, value)
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}{path}"
+
+    def __enter__(self) -> PageServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join()

@@ -135,6 +135,19 @@ def test_links_images_mailto_and_merge_tags_survive() -> None:
     assert clean_html(html) == html
 
 
+@pytest.mark.parametrize("url, kept", [
+    ("{{contact.website}}", True),
+    ('{{contact.site | default: "https://shop.example"}}', True),
+    ("https://shop.example/{{contact.id}}?a=b:c", True),
+    ("{{}}javascript:alert(1)", False),
+    ("java{{x}}script:alert(1)", False),
+    ("{{a}}:{{b}}", False),
+])
+def test_merge_tags_in_urls(url: str, kept: bool) -> None:
+    out = clean_html(f"<a href='{url}'>x</a>")
+    assert (out != "<a>x</a>") is kept and "javascript" not in out
+
+
 def test_style_elements_keep_their_rules() -> None:
     style = "<style>@media only screen and (max-width: 600px) { .col > td { width: 100% !important; } }</style>"
     assert clean_html(style + "<p>x</p>") == style + "<p>x</p>"
@@ -249,3 +262,13 @@ def test_preview_span_in_a_full_template() -> None:
     out = inject_preview_span(clean_html(read_template("promo.html")))
     assert out.count("{{preview_text}}") == 1
     assert out.index("{{preview_text}}") > out.index("<body") > out.index("</head>")
+
+
+def test_a_body_tag_written_in_a_comment_or_style_is_not_the_body() -> None:
+    html = ('<html><head><!-- the <body> is styled below --><style>/* <body class="x"> */ p { margin: 0 }</style>'
+            '</head><body style="margin:0"><p>x</p></body></html>')
+    out = clean_html(html)
+    assert '<style>/* <body class="x"> */ p { margin: 0 }</style>\n</head>\n<body style="margin:0"><p>x</p></body>' in out
+    assert "styled below" not in out
+    injected = inject_preview_span(out)
+    assert f'<body style="margin:0">{PREVIEW_SPAN}<p>x</p>' in injected

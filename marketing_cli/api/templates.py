@@ -1,4 +1,5 @@
-"""/v1/templates: POST (create), GET (list) and GET /:id (one, with its content). Envelope A.
+"""/v1/templates: POST (create), GET (list), GET /:id (one, with its content) and
+GET /:id/assets/:path (a file kept from a ZIP import, as stored). Envelope A.
 
 The specification shows POST /v1/templates without naming its envelope; like the other
 endpoints added with the email half (campaigns, domains), every template endpoint answers
@@ -29,6 +30,16 @@ async def list_templates(request: Request) -> Response:
     return envelope_a(await call(request, templates.list_templates, workspace_id))
 
 
+async def get_template_asset(request: Request) -> Response:
+    """One file kept from a ZIP import, as stored (extension); never rendered by the API itself."""
+    workspace_id = require_workspace(request)
+    content_type, data = await call(request, templates.template_asset, workspace_id, request.path_params["id"],
+                                    request.path_params["path"])
+    return Response(data, media_type=content_type, headers={
+        "X-Content-Type-Options": "nosniff", "Content-Disposition": "attachment",
+        "Content-Security-Policy": "default-src 'none'; sandbox"})
+
+
 async def get_template(request: Request) -> Response:
     workspace_id = require_workspace(request)
     return envelope_a(await call(request, templates.get_template, workspace_id, request.path_params["id"]))
@@ -38,4 +49,5 @@ routes = [
     Route("/v1/templates", create_template, methods=["POST"]),
     Route("/v1/templates", list_templates, methods=["GET"]),
     Route("/v1/templates/{id}", get_template, methods=["GET"]),
+    Route("/v1/templates/{id}/assets/{path:path}", get_template_asset, methods=["GET"]),
 ]

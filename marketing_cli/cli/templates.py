@@ -114,3 +114,27 @@ def templates_show(
         sys.stdout.write(templates.template_html(s.conn(), s.workspace_id(), template_id))
         return
     emit(templates.get_template(s.conn(), s.workspace_id(), template_id), as_json, render_template)
+
+
+@app.command("asset")
+def templates_asset(
+    ctx: typer.Context,
+    template_id: TemplateId,
+    path: Annotated[str, typer.Argument(help="The file's path, as `mkt templates show ID` lists it.")],
+    output: Annotated[Optional[str], typer.Option(
+        "--output", "-o", metavar="FILE", help="Write the file here instead of to stdout.")] = None,
+) -> None:
+    """Write one file kept from a template's ZIP archive (GET /v1/templates/:id/assets/:path)."""
+    from marketing_cli.services import templates
+
+    s = state(ctx)
+    _, data = templates.template_asset(s.conn(), s.workspace_id(), template_id, path)
+    if output is None:
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+        return
+    try:
+        with open(output, "wb") as handle:
+            handle.write(data)
+    except OSError as exc:
+        raise usage_error(f"--output: cannot write {output}: {exc.strerror}.") from None

@@ -87,6 +87,7 @@ URL_ATTRIBUTES = frozenset({
 URL_SCHEMES = frozenset({"http", "https", "mailto", "tel", "sms", "cid"})
 _INVISIBLE = re.compile(r"[\x00-\x20\x7f-\x9f\u00ad\u200b-\u200f\u2028\u2029\u2060-\u2064\ufeff]+")
 _SCHEME = re.compile(r"([a-z][a-z0-9+.\-]*):")
+_MERGE_TAG = re.compile(r"\{\{[^{}]*\}\}")
 _ACTIVE_CSS = re.compile(r"expression\(|javascript:|vbscript:|-moz-binding|behavior:")
 
 PREVIEW_SPAN = (
@@ -99,7 +100,13 @@ PREVIEW_SPAN = (
 def _safe_url(value: str) -> bool:
     """True for a URL a browser would not run: http(s), mailto, tel, sms, cid, or relative
     (`#top`, `/x`, `{{unsubscribe_url}}`). Read the way a browser reads it: the parser has
-    already decoded entities; whitespace, control and invisible characters go, case folds."""
+    already decoded entities; whitespace, control and invisible characters go, case folds.
+    A merge tag may hold a colon (`{{contact.site|default:https://a.example}}`): the URL is
+    also accepted when what is left without its merge tags is safe."""
+    return _safe_plain_url(value) or _safe_plain_url(_MERGE_TAG.sub("", value))
+
+
+def _safe_plain_url(value: str) -> bool:
     squeezed = _INVISIBLE.sub("", value).lower()
     scheme = _SCHEME.match(squeezed)
     if scheme is None:
@@ -159,6 +166,9 @@ _REVEALED_CLOSE = re.compile(r"<!\[endif\]", re.I)
 
 
 def _clean_comments(cleaned: str) -> str:
+    if "<!--" not in cleaned:
+        return cleaned
+
     def replace(match: re.Match[str]) -> str:
         data = match.group(1)
         if data is None:
@@ -261,9 +271,12 @@ def _clean_conditional(inner: str) -> str:
 _TAG_BODY = r"((?:[^>\"']|\"[^\"]*\"|'[^']*')*)>"
 _DOCTYPE = re.compile(r"\s*(<!doctype[^<>]*>)", re.I)
 _HTML_OPEN = re.compile(r"<html\b" + _TAG_BODY, re.I)
-_BODY_OPEN = re.compile(r"<body\b" + _TAG_BODY, re.I)
 _BODY_CLOSE = re.compile(r"</body\s*>", re.I)
-_SHELL_TAGS = re.compile(r"</?(?:html|head|body)\b" + _TAG_BODY, re.I)
+# What can hide a `<body` that is not the body: comments and raw-text elements.
+_BODY_SCAN = re.compile(r"<!--.*?(?:-->|\Z)|<(script|style|title|textarea|xmp)\b.*?(?:</\1\s*>|\Z)|<body\b" + _TAG_BODY,
+                        re.I | re.S)
+_SHELL_TAGS = re.compile(r"<!--.*?(?:-->|\Z)|<(script|style|title|textarea|xmp)\b.*?(?:</\1\s*>|\Z)"
+                         r"|</?(?:html|head|body)\b" + _TAG_BODY, re.I | re.S)
 _DIV_ATTRIBUTES = re.compile(r"<div((?:\s[^>]*)?)>")
 
 
@@ -275,9 +288,21 @@ def _clean_attributes(raw: str, cleaner: nh3.Cleaner) -> str:
     return found.group(1) if found else ""
 
 
+def _body_open(html: str) -> re.Match[str] | None:
+    """The `<body ...>` tag, not a `<body` written in a comment, a style sheet or a script."""
+    for match in _BODY_SCAN.finditer(html):
+        if match.group(0)[:5].lower() == "<body":
+            return match
+    return None
+
+
+def _drop_shell_tag(match: re.Match[str]) -> str:
+    return match.group(0) if match.group(0).startswith("<!--") or match.group(1) else ""
+
+
 def clean_html(html: str) -> str:
     """The HTML with every active part removed and everything else kept (module docstring)."""
-    body_open = _BODY_OPEN.search(html)
+    body_open = _body_open(html)
     if body_open is None:
         return _clean_comments(_CONTENT.clean(html))
     doctype = _DOCTYPE.match(html)
@@ -285,9 +310,9 @@ def clean_html(html: str) -> str:
     html_open = _HTML_OPEN.search(prelude)
     closes = [m.start() for m in _BODY_CLOSE.finditer(html, body_open.end())]
     body = html[body_open.end():closes[-1] if closes else len(html)]
-    head = _clean_comments(_CONTENT.clean(_SHELL_TAGS.sub("", prelude))).strip()
+    head = _clean_comments(_CONTENT.clean(_SHELL_TAGS.sub(_drop_shell_tag, prelude))).strip()
     html_attributes = _clean_attributes(html_open.group(1), _HTML_TAG) if html_open else ""
-    body_attributes = _clean_attributes(body_open.group(1), _BODY_TAG)
+    body_attributes = _clean_attributes(body_open.group(2), _BODY_TAG)
     return (
         (doctype.group(1) + "\n" if doctype else "")
         + f"<html{html_attributes}>\n<head>\n{head}\n</head>\n"
@@ -299,7 +324,7 @@ def inject_preview_span(html: str) -> str:
     """The HTML with the hidden `{{preview_text}}` span right after `<body ...>` (or at the start
     when there is no body). Idempotent: HTML that already starts its body with it is returned
     as it is."""
-    body_open = _BODY_OPEN.search(html)
+    body_open = _body_open(html)
     at = body_open.end() if body_open else 0
     if html.startswith(PREVIEW_SPAN, at):
         return html

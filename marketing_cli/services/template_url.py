@@ -72,9 +72,10 @@ def resolve(host: str, port: int) -> str:
     """The address to connect to; 400 when any address of the host is not public."""
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except (socket.gaierror, UnicodeError, OSError):
+    except (socket.gaierror, UnicodeError, OSError, OverflowError):
         raise MktError(400, UNRESOLVED.format(host=host[:200])) from None
-    addresses = [info[4][0] for info in infos]
+    # IPv4 first: a host with both kinds is reached where IPv6 has no route too
+    addresses = sorted({info[4][0] for info in infos}, key=lambda a: ":" in a)
     if not addresses:
         raise MktError(400, UNRESOLVED.format(host=host[:200]))
     if not allow_private() and not all(_public(a) for a in addresses):
@@ -97,6 +98,8 @@ def fetch_html(url: str) -> Fetched:
         current = httpx.URL(url)
     except (httpx.InvalidURL, ValueError, TypeError):
         raise MktError(400, FETCH_FAILED.format(reason="the url is not valid")) from None
+    if not current.host:
+        raise MktError(400, FETCH_FAILED.format(reason="the url has no host name"))
     started = time.monotonic()
     timeout = httpx.Timeout(TIMEOUT)
     with httpx.Client(timeout=timeout, follow_redirects=False, trust_env=False, verify=_tls()) as client:
@@ -114,6 +117,8 @@ def _hop(client: httpx.Client, url: httpx.URL, started: float) -> Fetched | http
     if url.scheme not in ("http", "https") or not url.host:
         raise MktError(400, BAD_REDIRECT)
     port = url.port or (443 if url.scheme == "https" else 80)
+    if not 0 < port < 65536:
+        raise MktError(400, FETCH_FAILED.format(reason="the url is not valid"))
     address = resolve(url.host, port)
     pinned = url.copy_with(host=address)
     headers = {"Host": url.netloc.decode("ascii"), "User-Agent": "mkt-template-import/1",
