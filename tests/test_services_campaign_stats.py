@@ -248,3 +248,14 @@ def test_adding_a_recipient_twice_keeps_one_message(conn: Any, workspace: dict) 
     assert again == first * 2
     assert stats.register_links(conn, campaign["id"], campaign["variants"]["A"], ["https://a/", "https://a/"]) == \
         stats.register_links(conn, campaign["id"], campaign["variants"]["A"], ["https://a/"])
+
+
+def test_deliveries_in_a_batch_count_each_message_once(conn: Any, world: dict) -> None:
+    a, b = world["a"], world["b"]
+    stats.record_failure(conn, a[5], "550")
+    assert stats.record_deliveries(conn, [*a, *b, a[0], 999_999]) == 8
+    assert stats.record_deliveries(conn, a) == 0
+    result = stats.get_campaign_statistics(conn, world["ws"], world["campaign"]["id"])
+    assert result["aggregate"]["delivered"] == 8
+    assert [v["delivered"] for v in result["variant_stats"]] == [5, 3]
+    assert sum(p["delivery_count"] for p in result["delivered_by_provider"]) == 8

@@ -190,16 +190,27 @@ def record_delivery(conn: sqlite3.Connection, message_id: int, provider: str | N
                     smtp_message_id: str | None = None, at: str | None = None) -> bool:
     """The transport accepted the message (SMTP 250 or the outbox): counts once in delivered
     and under its provider (the stored one unless `provider` is given)."""
+    with transaction(conn):
+        return _deliver(conn, message_id, provider, smtp_message_id, at or clock.now())
+
+
+def record_deliveries(conn: sqlite3.Connection, message_ids: Iterable[int], *, at: str | None = None) -> int:
+    """record_delivery for a batch in one transaction (the sender's hot path); how many were first."""
     at = at or clock.now()
     with transaction(conn):
-        first = conn.execute(
-            "UPDATE email_messages SET delivered_at = ?, status = 'delivered', provider = coalesce(?, provider),"
-            " smtp_message_id = coalesce(?, smtp_message_id), failure_reason = NULL"
-            " WHERE id = ? AND delivered_at IS NULL AND failed_at IS NULL RETURNING contact_id",
-            (at, provider, smtp_message_id, message_id)).fetchone()
-        if first is None:
-            return False
-        conn.execute("UPDATE contacts SET total_delivered = total_delivered + 1 WHERE id = ?", (first[0],))
+        return sum(_deliver(conn, message_id, None, None, at) for message_id in message_ids)
+
+
+def _deliver(conn: sqlite3.Connection, message_id: int, provider: str | None, smtp_message_id: str | None,
+             at: str) -> bool:
+    first = conn.execute(
+        "UPDATE email_messages SET delivered_at = ?, status = 'delivered', provider = coalesce(?, provider),"
+        " smtp_message_id = coalesce(?, smtp_message_id), failure_reason = NULL"
+        " WHERE id = ? AND delivered_at IS NULL AND failed_at IS NULL RETURNING contact_id",
+        (at, provider, smtp_message_id, message_id)).fetchone()
+    if first is None:
+        return False
+    conn.execute("UPDATE contacts SET total_delivered = total_delivered + 1 WHERE id = ?", (first[0],))
     return True
 
 
