@@ -259,3 +259,31 @@ def test_deliveries_in_a_batch_count_each_message_once(conn: Any, world: dict) -
     assert result["aggregate"]["delivered"] == 8
     assert [v["delivered"] for v in result["variant_stats"]] == [5, 3]
     assert sum(p["delivery_count"] for p in result["delivered_by_provider"]) == 8
+
+
+def test_reading_never_touches_the_messages_and_lookups_use_indexes(conn: Any, world: dict) -> None:
+    """What keeps the read constant at 10M messages: only counter, breakdown and link rows,
+    each found by its key; the sender's and tracker's lookups are index seeks."""
+    seen: list[str] = []
+    conn.set_trace_callback(seen.append)
+    try:
+        stats.get_campaign_statistics(conn, world["ws"], world["campaign"]["id"])
+    finally:
+        conn.set_trace_callback(None)
+    queries = [q for q in seen if q.lstrip().upper().startswith("SELECT")]
+    assert len(queries) == 4 and not any("email_messages" in q or "email_clicks" in q for q in queries)
+    for query in queries:
+        plan = " | ".join(r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + query))  # parameters expanded
+        assert "SCAN email_" not in plan and "SCAN campaign" not in plan, plan
+    lookups = {
+        "SELECT id FROM email_messages WHERE smtp_message_id = ?": "email_messages_smtp_id",
+        "SELECT id FROM email_messages WHERE token = ?": "email_messages_token",
+        "SELECT id FROM email_messages WHERE campaign_id = ? AND status = ? ORDER BY id LIMIT 100":
+            "email_messages_status",
+        "SELECT 1 FROM email_clicks WHERE message_id = ? AND link_id = ? AND machine = 0": "email_clicks_message",
+        "SELECT id FROM email_messages WHERE contact_id = ? ORDER BY id DESC LIMIT 1": "email_messages_contact",
+    }
+    for query, index in lookups.items():
+        params = (None,) * query.count("?")
+        plan = " | ".join(r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + query, params))
+        assert f"USING INDEX {index}" in plan or f"USING COVERING INDEX {index}" in plan, (query, plan)
