@@ -287,3 +287,20 @@ def test_reading_never_touches_the_messages_and_lookups_use_indexes(conn: Any, w
         params = (None,) * query.count("?")
         plan = " | ".join(r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + query, params))
         assert f"USING INDEX {index}" in plan or f"USING COVERING INDEX {index}" in plan, (query, plan)
+
+
+def test_campaigns_do_not_share_numbers_and_the_last_delivery_is_found(conn: Any, world: dict) -> None:
+    ws, first = world["ws"], world["campaign"]
+    later = factories.email_campaign(conn, ws, "Summer")
+    person = factories.contact(conn, ws, "a1@gmail.com")  # the upsert finds a1's contact
+    [again] = stats.add_messages(conn, later["id"], later["variants"]["A"], [(person["id"], "a1@gmail.com")])
+    assert stats.last_message_to(conn, ws, "A1@gmail.com") is None
+    stats.record_delivery(conn, world["a"][0])
+    assert stats.last_message_to(conn, ws, "a1@gmail.com") == world["a"][0]
+    stats.record_delivery(conn, again)
+    stats.record_open(conn, again)
+    assert stats.last_message_to(conn, ws, "a1@gmail.com") == again
+    other = factories.workspace(conn, "Other")
+    assert stats.last_message_to(conn, other["id"], "a1@gmail.com") is None
+    assert stats.get_campaign_statistics(conn, ws, later["id"])["aggregate"] == {**ZERO, "delivered": 1, "opened": 1}
+    assert stats.get_campaign_statistics(conn, ws, first["id"])["aggregate"] == {**ZERO, "delivered": 1}

@@ -178,6 +178,15 @@ def message_for_smtp_id(conn: sqlite3.Connection, smtp_message_id: str) -> int |
     return None if row is None else row[0]
 
 
+def last_message_to(conn: sqlite3.Connection, workspace_id: int, email: str) -> int | None:
+    """The newest delivered message to a workspace's contact (a bounce that names no campaign)."""
+    row = conn.execute(
+        "SELECT m.id FROM contacts c JOIN email_messages m ON m.contact_id = c.id"
+        " WHERE c.workspace_id = ? AND c.email = ? AND m.delivered_at IS NOT NULL ORDER BY m.id DESC LIMIT 1",
+        (workspace_id, email.strip().lower())).fetchone()
+    return None if row is None else row[0]
+
+
 # ---------------------------------------------------------------- writing: events
 
 
