@@ -190,7 +190,7 @@ def last_message_to(conn: sqlite3.Connection, workspace_id: int, email: str) -> 
 # ---------------------------------------------------------------- writing: events
 
 
-def _contact_of(conn: sqlite3.Connection, message_id: int) -> sqlite3.Row | None:
+def _message(conn: sqlite3.Connection, message_id: int) -> sqlite3.Row | None:
     return conn.execute("SELECT contact_id, campaign_id, variant_id FROM email_messages WHERE id = ?",
                         (message_id,)).fetchone()
 
@@ -263,7 +263,7 @@ def record_click(conn: sqlite3.Connection, message_id: int, link_id: int, device
     os = os.strip() if isinstance(os, str) and os.strip() else OTHER
     country = country.strip() if isinstance(country, str) and country.strip() else UNKNOWN_COUNTRY
     with transaction(conn):
-        message = _contact_of(conn, message_id)
+        message = _message(conn, message_id)
         if message is None:
             return False
         link = conn.execute("SELECT 1 FROM email_links WHERE id = ? AND campaign_id = ? AND variant_id = ?",
