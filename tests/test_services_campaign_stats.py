@@ -304,3 +304,12 @@ def test_campaigns_do_not_share_numbers_and_the_last_delivery_is_found(conn: Any
     assert stats.last_message_to(conn, other["id"], "a1@gmail.com") is None
     assert stats.get_campaign_statistics(conn, ws, later["id"])["aggregate"] == {**ZERO, "delivered": 1, "opened": 1}
     assert stats.get_campaign_statistics(conn, ws, first["id"])["aggregate"] == {**ZERO, "delivered": 1}
+
+
+def test_progress_counters_include_recipients_and_failures(conn: Any, world: dict) -> None:
+    cid = world["campaign"]["id"]
+    assert stats.campaign_counters(conn, cid) == {"recipients": 9, **ZERO, "failed": 0}
+    stats.record_failure(conn, world["a"][0], "550")
+    stats.record_deliveries(conn, world["b"])
+    assert stats.campaign_counters(conn, cid) == {"recipients": 9, **ZERO, "delivered": 3, "failed": 1}
+    assert stats.campaign_counters(conn, "0" * 24) == {"recipients": 0, **ZERO, "failed": 0}

@@ -129,6 +129,14 @@ def get_campaign_statistics(conn: sqlite3.Connection, workspace_id: int, campaig
     }
 
 
+def campaign_counters(conn: sqlite3.Connection, campaign_id: str) -> dict[str, int]:
+    """The sender's progress without counting rows: recipients, failed and the six numbers."""
+    names = ("recipients", *COUNTERS, "failed")
+    row = conn.execute("SELECT " + ", ".join(f"coalesce(sum({n}), 0)" for n in names) +
+                       " FROM email_campaign_counters WHERE campaign_id = ?", (campaign_id,)).fetchone()
+    return dict(zip(names, row))
+
+
 # ---------------------------------------------------------------- writing: messages and links
 
 
