@@ -481,7 +481,9 @@ CREATE TABLE campaign_previews (
 CREATE TABLE email_messages (
     id INTEGER PRIMARY KEY,
     campaign_id TEXT NOT NULL REFERENCES campaigns(id) ON DELETE CASCADE,
-    variant_id TEXT NOT NULL REFERENCES campaign_variants(id) ON DELETE CASCADE,
+    -- No foreign key: variants go only with their campaign (whose key cascades here), and
+    -- a key on variant_id would need a second 10M-entry index for the check on delete.
+    variant_id TEXT NOT NULL,
     contact_id TEXT REFERENCES contacts(id) ON DELETE SET NULL,
     email TEXT NOT NULL,
     domain TEXT NOT NULL,                  -- the recipient's mail domain, lower case

@@ -248,3 +248,68 @@ def test_adding_a_recipient_twice_keeps_one_message(conn: Any, workspace: dict) 
     assert again == first * 2
     assert stats.register_links(conn, campaign["id"], campaign["variants"]["A"], ["https://a/", "https://a/"]) == \
         stats.register_links(conn, campaign["id"], campaign["variants"]["A"], ["https://a/"])
+
+
+def test_deliveries_in_a_batch_count_each_message_once(conn: Any, world: dict) -> None:
+    a, b = world["a"], world["b"]
+    stats.record_failure(conn, a[5], "550")
+    assert stats.record_deliveries(conn, [*a, *b, a[0], 999_999]) == 8
+    assert stats.record_deliveries(conn, a) == 0
+    result = stats.get_campaign_statistics(conn, world["ws"], world["campaign"]["id"])
+    assert result["aggregate"]["delivered"] == 8
+    assert [v["delivered"] for v in result["variant_stats"]] == [5, 3]
+    assert sum(p["delivery_count"] for p in result["delivered_by_provider"]) == 8
+
+
+def test_reading_never_touches_the_messages_and_lookups_use_indexes(conn: Any, world: dict) -> None:
+    """What keeps the read constant at 10M messages: only counter, breakdown and link rows,
+    each found by its key; the sender's and tracker's lookups are index seeks."""
+    seen: list[str] = []
+    conn.set_trace_callback(seen.append)
+    try:
+        stats.get_campaign_statistics(conn, world["ws"], world["campaign"]["id"])
+    finally:
+        conn.set_trace_callback(None)
+    queries = [q for q in seen if q.lstrip().upper().startswith("SELECT")]
+    assert len(queries) == 4 and not any("email_messages" in q or "email_clicks" in q for q in queries)
+    for query in queries:
+        plan = " | ".join(r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + query))  # parameters expanded
+        assert "SCAN email_" not in plan and "SCAN campaign" not in plan, plan
+    lookups = {
+        "SELECT id FROM email_messages WHERE smtp_message_id = ?": "email_messages_smtp_id",
+        "SELECT id FROM email_messages WHERE token = ?": "email_messages_token",
+        "SELECT id FROM email_messages WHERE campaign_id = ? AND status = ? ORDER BY id LIMIT 100":
+            "email_messages_status",
+        "SELECT 1 FROM email_clicks WHERE message_id = ? AND link_id = ? AND machine = 0": "email_clicks_message",
+        "SELECT id FROM email_messages WHERE contact_id = ? ORDER BY id DESC LIMIT 1": "email_messages_contact",
+    }
+    for query, index in lookups.items():
+        params = (None,) * query.count("?")
+        plan = " | ".join(r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + query, params))
+        assert f"USING INDEX {index}" in plan or f"USING COVERING INDEX {index}" in plan, (query, plan)
+
+
+def test_campaigns_do_not_share_numbers_and_the_last_delivery_is_found(conn: Any, world: dict) -> None:
+    ws, first = world["ws"], world["campaign"]
+    later = factories.email_campaign(conn, ws, "Summer")
+    person = factories.contact(conn, ws, "a1@gmail.com")  # the upsert finds a1's contact
+    [again] = stats.add_messages(conn, later["id"], later["variants"]["A"], [(person["id"], "a1@gmail.com")])
+    assert stats.last_message_to(conn, ws, "A1@gmail.com") is None
+    stats.record_delivery(conn, world["a"][0])
+    assert stats.last_message_to(conn, ws, "a1@gmail.com") == world["a"][0]
+    stats.record_delivery(conn, again)
+    stats.record_open(conn, again)
+    assert stats.last_message_to(conn, ws, "a1@gmail.com") == again
+    other = factories.workspace(conn, "Other")
+    assert stats.last_message_to(conn, other["id"], "a1@gmail.com") is None
+    assert stats.get_campaign_statistics(conn, ws, later["id"])["aggregate"] == {**ZERO, "delivered": 1, "opened": 1}
+    assert stats.get_campaign_statistics(conn, ws, first["id"])["aggregate"] == {**ZERO, "delivered": 1}
+
+
+def test_progress_counters_include_recipients_and_failures(conn: Any, world: dict) -> None:
+    cid = world["campaign"]["id"]
+    assert stats.campaign_counters(conn, cid) == {"recipients": 9, **ZERO, "failed": 0}
+    stats.record_failure(conn, world["a"][0], "550")
+    stats.record_deliveries(conn, world["b"])
+    assert stats.campaign_counters(conn, cid) == {"recipients": 9, **ZERO, "delivered": 3, "failed": 1}
+    assert stats.campaign_counters(conn, "0" * 24) == {"recipients": 0, **ZERO, "failed": 0}

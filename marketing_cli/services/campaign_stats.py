@@ -129,6 +129,14 @@ def get_campaign_statistics(conn: sqlite3.Connection, workspace_id: int, campaig
     }
 
 
+def campaign_counters(conn: sqlite3.Connection, campaign_id: str) -> dict[str, int]:
+    """The sender's progress without counting rows: recipients, failed and the six numbers."""
+    names = ("recipients", *COUNTERS, "failed")
+    row = conn.execute("SELECT " + ", ".join(f"coalesce(sum({n}), 0)" for n in names) +
+                       " FROM email_campaign_counters WHERE campaign_id = ?", (campaign_id,)).fetchone()
+    return dict(zip(names, row))
+
+
 # ---------------------------------------------------------------- writing: messages and links
 
 
@@ -178,10 +186,19 @@ def message_for_smtp_id(conn: sqlite3.Connection, smtp_message_id: str) -> int |
     return None if row is None else row[0]
 
 
+def last_message_to(conn: sqlite3.Connection, workspace_id: int, email: str) -> int | None:
+    """The newest delivered message to a workspace's contact (a bounce that names no campaign)."""
+    row = conn.execute(
+        "SELECT m.id FROM contacts c JOIN email_messages m ON m.contact_id = c.id"
+        " WHERE c.workspace_id = ? AND c.email = ? AND m.delivered_at IS NOT NULL ORDER BY m.id DESC LIMIT 1",
+        (workspace_id, email.strip().lower())).fetchone()
+    return None if row is None else row[0]
+
+
 # ---------------------------------------------------------------- writing: events
 
 
-def _contact_of(conn: sqlite3.Connection, message_id: int) -> sqlite3.Row | None:
+def _message(conn: sqlite3.Connection, message_id: int) -> sqlite3.Row | None:
     return conn.execute("SELECT contact_id, campaign_id, variant_id FROM email_messages WHERE id = ?",
                         (message_id,)).fetchone()
 
@@ -190,16 +207,27 @@ def record_delivery(conn: sqlite3.Connection, message_id: int, provider: str | N
                     smtp_message_id: str | None = None, at: str | None = None) -> bool:
     """The transport accepted the message (SMTP 250 or the outbox): counts once in delivered
     and under its provider (the stored one unless `provider` is given)."""
+    with transaction(conn):
+        return _deliver(conn, message_id, provider, smtp_message_id, at or clock.now())
+
+
+def record_deliveries(conn: sqlite3.Connection, message_ids: Iterable[int], *, at: str | None = None) -> int:
+    """record_delivery for a batch in one transaction (the sender's hot path); how many were first."""
     at = at or clock.now()
     with transaction(conn):
-        first = conn.execute(
-            "UPDATE email_messages SET delivered_at = ?, status = 'delivered', provider = coalesce(?, provider),"
-            " smtp_message_id = coalesce(?, smtp_message_id), failure_reason = NULL"
-            " WHERE id = ? AND delivered_at IS NULL AND failed_at IS NULL RETURNING contact_id",
-            (at, provider, smtp_message_id, message_id)).fetchone()
-        if first is None:
-            return False
-        conn.execute("UPDATE contacts SET total_delivered = total_delivered + 1 WHERE id = ?", (first[0],))
+        return sum(_deliver(conn, message_id, None, None, at) for message_id in message_ids)
+
+
+def _deliver(conn: sqlite3.Connection, message_id: int, provider: str | None, smtp_message_id: str | None,
+             at: str) -> bool:
+    first = conn.execute(
+        "UPDATE email_messages SET delivered_at = ?, status = 'delivered', provider = coalesce(?, provider),"
+        " smtp_message_id = coalesce(?, smtp_message_id), failure_reason = NULL"
+        " WHERE id = ? AND delivered_at IS NULL AND failed_at IS NULL RETURNING contact_id",
+        (at, provider, smtp_message_id, message_id)).fetchone()
+    if first is None:
+        return False
+    conn.execute("UPDATE contacts SET total_delivered = total_delivered + 1 WHERE id = ?", (first[0],))
     return True
 
 
@@ -243,7 +271,7 @@ def record_click(conn: sqlite3.Connection, message_id: int, link_id: int, device
     os = os.strip() if isinstance(os, str) and os.strip() else OTHER
     country = country.strip() if isinstance(country, str) and country.strip() else UNKNOWN_COUNTRY
     with transaction(conn):
-        message = _contact_of(conn, message_id)
+        message = _message(conn, message_id)
         if message is None:
             return False
         link = conn.execute("SELECT 1 FROM email_links WHERE id = ? AND campaign_id = ? AND variant_id = ?",
