@@ -37,7 +37,6 @@ from common import row  # noqa: E402
 
 from marketing_cli import clock  # noqa: E402
 from marketing_cli.db import connect, transaction  # noqa: E402
-from marketing_cli.ids import new_id  # noqa: E402
 
 BATCH = 50_000
 DOMAINS = (["gmail.com"] * 30 + ["hotmail.com"] * 8 + ["outlook.com"] * 6 + ["yahoo.com"] * 8 + ["aol.com"] * 2
@@ -66,16 +65,8 @@ EVENTS = (  # (column, extra assignments, which ids): ids hash to 0-9999 through
 
 
 def _campaign(conn, ws: int) -> dict:  # noqa: ANN001
-    try:
-        from marketing_cli.services import campaigns
-    except ImportError:  # before the campaigns service is merged: the same two rows
-        now, cid, a, b = clock.now(), new_id(), new_id(), new_id()
-        with transaction(conn):
-            conn.execute("INSERT INTO campaigns (id, workspace_id, name, type, created_at, updated_at)"
-                         " VALUES (?, ?, 'Bench', 'AB_TESTING', ?, ?)", (cid, ws, now, now))
-            conn.executemany("INSERT INTO campaign_variants (id, campaign_id, type, created_at, updated_at)"
-                             " VALUES (?, ?, ?, ?, ?)", [(a, cid, "A", now, now), (b, cid, "B", now, now)])
-        return {"id": cid, "A": a, "B": b}
+    from marketing_cli.services import campaigns
+
     created = campaigns.create_campaign(conn, ws, {"name": "Bench", "type": "AB_TESTING"})
     return {"id": created["id"], **{v["type"]: v["id"] for v in created["variants"]}}
 

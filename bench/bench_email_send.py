@@ -13,7 +13,6 @@ sender's peak RSS at 10% of the audience against the full audience (flat: <= 1.5
 from __future__ import annotations
 
 import os
-import resource
 import smtplib
 import sqlite3
 import subprocess

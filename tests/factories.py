@@ -95,30 +95,10 @@ def ready_campaign(conn: sqlite3.Connection, workspace_id: int, *, html: str = "
 def email_campaign(conn: sqlite3.Connection, workspace_id: int, name: str = "Launch",
                    type_: str = "SINGLE_VARIANT") -> dict[str, Any]:
     """A DRAFT email campaign: {"id", "variants": {"A": id, "B": id}} (B for AB_TESTING only)."""
-    try:
-        from marketing_cli.services import campaigns
-    except ImportError:
-        return _email_campaign_rows(conn, workspace_id, name, type_)
+    from marketing_cli.services import campaigns
+
     created = campaigns.create_campaign(conn, workspace_id, {"name": name, "type": type_})
     return {"id": created["id"], "variants": {v["type"]: v["id"] for v in created["variants"]}}
-
-
-def _email_campaign_rows(conn: sqlite3.Connection, workspace_id: int, name: str, type_: str) -> dict[str, Any]:
-    # TEMPORARY, the one raw-SQL helper here: the campaigns service (POST /v1/campaigns) is
-    # built on another branch; email_campaign() uses it as soon as it is merged. Delete then.
-    from marketing_cli import clock
-    from marketing_cli.db import transaction
-    from marketing_cli.ids import new_id
-
-    now, campaign_id = clock.now(), new_id()
-    variants = {t: new_id() for t in (("A", "B") if type_ == "AB_TESTING" else ("A",))}
-    with transaction(conn):
-        conn.execute("INSERT INTO campaigns (id, workspace_id, name, type, created_at, updated_at)"
-                     " VALUES (?, ?, ?, ?, ?, ?)", (campaign_id, workspace_id, name, type_, now, now))
-        for variant_type, variant_id in variants.items():
-            conn.execute("INSERT INTO campaign_variants (id, campaign_id, type, created_at, updated_at)"
-                         " VALUES (?, ?, ?, ?, ?)", (variant_id, campaign_id, variant_type, now, now))
-    return {"id": campaign_id, "variants": variants}
 
 
 def email_recipients(conn: sqlite3.Connection, workspace_id: int, campaign: dict[str, Any], emails: list[str],
@@ -130,8 +110,6 @@ def email_recipients(conn: sqlite3.Connection, workspace_id: int, campaign: dict
     return campaign_stats.add_messages(conn, campaign["id"], campaign["variants"][variant], pairs)
 
 
-def code_template(conn: sqlite3.Connection, workspace_id: int, html: str, name: str = "Newsletter") -> int:
-    """A CODE template imported from HTML (POST /v1/templates's service); returns its id."""
 # --- templates ---------------------------------------------------------------------------------
 
 def code_template(conn: sqlite3.Connection, workspace_id: int, html: str, name: str = "Template") -> dict[str, Any]:
@@ -142,7 +120,9 @@ def code_template(conn: sqlite3.Connection, workspace_id: int, html: str, name: 
 
     return templates.create_template(conn, workspace_id, {
         "name": name, "type": "code", "import_format": "html",
-        "content_base64": base64.b64encode(html.encode()).decode()})["id"]
+        "content_base64": base64.b64encode(html.encode("utf-8")).decode("ascii")})
+
+
 # --- Sending domains and sender identities (domains work) -------------------------------
 
 
@@ -182,7 +162,6 @@ def verified_domain(conn: sqlite3.Connection, workspace_id: int, dns: Any, name:
     added = domain(conn, workspace_id, name)
     dns.publish(added)
     return domains.verify_domain(conn, workspace_id, added["id"])
-        "content_base64": base64.b64encode(html.encode("utf-8")).decode("ascii")})
 
 
 def zip_bytes(files: dict[str, bytes | str], *, symlinks: tuple[str, ...] = ()) -> bytes:

@@ -101,7 +101,7 @@ def test_html_set_and_show(cli: Any, cli_json: Any, client: Any, auth: dict[str,
     human = cli("campaigns", "html", "set", made["id"], "A", "-", input="<p>From stdin</p>")
     assert human.exit_code == 0 and "cleaned HTML stored" in human.stdout
     assert "From stdin" in cli_json("campaigns", "html", "show", made["id"], "A")["body_html"]
-    template_id = f.code_template(conn, ws, "<p>From a template</p>")
+    template_id = f.code_template(conn, ws, "<p>From a template</p>")["id"]
     out = cli_json("campaigns", "html", "set", made["id"], "A", "--template", str(template_id))
     assert "From a template" in out["body_html"]
 

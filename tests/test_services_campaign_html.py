@@ -170,7 +170,7 @@ def test_a_new_subject_redraws_the_preview(conn: Any, workspace: dict[str, Any],
 def test_html_from_a_code_template(conn: Any, workspace: dict[str, Any], campaign: dict[str, Any]) -> None:
     from marketing_cli.services import templates
 
-    template_id = f.code_template(conn, workspace["id"], EMAIL)
+    template_id = f.code_template(conn, workspace["id"], EMAIL)["id"]
     out = h.set_variant_html(conn, workspace["id"], campaign["id"], "A", {"template_id": template_id})
     assert out["template_type"] == "CODE" and "spring sale" in out["body_html"] and "<script" not in out["body_html"]
     assert out["body_html"] == h.set_variant_html(conn, workspace["id"], campaign["id"], "B",
@@ -180,7 +180,7 @@ def test_html_from_a_code_template(conn: Any, workspace: dict[str, Any], campaig
     assert err(h.set_variant_html, conn, workspace["id"], campaign["id"], "A", {"template_id": 999}) == \
         (404, templates.NOT_FOUND)
     other = f.workspace(conn, "Other workspace")
-    foreign = f.code_template(conn, other["id"], "<p>theirs</p>")
+    foreign = f.code_template(conn, other["id"], "<p>theirs</p>")["id"]
     assert err(h.set_variant_html, conn, workspace["id"], campaign["id"], "A", {"template_id": foreign}) == \
         (404, templates.NOT_FOUND)
 
