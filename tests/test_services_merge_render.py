@@ -92,3 +92,18 @@ def test_compiled_once_renders_many_fast(conn: Any, workspace: dict[str, Any]) -
     elapsed = time.perf_counter() - started
     assert "Hi Ann" in out and "https://u/9999" in out
     assert elapsed < 5.0, elapsed  # 0.2 s on an idle 2-core machine: 100k recipients in about 2 s
+
+
+def test_a_value_cannot_make_a_link_active_content() -> None:
+    from marketing_cli.services.merge_render import Values, compile_template
+
+    html = compile_template('<a href="{{contact.website|https://example.org}}">site</a> '
+                            "<img src='{{contact.avatar}}'> <p>{{contact.website}}</p>", html=True)
+    hostile = Values({"contact.website": " JaVa\tScRiPt:alert(1)", "contact.avatar": "data:image/png;base64,x"})
+    assert html.render(hostile) == ('<a href="https://example.org">site</a> <img src=\'\'> '
+                                    "<p> JaVa\tScRiPt:alert(1)</p>")  # as text it is harmless (and escaped)
+    fine = Values({"contact.website": "https://shop.example/?a=1&b=2", "contact.avatar": "https://cdn.example/a.png"})
+    assert html.render(fine) == ('<a href="https://shop.example/?a=1&amp;b=2">site</a> '
+                                 "<img src='https://cdn.example/a.png'> <p>https://shop.example/?a=1&amp;b=2</p>")
+    text = compile_template("Visit {{contact.website}}")  # plain text and subjects are not HTML
+    assert text.render(hostile) == "Visit  JaVa\tScRiPt:alert(1)"

@@ -14,7 +14,11 @@ is left exactly as written, so a mistake shows in a test email, and `find_unknow
 reports it when HTML is set.
 
 Values inserted into HTML are HTML-escaped; values inserted into plain text or a subject
-are not. A fallback is part of the template's own source, so it is written as is.
+are not. A fallback is part of the template's own source, so it is written as is. A tag
+that begins a URL attribute (`href="{{contact.website}}"`, src, action, background...)
+renders its value only when it is an http(s), mailto or tel URL (or a URL of ours, such
+as `{{unsubscribe_url}}`): a contact's value can never put a `javascript:` link into a
+message; anything else renders as the fallback.
 
 Speed: `compile_template` splits the text ONCE into literal and tag parts; `render` then
 only joins strings with dict lookups (no regular expression per recipient). A `Values`
@@ -59,8 +63,20 @@ class Values:
         return self._html
 
 
+_URL_ATTRIBUTE = re.compile(r"""\b(?:href|src|action|formaction|background|poster|cite|srcset)\s*=\s*["']?\s*$""",
+                            re.IGNORECASE)
+_SAFE_SCHEMES = ("http://", "https://", "mailto:", "tel:")
+_INVISIBLE = re.compile(r"[\x00-\x20\x7f]+")
+
+
+def safe_url(value: str) -> bool:
+    """Whether a value may start a URL attribute: http(s), mailto or tel (case, blanks and
+    control characters ignored, as browsers ignore them)."""
+    return _INVISIBLE.sub("", value).lower().startswith(_SAFE_SCHEMES)
+
+
 class Template:
-    """A text split into literal parts (str) and tag parts ((name, fallback, as_written))."""
+    """A text split into literal parts (str) and tag parts ((name, fallback, as_written, url))."""
 
     __slots__ = ("parts", "html", "names")
 
@@ -73,7 +89,8 @@ class Template:
             if match.start() > position:
                 parts.append(text[position:match.start()])
             name, fallback = match.group(1), match.group(2)
-            parts.append((name, "" if fallback is None else fallback.strip(), match.group(0)))
+            url = html and _URL_ATTRIBUTE.search(text, max(0, match.start() - 40), match.start()) is not None
+            parts.append((name, "" if fallback is None else fallback.strip(), match.group(0), url))
             names.setdefault(name, None)
             position = match.end()
         if position < len(text):
@@ -88,10 +105,12 @@ class Template:
             if part.__class__ is str:
                 out.append(part)
                 continue
-            name, fallback, written = part
+            name, fallback, written, url = part
             value = source.get(name)
             if value is None:
                 out.append(written)  # not a tag of this workspace: left as written
+            elif url and value and not safe_url(values.text[name]):
+                out.append(fallback)  # a value that would make the link active content
             else:
                 out.append(value or fallback)
         return "".join(out)
