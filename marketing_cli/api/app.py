@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -37,14 +38,16 @@ ROUTE_MODULES = [
 
 
 def create_app(db_path: str | os.PathLike[str] | None = None, *, worker: bool = False,
-               worker_interval: float = 1.0) -> Starlette:
+               worker_interval: float = 1.0, body_timeout: float | None = None) -> Starlette:
     db = Database(db_path)
     routes = []
     for name in ROUTE_MODULES:
         routes.extend(importlib.import_module(name).routes)
 
     @asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+    async def lifespan(app: Starlette) -> AsyncIterator[dict[str, threading.Event]]:
+        # `shutting_down` (request.state.shutting_down) is set by the server's protocol
+        # (api/limits.py) as soon as a graceful stop begins, so long handlers can stop early.
         job_worker = None
         if worker:
             from marketing_cli.jobs import Worker
@@ -52,7 +55,7 @@ def create_app(db_path: str | os.PathLike[str] | None = None, *, worker: bool = 
             job_worker = Worker(db.path, interval=worker_interval)
             job_worker.start()
         try:
-            yield
+            yield {"shutting_down": threading.Event()}
         finally:
             if job_worker is not None:
                 job_worker.stop()
@@ -67,5 +70,7 @@ def create_app(db_path: str | os.PathLike[str] | None = None, *, worker: bool = 
         },
     )
     app.state.db = db
+    if body_timeout is not None:
+        app.state.body_timeout = body_timeout
     app.state.public_rates_limiter = RateLimiter(60, 60.0, rates.PUBLIC_LIMIT)
     return app
