@@ -10,16 +10,24 @@ from __future__ import annotations
 
 import importlib
 import os
+import sqlite3
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 
 from marketing_cli.api import rates
 from marketing_cli.api.auth import RateLimiter
-from marketing_cli.api.responses import http_error_handler, mkt_error_handler, server_error_handler
+from marketing_cli.api.responses import (
+    client_disconnect_handler,
+    database_error_handler,
+    http_error_handler,
+    mkt_error_handler,
+    server_error_handler,
+)
 from marketing_cli.db import Database
 from marketing_cli.errors import MktError
 
@@ -66,6 +74,8 @@ def create_app(db_path: str | os.PathLike[str] | None = None, *, worker: bool = 
         exception_handlers={
             MktError: mkt_error_handler,
             HTTPException: http_error_handler,
+            ClientDisconnect: client_disconnect_handler,
+            sqlite3.OperationalError: database_error_handler,
             Exception: server_error_handler,
         },
     )

@@ -13,7 +13,7 @@ from typing import Any
 
 import anyio
 from starlette.exceptions import HTTPException
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 from starlette.responses import Response
 
 from marketing_cli.db import storage_error
@@ -111,14 +111,27 @@ async def http_error_handler(request: Request, exc: Exception) -> Response:
 TOO_LARGE_NUMBER = "A number in the request is out of range."
 
 
+# Starlette hands Exception's handler every error but re-raises it afterwards (uvicorn then
+# logs a traceback); handlers registered for a narrower class answer and end it there.
+
+
+async def client_disconnect_handler(request: Request, exc: Exception) -> Response:
+    """Nobody is left to read an answer: one info line, no traceback, no 500 in the log."""
+    log.info("client left before its request was read: %s %s", request.method, request.url.path)
+    return Response(status_code=400)
+
+
+async def database_error_handler(request: Request, exc: Exception) -> Response:
+    """A read-only database, a full disk or an I/O error: 503 with a message that says which."""
+    assert isinstance(exc, sqlite3.OperationalError)
+    mapped = storage_error(exc)
+    if mapped is None:
+        raise exc  # any other database error is a bug: the 500 handler logs it
+    log.error("%s %s: %s", request.method, request.url.path, exc)
+    return error_response(mapped.status, mapped.message)
+
+
 async def server_error_handler(request: Request, exc: Exception) -> Response:
-    if isinstance(exc, ClientDisconnect):
-        # Nobody is left to read an answer: one line, no traceback, no 500 in the log.
-        log.info("client left before its request was read: %s %s", request.method, request.url.path)
-        return Response(status_code=400)
-    if isinstance(exc, sqlite3.OperationalError) and (mapped := storage_error(exc)) is not None:
-        log.error("%s %s: %s", request.method, request.url.path, exc)
-        return error_response(mapped.status, mapped.message)
     if isinstance(exc, OverflowError):
         # Only a user's number beyond SQLite's 64 bits raises this; the services check the
         # members they know, and this keeps any other from turning into a 500.
