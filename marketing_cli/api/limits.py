@@ -30,12 +30,11 @@ from typing import Any
 import httptools
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from marketing_cli.api.responses import BODY_TIMEOUT, MAX_BODY_BYTES  # noqa: F401 - listed here with the rest
 from marketing_cli.encoding import dumps_bytes
 
 HEADER_TIMEOUT = 10.0  # seconds to send a complete request head
 KEEP_ALIVE_TIMEOUT = 5.0  # seconds an idle keep-alive connection stays open
-BODY_TIMEOUT = 30.0  # seconds to send a JSON body (api/responses.read_body)
-IMPORT_BODY_TIMEOUT = 300.0  # seconds to send a CSV file to POST /v1/contacts/import
 MAX_CONNECTIONS = 1000  # open connections before requests get 503
 BACKLOG = 2048  # connections the kernel queues before the server accepts them
 GRACEFUL_SHUTDOWN = 5.0  # seconds in-flight requests get to finish on SIGTERM/SIGINT
