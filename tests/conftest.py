@@ -155,7 +155,7 @@ def mkt(db: Path, *args: str) -> Any:
 class Server:
     """`mkt serve` on a free port until stop(); output() is everything it printed."""
 
-    def __init__(self, db: Path, *extra: str) -> None:
+    def __init__(self, db: Path, *extra: str, preexec_fn: Callable[[], Any] | None = None) -> None:
         import subprocess
         import sys
         import time
@@ -170,6 +170,7 @@ class Server:
             [sys.executable, "-m", "marketing_cli", "--db", str(db), "serve", "--port", str(self.port),
              "--worker-interval", "0.2", *extra],
             stdout=self.log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            preexec_fn=preexec_fn,
         )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:

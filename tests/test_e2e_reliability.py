@@ -175,6 +175,37 @@ def test_requests_past_the_connection_cap_get_503(tmp_path: Path) -> None:
     assert server.stop() == 0
 
 
+def _soft_limit_1024() -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_NOFILE, (1024, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+
+
+def test_1100_idle_connections_do_not_exhaust_a_1024_descriptor_limit(tmp_path: Path) -> None:
+    import resource
+
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard != resource.RLIM_INFINITY and hard < 1400:
+        pytest.skip(f"the hard open-file limit ({hard}) leaves no room to raise")
+    mine = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if mine[0] < 1400:  # this test process holds the client ends
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(4096, hard), hard))
+    db = tmp_path / "fds.db"
+    key = mkt(db, "init", "--name", "Descriptors")["api_key"]
+    server = Server(db, preexec_fn=_soft_limit_1024)
+    idle = []
+    try:
+        idle = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(1100)]
+        r = httpx.get(server.base + "/v1/workspace", headers={"Authorization": f"Bearer {key}"}, timeout=10)
+        assert r.status_code == 200
+    finally:
+        for s in idle:
+            s.close()
+        resource.setrlimit(resource.RLIMIT_NOFILE, mine)
+    assert server.stop() == 0
+    assert "Too many open files" not in server.output()
+
+
 def _contacts_csv(rows: int) -> bytes:
     return ("email,first_name\n" + "".join(f"sig{i}@example.com,Name{i}\n" for i in range(rows))).encode()
 

@@ -35,7 +35,7 @@ from marketing_cli.encoding import dumps_bytes
 
 HEADER_TIMEOUT = 10.0  # seconds to send a complete request head
 KEEP_ALIVE_TIMEOUT = 5.0  # seconds an idle keep-alive connection stays open
-MAX_CONNECTIONS = 1000  # open connections before requests get 503
+MAX_CONNECTIONS = 4096  # open connections before requests get 503
 BACKLOG = 2048  # connections the kernel queues before the server accepts them
 GRACEFUL_SHUTDOWN = 5.0  # seconds in-flight requests get to finish on SIGTERM/SIGINT
 MAX_URL_BYTES = 8 * 1024  # the request target (path and query string)

@@ -106,7 +106,7 @@ def serve(
     worker_interval: Annotated[float, typer.Option(help="Seconds between job worker passes.")] = 1.0,
     bootstrap: Annotated[bool, typer.Option(help="Create a first workspace and key when the database has none.")] = True,
     max_connections: Annotated[int, typer.Option(min=1, metavar="N",
-                                                 help="Open connections before requests get 503.")] = 1000,
+                                                 help="Open connections before requests get 503.")] = 4096,
     header_timeout: Annotated[float, typer.Option(min=0.1, metavar="SECONDS",
                                                   help="Time a client has to send its request headers.")] = 10.0,
     body_timeout: Annotated[float, typer.Option(min=0.1, metavar="SECONDS",
