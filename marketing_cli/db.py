@@ -204,6 +204,7 @@ class Database:
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
         self.path = resolve_db_path(path)
         self._local = threading.local()
+        self._opened: list[sqlite3.Connection] = []
         connect(self.path).close()  # create and migrate once, up front
 
     def conn(self) -> sqlite3.Connection:
@@ -211,4 +212,17 @@ class Database:
         if conn is None:
             conn = connect(self.path, upgrade=False)
             self._local.conn = conn
+            self._opened.append(conn)  # list.append is atomic: no lock needed
         return conn
+
+    def interrupt_all(self) -> None:
+        """Abort whatever SQL the threads' connections are running (a stopping server's last resort).
+
+        Interrupted statements raise sqlite3.OperationalError("interrupted"); a write
+        transaction they were part of is rolled back (`transaction`).
+        """
+        for conn in list(self._opened):
+            try:
+                conn.interrupt()
+            except sqlite3.ProgrammingError:  # already closed
+                pass

@@ -251,3 +251,44 @@ def test_sigterm_during_a_large_import_stops_quickly_and_tells_the_truth(tmp_pat
             assert message.startswith("The server is shutting down: nothing was imported.")
         else:
             assert f"the first {stored} rows of the file were imported" in message
+
+
+def test_sigterm_during_a_long_search_stops_within_seconds(tmp_path: Path) -> None:
+    """A request still running after the graceful-shutdown time gets 503 and the process exits."""
+    from marketing_cli.db import connect
+    from marketing_cli.services import contacts_io
+
+    db = tmp_path / "search.db"
+    key = mkt(db, "init", "--name", "Searching")["api_key"]
+    mkt(db, "billing", "allowance", "set", "contacts", "10000000")
+    conn = connect(db)
+    contacts_io.import_contacts(conn, 1, _contacts_csv(50_000).decode().splitlines(keepends=True))
+    conn.close()
+    server = Server(db)
+    search = {"fields": [{"merge_tag": "email_address", "operator": "CONTAINS", "value": "example"}] * 250}
+    answer: dict[str, Any] = {}
+
+    def run_search() -> None:
+        started = time.monotonic()
+        r = httpx.post(server.base + "/v1/contacts/search", json=search, timeout=120,
+                       headers={"Authorization": f"Bearer {key}"})
+        answer["status"], answer["body"], answer["took"] = r.status_code, r.json(), time.monotonic() - started
+
+    thread = threading.Thread(target=run_search)
+    thread.start()
+    time.sleep(1.0)
+    stopped_at = time.monotonic()
+    code = server.stop()
+    took = time.monotonic() - stopped_at
+    thread.join(60)
+    out = server.output()
+    print(f"\nSIGTERM during a long search: exited in {took:.1f} s; answer {answer}")
+    assert code == 0 and took < 9, out
+    assert "Traceback" not in out and '" 500' not in out
+    if answer["status"] != 200:  # it did not finish within the graceful-shutdown time
+        assert error_body_of(answer) == (503, "The server is shutting down: the request was stopped before it "
+                                              "finished. Try again when it is back.")
+
+
+def error_body_of(answer: dict[str, Any]) -> tuple[int, str]:
+    return answer["status"], answer["body"]["error"]["message"]

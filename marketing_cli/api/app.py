@@ -17,11 +17,13 @@ from contextlib import asynccontextmanager
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect
 
 from marketing_cli.api import rates
 from marketing_cli.api.auth import RateLimiter
 from marketing_cli.api.responses import (
+    ShutdownGuard,
     client_disconnect_handler,
     database_error_handler,
     http_error_handler,
@@ -65,12 +67,16 @@ def create_app(db_path: str | os.PathLike[str] | None = None, *, worker: bool = 
         try:
             yield {"shutting_down": threading.Event()}
         finally:
+            # The graceful-shutdown time is over: requests still running SQL are stopped
+            # (ShutdownGuard answers them 503) so that the process exits now.
+            db.interrupt_all()
             if job_worker is not None:
                 job_worker.stop()
 
     app = Starlette(
         routes=routes,
         lifespan=lifespan,
+        middleware=[Middleware(ShutdownGuard)],
         exception_handlers={
             MktError: mkt_error_handler,
             HTTPException: http_error_handler,

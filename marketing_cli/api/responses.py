@@ -7,6 +7,7 @@ specification names which one each endpoint uses. Every error, on every endpoint
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sqlite3
 from typing import Any
@@ -15,6 +16,7 @@ import anyio
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from marketing_cli.db import storage_error
 from marketing_cli.encoding import dumps_bytes
@@ -139,3 +141,37 @@ async def server_error_handler(request: Request, exc: Exception) -> Response:
         return error_response(400, TOO_LARGE_NUMBER)
     log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     return error_response(500, "Internal server error.")
+
+
+SHUTTING_DOWN = "The server is shutting down: the request was stopped before it finished. Try again when it is back."
+
+
+class ShutdownGuard:
+    """A request still running when the graceful-shutdown time is over is cancelled by the
+    server (and its SQL interrupted, `Database.interrupt_all`): it gets a 503 with the error
+    body and one log line instead of a 500 and a traceback."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracked)
+        except (asyncio.CancelledError, sqlite3.OperationalError) as exc:
+            event = scope.get("state", {}).get("shutting_down")
+            if event is None or not event.is_set() or (
+                    isinstance(exc, sqlite3.OperationalError) and "interrupted" not in str(exc)):
+                raise
+            log.warning("%s %s stopped by the shutdown", scope["method"], scope["path"])
+            if not started:
+                await error_response(503, SHUTTING_DOWN)(scope, receive, send)
