@@ -193,7 +193,8 @@ def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     try:
         yield conn
     except BaseException:
-        conn.execute("ROLLBACK")
+        if conn.in_transaction:  # SQLite has already rolled back after an interrupt or a full disk
+            conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")
 

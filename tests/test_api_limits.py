@@ -82,3 +82,44 @@ def test_the_uvicorn_protocol_hooks_still_exist() -> None:
     for name in ("connection_made", "connection_lost", "data_received", "on_message_begin", "on_url", "on_header",
                  "on_headers_complete", "shutdown", "_unset_keepalive_if_required", "send_400_response"):
         assert callable(getattr(HttpToolsProtocol, name)), name
+
+
+# An INSERT that never ends: interrupted inside a transaction, SQLite rolls the whole transaction back itself.
+INFINITE = "INSERT INTO temp.sink WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT x FROM c"
+
+
+@pytest.mark.parametrize(("committed", "message"), [
+    (0, "The server is shutting down: nothing was imported. Send the file again when it is back."),
+    (20000, "The server is shutting down: the first 20000 rows of the file were imported, the rest were not. "
+            "Send the rest again when it is back."),
+])
+def test_an_import_stopped_by_the_shutdown_rolls_back_its_batch_and_says_what_was_kept(
+        conn: Any, workspace: dict[str, Any], committed: int, message: str) -> None:
+    import threading
+
+    from marketing_cli.api.contacts_io import StopOnShutdown
+    from marketing_cli.db import transaction
+    from marketing_cli.errors import MktError
+    from marketing_cli.services import tags
+
+    conn.execute("CREATE TEMP TABLE sink (x)")
+    event = threading.Event()
+    stop = StopOnShutdown(event)
+    stop.GRACE = 0.0
+
+    def import_batches() -> None:
+        if committed:
+            stop.progress(committed)  # a batch committed before the stop began
+        event.set()  # SIGTERM arrives while the next batch runs
+        with transaction(conn):
+            tags.create_tag(conn, workspace["id"], {"name": "half-written"})
+            conn.execute(INFINITE)
+
+    with pytest.raises(MktError) as raised:
+        stop.run(lambda: conn, import_batches)
+    assert (raised.value.status, raised.value.message) == (503, message)
+    assert not conn.in_transaction
+    assert [t["name"] for t in tags.list_tags(conn, workspace["id"])] == []
+    with pytest.raises(MktError) as refused:  # the stop began before the import: nothing is started
+        stop.run(lambda: conn, lambda: pytest.fail("ran"))
+    assert refused.value.status == 503
