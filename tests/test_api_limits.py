@@ -53,6 +53,7 @@ def test_serve_defaults_are_the_documented_limits(cli: Callable[..., Any]) -> No
     assert defaults["max_connections"] == limits.MAX_CONNECTIONS
     assert defaults["header_timeout"] == limits.HEADER_TIMEOUT
     assert defaults["body_timeout"] == BODY_TIMEOUT == limits.BODY_TIMEOUT
+    assert defaults["shutdown_timeout"] == limits.GRACEFUL_SHUTDOWN
 
 
 def test_the_open_file_limit_is_raised_to_the_hard_limit() -> None:

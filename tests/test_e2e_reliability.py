@@ -68,7 +68,7 @@ def test_serves_others_while_hundreds_of_connections_sit_idle(served: tuple[Serv
                 latencies.append(time.perf_counter() - started)
         print(f"\nGET /v1/workspace beside 600 idle connections: median {statistics.median(latencies) * 1000:.1f} ms, "
               f"max {max(latencies) * 1000:.1f} ms")
-        assert max(latencies) < 1.0
+        assert max(latencies) < 2.0
         # Idle connections that never send a request are closed after the header timeout.
         time.sleep(HEADER_TIMEOUT + 0.5)
         for s in idle[:20]:
@@ -262,9 +262,9 @@ def test_sigterm_during_a_long_search_stops_within_seconds(tmp_path: Path) -> No
     key = mkt(db, "init", "--name", "Searching")["api_key"]
     mkt(db, "billing", "allowance", "set", "contacts", "10000000")
     conn = connect(db)
-    contacts_io.import_contacts(conn, 1, _contacts_csv(50_000).decode().splitlines(keepends=True))
+    contacts_io.import_contacts(conn, 1, _contacts_csv(40_000).decode().splitlines(keepends=True))
     conn.close()
-    server = Server(db)
+    server = Server(db, "--shutdown-timeout", "0.5")
     search = {"fields": [{"merge_tag": "email_address", "operator": "CONTAINS", "value": "example"}] * 250}
     answer: dict[str, Any] = {}
 
@@ -276,19 +276,15 @@ def test_sigterm_during_a_long_search_stops_within_seconds(tmp_path: Path) -> No
 
     thread = threading.Thread(target=run_search)
     thread.start()
-    time.sleep(1.0)
+    time.sleep(0.3)
     stopped_at = time.monotonic()
     code = server.stop()
     took = time.monotonic() - stopped_at
     thread.join(60)
     out = server.output()
-    print(f"\nSIGTERM during a long search: exited in {took:.1f} s; answer {answer}")
-    assert code == 0 and took < 9, out
+    print(f"\nSIGTERM during a long search: exited in {took:.1f} s; answered {answer['status']} "
+          f"after {answer['took']:.1f} s")
+    assert code == 0 and took < 5, out
     assert "Traceback" not in out and '" 500' not in out
-    if answer["status"] != 200:  # it did not finish within the graceful-shutdown time
-        assert error_body_of(answer) == (503, "The server is shutting down: the request was stopped before it "
-                                              "finished. Try again when it is back.")
-
-
-def error_body_of(answer: dict[str, Any]) -> tuple[int, str]:
-    return answer["status"], answer["body"]["error"]["message"]
+    assert (answer["status"], answer["body"]["error"]["message"]) == (
+        503, "The server is shutting down: the request was stopped before it finished. Try again when it is back.")

@@ -111,13 +111,15 @@ def serve(
                                                   help="Time a client has to send its request headers.")] = 10.0,
     body_timeout: Annotated[float, typer.Option(min=0.1, metavar="SECONDS",
                                                 help="Time a client has to send a JSON body (imports: 10x).")] = 30.0,
+    shutdown_timeout: Annotated[float, typer.Option(min=0.1, metavar="SECONDS",
+                                                    help="Time in-flight requests get to finish on SIGTERM.")] = 5.0,
 ) -> None:
     """Serve the /v1 HTTP API (and run the background job worker) until SIGINT or SIGTERM."""
     from marketing_cli.cli.serve import run_server
 
     run_server(state(ctx).db_path, host=host, port=port, smtp_url=smtp_url, outbox=outbox,
                worker_interval=worker_interval, bootstrap=bootstrap, max_connections=max_connections,
-               header_timeout=header_timeout, body_timeout=body_timeout)
+               header_timeout=header_timeout, body_timeout=body_timeout, shutdown_timeout=shutdown_timeout)
 
 
 def run() -> None:

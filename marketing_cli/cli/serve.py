@@ -37,14 +37,15 @@ def _log_config() -> dict:
     return config
 
 
-def uvicorn_settings(*, max_connections: int, header_timeout: float) -> dict:
+def uvicorn_settings(*, max_connections: int, header_timeout: float,
+                     shutdown_timeout: float | None = None) -> dict:
     """uvicorn's settings: one access line per request, the limits of api/limits.py, a graceful stop."""
     from marketing_cli.api import limits
 
     protocol = type("HttpProtocol", (limits.GuardedHttpToolsProtocol,), {"header_timeout": header_timeout})
     return {"log_level": "info", "access_log": True, "lifespan": "on", "log_config": _log_config(),
             "http": protocol, "limit_concurrency": max_connections, "backlog": limits.BACKLOG,
-            "timeout_keep_alive": limits.KEEP_ALIVE_TIMEOUT, "timeout_graceful_shutdown": limits.GRACEFUL_SHUTDOWN}
+            "timeout_keep_alive": limits.KEEP_ALIVE_TIMEOUT, "timeout_graceful_shutdown": shutdown_timeout or limits.GRACEFUL_SHUTDOWN}
 
 
 def raise_open_file_limit() -> int:
@@ -83,7 +84,7 @@ def _bootstrap(db_path: Path, base_url: str) -> None:
 
 def run_server(db_path: Path, *, host: str, port: int, smtp_url: str | None, outbox: str | None,
                worker_interval: float, bootstrap: bool, max_connections: int, header_timeout: float,
-               body_timeout: float) -> None:
+               body_timeout: float, shutdown_timeout: float) -> None:
     import uvicorn
 
     from marketing_cli.api.app import create_app
@@ -107,8 +108,8 @@ def run_server(db_path: Path, *, host: str, port: int, smtp_url: str | None, out
     # with the previous handlers restored: these make that a clean exit with status 0.
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _exit_cleanly)
-    uvicorn.run(app, host=host, port=port, **uvicorn_settings(max_connections=max_connections,
-                                                             header_timeout=header_timeout))
+    uvicorn.run(app, host=host, port=port, **uvicorn_settings(
+        max_connections=max_connections, header_timeout=header_timeout, shutdown_timeout=shutdown_timeout))
     console.print("mkt serve stopped.")
 
 
