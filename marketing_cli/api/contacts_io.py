@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import sqlite3
+import time
 from typing import Any
 
 import anyio
@@ -126,8 +127,6 @@ class StopOnShutdown:
         """SQLite's progress handler: non-zero aborts the running statement."""
         if not self.stopping():
             return 0
-        import time
-
         if self.deadline is None:
             self.deadline = time.monotonic() + self.GRACE
         return int(time.monotonic() > self.deadline)
