@@ -1,5 +1,5 @@
 """The baseline of the HTTP benchmarks: a bare `async def` Starlette JSON endpoint, served
-by uvicorn with exactly the settings `mkt serve` uses (marketing_cli.cli.serve.UVICORN_SETTINGS)."""
+by uvicorn with exactly the settings `mkt serve` uses (marketing_cli.cli.serve.uvicorn_settings)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from marketing_cli.cli.serve import UVICORN_SETTINGS
+from marketing_cli.api import limits
+from marketing_cli.cli.serve import uvicorn_settings
 
 
 async def ok(request: Request) -> JSONResponse:
@@ -21,4 +22,5 @@ async def ok(request: Request) -> JSONResponse:
 app = Starlette(routes=[Route("/", ok), Route("/ok", ok)])
 
 if __name__ == "__main__":
-    uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), **UVICORN_SETTINGS)
+    uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), **uvicorn_settings(max_connections=limits.MAX_CONNECTIONS,
+                                                                             header_timeout=limits.HEADER_TIMEOUT))

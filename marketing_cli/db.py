@@ -117,18 +117,52 @@ def migrate(conn: sqlite3.Connection, target: int | None = None) -> int:
     return target
 
 
+# What SQLite says when the storage, not the request, is at fault; the faces answer these
+# with 503 / exit 1 and this message (api/responses.server_error_handler, cli/output.MktGroup).
+STORAGE_ERRORS = (
+    ("readonly database", "The database is read-only: nothing was written. Check the permissions of the "
+                          "database file and of its folder."),
+    ("database or disk is full", "The disk holding the database is full: nothing was written."),
+    ("disk i/o error", "The database could not be written (disk I/O error): nothing was written."),
+)
+
+
+def storage_error(exc: sqlite3.Error) -> MktError | None:
+    """The MktError(503) for a read-only database, a full disk or an I/O error; None for anything else."""
+    text = str(exc).lower()
+    for needle, message in STORAGE_ERRORS:
+        if needle in text:
+            return MktError(503, message)
+    return None
+
+
+def _create_private(db_path: Path) -> bool:
+    """Create the database file readable by its owner only (0600); False when it already exists.
+
+    SQLite gives the -wal and -shm files the mode of the database file, so they are 0600 too.
+    """
+    db_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        os.close(os.open(db_path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except FileExistsError:
+        return False
+    os.chmod(db_path, 0o600)  # whatever the umask
+    return True
+
+
 def connect(path: str | os.PathLike[str] | None = None, *, upgrade: bool = True) -> sqlite3.Connection:
     """Open (creating if needed) the database and bring its schema up to date.
 
     A file that cannot be opened, is not a SQLite database, or was written by a newer mkt
     is an MktError with a message that says so (the CLI prints it; `mkt serve` stops).
+    A new file is created 0600 (contacts are personal data), and so are its -wal and -shm.
     """
     db_path = resolve_db_path(path)
     try:
         if str(db_path) != ":memory:":
             if db_path.is_dir():
                 raise MktError(500, f"Cannot open the database {db_path}: it is a directory.")
-            db_path.parent.mkdir(parents=True, exist_ok=True)
+            _create_private(db_path)
         conn = sqlite3.connect(db_path, isolation_level=None, check_same_thread=False)
         conn.row_factory = sqlite3.Row
         _configure(conn)
@@ -159,7 +193,8 @@ def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     try:
         yield conn
     except BaseException:
-        conn.execute("ROLLBACK")
+        if conn.in_transaction:  # SQLite has already rolled back after an interrupt or a full disk
+            conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")
 
@@ -170,6 +205,7 @@ class Database:
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
         self.path = resolve_db_path(path)
         self._local = threading.local()
+        self._opened: list[sqlite3.Connection] = []
         connect(self.path).close()  # create and migrate once, up front
 
     def conn(self) -> sqlite3.Connection:
@@ -177,4 +213,17 @@ class Database:
         if conn is None:
             conn = connect(self.path, upgrade=False)
             self._local.conn = conn
+            self._opened.append(conn)  # list.append is atomic: no lock needed
         return conn
+
+    def interrupt_all(self) -> None:
+        """Abort whatever SQL the threads' connections are running (a stopping server's last resort).
+
+        Interrupted statements raise sqlite3.OperationalError("interrupted"); a write
+        transaction they were part of is rolled back (`transaction`).
+        """
+        for conn in list(self._opened):
+            try:
+                conn.interrupt()
+            except sqlite3.ProgrammingError:  # already closed
+                pass

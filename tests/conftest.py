@@ -264,3 +264,73 @@ def dns_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalDNS]:
         yield server
     finally:
         server.stop()
+# --- a real `mkt serve` process (end-to-end tests) ------------------------------------------
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def mkt(db: Path, *args: str) -> Any:
+    """`mkt --db DB ARGS --json` in a subprocess; the parsed output (exit 0 asserted)."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "marketing_cli", "--db", str(db), *args, "--json"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+class Server:
+    """`mkt serve` on a free port until stop(); output() is everything it printed."""
+
+    def __init__(self, db: Path, *extra: str, preexec_fn: Callable[[], Any] | None = None) -> None:
+        import subprocess
+        import sys
+        import time
+
+        import httpx
+
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.log_path = db.parent / f"serve-{self.port}.log"
+        self.log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "marketing_cli", "--db", str(db), "serve", "--port", str(self.port),
+             "--worker-interval", "0.2", *extra],
+            stdout=self.log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            preexec_fn=preexec_fn,
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, self.output()
+            try:
+                httpx.get(self.base + "/v1/sms-rates", timeout=0.5)
+                return
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        self.stop()
+        raise AssertionError("server did not start:\n" + self.output())
+
+    def output(self) -> str:
+        if not self.log.closed:
+            self.log.flush()
+        return self.log_path.read_text()
+
+    def stop(self, sig: int | None = None) -> int:
+        import signal
+
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM if sig is None else sig)
+        try:
+            code = self.proc.wait(20)
+        except Exception:
+            self.proc.kill()
+            code = self.proc.wait(5)
+        self.log.close()
+        return code

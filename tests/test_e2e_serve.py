@@ -2,69 +2,18 @@
 
 from __future__ import annotations
 
-import json
-import os
 import signal
-import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
+from tests.conftest import Server, mkt
+
 pytestmark = pytest.mark.slow
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def mkt(db: Path, *args: str) -> Any:
-    out = subprocess.run([sys.executable, "-m", "marketing_cli", "--db", str(db), *args, "--json"],
-                         capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout)
-
-
-class Server:
-    def __init__(self, db: Path, *extra: str) -> None:
-        self.port = free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
-        self.log_path = db.parent / f"serve-{self.port}.log"
-        self.log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "marketing_cli", "--db", str(db), "serve", "--port", str(self.port),
-             "--worker-interval", "0.2", *extra],
-            stdout=self.log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, self.output()
-            try:
-                httpx.get(self.base + "/v1/sms-rates", timeout=0.5)
-                return
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        raise AssertionError("server did not start:\n" + self.output())
-
-    def output(self) -> str:
-        if not self.log.closed:
-            self.log.flush()
-        return self.log_path.read_text()
-
-    def stop(self, sig: int = signal.SIGTERM) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        code = self.proc.wait(20)
-        self.log.close()
-        return code
 
 
 @pytest.fixture
@@ -147,6 +96,7 @@ def test_first_run_creates_a_workspace_and_shows_a_key(tmp_path: Path) -> None:
     try:
         out = server.output()
         key = next(word for word in out.split() if word.startswith("mkt_"))
+        assert out.count(key) == 1  # shown once, not again in the example command
         r = httpx.get(server.base + "/v1/workspace", headers={"Authorization": f"Bearer {key}"})
         assert r.status_code == 200
     finally:

@@ -10,15 +10,26 @@ from __future__ import annotations
 
 import importlib
 import os
+import sqlite3
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import ClientDisconnect
 
 from marketing_cli.api import rates
 from marketing_cli.api.auth import RateLimiter
-from marketing_cli.api.responses import http_error_handler, mkt_error_handler, server_error_handler
+from marketing_cli.api.responses import (
+    ShutdownGuard,
+    client_disconnect_handler,
+    database_error_handler,
+    http_error_handler,
+    mkt_error_handler,
+    server_error_handler,
+)
 from marketing_cli.db import Database
 from marketing_cli.errors import MktError
 
@@ -45,14 +56,16 @@ ROUTE_MODULES = [
 
 
 def create_app(db_path: str | os.PathLike[str] | None = None, *, worker: bool = False,
-               worker_interval: float = 1.0) -> Starlette:
+               worker_interval: float = 1.0, body_timeout: float | None = None) -> Starlette:
     db = Database(db_path)
     routes = []
     for name in ROUTE_MODULES:
         routes.extend(importlib.import_module(name).routes)
 
     @asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+    async def lifespan(app: Starlette) -> AsyncIterator[dict[str, threading.Event]]:
+        # `shutting_down` (request.state.shutting_down) is set by the server's protocol
+        # (api/limits.py) as soon as a graceful stop begins, so long handlers can stop early.
         job_worker = None
         if worker:
             from marketing_cli.jobs import Worker
@@ -60,20 +73,28 @@ def create_app(db_path: str | os.PathLike[str] | None = None, *, worker: bool = 
             job_worker = Worker(db.path, interval=worker_interval)
             job_worker.start()
         try:
-            yield
+            yield {"shutting_down": threading.Event()}
         finally:
+            # The graceful-shutdown time is over: requests still running SQL are stopped
+            # (ShutdownGuard answers them 503) so that the process exits now.
+            db.interrupt_all()
             if job_worker is not None:
                 job_worker.stop()
 
     app = Starlette(
         routes=routes,
         lifespan=lifespan,
+        middleware=[Middleware(ShutdownGuard)],
         exception_handlers={
             MktError: mkt_error_handler,
             HTTPException: http_error_handler,
+            ClientDisconnect: client_disconnect_handler,
+            sqlite3.OperationalError: database_error_handler,
             Exception: server_error_handler,
         },
     )
     app.state.db = db
+    if body_timeout is not None:
+        app.state.body_timeout = body_timeout
     app.state.public_rates_limiter = RateLimiter(60, 60.0, rates.PUBLIC_LIMIT)
     return app

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import sqlite3
+import time
 from typing import Any
 
 import anyio
@@ -70,20 +71,81 @@ async def import_contacts(request: Request) -> Response:
         mapping = contacts_io.parse_column_map(request.query_params.getlist("map"))
     except ValueError as exc:
         raise MktError(400, f"Invalid query parameter 'map': {exc}.") from None
-    raw = await read_body(request, max_bytes=IMPORT_MAX_BYTES)
+    raw = await read_body(request, max_bytes=IMPORT_MAX_BYTES, timeout_factor=10)
     if not raw.strip():
         raise MktError(400, EMPTY_BODY)
     text = contacts_io.decode_csv(raw)  # all of it up front: bad UTF-8 is refused before any write
     del raw
     db = request.app.state.db
+    stop = StopOnShutdown(getattr(request.state, "shutting_down", None))
 
     def run() -> dict[str, Any]:
         # newline="": the csv module sees the line endings as sent, as with a file opened for it.
         return contacts_io.import_contacts(
             db.conn(), workspace_id, io.StringIO(text, newline=""), mapping=mapping,
-            ignore_unknown=ignore_unknown, tag_ids=tag_ids, default_status=status, dry_run=dry_run)
+            ignore_unknown=ignore_unknown, tag_ids=tag_ids, default_status=status, dry_run=dry_run,
+            progress=stop.progress)
 
-    return envelope_b(await run_in_threadpool(run))
+    return envelope_b(await run_in_threadpool(stop.run, db.conn, run))
+
+
+SHUTTING_DOWN = "The server is shutting down: nothing was imported. Send the file again when it is back."
+SHUTTING_DOWN_PART = ("The server is shutting down: the first {rows} rows of the file were imported, the rest "
+                      "were not. Send the rest again when it is back.")
+
+
+class _ShuttingDown(Exception):
+    pass
+
+
+class StopOnShutdown:
+    """Stops an HTTP import at a safe point when the server begins a graceful stop (SIGTERM).
+
+    The import commits batch by batch and reports each committed batch to `progress`: that
+    is where it stops once the server is stopping, so the client learns exactly how many rows
+    were committed (503 with that number) and the server exits within its graceful-shutdown
+    time. A batch still running GRACE seconds after the stop began is interrupted (SQLite
+    rolls it back). An import that finishes answers as usual: its rows are committed.
+    """
+
+    GRACE = 2.0
+
+    def __init__(self, event: Any) -> None:
+        self.event = event
+        self.committed = 0
+        self.deadline: float | None = None
+
+    def progress(self, rows: int) -> None:
+        self.committed = rows
+        if self.stopping():
+            raise _ShuttingDown
+
+    def stopping(self) -> bool:
+        return self.event is not None and self.event.is_set()
+
+    def _interrupt(self) -> int:
+        """SQLite's progress handler: non-zero aborts the running statement."""
+        if not self.stopping():
+            return 0
+        if self.deadline is None:
+            self.deadline = time.monotonic() + self.GRACE
+        return int(time.monotonic() > self.deadline)
+
+    def run(self, conn_of: Any, fn: Any) -> dict[str, Any]:
+        if self.stopping():
+            raise MktError(503, SHUTTING_DOWN)
+        conn = conn_of()
+        conn.set_progress_handler(self._interrupt, 10_000)
+        try:
+            return fn()
+        except (_ShuttingDown, sqlite3.OperationalError) as exc:
+            if not self.stopping() or (isinstance(exc, sqlite3.OperationalError) and "interrupt" not in str(exc)):
+                raise
+            if self.committed:
+                raise MktError(503, SHUTTING_DOWN_PART.format(rows=self.committed)) from None
+            raise MktError(503, SHUTTING_DOWN) from None
+        finally:
+            conn.set_progress_handler(None, 0)
 
 
 class ExportStream(StreamingResponse):

@@ -7,13 +7,18 @@ specification names which one each endpoint uses. Every error, on every endpoint
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import sqlite3
 from typing import Any
 
+import anyio
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from marketing_cli.db import storage_error
 from marketing_cli.encoding import dumps_bytes
 from marketing_cli.errors import MktError
 from marketing_cli.services.inputs import decode_json
@@ -21,6 +26,7 @@ from marketing_cli.services.inputs import decode_json
 log = logging.getLogger("mkt.api")
 
 MAX_BODY_BYTES = 1024 * 1024  # 1 MiB; endpoints that take files pass a larger limit
+BODY_TIMEOUT = 30.0  # seconds to send a body (api/limits.py lists every limit); `mkt serve --body-timeout`
 INVALID_BODY = "Invalid request body."
 
 
@@ -45,19 +51,35 @@ def error_response(status: int, message: str, headers: dict[str, str] | None = N
 
 
 TOO_LARGE = "The request body is too large: the limit is {kib} KiB."
+TOO_SLOW = "The request body did not arrive within {seconds:g} seconds."
 
 
-async def read_body(request: Request, *, max_bytes: int = MAX_BODY_BYTES) -> bytes:
-    """The raw body, read as it arrives; 413 as soon as it passes `max_bytes` (or declares more)."""
+def body_timeout(request: Request, factor: float = 1.0) -> float:
+    return getattr(request.app.state, "body_timeout", BODY_TIMEOUT) * factor
+
+
+async def read_body(request: Request, *, max_bytes: int = MAX_BODY_BYTES, timeout_factor: float = 1.0) -> bytes:
+    """The raw body, read as it arrives; 413 as soon as it passes `max_bytes` (or declares more).
+
+    A body that has not fully arrived `body_timeout` seconds after the handler began to read
+    it (times `timeout_factor`: file uploads get longer) is a 408, so a client that trickles
+    a body holds a connection for a bounded time.
+    """
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > max_bytes:
         raise MktError(413, TOO_LARGE.format(kib=max_bytes // 1024))
+    seconds = body_timeout(request, timeout_factor)
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > max_bytes:
-            raise MktError(413, TOO_LARGE.format(kib=max_bytes // 1024))
-        chunks.append(chunk)
+    with anyio.move_on_after(seconds) as scope:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > max_bytes:
+                raise MktError(413, TOO_LARGE.format(kib=max_bytes // 1024))
+            chunks.append(chunk)
+    if scope.cancelled_caught:
+        log.info("%s %s: body not complete after %gs (%d bytes), answered 408", request.method, request.url.path,
+                 seconds, size)
+        raise MktError(408, TOO_SLOW.format(seconds=seconds))
     return b"".join(chunks)
 
 
@@ -78,7 +100,7 @@ async def read_json(request: Request, invalid_message: str = INVALID_BODY, *,
 
 async def mkt_error_handler(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, MktError)
-    headers = {"Retry-After": "60"} if exc.status == 429 else None
+    headers = {"Retry-After": "60"} if exc.status == 429 else {"Connection": "close"} if exc.status == 408 else None
     return error_response(exc.status, exc.message, headers)
 
 
@@ -91,6 +113,26 @@ async def http_error_handler(request: Request, exc: Exception) -> Response:
 TOO_LARGE_NUMBER = "A number in the request is out of range."
 
 
+# Starlette hands Exception's handler every error but re-raises it afterwards (uvicorn then
+# logs a traceback); handlers registered for a narrower class answer and end it there.
+
+
+async def client_disconnect_handler(request: Request, exc: Exception) -> Response:
+    """Nobody is left to read an answer: one info line, no traceback, no 500 in the log."""
+    log.info("client left before its request was read: %s %s", request.method, request.url.path)
+    return Response(status_code=400)
+
+
+async def database_error_handler(request: Request, exc: Exception) -> Response:
+    """A read-only database, a full disk or an I/O error: 503 with a message that says which."""
+    assert isinstance(exc, sqlite3.OperationalError)
+    mapped = storage_error(exc)
+    if mapped is None:
+        raise exc  # any other database error is a bug: the 500 handler logs it
+    log.error("%s %s: %s", request.method, request.url.path, exc)
+    return error_response(mapped.status, mapped.message)
+
+
 async def server_error_handler(request: Request, exc: Exception) -> Response:
     if isinstance(exc, OverflowError):
         # Only a user's number beyond SQLite's 64 bits raises this; the services check the
@@ -99,3 +141,37 @@ async def server_error_handler(request: Request, exc: Exception) -> Response:
         return error_response(400, TOO_LARGE_NUMBER)
     log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     return error_response(500, "Internal server error.")
+
+
+SHUTTING_DOWN = "The server is shutting down: the request was stopped before it finished. Try again when it is back."
+
+
+class ShutdownGuard:
+    """A request still running when the graceful-shutdown time is over is cancelled by the
+    server (and its SQL interrupted, `Database.interrupt_all`): it gets a 503 with the error
+    body and one log line instead of a 500 and a traceback."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracked)
+        except (asyncio.CancelledError, sqlite3.OperationalError) as exc:
+            event = scope.get("state", {}).get("shutting_down")
+            if event is None or not event.is_set() or (
+                    isinstance(exc, sqlite3.OperationalError) and "interrupted" not in str(exc)):
+                raise
+            log.warning("%s %s stopped by the shutdown", scope["method"], scope["path"])
+            if not started:
+                await error_response(503, SHUTTING_DOWN)(scope, receive, send)

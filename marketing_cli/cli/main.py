@@ -30,6 +30,23 @@ app = typer.Typer(
 )
 
 
+def _flags_without_type() -> None:
+    """Help shows no `<bool>` beside a flag (`--version`, `--help`, `--json`): a flag takes no value.
+
+    typer 0.29 labels every option with its Python type in rich help, flags included.
+    """
+    from typer.core import TyperOption
+
+    shown = TyperOption.display_type_rich
+
+    def display_type_rich(self: TyperOption, ctx: typer.Context) -> str | None:
+        return None if self.is_flag else shown(self, ctx)
+
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+
+_flags_without_type()
+
 
 def _version(value: bool) -> None:
     if value:
@@ -90,6 +107,14 @@ def serve(
                                                  help="A MaxMind .mmdb country database for click countries.")] = None,
     worker_interval: Annotated[float, typer.Option(help="Seconds between job worker passes.")] = 1.0,
     bootstrap: Annotated[bool, typer.Option(help="Create a first workspace and key when the database has none.")] = True,
+    max_connections: Annotated[int, typer.Option(min=1, metavar="N",
+                                                 help="Open connections before requests get 503.")] = 4096,
+    header_timeout: Annotated[float, typer.Option(min=0.1, metavar="SECONDS",
+                                                  help="Time a client has to send its request headers.")] = 10.0,
+    body_timeout: Annotated[float, typer.Option(min=0.1, metavar="SECONDS",
+                                                help="Time a client has to send a JSON body (imports: 10x).")] = 30.0,
+    shutdown_timeout: Annotated[float, typer.Option(min=0.1, metavar="SECONDS",
+                                                    help="Time in-flight requests get to finish on SIGTERM.")] = 5.0,
 ) -> None:
     """Serve the /v1 HTTP API (and run the background job worker) until SIGINT or SIGTERM."""
     import os
@@ -99,7 +124,8 @@ def serve(
     if geoip:
         os.environ["MKT_GEOIP"] = geoip
     run_server(state(ctx).db_path, host=host, port=port, smtp_url=smtp_url, outbox=outbox,
-               worker_interval=worker_interval, bootstrap=bootstrap)
+               worker_interval=worker_interval, bootstrap=bootstrap, max_connections=max_connections,
+               header_timeout=header_timeout, body_timeout=body_timeout, shutdown_timeout=shutdown_timeout)
 
 
 def run() -> None:

@@ -75,6 +75,12 @@ class MktGroup(TyperGroup):
         except OverflowError:  # a number option beyond SQLite's 64 bits
             _consoles()[1].print("A number in the command is out of range.", markup=False)
             raise typer.Exit(1) from None
+        except Exception as exc:  # a read-only database, a full disk: one line, not a traceback
+            mapped = _storage_error(exc)
+            if mapped is None:
+                raise
+            _consoles()[1].print(mapped.message, markup=False, soft_wrap=True)
+            raise typer.Exit(1) from None
 
     def list_commands(self, ctx: Any) -> list[str]:
         return [*super().list_commands(ctx), *(name for name in self.lazy if name not in self.commands)]
@@ -100,6 +106,14 @@ class MktGroup(TyperGroup):
             super().format_help(ctx, formatter)
         finally:
             self._listing = False
+
+
+def _storage_error(exc: Exception) -> MktError | None:
+    import sqlite3
+
+    from marketing_cli.db import storage_error
+
+    return storage_error(exc) if isinstance(exc, sqlite3.OperationalError) else None
 
 
 def emit(value: Any, as_json: bool, human: Callable[[Any], Any] | None = None) -> None:

@@ -29,13 +29,38 @@ def _log_config() -> dict:
     )
     for formatter in ("default", "access"):
         config["formatters"][formatter]["datefmt"] = "%Y-%m-%dT%H:%M:%SZ"
+    # No log line carries an API key or a token (query strings included), whichever logger wrote it.
+    config.setdefault("filters", {})["redact"] = {"()": "marketing_cli.api.limits.RedactSecrets"}
+    for handler in config["handlers"].values():
+        handler.setdefault("filters", []).append("redact")
     logging.Formatter.converter = time.gmtime  # UTC, as everywhere in mkt
     return config
 
 
-# One line per request (uvicorn's access log), graceful stop on SIGINT/SIGTERM.
-UVICORN_SETTINGS = {"log_level": "info", "access_log": True, "lifespan": "on", "timeout_graceful_shutdown": 10,
-                    "log_config": _log_config()}
+def uvicorn_settings(*, max_connections: int, header_timeout: float,
+                     shutdown_timeout: float | None = None) -> dict:
+    """uvicorn's settings: one access line per request, the limits of api/limits.py, a graceful stop."""
+    from marketing_cli.api import limits
+
+    protocol = type("HttpProtocol", (limits.GuardedHttpToolsProtocol,), {"header_timeout": header_timeout})
+    return {"log_level": "info", "access_log": True, "lifespan": "on", "log_config": _log_config(),
+            "http": protocol, "limit_concurrency": max_connections, "backlog": limits.BACKLOG,
+            "timeout_keep_alive": limits.KEEP_ALIVE_TIMEOUT, "timeout_graceful_shutdown": shutdown_timeout or limits.GRACEFUL_SHUTDOWN}
+
+
+def raise_open_file_limit() -> int:
+    """Raise this process's open-file soft limit to its hard limit (each connection holds one); returns it."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        target = hard if hard != resource.RLIM_INFINITY else max(soft, 65536)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):
+            pass
+    return soft
 
 
 def _bootstrap(db_path: Path, base_url: str) -> None:
@@ -51,14 +76,15 @@ def _bootstrap(db_path: Path, base_url: str) -> None:
         conn.close()
     console.print(Panel(
         f"Workspace [bold]{created['workspace']['name']}[/] (id {created['workspace']['id']}) created in {db_path}\n"
-        f"API key (shown once): [bold green]{created['api_key']}[/]\n\n"
-        f"Try: curl -H 'Authorization: Bearer {created['api_key']}' {base_url}/v1/workspace",
+        f"API key (shown once, copy it now): [bold green]{created['api_key']}[/]\n\n"
+        f"Try: curl -H \"Authorization: Bearer $MKT_KEY\" {base_url}/v1/workspace",
         title="mkt: first run", expand=False,
     ))
 
 
 def run_server(db_path: Path, *, host: str, port: int, smtp_url: str | None, outbox: str | None,
-               worker_interval: float, bootstrap: bool) -> None:
+               worker_interval: float, bootstrap: bool, max_connections: int, header_timeout: float,
+               body_timeout: float, shutdown_timeout: float) -> None:
     import uvicorn
 
     from marketing_cli.api.app import create_app
@@ -69,14 +95,21 @@ def run_server(db_path: Path, *, host: str, port: int, smtp_url: str | None, out
         os.environ["MKT_OUTBOX"] = outbox
     if bootstrap:
         _bootstrap(db_path, f"http://{host}:{port}")
+    from marketing_cli.api.limits import RedactSecrets
+
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    app = create_app(db_path, worker=True, worker_interval=worker_interval)
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(RedactSecrets())
+    # Leave room for the database, the worker and the log beside the connections.
+    max_connections = min(max_connections, raise_open_file_limit() - 64)
+    app = create_app(db_path, worker=True, worker_interval=worker_interval, body_timeout=body_timeout)
     console.print(f"mkt serving {db_path} on http://{host}:{port}/v1 (Ctrl+C to stop)")
     # uvicorn shuts down gracefully on SIGINT/SIGTERM, then re-raises the signal it caught
     # with the previous handlers restored: these make that a clean exit with status 0.
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _exit_cleanly)
-    uvicorn.run(app, host=host, port=port, **UVICORN_SETTINGS)
+    uvicorn.run(app, host=host, port=port, **uvicorn_settings(
+        max_connections=max_connections, header_timeout=header_timeout, shutdown_timeout=shutdown_timeout))
     console.print("mkt serve stopped.")
 
 
