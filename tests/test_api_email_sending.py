@@ -209,3 +209,8 @@ def test_cli_schedules_watches_and_imports_bounces(cli: Any, cli_json: Any, sent
     assert (result["applied"], result["hard"]) == (1, 1), result
     assert conn.execute("SELECT status FROM contacts WHERE email = 'ann@gmail.com'").fetchone()[0] == "CLEANED"
     assert json.loads(cli("campaigns", "stats", campaign_id, "--json").stdout)["aggregate"]["bounced"] == 1
+
+
+def test_cli_show_tells_the_progress(cli: Any, sent: dict[str, Any]) -> None:
+    shown = cli("campaigns", "show", sent["campaign"]["id"]).stdout
+    assert "SENT: 2/2 sent (2 delivered, 0 failed)" in shown

@@ -230,7 +230,7 @@ def test_a_runner_that_died_mid_round_resends_only_that_round(conn: sqlite3.Conn
 
 
 def test_ab_test_splits_the_test_share_and_sends_the_winner_to_the_rest(
-        conn: sqlite3.Connection, workspace: dict[str, Any], verified_dns: None, smtp: SmtpServer) -> None:
+        conn: sqlite3.Connection, workspace: dict[str, Any], verified_dns: None, smtp: SmtpServer, cli: Any) -> None:
     from marketing_cli.services import campaign_html, campaigns
 
     ws = workspace["id"]
@@ -253,6 +253,8 @@ def test_ab_test_splits_the_test_share_and_sends_the_winner_to_the_rest(
     assert set(subjects[8:]) == {"Subject A"}  # no opens: a tie, A wins
     decision = json.loads(conn.execute("SELECT ab_test FROM campaigns").fetchone()[0])
     assert decision["winner"] == "A" and decision["rates"] == {"A": 0.0, "B": 0.0}
+    shown = cli("campaigns", "show", created["id"]).stdout
+    assert "40% test, winner by opens after 0 min" in shown and "A (A 0.0%, B 0.0%; decided" in shown
     assert conn.execute("SELECT status FROM campaigns").fetchone()[0] == "SENT"
 
 

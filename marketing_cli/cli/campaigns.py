@@ -48,6 +48,17 @@ def render_campaign(c: dict[str, Any]) -> Any:
         head["status"] = c["status"]
     head.update({"sender": _address(c["sender_identity"]), "reply-to": _address(c["reply_to"]),
                  "audience": _audience(c["audience"])})
+    if c.get("progress"):
+        from marketing_cli.cli.campaign_sending import progress_line
+
+        head["progress"] = progress_line(c)
+    ab = c.get("ab_test")
+    if ab:
+        head["A/B test"] = (f"{ab['test_percentage']}% test, winner by {ab['winner_criterion'].lower()} "
+                            f"after {ab['wait_minutes']} min")
+        if ab.get("winner"):
+            rates = ", ".join(f"{k} {v:.1%}" for k, v in ab["rates"].items())
+            head["A/B winner"] = f"{ab['winner']} ({rates}; decided {ab['decided_at']})"
     variants = table(["variant", "id", "subject", "preview text", "template", "preview"],
                      [(v["type"], v["id"], v["subject"], v["preview_text"], v["template_type"], v["preview_url"])
                       for v in c["variants"]])
