@@ -55,6 +55,7 @@ log = logging.getLogger("mkt.jobs")
 
 HANDLER_MODULES: list[str] = [
     "marketing_cli.services.segments",
+    "marketing_cli.services.sms_campaigns",
 ]
 DEFAULT_LEASE_SECONDS = 300
 MAX_BACKOFF_SECONDS = 3600
