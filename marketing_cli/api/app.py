@@ -33,6 +33,7 @@ ROUTE_MODULES = [
     "marketing_cli.api.events",
     "marketing_cli.api.segments",
     "marketing_cli.api.audience",
+    "marketing_cli.api.sms",
 ]
 
 

@@ -17,6 +17,7 @@ SUBCOMMANDS: list[tuple[str, str, str]] = [
     ("events", "events", "Track custom events and read the automation event log."),
     ("segments", "segments", "Create, list and inspect segments; recount their members."),
     ("audience", "audience", "Count the recipients an audience reaches on a channel."),
+    ("sms", "sms", "SMS campaigns, quotes, review, the outbox, the prepaid balance and the sender ID."),
 ]
 
 HELP = {module: text for module, _, text in SUBCOMMANDS}

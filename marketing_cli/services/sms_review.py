@@ -37,7 +37,7 @@ SPAM_PHRASES = (
     "free money", "100% free", "risk free", "risk-free", "no credit check", "guaranteed approval",
     "limited time offer", "winner", "lottery", "double your", "earn money fast", "make money fast",
     "verify your account", "your account has been suspended", "urgent response", "click here now",
-    "congratulations you", "free gift", "dear customer",
+    "congratulations you", "free gift", "free prize", "dear customer",
 )
 OPT_OUT = re.compile(r"\b(stop|stopall|unsubscribe|opt[- ]?out|cancel)\b", re.IGNORECASE)
 LINK = re.compile(r"(?:https?://|www\.)[^\s<>\"']+|\b(?:[a-z0-9-]+\.)+(?:com|net|org|io|co|ly|gl|gd|me|us|info|biz|"
@@ -70,9 +70,10 @@ def review_message(message: str, *, first_message: bool = True) -> dict[str, Any
     def fire(rule: str, score: int, detail: str) -> None:
         fired.append({"rule": rule, "description": RULES[rule], "score": score, "detail": detail})
 
-    letters = [ch for ch in text if ch.isalpha()]
+    words = LINK.sub(" ", text)  # links are not judged for capitals
+    letters = [ch for ch in words if ch.isalpha()]
     upper = sum(1 for ch in letters if ch.isupper())
-    run = CAPS_RUN.search(text)
+    run = CAPS_RUN.search(words)
     if run:
         fire("all_capitals", 3, f"capitals: '{run.group(0)[:40]}'")
     elif len(letters) >= 12 and upper / len(letters) > 0.6:
