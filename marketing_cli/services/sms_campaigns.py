@@ -254,7 +254,7 @@ def archive_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id: A
 # --- countries, prices, rendering -------------------------------------------------------
 
 @lru_cache(maxsize=65536)
-def _country_of_prefix(prefix: str, number: str) -> str | None:
+def _parse_country(number: str) -> str | None:
     import phonenumbers
 
     try:
@@ -266,12 +266,40 @@ def _country_of_prefix(prefix: str, number: str) -> str | None:
     return phonenumbers.region_code_for_number(parsed)
 
 
+@lru_cache(maxsize=1)
+def _single_region_codes() -> dict[str, str]:
+    """Calling code ('+33') -> its one region, for the codes that belong to one region only."""
+    from phonenumbers import COUNTRY_CODE_TO_REGION_CODE
+
+    return {f"+{code}": regions[0] for code, regions in COUNTRY_CODE_TO_REGION_CODE.items()
+            if len(regions) == 1 and regions[0] != "001"}
+
+
+_NANP_AREAS: dict[str, str] = {}  # '+1415' -> 'US': learnt from the first valid number seen
+
+
 def country_of(number: str | None) -> str | None:
-    """The ISO country of an E.164 number (phonenumbers), memoised by its first 8 characters:
-    the country code and the leading digits that tell a country's ranges apart."""
+    """The ISO country of a stored E.164 number (contacts' numbers are validated on input).
+
+    A calling code of one region answers at once; NANP numbers (+1) by their area code
+    (an area code belongs to one country), memoised; other shared codes (+44 with
+    Guernsey, +7, +39 ...) are parsed in full with phonenumbers, memoised per number.
+    """
     if not number or not number.startswith("+"):
         return None
-    return _country_of_prefix(number[:8], number)
+    if number.startswith("+1"):
+        region = _NANP_AREAS.get(number[:5])
+        if region is None:
+            region = _parse_country(number)
+            if region is not None:
+                _NANP_AREAS[number[:5]] = region
+        return region
+    single = _single_region_codes()
+    for size in (2, 3, 4):
+        region = single.get(number[:size])
+        if region is not None:
+            return region
+    return _parse_country(number)
 
 
 def price_units(conn: sqlite3.Connection, workspace_id: int) -> dict[str, int]:
