@@ -281,3 +281,35 @@ def test_statistics_count_each_recipients_first_click(conn: sqlite3.Connection, 
     assert stats["link_activity"] == [{"url": "https://a.example", "total_clicks": 3, "unique_clicks": 2},
                                       {"url": "https://b.example", "total_clicks": 1, "unique_clicks": 1}]
     assert stats["total_cost"] == "0.0249"
+
+
+def test_a_network_provider_gets_batches_and_its_refusals_are_recorded(
+        conn: sqlite3.Connection, ws: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    from marketing_cli.services import sms_providers
+
+    monkeypatch.setenv("MKT_SMS_BATCH_SIZE", "2")
+    f.sms_contacts(conn, ws, US)
+    sent: list[list[str]] = []
+
+    class FakeCarrier:
+        name = "fake"
+        in_database = False
+
+        def send(self, c: sqlite3.Connection, workspace_id: int,
+                 messages: list[sms_providers.Outgoing]) -> list[sms_providers.Receipt]:
+            assert not c.in_transaction  # called between two transactions
+            sent.append([m.to for m in messages])
+            return [sms_providers.Receipt(m.message_id, m.to != US[1], f"SM{m.message_id}") for m in messages]
+
+    monkeypatch.setattr(sms_providers, "get_provider", lambda c, w: FakeCarrier())
+    campaign = f.sms_campaign(conn, ws, message="Sale today. Reply STOP to opt out.")
+    schedule_now(conn, ws, campaign)
+    assert jobs.run_due(conn) == {"processed": 1, "failed": 0}
+    assert [len(batch) for batch in sent] == [2, 1] and sorted(sum(sent, [])) == US
+    rows = {r["phone"]: r for r in conn.execute("SELECT * FROM sms_messages")}
+    assert rows[US[0]]["status"] == "sent" and rows[US[0]]["provider"] == "fake"
+    assert rows[US[0]]["provider_ref"] == f"SM{rows[US[0]]['id']}"
+    assert rows[US[1]]["status"] == "failed"
+    assert sms.get_campaign(conn, ws, campaign["id"])["statistics"]["failed"] == 1
+    assert sms.campaign_statistics(conn, ws, campaign["id"])["total_cost"] == "0.0166"  # the refusal is refunded
+    assert -ledger_sum(conn, campaign["id"]) == message_sum(conn, campaign["id"])

@@ -253,7 +253,6 @@ def archive_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id: A
 
 # --- countries, prices, rendering -------------------------------------------------------
 
-@lru_cache(maxsize=65536)
 def _parse_country(number: str) -> str | None:
     import phonenumbers
 
@@ -275,31 +274,37 @@ def _single_region_codes() -> dict[str, str]:
             if len(regions) == 1 and regions[0] != "001"}
 
 
-_NANP_AREAS: dict[str, str] = {}  # '+1415' -> 'US': learnt from the first valid number seen
+_PREFIXES: dict[str, str] = {}  # '+1415' -> 'US', '+447911123' -> 'GG': learnt from valid numbers
+_MAX_PREFIXES = 100_000
 
 
 def country_of(number: str | None) -> str | None:
     """The ISO country of a stored E.164 number (contacts' numbers are validated on input).
 
-    A calling code of one region answers at once; NANP numbers (+1) by their area code
-    (an area code belongs to one country), memoised; other shared codes (+44 with
-    Guernsey, +7, +39 ...) are parsed in full with phonenumbers, memoised per number.
+    A calling code of one region answers at once. A shared calling code (+1, +44 with
+    Guernsey, +7, +39 ...) is told apart by the number's leading digits: phonenumbers
+    parses the first number seen, and the answer is memoised for its NANP area code (+1:
+    an area code belongs to one country) or for its first 7 national digits (the finest
+    block numbering plans allocate), so a million recipients cost a few thousand parses.
     """
-    if not number or not number.startswith("+"):
+    if not number or number[0] != "+":
         return None
-    if number.startswith("+1"):
-        region = _NANP_AREAS.get(number[:5])
-        if region is None:
-            region = _parse_country(number)
-            if region is not None:
-                _NANP_AREAS[number[:5]] = region
+    key = number[:5] if number[1:2] == "1" else number[:10]
+    region = _PREFIXES.get(key)  # the common case: a NANP area code or a number block seen before
+    if region is not None:
         return region
     single = _single_region_codes()
     for size in (2, 3, 4):
         region = single.get(number[:size])
         if region is not None:
             return region
-    return _parse_country(number)
+    if region is None:
+        region = _parse_country(number)
+        if region is not None:
+            if len(_PREFIXES) >= _MAX_PREFIXES:
+                _PREFIXES.clear()
+            _PREFIXES[key] = region
+    return region
 
 
 def price_units(conn: sqlite3.Connection, workspace_id: int) -> dict[str, int]:
@@ -337,6 +342,33 @@ class Renderer:
             position = match.end()
         self.parts.append(template[position:])
         self.has_tags = len(self.parts) > 1
+        self.sql = self._sql(fields) if self.has_tags else None
+
+    @staticmethod
+    def _literal(text: str) -> str:
+        return "'" + text.replace("'", "''") + "'"
+
+    def _sql(self, fields: Any) -> str | None:
+        """The rendering as one SQL expression over `c` (a contacts row), so that expansion
+        renders a million recipients without a Python call each; None when a field's values
+        need Python to become text (BOOLEAN, DROPDOWN_MULTIPLE)."""
+        pieces = []
+        for part in self.parts:
+            if isinstance(part, str):
+                if part:
+                    pieces.append(self._literal(part))
+                continue
+            source, key, default = part
+            if source == "none":
+                continue
+            if source == "data":
+                if fields.by_id[int(key)].type in ("BOOLEAN", "DROPDOWN_MULTIPLE"):
+                    return None
+                value = f"CAST(json_extract(c.data, '$.\"{int(key)}\"') AS TEXT)"
+            else:
+                value = f"c.{source}"
+            pieces.append(f"COALESCE(NULLIF({value}, ''), {self._literal(default or '')})")
+        return " || ".join(pieces) if pieces else "''"
 
     @staticmethod
     def _text(value: Any) -> str:
@@ -566,7 +598,7 @@ def expand_recipients(conn: sqlite3.Connection, campaign: sqlite3.Row) -> bool:
         conn.execute(f"INSERT INTO {snapshot} (id) {query.sql}", query.params)
         last = conn.execute(f"SELECT MAX(rowid) FROM {snapshot}").fetchone()[0] or 0
         if renderer.has_tags:
-            body = "mkt_sms_render(c.email, c.phone, c.data)"
+            body = renderer.sql or "mkt_sms_render(c.email, c.phone, c.data)"
             encoding, segments = "mkt_sms_encoding(r.body)", "mkt_sms_segments(r.body)"
             params: tuple[Any, ...] = ()
         else:
@@ -624,6 +656,22 @@ def hand_off(conn: sqlite3.Connection, campaign: sqlite3.Row) -> bool:
     with transaction(conn):
         conn.execute("UPDATE sms_messages SET status = 'pending' WHERE campaign_id = ? AND status = 'sending'", (cid,))
     while True:
+        if hasattr(provider, "send_claimed"):  # an in-database provider: one SQL statement per batch
+            with transaction(conn):
+                if not _still_queued(conn, cid):
+                    return False
+                claimed = conn.execute(
+                    "UPDATE sms_messages SET status = 'sending' WHERE id IN (SELECT id FROM sms_messages"
+                    " WHERE campaign_id = ? AND status = 'pending' ORDER BY id LIMIT ?)", (cid, size)).rowcount
+                if claimed == 0:
+                    return True
+                prefix = provider.send_claimed(conn, workspace_id, cid, sender, campaign["message"])
+                conn.execute("UPDATE sms_messages SET status = 'sent', provider = ?, provider_ref = ? || id,"
+                             " handed_at = ? WHERE campaign_id = ? AND status = 'sending'",
+                             (provider.name, prefix, clock.now(), cid))
+            jobs.heartbeat(conn)
+            _pause()
+            continue
         with transaction(conn):
             if not _still_queued(conn, cid):
                 return False
@@ -639,7 +687,15 @@ def hand_off(conn: sqlite3.Connection, campaign: sqlite3.Row) -> bool:
         if not provider.in_database:
             receipts = provider.send(conn, workspace_id, outgoing)
             with transaction(conn):
+                refused = [r.message_id for r in receipts if not r.accepted]
+                count, units = conn.execute(
+                    f"SELECT COUNT(*), COALESCE(SUM(price_units), 0) FROM sms_messages WHERE status = 'sending'"
+                    f" AND id IN ({', '.join('?' * len(refused)) or 'NULL'})", refused).fetchone()
                 _record(conn, provider.name, receipts)
+                if units > 0:  # a message the provider refused is not charged
+                    sms_ledger.append(conn, workspace_id, "refund", sms_ledger.from_units(units),
+                                      f"Campaign '{campaign['name']}': {count:,} messages refused by {provider.name}",
+                                      campaign_id=cid)
         jobs.heartbeat(conn)
         _pause()
 

@@ -64,6 +64,18 @@ class OutboxProvider:
         )
         return [Receipt(m.message_id, True, f"outbox:{m.message_id}") for m in messages]
 
+    def send_claimed(self, conn: sqlite3.Connection, workspace_id: int, campaign_id: str, sender: str,
+                     message: str) -> str:
+        """The same as `send` for every message of the campaign in state 'sending', in one SQL
+        statement (expansion's fast path); returns the reference prefix ('outbox:<message id>')."""
+        conn.execute(
+            "INSERT OR IGNORE INTO sms_outbox (workspace_id, message_id, campaign_id, sender, recipient, body, segments,"
+            " created_at) SELECT ?, id, campaign_id, ?, phone, COALESCE(body, ?), segments, ? FROM sms_messages"
+            " WHERE campaign_id = ? AND status = 'sending'",
+            (workspace_id, sender, message, clock.now(), campaign_id),
+        )
+        return "outbox:"
+
 
 def get_provider(conn: sqlite3.Connection, workspace_id: int) -> SmsProvider:
     """The workspace's provider (the outbox until the Twilio provider exists)."""
