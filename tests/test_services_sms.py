@@ -310,6 +310,7 @@ def test_a_network_provider_gets_batches_and_its_refusals_are_recorded(
     assert rows[US[0]]["status"] == "sent" and rows[US[0]]["provider"] == "fake"
     assert rows[US[0]]["provider_ref"] == f"SM{rows[US[0]]['id']}"
     assert rows[US[1]]["status"] == "failed"
-    assert sms.get_campaign(conn, ws, campaign["id"])["statistics"]["failed"] == 1
+    assert sms.get_campaign(conn, ws, campaign["id"])["statistics"] == {
+        "sent": 2, "delivered": 0, "clicked": 0, "failed": 1, "unsubscribed": 0, "suppressed": 0}
     assert sms.campaign_statistics(conn, ws, campaign["id"])["total_cost"] == "0.0166"  # the refusal is refunded
     assert -ledger_sum(conn, campaign["id"]) == message_sum(conn, campaign["id"])

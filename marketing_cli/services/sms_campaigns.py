@@ -610,7 +610,8 @@ def expand_recipients(conn: sqlite3.Connection, campaign: sqlite3.Row) -> bool:
             f" SELECT ?, r.id, ?, r.phone, r.country, r.body, {encoding}, {segments},"
             f" COALESCE(p.units * {segments}, 0), CASE WHEN p.units IS NULL THEN 'suppressed' ELSE 'pending' END, ?"
             f" FROM (SELECT c.id, c.phone, mkt_sms_country(c.phone) AS country, {body} AS body"
-            f"       FROM {snapshot} s JOIN contacts c ON c.id = s.id WHERE s.rowid > ? AND s.rowid <= ?) r"
+            f"       FROM {snapshot} s JOIN contacts c ON c.id = s.id WHERE s.rowid > ? AND s.rowid <= ?"
+            "        AND c.phone IS NOT NULL AND c.phone <> '') r"
             f" LEFT JOIN {price_table} p ON p.country = r.country"
         )
         size, start = batch_size(), 0
@@ -705,7 +706,8 @@ def _record(conn: sqlite3.Connection, provider: str, receipts: list[Any]) -> Non
     conn.executemany(
         "UPDATE sms_messages SET status = ?, provider = ?, provider_ref = ?, handed_at = ?, failed_at = ?"
         " WHERE id = ? AND status = 'sending'",
-        [("sent" if r.accepted else "failed", provider, r.reference, now, None if r.accepted else now, r.message_id)
+        [("sent" if r.accepted else "failed", provider, r.reference, now if r.accepted else None,
+          None if r.accepted else now, r.message_id)
          for r in receipts],
     )
 
