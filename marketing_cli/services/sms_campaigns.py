@@ -289,22 +289,25 @@ def country_of(number: str | None) -> str | None:
     """
     if not number or number[0] != "+":
         return None
-    key = number[:5] if number[1:2] == "1" else number[:10]
-    region = _PREFIXES.get(key)  # the common case: a NANP area code or a number block seen before
+    region = _PREFIXES.get(number[:5]) or _PREFIXES.get(number[:10])  # seen before: the common case
     if region is not None:
         return region
     single = _single_region_codes()
     for size in (2, 3, 4):
         region = single.get(number[:size])
         if region is not None:
+            _remember(number[:5], region)  # 5 characters hold any calling code whole
             return region
-    if region is None:
-        region = _parse_country(number)
-        if region is not None:
-            if len(_PREFIXES) >= _MAX_PREFIXES:
-                _PREFIXES.clear()
-            _PREFIXES[key] = region
+    region = _parse_country(number)
+    if region is not None:
+        _remember(number[:5] if number[1:2] == "1" else number[:10], region)
     return region
+
+
+def _remember(key: str, region: str) -> None:
+    if len(_PREFIXES) >= _MAX_PREFIXES:
+        _PREFIXES.clear()
+    _PREFIXES[key] = region
 
 
 def price_units(conn: sqlite3.Connection, workspace_id: int) -> dict[str, int]:
@@ -590,9 +593,19 @@ def expand_recipients(conn: sqlite3.Connection, campaign: sqlite3.Row) -> bool:
     prices = price_units(conn, workspace_id)
     suffix = uuid.uuid4().hex  # our own names, never user text
     snapshot, price_table = f"temp.sms_snapshot_{suffix}", f"temp.sms_prices_{suffix}"
+    prefix_table = f"temp.sms_prefixes_{suffix}"
     query = resolve_audience(conn, workspace_id, json.loads(campaign["audience"]), "sms")
     conn.execute(f"CREATE TABLE {snapshot} (id TEXT NOT NULL)")
     conn.execute(f"CREATE TABLE {price_table} (country TEXT PRIMARY KEY, units INTEGER NOT NULL)")
+    conn.execute(f"CREATE TABLE {prefix_table} (prefix TEXT PRIMARY KEY, country TEXT NOT NULL) WITHOUT ROWID")
+    known: set[str] = set()
+
+    def share_prefixes() -> None:
+        """Copy what country_of learnt into SQL, so that later rows need no Python call."""
+        fresh = [(k, v) for k, v in list(_PREFIXES.items()) if k not in known]
+        conn.executemany(f"INSERT OR REPLACE INTO {prefix_table} VALUES (?, ?)", fresh)
+        known.update(k for k, _ in fresh)
+
     try:
         conn.executemany(f"INSERT INTO {price_table} VALUES (?, ?)", prices.items())
         conn.execute(f"INSERT INTO {snapshot} (id) {query.sql}", query.params)
@@ -609,13 +622,17 @@ def expand_recipients(conn: sqlite3.Connection, campaign: sqlite3.Row) -> bool:
             " segments, price_units, status, created_at)"
             f" SELECT ?, r.id, ?, r.phone, r.country, r.body, {encoding}, {segments},"
             f" COALESCE(p.units * {segments}, 0), CASE WHEN p.units IS NULL THEN 'suppressed' ELSE 'pending' END, ?"
-            f" FROM (SELECT c.id, c.phone, mkt_sms_country(c.phone) AS country, {body} AS body"
+            f" FROM (SELECT c.id, c.phone, COALESCE("
+            f"(SELECT x.country FROM {prefix_table} x WHERE x.prefix = substr(c.phone, 1, 5)),"
+            f" (SELECT x.country FROM {prefix_table} x WHERE x.prefix = substr(c.phone, 1, 10)),"
+            f" mkt_sms_country(c.phone)) AS country, {body} AS body"
             f"       FROM {snapshot} s JOIN contacts c ON c.id = s.id WHERE s.rowid > ? AND s.rowid <= ?"
             "        AND c.phone IS NOT NULL AND c.phone <> '') r"
             f" LEFT JOIN {price_table} p ON p.country = r.country"
         )
         size, start = batch_size(), 0
         while start < last:
+            share_prefixes()
             with transaction(conn):
                 if not _still_queued(conn, cid):
                     return False
@@ -643,6 +660,7 @@ def expand_recipients(conn: sqlite3.Connection, campaign: sqlite3.Row) -> bool:
     finally:
         conn.execute(f"DROP TABLE IF EXISTS {snapshot}")
         conn.execute(f"DROP TABLE IF EXISTS {price_table}")
+        conn.execute(f"DROP TABLE IF EXISTS {prefix_table}")
 
 
 def hand_off(conn: sqlite3.Connection, campaign: sqlite3.Row) -> bool:
