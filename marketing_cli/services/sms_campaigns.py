@@ -439,19 +439,19 @@ def _register_functions(conn: sqlite3.Connection, renderer: Renderer | None = No
     conn.create_function("mkt_sms_country", 1, country_of, deterministic=True)
     if renderer is not None:
         conn.create_function("mkt_sms_render", 3, renderer.render, deterministic=True)
-        cache: dict[str, tuple[str, int]] = {}
+        cache: dict[str, int] = {}
 
-        def measure(text: str) -> tuple[str, int]:
+        def measure(text: str) -> int:
+            """segments * 2, plus 1 for UCS-2 (one Python call per recipient, cached per text)."""
             got = cache.get(text)
             if got is None:
                 if len(cache) > 100_000:
                     cache.clear()
                 result = count_segments(text)
-                got = cache[text] = (result.encoding, result.segments)
+                got = cache[text] = result.segments * 2 + (result.encoding == "UCS-2")
             return got
 
-        conn.create_function("mkt_sms_segments", 1, lambda t: measure(t)[1], deterministic=True)
-        conn.create_function("mkt_sms_encoding", 1, lambda t: measure(t)[0], deterministic=True)
+        conn.create_function("mkt_sms_measure", 1, measure, deterministic=True)
 
 
 def estimate_cost(conn: sqlite3.Connection, workspace_id: int, message: str,
@@ -610,25 +610,27 @@ def expand_recipients(conn: sqlite3.Connection, campaign: sqlite3.Row) -> bool:
         conn.executemany(f"INSERT INTO {price_table} VALUES (?, ?)", prices.items())
         conn.execute(f"INSERT INTO {snapshot} (id) {query.sql}", query.params)
         last = conn.execute(f"SELECT MAX(rowid) FROM {snapshot}").fetchone()[0] or 0
+        # m packs a message's measure in one integer: segments * 2, plus 1 for UCS-2.
         if renderer.has_tags:
             body = renderer.sql or "mkt_sms_render(c.email, c.phone, c.data)"
-            encoding, segments = "mkt_sms_encoding(r.body)", "mkt_sms_segments(r.body)"
-            params: tuple[Any, ...] = ()
+            measure, params = f"mkt_sms_measure({body})", ()
         else:
-            body, encoding, segments = "NULL", "?", "?"
-            params = (fixed.encoding, fixed.segments, fixed.segments)
+            body, measure = "NULL", "?"
+            params = (fixed.segments * 2 + (fixed.encoding == "UCS-2"),)
+        country = (f"COALESCE((SELECT x.country FROM {prefix_table} x WHERE x.prefix = substr(c.phone, 1, 5)),"
+                   f" (SELECT x.country FROM {prefix_table} x WHERE x.prefix = substr(c.phone, 1, 10)),"
+                   " mkt_sms_country(c.phone))")
         insert = (
-            "INSERT OR IGNORE INTO sms_messages (campaign_id, contact_id, batch, phone, country, body, encoding,"
+            # MATERIALIZED: each recipient's row (and its Python calls) is computed once.
+            f"WITH r AS MATERIALIZED (SELECT c.id, c.phone, {country} AS country, {body} AS body, {measure} AS m"
+            f" FROM {snapshot} s JOIN contacts c ON c.id = s.id WHERE s.rowid > ? AND s.rowid <= ?"
+            " AND c.phone IS NOT NULL AND c.phone <> '')"
+            " INSERT OR IGNORE INTO sms_messages (campaign_id, contact_id, batch, phone, country, body, encoding,"
             " segments, price_units, status, created_at)"
-            f" SELECT ?, r.id, ?, r.phone, r.country, r.body, {encoding}, {segments},"
-            f" COALESCE(p.units * {segments}, 0), CASE WHEN p.units IS NULL THEN 'suppressed' ELSE 'pending' END, ?"
-            f" FROM (SELECT c.id, c.phone, COALESCE("
-            f"(SELECT x.country FROM {prefix_table} x WHERE x.prefix = substr(c.phone, 1, 5)),"
-            f" (SELECT x.country FROM {prefix_table} x WHERE x.prefix = substr(c.phone, 1, 10)),"
-            f" mkt_sms_country(c.phone)) AS country, {body} AS body"
-            f"       FROM {snapshot} s JOIN contacts c ON c.id = s.id WHERE s.rowid > ? AND s.rowid <= ?"
-            "        AND c.phone IS NOT NULL AND c.phone <> '') r"
-            f" LEFT JOIN {price_table} p ON p.country = r.country"
+            " SELECT ?, r.id, ?, r.phone, r.country, r.body, CASE WHEN r.m & 1 THEN 'UCS-2' ELSE 'GSM-7' END,"
+            " r.m >> 1, COALESCE(p.units * (r.m >> 1), 0),"
+            " CASE WHEN p.units IS NULL THEN 'suppressed' ELSE 'pending' END, ?"
+            f" FROM r LEFT JOIN {price_table} p ON p.country = r.country"
         )
         size, start = batch_size(), 0
         while start < last:
@@ -638,8 +640,10 @@ def expand_recipients(conn: sqlite3.Connection, campaign: sqlite3.Row) -> bool:
                     return False
                 batch = (conn.execute("SELECT MAX(batch) FROM sms_messages WHERE campaign_id = ?",
                                       (cid,)).fetchone()[0] or 0) + 1
-                values = (cid, batch, *params, clock.now(), start, start + size)
-                written = conn.execute(insert, values).rowcount
+                values = (*params, start, start + size, cid, batch, clock.now())
+                before = conn.total_changes  # (rowcount is -1 for a statement that starts with WITH)
+                conn.execute(insert, values)
+                written = conn.total_changes - before
                 if written > 0:
                     row = conn.execute("SELECT COUNT(*), COALESCE(SUM(price_units), 0) FROM sms_messages"
                                        " WHERE campaign_id = ? AND batch = ? AND status = 'pending'",
