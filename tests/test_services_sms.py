@@ -333,3 +333,24 @@ def test_fields_sql_cannot_render_fall_back_to_python_and_defaults_apply(conn: s
     bodies = {r["phone"]: r["body"] for r in conn.execute("SELECT phone, body FROM sms_messages WHERE campaign_id = ?",
                                                          (campaign["id"],))}
     assert bodies == {US[0]: "In Lyon. Reply STOP to opt out.", US[1]: "In your city. Reply STOP to opt out."}
+
+
+def test_every_rendered_message_is_measured_like_the_segment_counter(conn: sqlite3.Connection, ws: int) -> None:
+    from marketing_cli.services.sms_segments import count_segments
+
+    names = ["Al", "B" * 120, "C" * 121, "D" * 274, "E" * 275, "Zoë", "F`g", "H[i]", "J\nK", "L\r\nM", "€" * 60,
+             "😀" * 40, "a" * 50 + "😀" + "b" * 40, "Ω" * 10]
+    f.sms_contacts(conn, ws, [f"+1415555{i:04d}" for i in range(len(names))])
+    for i, name in enumerate(names):
+        conn.execute("UPDATE contacts SET data = json_set(data, '$.\"' || ? || '\"', ?) WHERE phone = ?",
+                     (conn.execute("SELECT id FROM fields WHERE workspace_id = ? AND merge_tag = 'first_name'",
+                                   (ws,)).fetchone()[0], name, f"+1415555{i:04d}"))
+    campaign = f.sms_campaign(conn, ws, message="Hi {{contact.first_name}}, see you. Reply STOP to opt out.")
+    schedule_now(conn, ws, campaign)
+    jobs.run_due(conn)
+    rows = conn.execute("SELECT body, encoding, segments, price_units FROM sms_messages").fetchall()
+    assert len(rows) == len(names)
+    for row in rows:
+        expected = count_segments(row["body"])
+        assert (row["encoding"], row["segments"]) == (expected.encoding, expected.segments), row["body"]
+        assert row["price_units"] == 830 * expected.segments

@@ -40,7 +40,7 @@ from marketing_cli.errors import MktError
 from marketing_cli.ids import new_id, parse_hex_id
 from marketing_cli.services import sms_ledger
 from marketing_cli.services.inputs import member, require_object
-from marketing_cli.services.sms_segments import count_segments
+from marketing_cli.services.sms_segments import MULTI_GSM, SINGLE_GSM, count_segments
 
 STATUSES = ("DRAFT", "QUEUED", "COMPLETED", "CANCELLED", "ARCHIVED")
 MAX_NAME = 255
@@ -613,7 +613,12 @@ def expand_recipients(conn: sqlite3.Connection, campaign: sqlite3.Row) -> bool:
         # m packs a message's measure in one integer: segments * 2, plus 1 for UCS-2.
         if renderer.has_tags:
             body = renderer.sql or "mkt_sms_render(c.email, c.phone, c.data)"
-            measure, params = f"mkt_sms_measure({body})", ()
+            # Printable ASCII of the GSM basic table (no `, no extension characters) and LF: one
+            # septet each, counted in SQL; any other text is measured in Python.
+            measure = (f"CASE WHEN ({body}) NOT GLOB '*[^\n -Z_a-z]*' THEN (CASE WHEN length({body}) = 0 THEN 0"
+                       f" WHEN length({body}) <= {SINGLE_GSM} THEN 1 ELSE (length({body}) + {MULTI_GSM - 1})"
+                       f" / {MULTI_GSM} END) * 2 ELSE mkt_sms_measure({body}) END")
+            params = ()
         else:
             body, measure = "NULL", "?"
             params = (fixed.segments * 2 + (fixed.encoding == "UCS-2"),)
