@@ -63,7 +63,9 @@ def _bare_loop(port: int, count: int) -> float:
 
 def _mkt(db: Path, *args: str, env: dict[str, str] | None = None) -> str:
     out = subprocess.run([sys.executable, "-m", "marketing_cli", "--db", str(db), *args], cwd=REPO,
-                         capture_output=True, text=True, env={**os.environ, **(env or {})}, check=True)
+                         capture_output=True, text=True, env={**os.environ, **(env or {})})
+    if out.returncode != 0:
+        raise RuntimeError(f"mkt {' '.join(args)} failed: {out.stderr.strip()}")
     return out.stdout
 
 

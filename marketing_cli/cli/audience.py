@@ -13,6 +13,24 @@ from marketing_cli.errors import MktError
 
 app = typer.Typer(help=HELP["audience"], no_args_is_help=True)
 
+# The include/exclude options of an Audience object, shared by every command that takes one.
+IncludeTags = Annotated[Optional[list[int]], typer.Option(
+    "--include-tag", metavar="ID", help="A tag to include (TAGS; repeat for more).")]
+IncludeSegments = Annotated[Optional[list[int]], typer.Option(
+    "--include-segment", metavar="ID", help="A segment to include (SEGMENTS; repeat for more).")]
+ExcludeTags = Annotated[Optional[list[int]], typer.Option(
+    "--exclude-tag", metavar="ID", help="A tag whose contacts are left out (repeat for more).")]
+ExcludeSegments = Annotated[Optional[list[int]], typer.Option(
+    "--exclude-segment", metavar="ID", help="A segment whose contacts are left out (repeat for more).")]
+
+
+def audience_object(audience_type: str | None, include_tag: list[int] | None, include_segment: list[int] | None,
+                    exclude_tag: list[int] | None, exclude_segment: list[int] | None) -> dict[str, Any]:
+    """The Audience object the options describe (the service checks it with the API's messages)."""
+    return {"type": audience_type, "include_tag_ids": include_tag or None,
+            "include_segment_ids": include_segment or None, "exclude_tag_ids": exclude_tag or None,
+            "exclude_segment_ids": exclude_segment or None}
+
 
 
 @app.command("count")
@@ -20,14 +38,10 @@ def audience_count(
     ctx: typer.Context,
     audience_type: Annotated[Optional[str], typer.Option(
         "--type", help="ENTIRE_AUDIENCE, TAGS or SEGMENTS (or give --audience).")] = None,
-    include_tag: Annotated[Optional[list[int]], typer.Option(
-        "--include-tag", metavar="ID", help="A tag to include (TAGS; repeat for more).")] = None,
-    include_segment: Annotated[Optional[list[int]], typer.Option(
-        "--include-segment", metavar="ID", help="A segment to include (SEGMENTS; repeat for more).")] = None,
-    exclude_tag: Annotated[Optional[list[int]], typer.Option(
-        "--exclude-tag", metavar="ID", help="A tag whose contacts are left out (repeat for more).")] = None,
-    exclude_segment: Annotated[Optional[list[int]], typer.Option(
-        "--exclude-segment", metavar="ID", help="A segment whose contacts are left out (repeat for more).")] = None,
+    include_tag: IncludeTags = None,
+    include_segment: IncludeSegments = None,
+    exclude_tag: ExcludeTags = None,
+    exclude_segment: ExcludeSegments = None,
     audience: Annotated[Optional[str], typer.Option(
         "--audience", metavar="JSON", help="The Audience object (or a list of them) as JSON.")] = None,
     channel: Annotated[str, typer.Option(help="email or sms: whose eligibility rules apply.")] = "email",
@@ -41,13 +55,7 @@ def audience_count(
             raise MktError(400, "Give either --audience JSON or --type with the include/exclude options, not both.")
         value: Any = json_option(audience, "--audience", member="audience")
     else:
-        value = {
-            "type": audience_type,
-            "include_tag_ids": include_tag or None,
-            "include_segment_ids": include_segment or None,
-            "exclude_tag_ids": exclude_tag or None,
-            "exclude_segment_ids": exclude_segment or None,
-        }
+        value = audience_object(audience_type, include_tag, include_segment, exclude_tag, exclude_segment)
     s = state(ctx)
     emit(audience_service.audience_count(s.conn(), s.workspace_id(), {"audience": value, "channel": channel}),
          as_json, lambda r: f"{r['count']} {r['channel']} recipient(s).")

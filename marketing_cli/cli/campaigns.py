@@ -8,6 +8,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from marketing_cli.cli.audience import ExcludeSegments, ExcludeTags, IncludeSegments, IncludeTags, audience_object
 from marketing_cli.cli.output import JsonOption, emit, json_option, pairs, table, usage_error
 from marketing_cli.cli.registry import HELP
 from marketing_cli.cli.state import state
@@ -145,14 +146,10 @@ def campaigns_configure(
         "--reply-to", help="Reply-to address: 'Name <local@domain>' (needs --sender-id).")] = None,
     audience_type: Annotated[Optional[str], typer.Option(
         "--audience-type", help="ENTIRE_AUDIENCE, TAGS or SEGMENTS.")] = None,
-    include_tag: Annotated[Optional[list[int]], typer.Option(
-        "--include-tag", metavar="ID", help="A tag to include (TAGS; repeat for more).")] = None,
-    include_segment: Annotated[Optional[list[int]], typer.Option(
-        "--include-segment", metavar="ID", help="A segment to include (SEGMENTS; repeat for more).")] = None,
-    exclude_tag: Annotated[Optional[list[int]], typer.Option(
-        "--exclude-tag", metavar="ID", help="A tag whose contacts are left out (repeat for more).")] = None,
-    exclude_segment: Annotated[Optional[list[int]], typer.Option(
-        "--exclude-segment", metavar="ID", help="A segment whose contacts are left out (repeat for more).")] = None,
+    include_tag: IncludeTags = None,
+    include_segment: IncludeSegments = None,
+    exclude_tag: ExcludeTags = None,
+    exclude_segment: ExcludeSegments = None,
     subject_a: Annotated[Optional[str], typer.Option("--subject-a", help="Variant A's subject (3-90).")] = None,
     preview_a: Annotated[Optional[str], typer.Option("--preview-a", help="Variant A's preview text.")] = None,
     subject_b: Annotated[Optional[str], typer.Option("--subject-b", help="Variant B's subject (3-90).")] = None,
@@ -171,9 +168,7 @@ def campaigns_configure(
         payload["sender"] = {"sender_identity_id": sender_id,
                              **({"reply_to": _reply_to(reply_to)} if reply_to is not None else {})}
     if audience_type is not None:
-        payload["audience"] = {"type": audience_type, "include_tag_ids": include_tag or None,
-                               "include_segment_ids": include_segment or None,
-                               "exclude_tag_ids": exclude_tag or None, "exclude_segment_ids": exclude_segment or None}
+        payload["audience"] = audience_object(audience_type, include_tag, include_segment, exclude_tag, exclude_segment)
     elif include_tag or include_segment or exclude_tag or exclude_segment:
         raise usage_error("The include/exclude options need --audience-type.")
     variants = _variants(subject_a, preview_a, subject_b, preview_b)
