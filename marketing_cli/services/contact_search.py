@@ -37,6 +37,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from marketing_cli import field_sql
 from marketing_cli.errors import MktError
 from marketing_cli.services import billing
 from marketing_cli.services.inputs import int_list, member, require_object, type_error
@@ -167,7 +168,7 @@ class _Compiler:
     @staticmethod
     def _expr(field: Any) -> str:
         # Must read exactly like the index contacts_field_<id> for the planner to use it.
-        return f"json_extract(data, '$.\"{int(field.id)}\"')"
+        return field_sql.value_expr(field.id)
 
     def _present(self, kind: str, field: Any) -> str:
         if kind == "email_address":
@@ -175,7 +176,7 @@ class _Compiler:
         if kind == "phone_number":
             return "phone IS NOT NULL AND phone <> ''"
         if kind == "DROPDOWN_MULTIPLE":
-            return f"json_array_length(data, '$.\"{int(field.id)}\"') > 0"
+            return f"{field_sql.array_length_expr(field.id)} > 0"
         expr = self._expr(field)
         return f"{expr} IS NOT NULL AND {expr} <> ''"
 
@@ -255,7 +256,7 @@ class _Compiler:
             if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**31:
                 raise MktError(400, f"The member '{vpath}' must be a whole number of options with {operator}"
                                     f" on field '{field.merge_tag}' (DROPDOWN_MULTIPLE).")
-            self.add(f"json_array_length(data, '$.\"{fid}\"') {'>' if operator == 'GREATER_THAN' else '<'} ?", value)
+            self.add(f"{field_sql.array_length_expr(fid)} {'>' if operator == 'GREATER_THAN' else '<'} ?", value)
             return
         if field.type == "DROPDOWN_MULTIPLE":
             options = self._normalize(field, value, vpath, operator)
@@ -263,14 +264,14 @@ class _Compiler:
             if operator in ("CONTAINS", "NOT_CONTAINS"):
                 # The array holds every given option (one option: the usual case).
                 positive = " AND ".join(
-                    f"EXISTS (SELECT 1 FROM json_each(contacts.data, '$.\"{fid}\"') WHERE value = ?)"
+                    f"EXISTS (SELECT 1 FROM {field_sql.each_expr(fid, 'contacts')} WHERE value = ?)"
                     for _ in options
                 )
             else:
                 # The same set of options, in any order (stored arrays hold no duplicates).
                 positive = (
-                    f"json_array_length(data, '$.\"{fid}\"') = {len(options)} AND NOT EXISTS"
-                    f" (SELECT 1 FROM json_each(contacts.data, '$.\"{fid}\"') WHERE value NOT IN ({marks}))"
+                    f"{field_sql.array_length_expr(fid)} = {len(options)} AND NOT EXISTS"
+                    f" (SELECT 1 FROM {field_sql.each_expr(fid, 'contacts')} WHERE value NOT IN ({marks}))"
                 )
             self._add_op(operator, positive, *options)
             return

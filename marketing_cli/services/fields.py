@@ -15,7 +15,7 @@ import re
 import sqlite3
 from typing import Any
 
-from marketing_cli import clock
+from marketing_cli import clock, field_sql
 from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.services import values
@@ -178,26 +178,8 @@ def create_field(conn: sqlite3.Connection, workspace_id: int, body: Any) -> dict
 
 
 def ensure_field_index(conn: sqlite3.Connection, field_id: int) -> None:
-    """The expression index for one field's values (field_id is our own integer).
-
-    Partial on `IS NOT NULL`: it holds only contacts that have a value for the field, which
-    are contacts of the field's own workspace, so a file with many workspaces (or sparse
-    fields) does not pay an index entry per field for every contact. SQLite still uses it
-    for =, <, >, LIKE and IN on the same expression, since each implies IS NOT NULL.
-    """
-    field_id = int(field_id)
-    expr = f"json_extract(data, '$.\"{field_id}\"')"
-    conn.execute(
-        f"CREATE INDEX IF NOT EXISTS contacts_field_{field_id} ON contacts(workspace_id, {expr})"
-        f" WHERE {expr} IS NOT NULL"
-    )
-
-
-def ensure_all_field_indexes(conn: sqlite3.Connection) -> None:
-    """Indexes for every field that keeps its values in `data` (after an upgrade, say)."""
-    for row in conn.execute("SELECT id FROM fields WHERE merge_tag NOT IN ('email_address', 'phone_number')"
-                            ).fetchall():
-        ensure_field_index(conn, row[0])
+    """The expression index for one field's values (marketing_cli/field_sql.py builds it)."""
+    field_sql.create_index(conn, field_id)
 
 
 def update_field(conn: sqlite3.Connection, workspace_id: int, field_id: Any, body: Any) -> dict[str, Any]:

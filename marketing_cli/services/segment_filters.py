@@ -36,7 +36,7 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
-from marketing_cli import clock
+from marketing_cli import clock, field_sql
 from marketing_cli.errors import MktError
 from marketing_cli.services import values
 from marketing_cli.services.inputs import is_type
@@ -256,10 +256,10 @@ def _field_sql(f: dict[str, Any], row: sqlite3.Row) -> Compiled:
         col = _COLUMNS[row["merge_tag"]]
     else:
         # The id is an integer read from our own fields table, never user text.
-        col = f"""json_extract(c.data, '$."{int(row['id'])}"')"""
+        col = field_sql.value_expr(row["id"], "c")
     if ftype == "DROPDOWN_MULTIPLE":
-        path = f"""'$."{int(row['id'])}"'"""
-        each = f"json_each(c.data, {path}) AS j"
+        path = field_sql.path(row["id"])
+        each = f"{field_sql.each_expr(row['id'], 'c')} AS j"
         has_all = f"(SELECT COUNT(DISTINCT j.value) FROM {each} WHERE j.value IN ({_marks(value)})) = {len(value)}"
         has_none = f"NOT EXISTS (SELECT 1 FROM {each} WHERE j.value IN ({_marks(value)}))"
         only = f"NOT EXISTS (SELECT 1 FROM {each} WHERE j.value NOT IN ({_marks(value)}))"
