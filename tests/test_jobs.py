@@ -381,7 +381,7 @@ def test_a_segment_count_longer_than_its_lease_keeps_it(conn: sqlite3.Connection
     from marketing_cli.services import segment_filters, segments
 
     services.load_job_handlers()
-    segment = segments.create_segment(conn, workspace["id"], {"name": "all", "filters": {
+    segments.create_segment(conn, workspace["id"], {"name": "all", "filters": {
         "condition": "AND", "filters": [{"type": "open_rate", "operator": "gte", "value": 0}]}})
     counted = segment_filters.count_matching
     other = connect(db_path_of(conn), upgrade=False)
