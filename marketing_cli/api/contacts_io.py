@@ -24,12 +24,14 @@ from marketing_cli.api.auth import require_workspace
 from marketing_cli.api.responses import envelope_b, read_body
 from marketing_cli.db import connect
 from marketing_cli.errors import MktError
+from marketing_cli.ids import parse_int_id
 from marketing_cli.services import contacts_io
 
 IMPORT_MAX_BYTES = 64 * 1024 * 1024  # a CSV file, not a JSON body: 64 MiB (docs/api.md)
 CSV_TYPES = ("text/csv", "application/csv", "text/plain", "application/octet-stream")
 EMPTY_BODY = "The request body is empty: send the CSV file (header line first) as the body, Content-Type: text/csv."
 WRONG_TYPE = "The request body must be the CSV file itself, sent with Content-Type: text/csv."
+MAX_TAG_IDS = 100  # tags given to every imported contact (docs/reliability.md, "Data paths")
 EXPORT_TYPES = {"csv": "text/csv; charset=utf-8", "jsonl": "application/x-ndjson"}
 _TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no")
 
@@ -47,13 +49,11 @@ def _flag(request: Request, name: str) -> bool:
 
 
 def _tag_ids(request: Request) -> list[int]:
-    ids = []
-    for raw in request.query_params.getlist("tag"):
-        text = raw.strip()
-        if not text.isdigit() or len(text) > 18:
-            raise MktError(400, f"The query parameter 'tag' must be a tag ID (an integer), got {raw!r}.")
-        ids.append(int(text))
-    return ids
+    raws = request.query_params.getlist("tag")
+    if len(raws) > MAX_TAG_IDS:
+        raise MktError(400, f"The query parameter 'tag' can be given at most {MAX_TAG_IDS} times.")
+    return [parse_int_id(raw, f"The query parameter 'tag' must be a tag ID (an integer), got {raw!r}.")
+            for raw in raws]
 
 
 async def import_contacts(request: Request) -> Response:
@@ -66,6 +66,7 @@ async def import_contacts(request: Request) -> Response:
     ignore_unknown = _flag(request, "ignore_unknown")
     tag_ids = _tag_ids(request)
     status = request.query_params.get("status", "SUBSCRIBED")
+    batch_size = contacts_io.check_batch_size(request.query_params.get("batch_size", contacts_io.BATCH_SIZE))
     try:
         mapping = contacts_io.parse_column_map(request.query_params.getlist("map"))
     except ValueError as exc:
@@ -73,7 +74,7 @@ async def import_contacts(request: Request) -> Response:
     raw = await read_body(request, max_bytes=IMPORT_MAX_BYTES)
     if not raw.strip():
         raise MktError(400, EMPTY_BODY)
-    text = contacts_io.decode_csv(raw)  # all of it up front: bad UTF-8 is refused before any write
+    text = contacts_io.decode_text(raw)  # all of it up front: bad UTF-8 is refused before any write
     del raw
     db = request.app.state.db
 
@@ -81,7 +82,8 @@ async def import_contacts(request: Request) -> Response:
         # newline="": the csv module sees the line endings as sent, as with a file opened for it.
         return contacts_io.import_contacts(
             db.conn(), workspace_id, io.StringIO(text, newline=""), mapping=mapping,
-            ignore_unknown=ignore_unknown, tag_ids=tag_ids, default_status=status, dry_run=dry_run)
+            ignore_unknown=ignore_unknown, tag_ids=tag_ids, default_status=status, dry_run=dry_run,
+            batch_size=batch_size)
 
     return envelope_b(await run_in_threadpool(run))
 
