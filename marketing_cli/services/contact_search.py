@@ -39,7 +39,7 @@ from typing import Any
 
 from marketing_cli import field_sql
 from marketing_cli.errors import MktError
-from marketing_cli.services import billing
+from marketing_cli.services import billing, limits
 from marketing_cli.services.inputs import int_list, member, require_object, type_error
 
 INVALID_BODY = "Invalid request body."
@@ -233,6 +233,9 @@ class _Compiler:
     def _normalize(self, field: Any, value: Any, vpath: str, operator: str) -> Any:
         from marketing_cli.services.values import normalize_value
 
+        if isinstance(value, list):
+            limits.check_count(len(value), limits.CONDITION_VALUES,
+                               f"The member '{vpath}' can hold at most {limits.CONDITION_VALUES} options.")
         if isinstance(value, (dict, list)) and field.type != "DROPDOWN_MULTIPLE":
             raise MktError(400, f"The member '{vpath}' must be a single value for field '{field.merge_tag}'"
                                 f" ({field.type}), not {'an object' if isinstance(value, dict) else 'an array'}.")
@@ -349,7 +352,11 @@ def compile_search(conn: sqlite3.Connection, workspace_id: int, body: Any) -> Se
     """Check a search body against the workspace's fields and tags and compile it to SQL."""
     body = require_object({} if body is None else body, INVALID_BODY)
     filters = member(body, "fields", list) or []
+    limits.check_count(len(filters), limits.SEARCH_CONDITIONS,
+                       f"A search can have at most {limits.SEARCH_CONDITIONS} conditions in 'fields'.")
     tags = int_list(body, "tags")
+    limits.check_count(len(tags or ()), limits.SEARCH_TAGS,
+                       f"The member 'tags' can hold at most {limits.SEARCH_TAGS} tag IDs.")
     status = member(body, "status", str)
     if status is not None and status not in STATUSES:
         raise MktError(400, INVALID_STATUS)

@@ -46,7 +46,7 @@ from marketing_cli import clock
 from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.ids import new_id
-from marketing_cli.services import billing, contacts, tags, values
+from marketing_cli.services import billing, contacts, limits, tags, values
 from marketing_cli.services.contact_io_lock import held_io_lock
 from marketing_cli.services.values import EMAIL_TAG, PHONE_TAG, Field, FieldMap
 
@@ -554,6 +554,8 @@ class _Importer:
 
 def _check_tags(conn: sqlite3.Connection, workspace_id: int, tag_ids: Iterable[int]) -> list[int]:
     ids = list(dict.fromkeys(tag_ids))
+    limits.check_count(len(ids), limits.IMPORT_TAG_IDS,
+                       f"An import can tag contacts with at most {limits.IMPORT_TAG_IDS} tags (--tag / tag=).")
     tags.tags_by_id(conn, workspace_id, ids)  # 400 "Tag ID <id> does not exist in this workspace"
     return ids
 

@@ -38,7 +38,7 @@ from typing import Any
 
 from marketing_cli import clock, field_sql
 from marketing_cli.errors import MktError
-from marketing_cli.services import values
+from marketing_cli.services import limits, values
 from marketing_cli.services.inputs import is_type
 
 CONDITION = "Filter condition must be AND or OR"
@@ -61,8 +61,8 @@ FIELD_OPERATORS: dict[str, tuple[str, ...]] = {
 TAG_OPERATORS = ("eq", "ne", "contains", "not_contains")
 RATE_OPERATORS = ("eq", "gt", "lt", "gte", "lte")
 ACTIVITY_OPERATORS = ("is_after", "is_before", "within_last_days")
-MAX_FILTERS = 50
-MAX_VALUES = 1000
+MAX_FILTERS = limits.SEGMENT_FILTERS
+MAX_VALUES = limits.FILTER_VALUES
 INT64 = 2**63
 
 _COMPARE = {"eq": "=", "gt": ">", "lt": "<", "gte": ">=", "lte": "<="}
@@ -158,6 +158,9 @@ def validate_filters(conn: sqlite3.Connection, workspace_id: int, filters: Any) 
         raise MktError(400, AT_LEAST_ONE)
     if len(items) > MAX_FILTERS:
         raise MktError(400, f"A segment can have at most {MAX_FILTERS} filters")
+    values_in_all = sum(len(f["value"]) for f in items if isinstance(f, dict) and isinstance(f.get("value"), list))
+    limits.check_count(values_in_all, limits.SEGMENT_VALUES,
+                       f"A segment's filters can hold at most {limits.SEGMENT_VALUES} values in all")
 
     dicts = [f for f in items if isinstance(f, dict)]
     field_ids = {i for i in (_int_value(f.get("field_id")) for f in dicts) if i is not None}
