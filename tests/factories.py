@@ -51,3 +51,14 @@ def segment(conn: sqlite3.Connection, workspace_id: int, name: str, filters: dic
     from marketing_cli.services import segments
 
     return segments.create_segment(conn, workspace_id, {"name": name, "filters": filters})
+
+
+# --- shared test helpers (harden-data): no test module imports another -------------------
+
+def error_of(response: Any) -> tuple[int, str]:
+    """(status, message) of an error response, checking the CONTRACT body shape."""
+    body = response.json()
+    assert set(body) == {"data", "error"} and body["data"] is None, body
+    assert set(body["error"]) == {"status", "message"}, body
+    assert body["error"]["status"] == response.status_code
+    return response.status_code, body["error"]["message"]

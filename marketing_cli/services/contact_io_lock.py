@@ -9,7 +9,7 @@ while the work runs a thread of the holder renews it every RENEW_SECONDS
 (marketing_cli/leases.py), however long one step takes (a batch, a slow export client).
 When the holder dies (SIGKILL, power cut), renewals stop: within LOCK_SECONDS the lock is
 expired, and the next import, export or field change takes it over.
-tests/test_contacts_io_crash.py kills an import with SIGKILL and shows it.
+tests/test_data_paths.py kills an import with SIGKILL and shows it.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from marketing_cli.errors import MktError
 from marketing_cli.ids import new_id
 from marketing_cli.leases import Renewer
 
-LOCK_SECONDS = 15
+LOCK_SECONDS = 10
 RENEW_SECONDS = LOCK_SECONDS / 3
 LOCKED = "Another contact {kind} is running in this workspace (started {started}); try again when it has finished."
 

@@ -73,10 +73,10 @@ def get_field(conn: sqlite3.Connection, workspace_id: int, field_id: Any) -> dic
 
 
 def io_in_progress(conn: sqlite3.Connection, workspace_id: int) -> bool:
-    """Whether a contact import or export holds the workspace's lock right now."""
-    return conn.execute(
-        "SELECT 1 FROM contact_io_locks WHERE workspace_id = ? AND expires_at > ?", (workspace_id, clock.now())
-    ).fetchone() is not None
+    """Whether a live contact import or export holds the workspace's lock right now."""
+    from marketing_cli.services.contact_io_lock import io_in_progress as held
+
+    return held(conn, workspace_id)
 
 
 def _body(body: Any) -> dict[str, Any]:
