@@ -45,7 +45,7 @@ from typing import Any, TextIO
 from marketing_cli import clock
 from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
-from marketing_cli.ids import new_id
+from marketing_cli.ids import new_id, parse_int_id
 from marketing_cli.services import billing, contacts, limits, tags, values
 from marketing_cli.services.contact_io_lock import held_io_lock
 from marketing_cli.services.values import EMAIL_TAG, PHONE_TAG, Field, FieldMap
@@ -562,9 +562,8 @@ def _check_tags(conn: sqlite3.Connection, workspace_id: int, tag_ids: Iterable[i
 
 def check_batch_size(value: Any) -> int:
     """Rows per transaction, 1 to MAX_BATCH_SIZE (an int, or digits from a query string)."""
-    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit() and len(value.strip()) < 10:
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_BATCH_SIZE:
+    value = parse_int_id(value, BATCH_SIZE_RANGE)  # a positive integer, from an int or digits
+    if value > MAX_BATCH_SIZE:
         raise MktError(400, BATCH_SIZE_RANGE)
     return value
 

@@ -18,6 +18,7 @@ from typing import Any
 from marketing_cli import clock, field_sql
 from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
+from marketing_cli.ids import parse_int_id
 from marketing_cli.services import values
 from marketing_cli.services.inputs import member
 
@@ -59,10 +60,8 @@ def list_fields(conn: sqlite3.Connection, workspace_id: int) -> list[dict[str, A
 
 
 def _row(conn: sqlite3.Connection, workspace_id: int, field_id: Any) -> sqlite3.Row:
-    row = None
-    if isinstance(field_id, int) and not isinstance(field_id, bool) and 0 < field_id < 2**63:
-        row = conn.execute("SELECT * FROM fields WHERE workspace_id = ? AND id = ?",
-                           (workspace_id, field_id)).fetchone()
+    field_id = parse_int_id(field_id, NOT_FOUND, 404)
+    row = conn.execute("SELECT * FROM fields WHERE workspace_id = ? AND id = ?", (workspace_id, field_id)).fetchone()
     if row is None:
         raise MktError(404, NOT_FOUND)
     return row
