@@ -20,8 +20,9 @@ from types import TracebackType
 log = logging.getLogger("mkt.leases")
 
 # A renewal waits at most this long for the write lock (an import batch holds it about a
-# second); a renewal that gives up is tried again at the next interval.
-RENEW_BUSY_MS = 2_000
+# second on a quiet machine, several on an overloaded one); a renewal that gives up is
+# logged and tried again at the next interval, well before the expiry.
+RENEW_BUSY_MS = 5_000
 
 
 def database_file(conn: sqlite3.Connection) -> str:

@@ -47,7 +47,7 @@ from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.ids import new_id, parse_int_id
 from marketing_cli.services import billing, contacts, limits, tags, values
-from marketing_cli.services.contact_io_lock import held_io_lock
+from marketing_cli.services.contact_io_lock import HeldLock, held_io_lock, renew_io_lock
 from marketing_cli.services.values import EMAIL_TAG, PHONE_TAG, Field, FieldMap
 
 STATUSES = contacts.STATUSES
@@ -445,13 +445,19 @@ class _Importer:
             ids.append(tag_id)
         return ids
 
-    def apply(self, batch: list[_Row]) -> None:
-        """Write one batch in one transaction (a dry run only plans it)."""
+    def apply(self, batch: list[_Row], lock: HeldLock | None = None) -> None:
+        """Write one batch in one transaction (a dry run only plans it).
+
+        The io lock is renewed in the batch's own transaction: a commit extends it, however
+        long the batch waited for the write lock (the renewer thread covers the gaps).
+        """
         if self.dry_run:
             self._apply(batch)
             return
         with transaction(self.conn):
             self._apply(batch)
+            if lock is not None:
+                renew_io_lock(self.conn, self.ws, lock.owner)
 
     def _apply(self, batch: list[_Row]) -> None:
         by_key = _merge_by_key(batch)
@@ -658,8 +664,7 @@ def import_contacts(
     columns = map_columns(header, fields, mapping, ignore_unknown)
     _check_identity(conn, workspace_id, columns)
     with ExitStack() as stack:
-        if not dry_run:
-            stack.enter_context(held_io_lock(conn, workspace_id, "import"))
+        lock = None if dry_run else stack.enter_context(held_io_lock(conn, workspace_id, "import"))
         stack.enter_context(_import_cache(conn))
         importer = _Importer(conn, workspace_id, header, columns, fields, tag_list, status, dry_run,
                              errors_out, max_errors)
@@ -669,12 +674,12 @@ def import_contacts(
             if row is not None:
                 batch.append(row)
                 if len(batch) >= batch_size:
-                    importer.apply(batch)
+                    importer.apply(batch, lock)
                     batch = []
                     if progress is not None:
                         progress(rows)
         if batch:
-            importer.apply(batch)
+            importer.apply(batch, lock)
         if progress is not None:
             progress(rows)
     return importer.summary(rows, {header[i]: tag for i, tag in columns.items()})
