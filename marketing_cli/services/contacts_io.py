@@ -2,8 +2,9 @@
 
 - services/text_files.py: the one check and decoding of uploaded files (UTF-8, a bad
   byte named by line and offset before anything is written);
-- services/contacts_import.py: CSV import (header mapping, per-column normalisers,
-  batched upserts, at most MAX_BATCH_SIZE rows per write transaction);
+- services/csv_columns.py: a CSV header mapped to merge tags, one normaliser per column;
+- services/contacts_import.py: CSV import (rows checked, batched upserts, at most
+  MAX_BATCH_SIZE rows per write transaction);
 - services/contacts_export.py: CSV / JSON Lines export, streamed in chunks;
 - services/contact_io_lock.py: the workspace's import/export lock, held by a live
   process (renewed by a thread, expires LOCK_SECONDS after its holder dies).
