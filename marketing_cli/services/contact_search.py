@@ -348,6 +348,49 @@ class SearchQuery:
         return (self.offset + self.limit) * max(population, total) <= 2 * total * total
 
 
+def _with_tags(conn: sqlite3.Connection, workspace_id: int, compiler: _Compiler,
+               tags: list[int] | None) -> tuple[str, list[Any], str, list[Any]]:
+    """(where, params, lookup_where, lookup_params): the conditions with the tags (all of them)
+    added, and the form the count and the sorted page run (driven by the smallest tag when
+    no condition is indexed)."""
+    where, params = " AND ".join(compiler.where), compiler.params
+    lookup_where, lookup_params = where, params
+    if not tags:
+        return where, params, lookup_where, lookup_params
+    wanted = sorted(set(tags))
+    # The tags of this workspace among those asked for, with their sizes when there is a
+    # choice of which one drives (a covering-index count per tag).
+    size = "(SELECT COUNT(*) FROM contact_tags WHERE tag_id = tags.id)" if len(wanted) > 1 else "0"
+    storable = [t for t in wanted if _INT64[0] <= t <= _INT64[1]]  # larger ids cannot exist
+    sizes = dict(conn.execute(
+        f"SELECT id, {size} FROM tags WHERE workspace_id = ? AND id IN ({', '.join('?' for _ in storable)})",
+        (workspace_id, *storable)).fetchall())
+    missing = [t for t in wanted if t not in sizes]
+    if missing:
+        shown = ", ".join(map(str, missing[:10])) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
+        raise MktError(400, f"The member 'tags' holds tag IDs that do not exist in this workspace: {shown}.")
+    # Holding a tag is a primary-key probe of contact_tags (contact_id, tag_id).
+    has_tag = "EXISTS (SELECT 1 FROM contact_tags WHERE contact_id = contacts.id AND tag_id = ?)"
+    where = " AND ".join([where, *(has_tag for _ in wanted)])
+    params = [*params, *wanted]
+    if compiler.indexed:
+        lookup_where, lookup_params = where, params
+    else:
+        # No indexed condition: the smallest tag's members drive the count and the sorted
+        # page, the other tags are probed. Without statistics the planner would rather scan
+        # the whole workspace through any index on workspace_id; `+workspace_id` rules
+        # those out.
+        driver = min(wanted, key=lambda t: (sizes[t], t))
+        others = [t for t in wanted if t != driver]
+        lookup_where = " AND ".join([
+            "+" + " AND ".join(compiler.where),
+            "id IN (SELECT contact_id FROM contact_tags WHERE tag_id = ?)",
+            *(has_tag for _ in others),
+        ])
+        lookup_params = [*compiler.params, driver, *others]
+    return where, params, lookup_where, lookup_params
+
+
 def compile_search(conn: sqlite3.Connection, workspace_id: int, body: Any) -> SearchQuery:
     """Check a search body against the workspace's fields and tags and compile it to SQL."""
     body = require_object({} if body is None else body, INVALID_BODY)
@@ -379,40 +422,7 @@ def compile_search(conn: sqlite3.Connection, workspace_id: int, body: Any) -> Se
         compiler.add("status = ?", status)
     for index, item in enumerate(filters):
         compiler.filter(index, item)
-    where, params = " AND ".join(compiler.where), compiler.params
-    lookup_where, lookup_params = where, params
-    if tags:
-        wanted = sorted(set(tags))
-        # The tags of this workspace among those asked for, with their sizes when there is a
-        # choice of which one drives (a covering-index count per tag).
-        size = "(SELECT COUNT(*) FROM contact_tags WHERE tag_id = tags.id)" if len(wanted) > 1 else "0"
-        storable = [t for t in wanted if _INT64[0] <= t <= _INT64[1]]  # larger ids cannot exist
-        sizes = dict(conn.execute(
-            f"SELECT id, {size} FROM tags WHERE workspace_id = ? AND id IN ({', '.join('?' for _ in storable)})",
-            (workspace_id, *storable)).fetchall())
-        missing = [t for t in wanted if t not in sizes]
-        if missing:
-            shown = ", ".join(map(str, missing[:10])) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
-            raise MktError(400, f"The member 'tags' holds tag IDs that do not exist in this workspace: {shown}.")
-        # Holding a tag is a primary-key probe of contact_tags (contact_id, tag_id).
-        has_tag = "EXISTS (SELECT 1 FROM contact_tags WHERE contact_id = contacts.id AND tag_id = ?)"
-        where = " AND ".join([where, *(has_tag for _ in wanted)])
-        params = [*params, *wanted]
-        if compiler.indexed:
-            lookup_where, lookup_params = where, params
-        else:
-            # No indexed condition: the smallest tag's members drive the count and the sorted
-            # page, the other tags are probed. Without statistics the planner would rather scan
-            # the whole workspace through any index on workspace_id; `+workspace_id` rules
-            # those out.
-            driver = min(wanted, key=lambda t: (sizes[t], t))
-            others = [t for t in wanted if t != driver]
-            lookup_where = " AND ".join([
-                "+" + " AND ".join(compiler.where),
-                "id IN (SELECT contact_id FROM contact_tags WHERE tag_id = ?)",
-                *(has_tag for _ in others),
-            ])
-            lookup_params = [*compiler.params, driver, *others]
+    where, params, lookup_where, lookup_params = _with_tags(conn, workspace_id, compiler, tags)
     return SearchQuery(
         where=where,
         params=params,
