@@ -69,17 +69,20 @@ class Renewer:
     def _run(self) -> None:
         from marketing_cli.db import connect
 
-        conn = connect(self.path, upgrade=False)
-        conn.execute(f"PRAGMA busy_timeout = {RENEW_BUSY_MS}")
+        conn = None  # opened at the first renewal: most jobs end long before it
         try:
             while not self._stop.wait(self.interval):
                 try:
+                    if conn is None:
+                        conn = connect(self.path, upgrade=False)
+                        conn.execute(f"PRAGMA busy_timeout = {RENEW_BUSY_MS}")
                     if not self.renew(conn):
                         self.lost.set()
                         return
                 except Exception:  # noqa: BLE001 - one failed renewal is retried at the next interval
-                    if conn.in_transaction:
+                    if conn is not None and conn.in_transaction:
                         conn.execute("ROLLBACK")
                     log.warning("lease renewal failed; retrying in %.1f s", self.interval, exc_info=True)
         finally:
-            conn.close()
+            if conn is not None:
+                conn.close()
