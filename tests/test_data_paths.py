@@ -274,3 +274,63 @@ def test_an_expired_lock_is_taken_over(conn: Any, workspace: dict[str, Any]) -> 
     contact_io_lock.acquire_io_lock(conn, workspace["id"], "export", "live:2:y")
     assert contact_io_lock.renew_io_lock(conn, workspace["id"], "dead:1:x") is False
     assert os.environ.get("MKT_DB")  # the autouse fixture points every test at its own file
+
+
+@pytest.mark.slow
+def test_a_killed_server_mid_http_import_blocks_for_seconds(conn: Any, workspace: dict[str, Any], db_path: Path,
+                                                             tmp_path: Path) -> None:
+    """SIGKILL of `mkt serve` while it imports over HTTP: its lock expires within LOCK_SECONDS."""
+    import socket
+    import threading
+
+    import httpx
+
+    from marketing_cli.services import billing
+
+    billing.set_allowance(conn, workspace["id"], "contacts", 1_000_000)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = _mkt(db_path, "serve", "--port", str(port))
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert server.poll() is None and time.monotonic() < deadline, "server did not start"
+            try:
+                httpx.get(base + "/v1/sms-rates", timeout=0.5)
+                break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        body = ("email,first_name\n" + "".join(f"u{i}@example.com,U{i}\n" for i in range(60_000))).encode()
+
+        def post() -> None:
+            try:
+                httpx.post(base + "/v1/contacts/import", params={"batch_size": "20"}, content=body, timeout=60,
+                           headers={"Authorization": f"Bearer {workspace['api_key']}", "Content-Type": "text/csv"})
+            except httpx.HTTPError:
+                pass  # the server dies under it
+
+        client = threading.Thread(target=post)
+        client.start()
+        while billing.usage(conn, workspace["id"], "contacts") == 0:
+            assert server.poll() is None and time.monotonic() < deadline + 30, "the import did not start"
+            time.sleep(0.05)
+        server.send_signal(signal.SIGKILL)
+        server.communicate(timeout=10)
+        client.join(30)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.communicate()
+    killed_at = time.monotonic()
+    assert contact_io_lock.io_in_progress(conn, workspace["id"])
+    while contact_io_lock.io_in_progress(conn, workspace["id"]):
+        time.sleep(0.1)
+    assert time.monotonic() - killed_at <= contact_io_lock.LOCK_SECONDS + 1
+    small = tmp_path / "small.csv"
+    small.write_text("email\nafter@example.com\n")
+    again = _mkt(db_path, "contacts", "import", str(small), "--json")
+    out, err = again.communicate(timeout=60)
+    assert again.returncode == 0, err
+    assert json.loads(out)["created"] == 1
