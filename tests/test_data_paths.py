@@ -247,12 +247,12 @@ def test_a_killed_import_blocks_for_seconds_not_minutes(conn: Any, workspace: di
 def test_a_live_import_keeps_its_lock_past_the_expiry(conn: Any, workspace: dict[str, Any],
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """A batch slower than the whole expiry: the renewer thread keeps the lock alive."""
-    monkeypatch.setattr(contact_io_lock, "LOCK_SECONDS", 0.6)
-    monkeypatch.setattr(contact_io_lock, "RENEW_SECONDS", 0.2)
+    monkeypatch.setattr(contact_io_lock, "LOCK_SECONDS", 0.5)
+    monkeypatch.setattr(contact_io_lock, "RENEW_SECONDS", 0.1)
     seen: list[bool] = []
 
     def slow(rows: int) -> None:
-        time.sleep(1.0)  # past the expiry, between two batches
+        time.sleep(0.6)  # past the expiry, between two batches
         seen.append(contact_io_lock.io_in_progress(conn, workspace["id"]))
 
     result = contacts_io.import_contacts(conn, workspace["id"], ["email\n", "a@example.com\n", "b@example.com\n"],

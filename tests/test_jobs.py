@@ -388,13 +388,13 @@ def test_a_segment_count_longer_than_its_lease_keeps_it(conn: sqlite3.Connection
     stolen: list[Any] = []
 
     def slow_count(c: sqlite3.Connection, ws: int, filters: Any) -> int:
-        time.sleep(1.2)  # past the 1 s lease
+        time.sleep(0.6)  # past the 0.5 s lease
         stolen.append(jobs.claim(other, "thief", lease_seconds=1))
         return counted(c, ws, filters)
 
     monkeypatch.setattr(segments, "count_matching", slow_count)
     try:
-        assert jobs.run_due(conn, lease_seconds=1, schedule=False) == {"processed": 1, "failed": 0}
+        assert jobs.run_due(conn, lease_seconds=0.5, schedule=False) == {"processed": 1, "failed": 0}
     finally:
         other.close()
     assert stolen == [None]
