@@ -72,10 +72,11 @@ BATCH_SIZE = 20_000
 # The largest batch either face accepts (--batch-size, batch_size=). A batch is one write
 # transaction: every other writer (API writes, the job worker, renewals of leases) waits
 # for it. The bare load above writes 28.9k rows/s at a million contacts, so 20,000 rows
-# hold the lock about 0.7 s on a quiet machine. bench/bench_import_lock.py measures it:
-# on this 2-core machine shared at load 9-10, a batch of 5,000 / 20,000 updates at 20,000
-# contacts held it 0.56 / 2.3 s (about 8.6k rows/s). The cap is the default: a bigger
-# batch buys little throughput (38.0k rows/s at 50,000) and makes every writer wait longer.
+# hold the lock about 0.7 s on a quiet machine. bench/bench_import_lock.py measures it: a
+# batch of 5,000 / 20,000 updates at 20,000 contacts held it 0.17 / 1.00 s on this 2-core
+# machine at load 2.7 (20k rows/s), 0.56 / 2.3 s at load 9-10. The cap is the default: a
+# bigger batch buys little throughput (38.0k rows/s at 50,000) and makes every writer wait
+# longer than about a second.
 MAX_BATCH_SIZE = 20_000
 BATCH_SIZE_RANGE = f"The batch size must be between 1 and {MAX_BATCH_SIZE:,} rows (one write transaction each)."
 IMPORT_CACHE_KIB = 262_144
