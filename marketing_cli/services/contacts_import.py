@@ -47,14 +47,12 @@ from marketing_cli.errors import MktError
 from marketing_cli.ids import new_id, parse_int_id
 from marketing_cli.services import billing, contacts, limits, tags, values
 from marketing_cli.services.contact_io_lock import HeldLock, held_io_lock, renew_io_lock
+from marketing_cli.services.contact_rows import ContactRow, RowParser
 from marketing_cli.services.csv_columns import (  # noqa: F401 - parse_column_map, column_key: the faces' names
     TAG_SEPARATOR,
     column_key,
-    column_normaliser,
     map_columns,
     parse_column_map,
-    split_tag_names,
-    status_normaliser,
 )
 from marketing_cli.services.values import EMAIL_TAG, PHONE_TAG, FieldMap
 
@@ -84,8 +82,6 @@ MAX_ERRORS = 1_000
 
 STATUS_INVALID = contacts.STATUS_INVALID
 SMS_STATUS_INVALID = contacts.SMS_STATUS_INVALID
-EMAIL_REQUIRED = contacts.UPSERT_EMAIL_REQUIRED
-IDENTITY_REQUIRED = contacts.UPSERT_IDENTITY_REQUIRED
 FIELD_REQUIRED = contacts.FIELD_REQUIRED
 UNKNOWN_TAG = contacts.UNKNOWN_MERGE_TAG
 DIFFERENT_CONTACTS = contacts.DIFFERENT_CONTACTS
@@ -123,36 +119,9 @@ _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 # --- import ---------------------------------------------------------------------------
 
-class _Row:
-    """One contact of a batch: a file row, or several rows with the same key merged."""
-
-    __slots__ = ("line", "lines", "cells", "email", "phone", "data", "status", "sms_status", "tags")
-
-    def __init__(self, line: int, cells: list[str], email: str | None, phone: str | None, data: dict[str, Any],
-                 status: str | None, sms_status: str | None, tags: list[str] | None) -> None:
-        self.line = line
-        self.lines = 1
-        self.cells = cells
-        self.email = email
-        self.phone = phone
-        self.data = data
-        self.status = status
-        self.sms_status = sms_status
-        self.tags = tags
-
-    def merge(self, later: _Row) -> None:
-        self.lines += 1
-        self.data.update(later.data)
-        self.phone = later.phone or self.phone
-        self.status = later.status or self.status
-        self.sms_status = later.sms_status or self.sms_status
-        if later.tags:
-            self.tags = (self.tags or []) + later.tags
-
-
-def _merge_by_key(batch: list[_Row]) -> dict[tuple[str, str], _Row]:
+def _merge_by_key(batch: list[ContactRow]) -> dict[tuple[str, str], ContactRow]:
     """Rows repeating a key inside the batch merged in file order."""
-    by_key: dict[tuple[str, str], _Row] = {}
+    by_key: dict[tuple[str, str], ContactRow] = {}
     for row in batch:
         key = ("e", row.email) if row.email else ("p", row.phone)
         earlier = by_key.get(key)
@@ -181,7 +150,6 @@ class _Importer:
                  errors_out: TextIO | None, max_errors: int) -> None:
         self.conn = conn
         self.ws = workspace_id
-        self.ncols = len(header)
         self.fields = fields
         self.tag_ids = tag_ids
         self.default_status = default_status
@@ -200,25 +168,7 @@ class _Importer:
         self.dry_owners: dict[str, str] = {}  # phone numbers a dry run would have claimed
         self.remaining: int | None = None  # dry run: allowance left, carried across batches
 
-        self.email_idx = self.phone_idx = self.status_idx = self.sms_idx = self.tags_idx = -1
-        self.data_cols: list[tuple[int, str, Callable[[str], Any]]] = []
-        self.phone_region = fields.phone.default_region if fields.phone else None
-        for index, target in columns.items():
-            if target == EMAIL_TAG:
-                self.email_idx = index
-            elif target == PHONE_TAG:
-                self.phone_idx = index
-            elif target == "status":
-                self.status_idx = index
-            elif target == "sms_status":
-                self.sms_idx = index
-            elif target == "tags":
-                self.tags_idx = index
-            else:
-                f = fields.by_tag[target]
-                self.data_cols.append((index, str(f.id), column_normaliser(f)))
-        self.status_of = status_normaliser(STATUSES, STATUS_INVALID)
-        self.sms_of = status_normaliser(SMS_STATUSES, SMS_STATUS_INVALID)
+        self.rows = RowParser(len(header), columns, fields, self.allow_without_email)
         # Values a new contact gets for fields its row leaves empty, and fields it must have.
         self.defaults: dict[str, Any] = {}
         for f in fields.by_id.values():
@@ -245,60 +195,13 @@ class _Importer:
         if self.errors_writer is not None:
             self.errors_writer.writerow([line, reason, *cells])
 
-    def parse(self, line: int, cells: list[str]) -> _Row | None:
+    def parse(self, line: int, cells: list[str]) -> ContactRow | None:
         """The row's normalised values, or None after rejecting it (all its reasons at once)."""
-        if len(cells) != self.ncols:
-            self.reject(line, cells, f"The row has {len(cells)} values; the header has {self.ncols} columns.")
+        row = self.rows.parse(line, cells)
+        if isinstance(row, str):
+            self.reject(line, cells, row)
             return None
-        reasons: list[str] | None = None
-        data: dict[str, Any] = {}
-        for index, key, normalise in self.data_cols:
-            raw = cells[index]
-            if raw:
-                try:
-                    value = normalise(raw)
-                except ValueError as exc:
-                    if reasons is None:
-                        reasons = []
-                    reasons.append(str(exc))
-                    continue
-                if value is not None:
-                    data[key] = value
-        email = phone = status = sms_status = None
-        tag_names = None
-        try:
-            if self.email_idx >= 0 and cells[self.email_idx].strip():
-                email = values.normalize_email(cells[self.email_idx])
-        except ValueError as exc:
-            reasons = (reasons or []) + [str(exc)]
-        if self.phone_idx >= 0 and cells[self.phone_idx].strip():
-            try:
-                phone = values.normalize_phone(cells[self.phone_idx], self.phone_region)
-            except ValueError as exc:
-                reasons = (reasons or []) + [f"phone number is invalid: {exc}"]
-        if self.status_idx >= 0 and cells[self.status_idx]:
-            try:
-                status = self.status_of(cells[self.status_idx])
-            except ValueError as exc:
-                reasons = (reasons or []) + [str(exc)]
-        if self.sms_idx >= 0 and cells[self.sms_idx]:
-            try:
-                sms_status = self.sms_of(cells[self.sms_idx])
-            except ValueError as exc:
-                reasons = (reasons or []) + [str(exc)]
-        if self.tags_idx >= 0 and cells[self.tags_idx]:
-            tag_names = split_tag_names(cells[self.tags_idx]) or None
-            if tag_names and any(len(name) > tags.MAX_NAME for name in tag_names):
-                reasons = (reasons or []) + [tags.NAME_LENGTH]
-        if email is None and reasons is None:
-            if not self.allow_without_email:
-                reasons = [EMAIL_REQUIRED]
-            elif phone is None:
-                reasons = [IDENTITY_REQUIRED]
-        if reasons:
-            self.reject(line, cells, " ".join(reasons))
-            return None
-        return _Row(line, cells, email, phone, data, status, sms_status, tag_names)
+        return row
 
     # Batches ----------------------------------------------------------------------------
 
@@ -329,7 +232,7 @@ class _Importer:
             ids.append(tag_id)
         return ids
 
-    def apply(self, batch: list[_Row], lock: HeldLock | None = None) -> None:
+    def apply(self, batch: list[ContactRow], lock: HeldLock | None = None) -> None:
         """Write one batch in one transaction (a dry run only plans it).
 
         The io lock is renewed in the batch's own transaction: a commit extends it, however
@@ -343,7 +246,7 @@ class _Importer:
             if lock is not None:
                 renew_io_lock(self.conn, self.ws, lock.owner)
 
-    def _apply(self, batch: list[_Row]) -> None:
+    def _apply(self, batch: list[ContactRow]) -> None:
         by_key = _merge_by_key(batch)
         by_email = self._lookup("email", [k[1] for k in by_key if k[0] == "e"])
         by_phone = self._lookup("phone", [r.phone for r in by_key.values() if r.phone])
@@ -381,7 +284,7 @@ class _Importer:
         else:
             self._write(plan)
 
-    def _phone_is_free(self, plan: _BatchPlan, row: _Row, existing: sqlite3.Row | None) -> bool:
+    def _phone_is_free(self, plan: _BatchPlan, row: ContactRow, existing: sqlite3.Row | None) -> bool:
         owner = plan.owners.get(row.phone) if row.phone is not None else None
         if owner is None or (existing is not None and owner == existing["id"]):
             return True
@@ -389,7 +292,7 @@ class _Importer:
                     DIFFERENT_CONTACTS if existing is not None else PHONE_TAKEN.format(phone=row.phone), row.lines)
         return False
 
-    def _plan_new(self, plan: _BatchPlan, key: tuple[str, str], row: _Row) -> str | None:
+    def _plan_new(self, plan: _BatchPlan, key: tuple[str, str], row: ContactRow) -> str | None:
         data = {**self.defaults, **row.data} if self.defaults else row.data
         missing = [f.label for f in self.required if str(f.id) not in data]
         if missing:
@@ -408,7 +311,7 @@ class _Importer:
             self.dry_seen.add(key)
         return contact_id
 
-    def _plan_update(self, plan: _BatchPlan, key: tuple[str, str], row: _Row, existing: sqlite3.Row) -> str:
+    def _plan_update(self, plan: _BatchPlan, key: tuple[str, str], row: ContactRow, existing: sqlite3.Row) -> str:
         contact_id = existing["id"]
         status = row.status or existing["status"]
         sms_status = existing["sms_status"]
@@ -481,7 +384,7 @@ def _check_identity(conn: sqlite3.Connection, workspace_id: int, columns: dict[i
                             "API: map=Column=email_address).")
 
 
-def _parsed_rows(reader: Any, importer: _Importer) -> Iterator[tuple[int, _Row | None]]:
+def _parsed_rows(reader: Any, importer: _Importer) -> Iterator[tuple[int, ContactRow | None]]:
     """(rows read so far, the parsed row or None when it was rejected or blank)."""
     rows = 0
     previous_line = reader.line_num
@@ -552,7 +455,7 @@ def import_contacts(
         stack.enter_context(_import_cache(conn))
         importer = _Importer(conn, workspace_id, header, columns, fields, tag_list, status, dry_run,
                              errors_out, max_errors)
-        batch: list[_Row] = []
+        batch: list[ContactRow] = []
         rows = 0
         for rows, row in _parsed_rows(reader, importer):
             if row is not None:

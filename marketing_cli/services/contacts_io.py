@@ -3,6 +3,7 @@
 - services/text_files.py: the one check and decoding of uploaded files (UTF-8, a bad
   byte named by line and offset before anything is written);
 - services/csv_columns.py: a CSV header mapped to merge tags, one normaliser per column;
+- services/contact_rows.py: one CSV row checked and normalised into a contact row;
 - services/contacts_import.py: CSV import (rows checked, batched upserts, at most
   MAX_BATCH_SIZE rows per write transaction);
 - services/contacts_export.py: CSV / JSON Lines export, streamed in chunks;
@@ -38,11 +39,11 @@ from marketing_cli.services.contacts_import import (
     MAX_ERRORS,
     check_batch_size,
     column_key,
-    column_normaliser,
     import_contacts,
     map_columns,
     parse_column_map,
 )
+from marketing_cli.services.csv_columns import column_normaliser
 from marketing_cli.services.text_files import NOT_UTF8, count_lines, decode_text, open_text, spool_text
 
 __all__ = [
