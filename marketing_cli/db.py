@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 
+from marketing_cli import field_sql
 from marketing_cli.errors import MktError
 
 BUSY_TIMEOUT_MS = 30_000
@@ -111,9 +112,7 @@ def migrate(conn: sqlite3.Connection, target: int | None = None) -> int:
         if current >= 1 and target >= 2:
             # An upgraded file may hold fields made before contacts existed: give them the
             # per-field expression indexes that new fields get when they are created.
-            from marketing_cli.services.fields import ensure_all_field_indexes
-
-            ensure_all_field_indexes(conn)
+            field_sql.create_all_indexes(conn)
     return target
 
 

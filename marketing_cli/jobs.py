@@ -12,11 +12,15 @@ the same job at once. A worker that dies leaves its lease to expire; the job the
 again, which is why every handler must be idempotent. `dedupe_key` keeps at most one
 queued job per key (a second enqueue returns the queued one).
 
-Handlers register with `@handler("type")` in the module that owns the work; the modules
-are listed in HANDLER_MODULES (plus any named in the MKT_JOB_MODULES environment
-variable, comma-separated) and imported on first use. Schedulers (`@scheduler`) run at
-the start of a pass (`mkt jobs run`: every time; serve's worker: at most every
-SCHEDULE_INTERVAL seconds) and enqueue periodic work (segment recounts, pruning).
+Handlers register with `@handler("type")` in the service module that owns the work: this
+module names no service. The services package lists its modules with handlers
+(`marketing_cli.services.JOB_MODULES`) and the faces that run jobs load them
+(`services.load_job_handlers()`); modules named in the MKT_JOB_MODULES environment variable
+(comma-separated) are loaded here as plugins. A runner claims only jobs of the types it
+has a handler for, so a process that lacks one leaves those jobs to a runner that has it.
+Schedulers (`@scheduler`) run at the start of a pass (`mkt jobs run`: every time; serve's
+worker: at most every SCHEDULE_INTERVAL seconds) and enqueue periodic work (segment
+recounts, pruning).
 
 Hardening beyond the diagram:
 - `dedupe_key` folds only into a QUEUED twin: a job asked for while its twin is running
@@ -26,8 +30,12 @@ Hardening beyond the diagram:
 - MktError with a 4xx status is a permanent failure (the input is wrong; running it again
   cannot help): it fails at once, with the message recorded. Anything else is retried
   with exponential backoff (5 s, 10 s, 20 s ... capped at an hour) up to max_attempts.
-- A long handler keeps its lease with `heartbeat(conn)`; the lease is checked on
-  complete/fail, so a worker that lost its lease never overwrites the new owner's result.
+- A lease is held by a live process: while a handler runs, a thread of the worker renews
+  the lease every third of its length (leases.py), however long one step of the handler
+  takes, so no job runs twice while its worker lives; a killed worker's job is claimable
+  again within one lease (DEFAULT_LEASE_SECONDS). `heartbeat(conn)` tells a handler that
+  lost its lease to stop; the lease is checked on complete/fail, so a worker that lost it
+  never overwrites the new owner's result.
 - Finished jobs are pruned: done after 7 days, failed after 30.
 """
 
@@ -50,16 +58,13 @@ from typing import Any
 from marketing_cli import clock
 from marketing_cli.db import connect, transaction
 from marketing_cli.errors import MktError
+from marketing_cli.leases import Renewer
 
 log = logging.getLogger("mkt.jobs")
 
-HANDLER_MODULES: list[str] = [
-    "marketing_cli.services.email_sender",
-    "marketing_cli.services.segments",
-    "marketing_cli.services.campaign_html",
-    "marketing_cli.services.sms_campaigns",
-]
-DEFAULT_LEASE_SECONDS = 300
+# A killed worker's job is taken over within one lease (CONTRACT section 7 asks for 60 s);
+# the lease is renewed every third of it while the worker lives.
+DEFAULT_LEASE_SECONDS = 30
 MAX_BACKOFF_SECONDS = 3600
 SCHEDULE_INTERVAL = 30.0
 KEEP_DONE = timedelta(days=7)
@@ -69,9 +74,10 @@ STATUSES = ("queued", "running", "done", "failed")
 Handler = Callable[[sqlite3.Connection, dict[str, Any]], Any]
 _handlers: dict[str, Handler] = {}
 _schedulers: list[Callable[[sqlite3.Connection], Any]] = []
-_loaded = False
-# (job id, lease owner, lease seconds) of the job this thread is running, for heartbeat().
-_current: contextvars.ContextVar[tuple[int, str, int] | None] = contextvars.ContextVar("mkt_job", default=None)
+_loaded_plugins = False
+# (job id, lease owner, lease seconds, renewer) of the job this thread is running, for heartbeat().
+_current: contextvars.ContextVar[tuple[int, str, int, Renewer | None] | None] = contextvars.ContextVar(
+    "mkt_job", default=None)
 
 
 def handler(job_type: str) -> Callable[[Handler], Handler]:
@@ -87,17 +93,22 @@ def scheduler(fn: Callable[[sqlite3.Connection], Any]) -> Callable[[sqlite3.Conn
     return fn
 
 
+def load_modules(names: list[str] | tuple[str, ...]) -> None:
+    """Import modules that register handlers (a missing module is skipped, a broken one raises)."""
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:  # a real import error inside the module
+                raise
+
+
 def load_handlers() -> dict[str, Handler]:
-    global _loaded
-    if not _loaded:
-        extra = [m.strip() for m in os.environ.get("MKT_JOB_MODULES", "").split(",") if m.strip()]
-        for name in [*HANDLER_MODULES, *extra]:
-            try:
-                importlib.import_module(name)
-            except ModuleNotFoundError as exc:
-                if exc.name != name:  # a real import error inside the module
-                    raise
-        _loaded = True
+    """The registered handlers, after loading the MKT_JOB_MODULES plugins once."""
+    global _loaded_plugins
+    if not _loaded_plugins:
+        load_modules([m.strip() for m in os.environ.get("MKT_JOB_MODULES", "").split(",") if m.strip()])
+        _loaded_plugins = True
     return _handlers
 
 
@@ -156,8 +167,11 @@ def enqueue(
         ).lastrowid
 
 
-def claim(conn: sqlite3.Connection, owner: str, lease_seconds: int = DEFAULT_LEASE_SECONDS) -> sqlite3.Row | None:
-    """Lease the next due job (or one whose lease expired); None when nothing is due."""
+def claim(conn: sqlite3.Connection, owner: str, lease_seconds: int = DEFAULT_LEASE_SECONDS,
+          types: list[str] | None = None) -> sqlite3.Row | None:
+    """Lease the next due job (or one whose lease expired) of the given types (default: the
+    types this process has a handler for); None when nothing is due."""
+    types = sorted(load_handlers()) if types is None else types
     now = clock.utcnow()
     stamp = clock.format_ts(now)
     with transaction(conn):
@@ -170,9 +184,10 @@ def claim(conn: sqlite3.Connection, owner: str, lease_seconds: int = DEFAULT_LEA
             (stamp, stamp, stamp),
         )
         row = conn.execute(
-            "SELECT id FROM jobs WHERE (status = 'queued' AND run_at <= ?)"
-            " OR (status = 'running' AND lease_expires_at < ?) ORDER BY run_at, id LIMIT 1",
-            (stamp, stamp),
+            "SELECT id FROM jobs WHERE ((status = 'queued' AND run_at <= ?)"
+            " OR (status = 'running' AND lease_expires_at < ?))"
+            " AND type IN (SELECT value FROM json_each(?)) ORDER BY run_at, id LIMIT 1",
+            (stamp, stamp, json.dumps(types)),
         ).fetchone()
         if row is None:
             return None
@@ -215,8 +230,12 @@ def heartbeat(conn: sqlite3.Connection) -> None:
     current = _current.get()
     if current is None:
         return
-    job_id, owner, lease_seconds = current
-    if not renew_lease(conn, job_id, owner, lease_seconds):
+    job_id, owner, lease_seconds, renewer = current
+    if renewer is not None and renewer.path:
+        lost = renewer.lost.is_set()  # the renewer thread keeps the lease; only ask it
+    else:
+        lost = not renew_lease(conn, job_id, owner, lease_seconds)
+    if lost:
         raise MktError(409, f"Job {job_id} lost its lease to another worker.")
 
 
@@ -261,21 +280,25 @@ def run_job(conn: sqlite3.Connection, job: sqlite3.Row, owner: str,
             lease_seconds: int = DEFAULT_LEASE_SECONDS) -> bool:
     """Run one claimed job; True when it succeeded."""
     fn = load_handlers().get(job["type"])
-    token = _current.set((job["id"], owner, lease_seconds))
+    renewer = Renewer(conn, lambda c: renew_lease(c, job["id"], owner, lease_seconds), lease_seconds / 3)
+    token = _current.set((job["id"], owner, lease_seconds, renewer))
     try:
         if fn is None:
             raise MktError(500, f"No handler for job type '{job['type']}'.")
+        renewer.start()
         fn(conn, {"id": job["id"], "workspace_id": job["workspace_id"], "attempt": job["attempts"],
                   **json.loads(job["payload"])})
     except Exception as exc:  # noqa: BLE001 - a job's failure is recorded, not raised
         if conn.in_transaction:
-            conn.execute("ROLLBACK")
+            conn.execute("ROLLBACK")  # before stopping the renewer, which may wait for this lock
+        renewer.stop()
         permanent = isinstance(exc, MktError) and 400 <= exc.status < 500
         message = exc.message if isinstance(exc, MktError) else f"{type(exc).__name__}: {exc}"
         log.warning("job %s (%s) failed: %s", job["id"], job["type"], message, exc_info=not permanent)
         fail(conn, job["id"], owner, message, permanent=permanent)
         return False
     finally:
+        renewer.stop()
         _current.reset(token)
     return complete(conn, job["id"], owner)
 

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from marketing_cli.db import connect
+from tests.factories import error_of  # noqa: F401 - kept for modules of other branches
 
 # Pinned before any test module is imported: rich consoles created while modules load
 # (collection) read COLUMNS once, and would otherwise be 80 wide under xdist.
@@ -111,7 +112,7 @@ def cli_json(cli: Callable[..., Any]) -> Callable[..., Any]:
 def segment_world(conn: Any, workspace: dict[str, Any]) -> dict[str, Any]:
     """Three contacts, a City field and a vip tag (the API and CLI segment tests)."""
     from marketing_cli.services import fields, tags
-    from tests.test_segment_filters import add_contact
+    from tests.factories import filter_contact as add_contact
 
     ws = workspace["id"]
     city = fields.create_field(conn, ws, {"label": "City", "merge_tag": "city", "type": "TEXT"})["id"]
@@ -120,15 +121,6 @@ def segment_world(conn: Any, workspace: dict[str, Any]) -> dict[str, Any]:
     add_contact(conn, ws, "b@x.io", data={city: "Lyon"}, delivered=2, opens=0)
     add_contact(conn, ws, "c@x.io", phone="+447911123401", tags=(vip,), delivered=1, opens=0)
     return {"ws": ws, "city": city, "vip": vip}
-
-
-def error_of(response: Any) -> tuple[int, str]:
-    """(status, message) of an error response, checking the CONTRACT body shape."""
-    body = response.json()
-    assert set(body) == {"data", "error"} and body["data"] is None, body
-    assert set(body["error"]) == {"status", "message"}, body
-    assert body["error"]["status"] == response.status_code
-    return response.status_code, body["error"]["message"]
 
 
 # --- A real DNS server for sending-domain verification (domains work) -------------------

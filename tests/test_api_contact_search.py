@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import error_of
+from tests.factories import error_of
 
 
 @pytest.fixture

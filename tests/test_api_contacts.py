@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.conftest import error_of
+from tests.factories import error_of
 
 
 def make_phone_field(client, auth) -> None:

@@ -15,7 +15,7 @@ import pytest
 from marketing_cli.api import contacts_io as api_contacts_io
 from marketing_cli.db import connect
 from marketing_cli.services import contacts_io, fields, tags, workspaces
-from tests.conftest import error_of
+from tests.factories import error_of
 
 SAMPLE = ("Email,First Name,Age\nann@example.com,Ann,30\nbad-address,Bob,2\nCy@Example.com,Cy,x\n"
           "dan@example.com,Dan,\n")

@@ -7,8 +7,9 @@ from typing import Any
 import pytest
 
 from marketing_cli.services import billing
-from tests.conftest import error_of
-from tests.test_services_events import add_contact, add_field
+from tests.factories import error_of
+from tests.factories import row_contact as add_contact
+from tests.factories import row_field as add_field
 
 
 @pytest.fixture

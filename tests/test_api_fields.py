@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.conftest import error_of
+from tests.factories import error_of
 
 FIELD = {"label": "City", "merge_tag": "city", "type": "TEXT"}
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.conftest import error_of
+from tests.factories import error_of
 
 
 def test_merge_tags(client: Any, auth: dict, conn: Any, workspace: dict) -> None:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.conftest import error_of
+from tests.factories import error_of
 
 
 def test_public_prices_without_key(client: Any, workspace: dict, conn: Any) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from starlette.routing import Route
 
-from tests.conftest import error_of
+from tests.factories import error_of
 
 MEMBERS = [
     "name", "fields", "tags", "status", "sms_status", "email_address", "phone_number", "partial_update",

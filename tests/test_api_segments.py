@@ -10,8 +10,7 @@ import pytest
 
 from marketing_cli import jobs
 from marketing_cli.services import billing, workspaces
-from tests.conftest import error_of
-from tests.test_segment_filters import ENGAGED
+from tests.factories import ENGAGED, error_of
 
 
 def post(client: Any, auth: dict[str, str], body: Any) -> Any:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.conftest import error_of
+from tests.factories import error_of
 
 
 def test_create_and_list(client, auth) -> None:

@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import error_of
+from tests.factories import error_of
 
 
 def test_get_workspace_envelope_a(client: Any, auth: dict, workspace: dict) -> None:

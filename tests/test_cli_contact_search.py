@@ -8,7 +8,9 @@ from typing import Any
 import pytest
 
 from marketing_cli.services.contact_search import search_contacts
-from tests.test_services_events import add_contact, add_field, add_tag
+from tests.factories import row_contact as add_contact
+from tests.factories import row_field as add_field
+from tests.factories import row_tag as add_tag
 
 
 @pytest.fixture(autouse=True)

@@ -9,7 +9,8 @@ import pytest
 
 from marketing_cli.cli import events as events_cli
 from marketing_cli.services import billing, events
-from tests.test_services_events import add_contact, add_field
+from tests.factories import row_contact as add_contact
+from tests.factories import row_field as add_field
 
 
 @pytest.fixture(autouse=True)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.test_segment_filters import ENGAGED
+from tests.factories import ENGAGED
 
 
 def test_create_show_list_equal_the_api(cli_json: Any, client: Any, auth: dict[str, str],

@@ -4,97 +4,16 @@ contacts that have no value; every validation message with its `Filter #N:` pref
 
 from __future__ import annotations
 
-import json
 import sqlite3
-from datetime import timedelta
 from typing import Any
 
 import pytest
 
-from marketing_cli import clock, ids
 from marketing_cli.errors import MktError
 from marketing_cli.services import segment_filters as sf
-from marketing_cli.services import workspaces
-
-NOW = clock.utcnow()
-
-
-def ago(**kw: float) -> str:
-    return clock.format_ts(NOW - timedelta(**kw))
-
-
-def add_field(conn: sqlite3.Connection, ws: int, merge_tag: str, ftype: str, definition: str | None = None,
-              default_region: str | None = None) -> int:
-    now = clock.now()
-    fid = conn.execute(
-        "INSERT INTO fields (workspace_id, label, merge_tag, type, definition, default_region, created_at,"
-        " updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        (ws, merge_tag.title(), merge_tag, ftype, definition, default_region, now, now)).lastrowid
-    if merge_tag != "phone_number":
-        conn.execute(f"""CREATE INDEX contacts_field_{fid} ON contacts(workspace_id, json_extract(data, '$."{fid}"'))""")
-    return fid
-
-
-def add_tag(conn: sqlite3.Connection, ws: int, name: str) -> int:
-    return conn.execute("INSERT INTO tags (workspace_id, name, created_at) VALUES (?, ?, ?)",
-                        (ws, name, clock.now())).lastrowid
-
-
-def add_contact(conn: sqlite3.Connection, ws: int, email: str | None, *, phone: str | None = None,
-                status: str = "SUBSCRIBED", sms_status: str | None = None, data: dict[int, Any] | None = None,
-                tags: tuple[int, ...] = (), delivered: int = 0, opens: int = 0, clicks: int = 0,
-                last_opened: str | None = None, last_clicked: str | None = None) -> str:
-    cid = ids.new_id()
-    now = clock.now()
-    conn.execute(
-        "INSERT INTO contacts (id, workspace_id, email, phone, status, sms_status, data, total_delivered,"
-        " unique_opens, unique_clicks, total_opens, total_clicks, last_opened_at, last_clicked_at,"
-        " created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (cid, ws, email, phone, status, sms_status, json.dumps({str(k): v for k, v in (data or {}).items()}),
-         delivered, opens, clicks, opens, clicks, last_opened, last_clicked, now, now))
-    conn.executemany("INSERT INTO contact_tags (contact_id, tag_id) VALUES (?, ?)", [(cid, t) for t in tags])
-    return cid
-
-
-def build_world(conn: sqlite3.Connection) -> dict[str, Any]:
-    """Two workspaces; in the first, five contacts (a-e) covering every operator."""
-    ws = workspaces.create_workspace(conn, "Segments")["workspace"]["id"]
-    other = workspaces.create_workspace(conn, "Other")["workspace"]["id"]
-    f = {
-        "email": conn.execute("SELECT id FROM fields WHERE workspace_id = ? AND merge_tag = 'email_address'",
-                              (ws,)).fetchone()[0],
-        "city": add_field(conn, ws, "city", "TEXT"),
-        "age": add_field(conn, ws, "age", "NUMBER"),
-        "vip": add_field(conn, ws, "vip", "BOOLEAN"),
-        "born": add_field(conn, ws, "born", "DATE"),
-        "plan": add_field(conn, ws, "plan", "DROPDOWN_SINGLE", "free,pro,team"),
-        "langs": add_field(conn, ws, "langs", "DROPDOWN_MULTIPLE", "en,fr,de"),
-        "country": add_field(conn, ws, "country", "COUNTRY"),
-        "phone": add_field(conn, ws, "phone_number", "TEXT", default_region="GB"),
-    }
-    t = {name: add_tag(conn, ws, name) for name in ("t1", "t2", "t3")}
-    t["other"] = add_tag(conn, other, "t1")
-    c = {}
-    c["a"] = add_contact(conn, ws, "a@x.io", phone="+447911123401", data={
-        f["city"]: "Paris", f["age"]: 30, f["vip"]: True, f["born"]: "1990-05-01", f["plan"]: "pro",
-        f["langs"]: ["en", "fr"], f["country"]: "FR"}, tags=(t["t1"], t["t2"]),
-        delivered=10, opens=5, clicks=1, last_opened=ago(days=2), last_clicked=ago(days=1))
-    c["b"] = add_contact(conn, ws, "b@x.io", sms_status="UNSUBSCRIBED", phone="+447911123402", data={
-        f["city"]: "paris south", f["age"]: 45.5, f["vip"]: False, f["born"]: "1980-01-01", f["plan"]: "free",
-        f["langs"]: ["en"], f["country"]: "US"}, tags=(t["t1"],),
-        delivered=4, opens=1, clicks=0, last_opened=ago(days=300))
-    c["c"] = add_contact(conn, ws, "c@x.io", status="UNSUBSCRIBED", data={
-        f["city"]: "Lyon", f["age"]: 18, f["born"]: "2000-12-31", f["plan"]: "team", f["langs"]: ["de"],
-        f["country"]: "DE"})
-    c["d"] = add_contact(conn, ws, "d@x.io", phone="+447911123404", tags=(t["t2"],), delivered=2, opens=2,
-                         clicks=2, last_clicked=ago(hours=1))
-    c["e"] = add_contact(conn, ws, None, phone="+447911123405", sms_status="SUBSCRIBED", data={
-        f["city"]: "50%_deal", f["langs"]: ["en", "fr", "de"]}, tags=(t["t1"], t["t2"], t["t3"]),
-        delivered=3, opens=1, clicks=1, last_opened=ago(days=40), last_clicked=ago(days=20))
-    # A contact of another workspace that matches nearly everything: it must never show up.
-    add_contact(conn, other, "a@x.io", data={f["city"]: "Paris", f["age"]: 30}, tags=(t["other"],),
-                delivered=1, opens=1, last_opened=ago(hours=1))
-    return {"ws": ws, "other": other, "f": f, "t": t, "c": c}
+from tests.factories import ENGAGED, NOW, ago  # noqa: F401 - ENGAGED: the segment tests share it
+from tests.factories import build_filter_world as build_world
+from tests.factories import filter_contact as add_contact  # noqa: F401
 
 
 @pytest.fixture
@@ -404,4 +323,3 @@ def test_numbers_beyond_64_bits_compare_as_reals(conn: sqlite3.Connection, world
     assert members(conn, world, fld(world, "age", "gt", -(10**30))) == {"a", "b", "c"}
 
 
-ENGAGED = {"condition": "AND", "filters": [{"type": "open_rate", "operator": "gte", "value": 50}]}

@@ -10,7 +10,7 @@ import pytest
 
 from marketing_cli.errors import MktError
 from marketing_cli.services import audience, billing, segments
-from tests.test_segment_filters import build_world
+from tests.factories import build_filter_world as build_world
 
 # The world (tests/test_segment_filters.py), eligibility per channel:
 #   a  SUBSCRIBED, email, phone, sms NULL           email yes  sms yes    tags t1 t2

@@ -9,7 +9,9 @@ import pytest
 from marketing_cli.errors import MktError
 from marketing_cli.services import contact_search
 from marketing_cli.services.contact_search import compile_search, search_contacts
-from tests.test_services_events import add_contact, add_field, add_tag
+from tests.factories import row_contact as add_contact
+from tests.factories import row_field as add_field
+from tests.factories import row_tag as add_tag
 
 FIELDS = {
     "city": ("TEXT", None),
@@ -554,9 +556,12 @@ def test_many_unknown_tags_are_summarised(conn, workspace):
     from marketing_cli.services.contact_search import search_contacts
 
     with pytest.raises(MktError) as err:
-        search_contacts(conn, workspace["id"], {"tags": list(range(1, 40001))})
+        search_contacts(conn, workspace["id"], {"tags": list(range(1, 101))})
     assert err.value.message == ("The member 'tags' holds tag IDs that do not exist in this workspace: "
-                                 "1, 2, 3, 4, 5, 6, 7, 8, 9, 10 and 39990 more.")
+                                 "1, 2, 3, 4, 5, 6, 7, 8, 9, 10 and 90 more.")
+    with pytest.raises(MktError) as err:  # past the limit: refused before any lookup
+        search_contacts(conn, workspace["id"], {"tags": list(range(1, 40001))})
+    assert err.value.message == "The member 'tags' can hold at most 100 tag IDs."
 
 
 # --- every operator on every field type (the combinations beyond the obvious ones)

@@ -7,45 +7,13 @@ from typing import Any
 
 import pytest
 
-from marketing_cli import clock
 from marketing_cli.errors import MktError
-from marketing_cli.ids import new_id
 from marketing_cli.services import billing, events
+from tests.factories import row_contact as add_contact
+from tests.factories import row_field as add_field
+from tests.factories import row_tag as add_tag  # noqa: F401
 
 # --- fixtures shared by the search and events tests: rows written as HELPERS' storage design
-
-
-def add_field(conn: Any, workspace_id: int, merge_tag: str, type: str = "TEXT", *,
-              definition: str | None = None, default_region: str | None = None) -> int:
-    now = clock.now()
-    field_id = conn.execute(
-        "INSERT INTO fields (workspace_id, label, merge_tag, type, definition, default_region, created_at, updated_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        (workspace_id, merge_tag.replace("_", " ").title(), merge_tag, type, definition, default_region, now, now),
-    ).lastrowid
-    conn.execute(f"CREATE INDEX IF NOT EXISTS contacts_field_{field_id} ON contacts(workspace_id,"
-                 f" json_extract(data, '$.\"{field_id}\"'))")
-    return field_id
-
-
-def add_contact(conn: Any, workspace_id: int, *, email: str | None = None, phone: str | None = None,
-                data: dict[str, Any] | None = None, status: str = "SUBSCRIBED",
-                created_at: str | None = None, updated_at: str | None = None, tags: list[int] = ()) -> str:
-    contact_id = new_id()
-    now = created_at or clock.now()
-    conn.execute(
-        "INSERT INTO contacts (id, workspace_id, email, phone, status, data, created_at, updated_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        (contact_id, workspace_id, email, phone, status, json.dumps(data or {}), now, updated_at or now),
-    )
-    for tag_id in tags:
-        conn.execute("INSERT INTO contact_tags (contact_id, tag_id) VALUES (?, ?)", (contact_id, tag_id))
-    return contact_id
-
-
-def add_tag(conn: Any, workspace_id: int, name: str) -> int:
-    return conn.execute("INSERT INTO tags (workspace_id, name, created_at) VALUES (?, ?, ?)",
-                        (workspace_id, name, clock.now())).lastrowid
 
 
 def custom_events(conn: Any, workspace_id: int) -> list[dict[str, Any]]:

@@ -13,7 +13,7 @@ import pytest
 from marketing_cli import clock, jobs
 from marketing_cli.errors import MktError
 from marketing_cli.services import billing, segments
-from tests.test_segment_filters import build_world
+from tests.factories import build_filter_world as build_world
 
 OPEN_RATE = {"condition": "AND", "filters": [{"type": "open_rate", "operator": "gte", "value": 50}]}
 

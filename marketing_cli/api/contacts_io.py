@@ -25,6 +25,7 @@ from marketing_cli.api.auth import require_workspace
 from marketing_cli.api.responses import envelope_b, read_body
 from marketing_cli.db import connect
 from marketing_cli.errors import MktError
+from marketing_cli.ids import parse_int_id
 from marketing_cli.services import contacts_io
 
 IMPORT_MAX_BYTES = 64 * 1024 * 1024  # a CSV file, not a JSON body: 64 MiB (docs/api.md)
@@ -48,13 +49,9 @@ def _flag(request: Request, name: str) -> bool:
 
 
 def _tag_ids(request: Request) -> list[int]:
-    ids = []
-    for raw in request.query_params.getlist("tag"):
-        text = raw.strip()
-        if not text.isdigit() or len(text) > 18:
-            raise MktError(400, f"The query parameter 'tag' must be a tag ID (an integer), got {raw!r}.")
-        ids.append(int(text))
-    return ids
+    raws = request.query_params.getlist("tag")
+    return [parse_int_id(raw, f"The query parameter 'tag' must be a tag ID (an integer), got {raw!r}.")
+            for raw in raws]
 
 
 async def import_contacts(request: Request) -> Response:
@@ -67,6 +64,7 @@ async def import_contacts(request: Request) -> Response:
     ignore_unknown = _flag(request, "ignore_unknown")
     tag_ids = _tag_ids(request)
     status = request.query_params.get("status", "SUBSCRIBED")
+    batch_size = contacts_io.check_batch_size(request.query_params.get("batch_size", contacts_io.BATCH_SIZE))
     try:
         mapping = contacts_io.parse_column_map(request.query_params.getlist("map"))
     except ValueError as exc:
@@ -74,7 +72,7 @@ async def import_contacts(request: Request) -> Response:
     raw = await read_body(request, max_bytes=IMPORT_MAX_BYTES, timeout_factor=10)
     if not raw.strip():
         raise MktError(400, EMPTY_BODY)
-    text = contacts_io.decode_csv(raw)  # all of it up front: bad UTF-8 is refused before any write
+    text = contacts_io.decode_text(raw)  # all of it up front: bad UTF-8 is refused before any write
     del raw
     db = request.app.state.db
     stop = StopOnShutdown(getattr(request.state, "shutting_down", None))
@@ -84,7 +82,7 @@ async def import_contacts(request: Request) -> Response:
         return contacts_io.import_contacts(
             db.conn(), workspace_id, io.StringIO(text, newline=""), mapping=mapping,
             ignore_unknown=ignore_unknown, tag_ids=tag_ids, default_status=status, dry_run=dry_run,
-            progress=stop.progress)
+            batch_size=batch_size, progress=stop.progress)
 
     return envelope_b(await run_in_threadpool(stop.run, db.conn, run))
 

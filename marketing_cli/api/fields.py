@@ -25,8 +25,7 @@ async def create_field(request: Request) -> Response:
 
 async def update_field(request: Request) -> Response:
     workspace_id = require_workspace(request)
-    raw_id = request.path_params["field_id"]
-    field_id = int(raw_id) if raw_id.isascii() and raw_id.isdigit() else None
+    field_id = request.path_params["field_id"]  # read by ids.parse_int_id in the service (404)
     await call(request, fields.get_field, workspace_id, field_id)  # 404 before reading the body
     body = await read_json(request, fields.VALIDATION)
     return envelope_b(await call(request, fields.update_field, workspace_id, field_id, body))

@@ -6,7 +6,6 @@ The work is in services/contacts_io.py; these commands open files, draw the prog
 
 from __future__ import annotations
 
-import io
 import os
 import sys
 from contextlib import ExitStack
@@ -56,27 +55,25 @@ def contacts_import(
     errors: Annotated[Optional[str], typer.Option(
         "--errors", metavar="FILE.csv", help="Write the rejected rows here, with their line and reason.")] = None,
     batch_size: Annotated[int, typer.Option(
-        "--batch-size", min=1, help="Rows per transaction.")] = 20_000,
+        "--batch-size", help="Rows per write transaction, 1 to 20,000.")] = 20_000,
     as_json: JsonOption = False,
 ) -> None:
     """Import contacts from a CSV file: upsert by email in batches, reporting bad rows by line."""
     from marketing_cli.services import contacts_io
 
     mapping = _parse_map(map_ or [])
+    batch_size = contacts_io.check_batch_size(batch_size)  # before the file is read, as over HTTP
     s = state(ctx)
     conn, workspace_id = s.conn(), s.workspace_id()
     with ExitStack() as stack:
+        # One check for both faces (services/text_files.py): the whole file is UTF-8, or
+        # nothing is imported and the error names the line and byte offset.
         if file == "-":
             buffer = getattr(sys.stdin, "buffer", None)
-            source = (io.TextIOWrapper(buffer, encoding="utf-8-sig", newline="") if buffer is not None
-                      else sys.stdin)
-            total = None
+            source = sys.stdin if buffer is None else stack.enter_context(contacts_io.spool_text(buffer))
         else:
-            try:
-                source = stack.enter_context(open(file, encoding="utf-8-sig", newline=""))
-            except OSError as exc:
-                raise MktError(400, f"Cannot read {file}: {exc.strerror or exc}.") from None
-            total = None
+            source = stack.enter_context(contacts_io.open_text(file))
+        total = None
         errors_out = None
         if errors:
             try:
@@ -93,14 +90,11 @@ def contacts_import(
             def progress(rows: int) -> None:
                 bar.update(task, completed=rows)
 
-        try:
-            result = contacts_io.import_contacts(
-                conn, workspace_id, source, mapping=mapping, ignore_unknown=ignore_unknown, tag_ids=tag or [],
-                default_status=status, dry_run=dry_run, batch_size=batch_size, errors_out=errors_out,
-                progress=progress,
-            )
-        except UnicodeDecodeError as exc:
-            raise MktError(400, contacts_io.NOT_UTF8.format(reason=exc.reason, start=exc.start)) from None
+        result = contacts_io.import_contacts(
+            conn, workspace_id, source, mapping=mapping, ignore_unknown=ignore_unknown, tag_ids=tag or [],
+            default_status=status, dry_run=dry_run, batch_size=batch_size, errors_out=errors_out,
+            progress=progress,
+        )
     emit(result, as_json, lambda r: _import_report(r, errors))
 
 

@@ -17,12 +17,14 @@ app = typer.Typer(help=HELP["jobs"], no_args_is_help=True)
 def jobs_run(
     ctx: typer.Context,
     lease_seconds: Annotated[int, typer.Option(
-        min=1, help="How long a claimed job is held before another worker may take it over.")] = 300,
+        min=1, help="How long a claimed job is held without renewal before another worker may take it over "
+                    "(renewed every third of it while this process lives).")] = 30,
     as_json: JsonOption = False,
 ) -> None:
     """Run every job that is due once, then exit (for cron)."""
-    from marketing_cli import jobs
+    from marketing_cli import jobs, services
 
+    services.load_job_handlers()
     result = jobs.run_due(state(ctx).conn(), lease_seconds=lease_seconds)
     emit(result, as_json, lambda r: f"{r['processed']} job(s) processed, {r['failed']} failed.")
 

@@ -5,3 +5,21 @@ workspace-scoped), checks its input, does its work in one transaction and return
 the value the API puts in `data`. Both faces (marketing_cli/cli, marketing_cli/api) call
 these functions and nothing else; no module here imports typer or Starlette.
 """
+
+# The service modules that register job handlers (`@jobs.handler`) and schedulers. The
+# faces that run jobs (`mkt jobs run`, serve's worker) load them with load_job_handlers();
+# marketing_cli/jobs.py itself names no service. A new resource with jobs adds one line.
+JOB_MODULES: tuple[str, ...] = (
+    "marketing_cli.services.segments",
+    "marketing_cli.services.campaign_html",
+    "marketing_cli.services.email_sender",
+    "marketing_cli.services.sms_campaigns",
+)
+
+
+def load_job_handlers() -> None:
+    """Import every service module that registers job handlers (and the env plugins)."""
+    from marketing_cli import jobs
+
+    jobs.load_modules(JOB_MODULES)
+    jobs.load_handlers()

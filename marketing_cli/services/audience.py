@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from marketing_cli.errors import MktError
+from marketing_cli.services import limits
 from marketing_cli.services.inputs import int_list, type_error
 from marketing_cli.services.segment_filters import Compiled, compile_filters
 
@@ -60,7 +61,10 @@ def _existing(conn: sqlite3.Connection, table: str, workspace_id: int, ids: list
 
 
 def _ids(entry: dict[str, Any], name: str, path: str) -> list[int]:
-    return list(dict.fromkeys(int_list(entry, name, path=f"{path}.{name}") or []))
+    ids = list(dict.fromkeys(int_list(entry, name, path=f"{path}.{name}") or []))
+    limits.check_count(len(ids), limits.AUDIENCE_IDS,
+                       f"The member '{path}.{name}' can hold at most {limits.AUDIENCE_IDS} IDs.")
+    return ids
 
 
 def validate_audience_entry(conn: sqlite3.Connection, workspace_id: int, entry: Any,
@@ -108,10 +112,17 @@ def validate_audience(conn: sqlite3.Connection, workspace_id: int, audience: Any
     if isinstance(audience, list):
         if not audience:
             raise MktError(400, "The member 'audience' must not be empty.")
-        return [validate_audience_entry(conn, workspace_id, e, f"audience[{i}]") for i, e in enumerate(audience)]
-    if audience is None:
+        limits.check_count(len(audience), limits.AUDIENCE_ENTRIES,
+                           f"An audience can have at most {limits.AUDIENCE_ENTRIES} entries.")
+        entries = [validate_audience_entry(conn, workspace_id, e, f"audience[{i}]") for i, e in enumerate(audience)]
+    elif audience is None:
         raise MktError(400, INVALID_TYPE)
-    return [validate_audience_entry(conn, workspace_id, audience)]
+    else:
+        entries = [validate_audience_entry(conn, workspace_id, audience)]
+    segments = sum(len(e["include_segment_ids"] or ()) + len(e["exclude_segment_ids"] or ()) for e in entries)
+    limits.check_count(segments, limits.AUDIENCE_SEGMENTS,
+                       f"An audience can use at most {limits.AUDIENCE_SEGMENTS} segments in all.")
+    return entries
 
 
 def _check_channel(channel: Any) -> str:

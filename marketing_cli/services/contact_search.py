@@ -37,8 +37,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from marketing_cli import field_sql
 from marketing_cli.errors import MktError
-from marketing_cli.services import billing
+from marketing_cli.services import billing, limits
 from marketing_cli.services.inputs import int_list, member, require_object, type_error
 
 INVALID_BODY = "Invalid request body."
@@ -167,7 +168,7 @@ class _Compiler:
     @staticmethod
     def _expr(field: Any) -> str:
         # Must read exactly like the index contacts_field_<id> for the planner to use it.
-        return f"json_extract(data, '$.\"{int(field.id)}\"')"
+        return field_sql.value_expr(field.id)
 
     def _present(self, kind: str, field: Any) -> str:
         if kind == "email_address":
@@ -175,7 +176,7 @@ class _Compiler:
         if kind == "phone_number":
             return "phone IS NOT NULL AND phone <> ''"
         if kind == "DROPDOWN_MULTIPLE":
-            return f"json_array_length(data, '$.\"{int(field.id)}\"') > 0"
+            return f"{field_sql.array_length_expr(field.id)} > 0"
         expr = self._expr(field)
         return f"{expr} IS NOT NULL AND {expr} <> ''"
 
@@ -232,6 +233,9 @@ class _Compiler:
     def _normalize(self, field: Any, value: Any, vpath: str, operator: str) -> Any:
         from marketing_cli.services.values import normalize_value
 
+        if isinstance(value, list):
+            limits.check_count(len(value), limits.CONDITION_VALUES,
+                               f"The member '{vpath}' can hold at most {limits.CONDITION_VALUES} options.")
         if isinstance(value, (dict, list)) and field.type != "DROPDOWN_MULTIPLE":
             raise MktError(400, f"The member '{vpath}' must be a single value for field '{field.merge_tag}'"
                                 f" ({field.type}), not {'an object' if isinstance(value, dict) else 'an array'}.")
@@ -255,7 +259,7 @@ class _Compiler:
             if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**31:
                 raise MktError(400, f"The member '{vpath}' must be a whole number of options with {operator}"
                                     f" on field '{field.merge_tag}' (DROPDOWN_MULTIPLE).")
-            self.add(f"json_array_length(data, '$.\"{fid}\"') {'>' if operator == 'GREATER_THAN' else '<'} ?", value)
+            self.add(f"{field_sql.array_length_expr(fid)} {'>' if operator == 'GREATER_THAN' else '<'} ?", value)
             return
         if field.type == "DROPDOWN_MULTIPLE":
             options = self._normalize(field, value, vpath, operator)
@@ -263,14 +267,14 @@ class _Compiler:
             if operator in ("CONTAINS", "NOT_CONTAINS"):
                 # The array holds every given option (one option: the usual case).
                 positive = " AND ".join(
-                    f"EXISTS (SELECT 1 FROM json_each(contacts.data, '$.\"{fid}\"') WHERE value = ?)"
+                    f"EXISTS (SELECT 1 FROM {field_sql.each_expr(fid, 'contacts')} WHERE value = ?)"
                     for _ in options
                 )
             else:
                 # The same set of options, in any order (stored arrays hold no duplicates).
                 positive = (
-                    f"json_array_length(data, '$.\"{fid}\"') = {len(options)} AND NOT EXISTS"
-                    f" (SELECT 1 FROM json_each(contacts.data, '$.\"{fid}\"') WHERE value NOT IN ({marks}))"
+                    f"{field_sql.array_length_expr(fid)} = {len(options)} AND NOT EXISTS"
+                    f" (SELECT 1 FROM {field_sql.each_expr(fid, 'contacts')} WHERE value NOT IN ({marks}))"
                 )
             self._add_op(operator, positive, *options)
             return
@@ -344,11 +348,58 @@ class SearchQuery:
         return (self.offset + self.limit) * max(population, total) <= 2 * total * total
 
 
+def _with_tags(conn: sqlite3.Connection, workspace_id: int, compiler: _Compiler,
+               tags: list[int] | None) -> tuple[str, list[Any], str, list[Any]]:
+    """(where, params, lookup_where, lookup_params): the conditions with the tags (all of them)
+    added, and the form the count and the sorted page run (driven by the smallest tag when
+    no condition is indexed)."""
+    where, params = " AND ".join(compiler.where), compiler.params
+    lookup_where, lookup_params = where, params
+    if not tags:
+        return where, params, lookup_where, lookup_params
+    wanted = sorted(set(tags))
+    # The tags of this workspace among those asked for, with their sizes when there is a
+    # choice of which one drives (a covering-index count per tag).
+    size = "(SELECT COUNT(*) FROM contact_tags WHERE tag_id = tags.id)" if len(wanted) > 1 else "0"
+    storable = [t for t in wanted if _INT64[0] <= t <= _INT64[1]]  # larger ids cannot exist
+    sizes = dict(conn.execute(
+        f"SELECT id, {size} FROM tags WHERE workspace_id = ? AND id IN ({', '.join('?' for _ in storable)})",
+        (workspace_id, *storable)).fetchall())
+    missing = [t for t in wanted if t not in sizes]
+    if missing:
+        shown = ", ".join(map(str, missing[:10])) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
+        raise MktError(400, f"The member 'tags' holds tag IDs that do not exist in this workspace: {shown}.")
+    # Holding a tag is a primary-key probe of contact_tags (contact_id, tag_id).
+    has_tag = "EXISTS (SELECT 1 FROM contact_tags WHERE contact_id = contacts.id AND tag_id = ?)"
+    where = " AND ".join([where, *(has_tag for _ in wanted)])
+    params = [*params, *wanted]
+    if compiler.indexed:
+        lookup_where, lookup_params = where, params
+    else:
+        # No indexed condition: the smallest tag's members drive the count and the sorted
+        # page, the other tags are probed. Without statistics the planner would rather scan
+        # the whole workspace through any index on workspace_id; `+workspace_id` rules
+        # those out.
+        driver = min(wanted, key=lambda t: (sizes[t], t))
+        others = [t for t in wanted if t != driver]
+        lookup_where = " AND ".join([
+            "+" + " AND ".join(compiler.where),
+            "id IN (SELECT contact_id FROM contact_tags WHERE tag_id = ?)",
+            *(has_tag for _ in others),
+        ])
+        lookup_params = [*compiler.params, driver, *others]
+    return where, params, lookup_where, lookup_params
+
+
 def compile_search(conn: sqlite3.Connection, workspace_id: int, body: Any) -> SearchQuery:
     """Check a search body against the workspace's fields and tags and compile it to SQL."""
     body = require_object({} if body is None else body, INVALID_BODY)
     filters = member(body, "fields", list) or []
+    limits.check_count(len(filters), limits.SEARCH_CONDITIONS,
+                       f"A search can have at most {limits.SEARCH_CONDITIONS} conditions in 'fields'.")
     tags = int_list(body, "tags")
+    limits.check_count(len(tags or ()), limits.SEARCH_TAGS,
+                       f"The member 'tags' can hold at most {limits.SEARCH_TAGS} tag IDs.")
     status = member(body, "status", str)
     if status is not None and status not in STATUSES:
         raise MktError(400, INVALID_STATUS)
@@ -371,40 +422,7 @@ def compile_search(conn: sqlite3.Connection, workspace_id: int, body: Any) -> Se
         compiler.add("status = ?", status)
     for index, item in enumerate(filters):
         compiler.filter(index, item)
-    where, params = " AND ".join(compiler.where), compiler.params
-    lookup_where, lookup_params = where, params
-    if tags:
-        wanted = sorted(set(tags))
-        # The tags of this workspace among those asked for, with their sizes when there is a
-        # choice of which one drives (a covering-index count per tag).
-        size = "(SELECT COUNT(*) FROM contact_tags WHERE tag_id = tags.id)" if len(wanted) > 1 else "0"
-        storable = [t for t in wanted if _INT64[0] <= t <= _INT64[1]]  # larger ids cannot exist
-        sizes = dict(conn.execute(
-            f"SELECT id, {size} FROM tags WHERE workspace_id = ? AND id IN ({', '.join('?' for _ in storable)})",
-            (workspace_id, *storable)).fetchall())
-        missing = [t for t in wanted if t not in sizes]
-        if missing:
-            shown = ", ".join(map(str, missing[:10])) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
-            raise MktError(400, f"The member 'tags' holds tag IDs that do not exist in this workspace: {shown}.")
-        # Holding a tag is a primary-key probe of contact_tags (contact_id, tag_id).
-        has_tag = "EXISTS (SELECT 1 FROM contact_tags WHERE contact_id = contacts.id AND tag_id = ?)"
-        where = " AND ".join([where, *(has_tag for _ in wanted)])
-        params = [*params, *wanted]
-        if compiler.indexed:
-            lookup_where, lookup_params = where, params
-        else:
-            # No indexed condition: the smallest tag's members drive the count and the sorted
-            # page, the other tags are probed. Without statistics the planner would rather scan
-            # the whole workspace through any index on workspace_id; `+workspace_id` rules
-            # those out.
-            driver = min(wanted, key=lambda t: (sizes[t], t))
-            others = [t for t in wanted if t != driver]
-            lookup_where = " AND ".join([
-                "+" + " AND ".join(compiler.where),
-                "id IN (SELECT contact_id FROM contact_tags WHERE tag_id = ?)",
-                *(has_tag for _ in others),
-            ])
-            lookup_params = [*compiler.params, driver, *others]
+    where, params, lookup_where, lookup_params = _with_tags(conn, workspace_id, compiler, tags)
     return SearchQuery(
         where=where,
         params=params,

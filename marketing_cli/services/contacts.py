@@ -24,7 +24,7 @@ from typing import Any
 from marketing_cli import clock
 from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
-from marketing_cli.ids import is_id, new_id
+from marketing_cli.ids import new_id, parse_hex_id
 from marketing_cli.services import billing
 from marketing_cli.services.events import append_events
 from marketing_cli.services.inputs import int_list, member, require_object
@@ -420,8 +420,7 @@ def _update(conn: sqlite3.Connection, workspace_id: int, fields: FieldMap, row: 
 # --- reading -------------------------------------------------------------------------
 
 def _row(conn: sqlite3.Connection, workspace_id: int, contact_id: Any) -> sqlite3.Row:
-    if not is_id(contact_id):
-        raise MktError(400, CONTACT_ID_INVALID)
+    contact_id = parse_hex_id(contact_id, CONTACT_ID_INVALID)
     row = conn.execute("SELECT * FROM contacts WHERE id = ? AND workspace_id = ?",
                        (contact_id, workspace_id)).fetchone()
     if row is None:
@@ -451,9 +450,7 @@ def get_contact_by_phone(conn: sqlite3.Connection, workspace_id: int, phone_numb
 
 def check_contact_id(contact_id: Any) -> str:
     """The path id when it is a contact id (24 hex); 400 otherwise."""
-    if not is_id(contact_id):
-        raise MktError(400, CONTACT_ID_INVALID)
-    return contact_id
+    return parse_hex_id(contact_id, CONTACT_ID_INVALID)
 
 
 def _tag_ids(body: Any) -> list[int]:
@@ -476,8 +473,7 @@ def remove_contact_tags(conn: sqlite3.Connection, workspace_id: int, contact_id:
 
 def _change_tags(conn: sqlite3.Connection, workspace_id: int, contact_id: Any, body: Any, *,
                  add: bool) -> dict[str, Any]:
-    if not is_id(contact_id):
-        raise MktError(400, CONTACT_ID_INVALID)
+    contact_id = parse_hex_id(contact_id, CONTACT_ID_INVALID)
     tag_ids = _tag_ids(body)
     with transaction(conn):
         row = _row(conn, workspace_id, contact_id)

@@ -20,7 +20,7 @@ from typing import Any
 from marketing_cli import clock
 from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
-from marketing_cli.ids import is_id
+from marketing_cli.ids import parse_hex_id
 from marketing_cli.services import billing
 from marketing_cli.services.inputs import member, require_object
 
@@ -100,8 +100,8 @@ def list_events(conn: sqlite3.Connection, workspace_id: int, after_id: int | Non
         raise MktError(400, "after_id must be an event id (an integer, 0 or more).")
     if type is not None and type not in EVENT_TYPES:
         raise MktError(400, f"The event type '{type}' is not valid. Valid types are: {', '.join(EVENT_TYPES)}.")
-    if contact_id is not None and not is_id(contact_id):
-        raise MktError(400, "The contact ID you provided is not valid.")
+    if contact_id is not None:
+        contact_id = parse_hex_id(contact_id, "The contact ID you provided is not valid.")
     where, params = ["workspace_id = ?"], [workspace_id]
     if type is not None:
         where.append("type = ?")

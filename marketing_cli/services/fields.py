@@ -15,9 +15,10 @@ import re
 import sqlite3
 from typing import Any
 
-from marketing_cli import clock
+from marketing_cli import clock, field_sql
 from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
+from marketing_cli.ids import parse_int_id
 from marketing_cli.services import values
 from marketing_cli.services.inputs import member
 
@@ -59,10 +60,8 @@ def list_fields(conn: sqlite3.Connection, workspace_id: int) -> list[dict[str, A
 
 
 def _row(conn: sqlite3.Connection, workspace_id: int, field_id: Any) -> sqlite3.Row:
-    row = None
-    if isinstance(field_id, int) and not isinstance(field_id, bool) and 0 < field_id < 2**63:
-        row = conn.execute("SELECT * FROM fields WHERE workspace_id = ? AND id = ?",
-                           (workspace_id, field_id)).fetchone()
+    field_id = parse_int_id(field_id, NOT_FOUND, 404)
+    row = conn.execute("SELECT * FROM fields WHERE workspace_id = ? AND id = ?", (workspace_id, field_id)).fetchone()
     if row is None:
         raise MktError(404, NOT_FOUND)
     return row
@@ -73,10 +72,10 @@ def get_field(conn: sqlite3.Connection, workspace_id: int, field_id: Any) -> dic
 
 
 def io_in_progress(conn: sqlite3.Connection, workspace_id: int) -> bool:
-    """Whether a contact import or export holds the workspace's lock right now."""
-    return conn.execute(
-        "SELECT 1 FROM contact_io_locks WHERE workspace_id = ? AND expires_at > ?", (workspace_id, clock.now())
-    ).fetchone() is not None
+    """Whether a live contact import or export holds the workspace's lock right now."""
+    from marketing_cli.services.contact_io_lock import io_in_progress as held
+
+    return held(conn, workspace_id)
 
 
 def _body(body: Any) -> dict[str, Any]:
@@ -87,7 +86,11 @@ def _body(body: Any) -> dict[str, Any]:
 
 def _check(conn: sqlite3.Connection, workspace_id: int, body: dict[str, Any], *, type_: str,
            current: sqlite3.Row | None) -> dict[str, Any]:
-    """The columns to write, from a create or update body (types already settled)."""
+    """The columns to write, from a create or update body (types already settled).
+
+    Longer than most (about 65 lines) on purpose: it reads as the list of the field rules
+    in the order docs/api.md gives them, one check after another, each with its message.
+    """
     label = member(body, "label", str)
     if label is None or not 1 <= len(label.strip()) <= 32:
         raise FieldValidationError("label is required and must be 1-32 characters.")
@@ -178,26 +181,8 @@ def create_field(conn: sqlite3.Connection, workspace_id: int, body: Any) -> dict
 
 
 def ensure_field_index(conn: sqlite3.Connection, field_id: int) -> None:
-    """The expression index for one field's values (field_id is our own integer).
-
-    Partial on `IS NOT NULL`: it holds only contacts that have a value for the field, which
-    are contacts of the field's own workspace, so a file with many workspaces (or sparse
-    fields) does not pay an index entry per field for every contact. SQLite still uses it
-    for =, <, >, LIKE and IN on the same expression, since each implies IS NOT NULL.
-    """
-    field_id = int(field_id)
-    expr = f"json_extract(data, '$.\"{field_id}\"')"
-    conn.execute(
-        f"CREATE INDEX IF NOT EXISTS contacts_field_{field_id} ON contacts(workspace_id, {expr})"
-        f" WHERE {expr} IS NOT NULL"
-    )
-
-
-def ensure_all_field_indexes(conn: sqlite3.Connection) -> None:
-    """Indexes for every field that keeps its values in `data` (after an upgrade, say)."""
-    for row in conn.execute("SELECT id FROM fields WHERE merge_tag NOT IN ('email_address', 'phone_number')"
-                            ).fetchall():
-        ensure_field_index(conn, row[0])
+    """The expression index for one field's values (marketing_cli/field_sql.py builds it)."""
+    field_sql.create_index(conn, field_id)
 
 
 def update_field(conn: sqlite3.Connection, workspace_id: int, field_id: Any, body: Any) -> dict[str, Any]:

@@ -36,9 +36,9 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
-from marketing_cli import clock
+from marketing_cli import clock, field_sql
 from marketing_cli.errors import MktError
-from marketing_cli.services import values
+from marketing_cli.services import limits, values
 from marketing_cli.services.inputs import is_type
 
 CONDITION = "Filter condition must be AND or OR"
@@ -61,8 +61,8 @@ FIELD_OPERATORS: dict[str, tuple[str, ...]] = {
 TAG_OPERATORS = ("eq", "ne", "contains", "not_contains")
 RATE_OPERATORS = ("eq", "gt", "lt", "gte", "lte")
 ACTIVITY_OPERATORS = ("is_after", "is_before", "within_last_days")
-MAX_FILTERS = 50
-MAX_VALUES = 1000
+MAX_FILTERS = limits.SEGMENT_FILTERS
+MAX_VALUES = limits.FILTER_VALUES
 INT64 = 2**63
 
 _COMPARE = {"eq": "=", "gt": ">", "lt": "<", "gte": ">=", "lte": "<="}
@@ -139,12 +139,8 @@ def _int_value(value: Any) -> int | None:
     return None
 
 
-def validate_filters(conn: sqlite3.Connection, workspace_id: int, filters: Any) -> dict[str, Any]:
-    """The filters object checked against the workspace; returns it normalised for storage.
-
-    Raises MktError(400) with the specification's message (`Filter #N:` prefix, N counted
-    from 1) for the first problem found.
-    """
+def _check_shape(filters: Any) -> tuple[str, list[Any]]:
+    """The condition and the list of filters, with the limits checked (before any SQL)."""
     if filters is not None and not isinstance(filters, dict):
         raise MktError(400, "The member 'filters' must be an object.")
     filters = filters or {}
@@ -158,14 +154,25 @@ def validate_filters(conn: sqlite3.Connection, workspace_id: int, filters: Any) 
         raise MktError(400, AT_LEAST_ONE)
     if len(items) > MAX_FILTERS:
         raise MktError(400, f"A segment can have at most {MAX_FILTERS} filters")
+    values_in_all = sum(len(f["value"]) for f in items if isinstance(f, dict) and isinstance(f.get("value"), list))
+    limits.check_count(values_in_all, limits.SEGMENT_VALUES,
+                       f"A segment's filters can hold at most {limits.SEGMENT_VALUES} values in all")
+    return condition.strip().upper(), items
 
+
+def validate_filters(conn: sqlite3.Connection, workspace_id: int, filters: Any) -> dict[str, Any]:
+    """The filters object checked against the workspace; returns it normalised for storage.
+
+    Raises MktError(400) with the specification's message (`Filter #N:` prefix, N counted
+    from 1) for the first problem found.
+    """
+    condition, items = _check_shape(filters)
     dicts = [f for f in items if isinstance(f, dict)]
     field_ids = {i for i in (_int_value(f.get("field_id")) for f in dicts) if i is not None}
     tag_ids = {t for f in dicts if isinstance(f.get("value"), list) for t in f["value"] if is_type(t, int)}
     fields = {i: values.field_from_row(r) for i, r in _lookup(
         conn, "SELECT * FROM fields WHERE workspace_id = ? AND id IN", workspace_id, field_ids).items()}
     tags = _lookup(conn, "SELECT id FROM tags WHERE workspace_id = ? AND id IN", workspace_id, tag_ids)
-
     out = []
     for n, item in enumerate(items, start=1):
         if not isinstance(item, dict):
@@ -176,58 +183,73 @@ def validate_filters(conn: sqlite3.Connection, workspace_id: int, filters: Any) 
         operator = operator.strip().lower() if isinstance(operator, str) else operator
         value = item.get("value")
         if ftype == "field":
-            field_id = _int_value(item.get("field_id"))
-            if field_id is None or field_id <= 0:
-                raise _error(n, FIELD_ID)
-            row = fields.get(field_id)
-            if row is None:
-                raise _error(n, FIELD_MISSING)
-            allowed = FIELD_OPERATORS.get(row.type, FIELD_OPERATORS["TEXT"])
-            if operator not in allowed:
-                raise _error(n, f"Invalid operator for field filter. Must be one of: {', '.join(allowed)}")
-            value = _field_value(n, row, operator, value)
-            out.append({"type": "field", "field_id": field_id, "operator": operator, "value": value})
+            out.append(_check_field_filter(n, item, operator, value, fields))
         elif ftype == "tags":
-            if (not isinstance(value, list) or not value or len(value) > MAX_VALUES
-                    or not all(is_type(t, int) for t in value)):
-                raise _error(n, TAGS_VALUE)
-            if operator not in TAG_OPERATORS:
-                raise _error(n, f"Invalid operator for tags filter. Must be one of: {', '.join(TAG_OPERATORS)}")
-            for tag_id in value:
-                if tag_id not in tags:
-                    raise _error(n, f"Tag ID {tag_id} does not exist in this workspace")
-            out.append({"type": "tags", "operator": operator, "value": list(dict.fromkeys(value))})
+            out.append(_check_tags_filter(n, operator, value, tags))
         elif ftype in ("open_rate", "click_rate"):
-            if operator not in RATE_OPERATORS:
-                raise _error(n, f"Invalid operator for {ftype} filter. Must be one of: {', '.join(RATE_OPERATORS)}")
-            number = _int_value(value)
-            if number is None:
-                if is_type(value, float):  # a fraction: in range or not, it is not an integer
-                    raise _error(n, RATE_RANGE if not 0 <= value <= 100 else "Value must be a whole number")
-                raise _error(n, "Value must be an integer between 0 and 100")
-            if not 0 <= number <= 100:
-                raise _error(n, RATE_RANGE)
-            out.append({"type": ftype, "operator": operator, "value": number})
+            out.append(_check_rate_filter(n, ftype, operator, value))
         elif ftype == "last_activity":
-            if operator not in ACTIVITY_OPERATORS:
-                raise _error(n, "Invalid operator for last activity filter. Must be one of: "
-                                + ", ".join(ACTIVITY_OPERATORS))
-            if operator == "within_last_days":
-                days = _int_value(value)
-                if days is None or days <= 0:
-                    raise _error(n, "Value must be an integer greater than 0")
-                if days > 36500:
-                    raise _error(n, "Value must be 36500 days or less")
-                out.append({"type": ftype, "operator": operator, "value": days})
-            else:
-                try:
-                    moment = clock.parse_ts(value)
-                except (ValueError, TypeError):
-                    raise _error(n, "Value must be an RFC 3339 timestamp, for example 2026-01-31T00:00:00Z") from None
-                out.append({"type": ftype, "operator": operator, "value": clock.format_ts(moment)})
+            out.append(_check_activity_filter(n, operator, value))
         else:
             raise _error(n, f"Invalid filter type. Must be one of: {', '.join(FILTER_TYPES)}")
-    return {"condition": condition.strip().upper(), "filters": out}
+    return {"condition": condition, "filters": out}
+
+
+def _check_field_filter(n: int, item: dict[str, Any], operator: Any, value: Any,
+                        fields: dict[int, values.Field]) -> dict[str, Any]:
+    field_id = _int_value(item.get("field_id"))
+    if field_id is None or field_id <= 0:
+        raise _error(n, FIELD_ID)
+    row = fields.get(field_id)
+    if row is None:
+        raise _error(n, FIELD_MISSING)
+    allowed = FIELD_OPERATORS.get(row.type, FIELD_OPERATORS["TEXT"])
+    if operator not in allowed:
+        raise _error(n, f"Invalid operator for field filter. Must be one of: {', '.join(allowed)}")
+    value = _field_value(n, row, operator, value)
+    return {"type": "field", "field_id": field_id, "operator": operator, "value": value}
+
+
+def _check_tags_filter(n: int, operator: Any, value: Any, tags: dict[int, sqlite3.Row]) -> dict[str, Any]:
+    if (not isinstance(value, list) or not value or len(value) > MAX_VALUES
+            or not all(is_type(t, int) for t in value)):
+        raise _error(n, TAGS_VALUE)
+    if operator not in TAG_OPERATORS:
+        raise _error(n, f"Invalid operator for tags filter. Must be one of: {', '.join(TAG_OPERATORS)}")
+    for tag_id in value:
+        if tag_id not in tags:
+            raise _error(n, f"Tag ID {tag_id} does not exist in this workspace")
+    return {"type": "tags", "operator": operator, "value": list(dict.fromkeys(value))}
+
+
+def _check_rate_filter(n: int, ftype: str, operator: Any, value: Any) -> dict[str, Any]:
+    if operator not in RATE_OPERATORS:
+        raise _error(n, f"Invalid operator for {ftype} filter. Must be one of: {', '.join(RATE_OPERATORS)}")
+    number = _int_value(value)
+    if number is None:
+        if is_type(value, float):  # a fraction: in range or not, it is not an integer
+            raise _error(n, RATE_RANGE if not 0 <= value <= 100 else "Value must be a whole number")
+        raise _error(n, "Value must be an integer between 0 and 100")
+    if not 0 <= number <= 100:
+        raise _error(n, RATE_RANGE)
+    return {"type": ftype, "operator": operator, "value": number}
+
+
+def _check_activity_filter(n: int, operator: Any, value: Any) -> dict[str, Any]:
+    if operator not in ACTIVITY_OPERATORS:
+        raise _error(n, "Invalid operator for last activity filter. Must be one of: " + ", ".join(ACTIVITY_OPERATORS))
+    if operator == "within_last_days":
+        days = _int_value(value)
+        if days is None or days <= 0:
+            raise _error(n, "Value must be an integer greater than 0")
+        if days > 36500:
+            raise _error(n, "Value must be 36500 days or less")
+        return {"type": "last_activity", "operator": operator, "value": days}
+    try:
+        moment = clock.parse_ts(value)
+    except (ValueError, TypeError):
+        raise _error(n, "Value must be an RFC 3339 timestamp, for example 2026-01-31T00:00:00Z") from None
+    return {"type": "last_activity", "operator": operator, "value": clock.format_ts(moment)}
 
 
 def _lookup(conn: sqlite3.Connection, sql: str, workspace_id: int, ids: set[int]) -> dict[int, sqlite3.Row]:
@@ -256,10 +278,10 @@ def _field_sql(f: dict[str, Any], row: sqlite3.Row) -> Compiled:
         col = _COLUMNS[row["merge_tag"]]
     else:
         # The id is an integer read from our own fields table, never user text.
-        col = f"""json_extract(c.data, '$."{int(row['id'])}"')"""
+        col = field_sql.value_expr(row["id"], "c")
     if ftype == "DROPDOWN_MULTIPLE":
-        path = f"""'$."{int(row['id'])}"'"""
-        each = f"json_each(c.data, {path}) AS j"
+        path = field_sql.path(row["id"])
+        each = f"{field_sql.each_expr(row['id'], 'c')} AS j"
         has_all = f"(SELECT COUNT(DISTINCT j.value) FROM {each} WHERE j.value IN ({_marks(value)})) = {len(value)}"
         has_none = f"NOT EXISTS (SELECT 1 FROM {each} WHERE j.value IN ({_marks(value)}))"
         only = f"NOT EXISTS (SELECT 1 FROM {each} WHERE j.value NOT IN ({_marks(value)}))"

@@ -18,6 +18,7 @@ from typing import Any
 from marketing_cli import clock, jobs
 from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
+from marketing_cli.ids import parse_int_id
 from marketing_cli.services import billing
 from marketing_cli.services.contacts import render_contacts
 from marketing_cli.services.inputs import require_object, type_error
@@ -56,11 +57,7 @@ def segment_view(row: sqlite3.Row) -> dict[str, Any]:
 
 def parse_segment_id(value: Any) -> int:
     """A segment id from a path or an option: a positive integer, else 400."""
-    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-        return value
-    if isinstance(value, str) and value.strip().isdigit() and len(value.strip()) < 19 and int(value) > 0:
-        return int(value)
-    raise MktError(400, INVALID_ID)
+    return parse_int_id(value, INVALID_ID)
 
 
 def _row(conn: sqlite3.Connection, workspace_id: int, segment_id: Any) -> sqlite3.Row:

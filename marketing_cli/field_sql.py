@@ -1,0 +1,64 @@
+"""The one builder of a field value's SQL: its JSON path, its expression and its index.
+
+A contact's custom field values live in `contacts.data`, a JSON object keyed by the
+field's integer id as text (docs/architecture.md, "How field values are stored").
+Every query that reads a value (contact search, segment filters, the importer) and the
+per-field expression index that answers them are written here, so they always spell
+the expression the same way: SQLite uses an expression index only for a query that
+writes exactly the indexed expression.
+
+The id is an integer we read from our own `fields` table (`int()` here makes sure),
+never user text: it is the only thing pasted into the SQL.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+
+def path(field_id: Any) -> str:
+    """The SQL string literal of the field's JSON path: '$."7"'."""
+    return f"""'$."{int(field_id)}"'"""
+
+
+def value_expr(field_id: Any, table: str = "") -> str:
+    """`json_extract(data, '$."7"')` (`table`: an alias or table name to qualify `data`)."""
+    column = f"{table}.data" if table else "data"
+    return f"json_extract({column}, {path(field_id)})"
+
+
+def array_length_expr(field_id: Any, table: str = "") -> str:
+    """How many options a multi-select value holds (NULL when it has none stored)."""
+    column = f"{table}.data" if table else "data"
+    return f"json_array_length({column}, {path(field_id)})"
+
+
+def each_expr(field_id: Any, table: str) -> str:
+    """`json_each(<table>.data, '$."7"')`: the options of a multi-select value, as rows."""
+    return f"json_each({table}.data, {path(field_id)})"
+
+
+def index_name(field_id: Any) -> str:
+    return f"contacts_field_{int(field_id)}"
+
+
+def create_index(conn: sqlite3.Connection, field_id: Any) -> None:
+    """The expression index for one field's values.
+
+    Partial on `IS NOT NULL`: it holds only contacts that have a value for the field, which
+    are contacts of the field's own workspace, so a file with many workspaces (or sparse
+    fields) does not pay an index entry per field for every contact. SQLite still uses it
+    for =, <, >, LIKE and IN on the same expression, since each implies IS NOT NULL.
+    """
+    expr = value_expr(field_id)
+    conn.execute(f"CREATE INDEX IF NOT EXISTS {index_name(field_id)} ON contacts(workspace_id, {expr})"
+                 f" WHERE {expr} IS NOT NULL")
+
+
+def create_all_indexes(conn: sqlite3.Connection) -> None:
+    """Indexes for every field that keeps its values in `data` (after an upgrade)."""
+    for row in conn.execute(
+        "SELECT id FROM fields WHERE merge_tag NOT IN ('email_address', 'phone_number')"
+    ).fetchall():
+        create_index(conn, row[0])
