@@ -43,7 +43,7 @@ def _slow(server: SmtpServer, seconds: float) -> None:
     handler.handle_DATA = slowly
 
 
-def _prepare(tmp_path: Path) -> tuple[Path, str]:
+def _prepare(tmp_path: Path, *, schedule: bool = True) -> tuple[Path, str]:
     db = tmp_path / "send.db"
     mkt(db, "init", "--name", "Kill test")
     csv = tmp_path / "people.csv"
@@ -61,7 +61,8 @@ def _prepare(tmp_path: Path) -> tuple[Path, str]:
     page = tmp_path / "body.html"
     page.write_text(HTML)
     mkt(db, "campaigns", "html", "set", campaign["id"], "A", str(page))
-    mkt(db, "campaigns", "schedule", campaign["id"], "--now")
+    if schedule:
+        mkt(db, "campaigns", "schedule", campaign["id"], "--now")
     return db, campaign["id"]
 
 
@@ -90,3 +91,48 @@ def test_sigkill_mid_send_then_restart(tmp_path: Path) -> None:
         assert conn.execute("SELECT status FROM campaigns WHERE id = ?", (campaign_id,)).fetchone()[0] == "SENT"
         assert conn.execute("SELECT count(*) FROM email_messages WHERE status = 'delivered'").fetchone()[0] == RECIPIENTS
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def test_mkt_serve_sends_tracks_and_unsubscribes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The whole loop through a real `mkt serve`: its worker sends, its tracking paths answer."""
+    import email
+    import re
+    from email import policy
+
+    import httpx
+
+    from tests.conftest import Server
+
+    db, campaign_id = _prepare(tmp_path, schedule=False)
+    key = mkt(db, "keys", "create", "--name", "e2e")["key"]
+    with SmtpServer() as smtp:
+        monkeypatch.setenv("MKT_SMTP_URL", smtp.url)
+        server = Server(db, "--smtp-url", smtp.url)
+        try:
+            mkt(db, "workspace", "update", "--tracking-url", server.base)
+            headers = {"Authorization": f"Bearer {key}"}
+            scheduled = httpx.post(f"{server.base}/v1/campaigns/{campaign_id}/schedule", headers=headers,
+                                   json={"schedule_type": "NOW"})
+            assert scheduled.json() == {"error": None, "data": {"id": campaign_id, "status": "QUEUED"}}
+            deadline = time.monotonic() + 60
+            status = None
+            while time.monotonic() < deadline:
+                status = httpx.get(f"{server.base}/v1/campaigns/{campaign_id}", headers=headers).json()["data"]
+                if status["status"] == "SENT":
+                    break
+                time.sleep(0.2)
+            assert status is not None and status["status"] == "SENT", status
+            assert status["progress"]["delivered"] == RECIPIENTS
+            message = email.message_from_bytes(smtp.messages[0].raw, policy=policy.default)
+            html = message.get_body(("html",)).get_content()
+            pixel = re.search(r'src="([^"]+/t/o/[^"]+)"', html).group(1)
+            link = re.search(r'href="([^"]+/t/c/[^"]+)"', html).group(1)
+            assert httpx.get(pixel).headers["content-type"] == "image/gif"
+            assert httpx.get(link, follow_redirects=False).headers["location"] == "https://example.org/x"
+            unsubscribe = message["List-Unsubscribe"].strip("<>")
+            assert httpx.post(unsubscribe, content=b"List-Unsubscribe=One-Click").status_code == 200
+            stats = httpx.get(f"{server.base}/v1/campaigns/{campaign_id}/statistics", headers=headers).json()["data"]
+            assert {k: stats["aggregate"][k] for k in ("delivered", "opened", "clicked", "unsubscribed")} == \
+                {"delivered": RECIPIENTS, "opened": 1, "clicked": 1, "unsubscribed": 1}
+        finally:
+            assert server.stop() == 0

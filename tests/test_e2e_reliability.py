@@ -262,10 +262,10 @@ def test_sigterm_during_a_long_search_stops_within_seconds(tmp_path: Path) -> No
     key = mkt(db, "init", "--name", "Searching")["api_key"]
     mkt(db, "billing", "allowance", "set", "contacts", "10000000")
     conn = connect(db)
-    contacts_io.import_contacts(conn, 1, _contacts_csv(40_000).decode().splitlines(keepends=True))
+    contacts_io.import_contacts(conn, 1, _contacts_csv(150_000).decode().splitlines(keepends=True))
     conn.close()
-    server = Server(db, "--shutdown-timeout", "0.5")
-    search = {"fields": [{"merge_tag": "email_address", "operator": "CONTAINS", "value": "example"}] * 250}
+    server = Server(db, "--shutdown-timeout", "0.2")
+    search = {"fields": [{"merge_tag": "email_address", "operator": "CONTAINS", "value": "example"}] * 100}  # the most a search may have
     answer: dict[str, Any] = {}
 
     def run_search() -> None:

@@ -69,8 +69,10 @@ def create_app(db_path: str | os.PathLike[str] | None = None, *, worker: bool = 
         # (api/limits.py) as soon as a graceful stop begins, so long handlers can stop early.
         job_worker = None
         if worker:
+            from marketing_cli import services
             from marketing_cli.jobs import Worker
 
+            services.load_job_handlers()  # the worker claims only the job types it has handlers for
             job_worker = Worker(db.path, interval=worker_interval)
             job_worker.start()
         try:

@@ -34,7 +34,7 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import Any
 
-from marketing_cli import clock, jobs
+from marketing_cli import clock, field_sql, jobs
 from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.ids import new_id, parse_hex_id
@@ -367,7 +367,7 @@ class Renderer:
             if source == "data":
                 if fields.by_id[int(key)].type in ("BOOLEAN", "DROPDOWN_MULTIPLE"):
                     return None
-                value = f"CAST(json_extract(c.data, '$.\"{int(key)}\"') AS TEXT)"
+                value = f"CAST({field_sql.value_expr(key, 'c')} AS TEXT)"
             else:
                 value = f"c.{source}"
             pieces.append(f"COALESCE(NULLIF({value}, ''), {self._literal(default or '')})")
