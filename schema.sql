@@ -464,7 +464,106 @@ CREATE TABLE campaign_previews (
 );
 
 -- version: 8
--- Reserved for SMS campaigns, the prepaid ledger and per-recipient SMS messages.
+-- SMS campaigns, the prepaid SMS ledger, per-recipient SMS messages, their clicks, and the
+-- outbox provider's table (docs/sms.md).
+--
+-- Money: the ledger holds decimal strings (USD, up to five decimals); a message's charge
+-- is an integer count of 1/100000 USD (`price_units`: segments x the five-decimal price
+-- per segment, exact), so a batch's charge is an exact SQL SUM. The ledger is append-only
+-- (triggers refuse UPDATE and DELETE); the balance is its sum. A batch of an expansion
+-- writes its messages and its one charge entry in one transaction; UNIQUE keys make a
+-- re-run after a crash skip what was written (never a second message or charge).
+
+CREATE TABLE sms_campaigns (
+    id TEXT PRIMARY KEY,                   -- 24 hex
+    workspace_id INTEGER NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    name TEXT NOT NULL,
+    message TEXT NOT NULL DEFAULT '',
+    audience TEXT NOT NULL DEFAULT '[]',   -- JSON array of normalised audience objects
+    status TEXT NOT NULL DEFAULT 'DRAFT',  -- DRAFT QUEUED COMPLETED CANCELLED ARCHIVED
+    scheduled_at TEXT,                     -- LATER: when it is due; NOW: NULL
+    queued_at TEXT,
+    estimated_cost TEXT,                   -- decimal string, at scheduling
+    expanded_at TEXT,                      -- every recipient has its message row
+    completed_at TEXT,
+    cancelled_at TEXT,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+);
+CREATE INDEX sms_campaigns_workspace ON sms_campaigns(workspace_id, created_at, id);
+CREATE INDEX sms_campaigns_status ON sms_campaigns(workspace_id, status, created_at, id);
+
+CREATE TABLE sms_ledger (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    workspace_id INTEGER NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    kind TEXT NOT NULL CHECK (kind IN ('top_up', 'charge', 'refund')),
+    amount TEXT NOT NULL,                  -- signed decimal string: top-ups and refunds > 0, charges < 0
+    campaign_id TEXT,
+    batch INTEGER,                         -- the expansion batch a charge pays for
+    reason TEXT NOT NULL,
+    created_at TEXT NOT NULL
+);
+CREATE INDEX sms_ledger_workspace ON sms_ledger(workspace_id, id);
+CREATE INDEX sms_ledger_campaign ON sms_ledger(campaign_id, kind) WHERE campaign_id IS NOT NULL;
+CREATE UNIQUE INDEX sms_ledger_batch ON sms_ledger(campaign_id, batch) WHERE kind = 'charge';
+CREATE TRIGGER sms_ledger_no_update BEFORE UPDATE ON sms_ledger BEGIN
+    SELECT RAISE(ABORT, 'the SMS ledger is append-only');
+END;
+
+-- One row per recipient of a campaign. status: pending (charged, not yet handed to the
+-- provider), sending (being handed over), sent (the provider took it), delivered,
+-- undelivered, failed, suppressed (no price for its country: never charged), cancelled
+-- (never handed over; refunded).
+CREATE TABLE sms_messages (
+    id INTEGER PRIMARY KEY,
+    campaign_id TEXT NOT NULL REFERENCES sms_campaigns(id) ON DELETE CASCADE,
+    contact_id TEXT NOT NULL,
+    batch INTEGER NOT NULL,
+    phone TEXT NOT NULL,                   -- E.164
+    country TEXT,                          -- ISO 3166-1 alpha-2 from the number
+    body TEXT,                             -- NULL: the campaign's message as written (no merge tags)
+    encoding TEXT NOT NULL,
+    segments INTEGER NOT NULL,
+    price_units INTEGER NOT NULL DEFAULT 0,  -- the charge in 1/100000 USD (0 when suppressed)
+    status TEXT NOT NULL,
+    provider TEXT,
+    provider_ref TEXT,                     -- the provider's id for the message (Twilio's sid)
+    handed_at TEXT,
+    delivered_at TEXT,
+    failed_at TEXT,
+    unsubscribed_at TEXT,
+    created_at TEXT NOT NULL,
+    UNIQUE (campaign_id, contact_id)
+);
+CREATE INDEX sms_messages_batch ON sms_messages(campaign_id, batch);
+CREATE INDEX sms_messages_status ON sms_messages(campaign_id, status);
+CREATE INDEX sms_messages_contact ON sms_messages(contact_id);
+
+-- Every click of a tracked link in an SMS (filled by link tracking, a later step).
+CREATE TABLE sms_clicks (
+    id INTEGER PRIMARY KEY,
+    message_id INTEGER NOT NULL REFERENCES sms_messages(id) ON DELETE CASCADE,
+    url TEXT NOT NULL,
+    country TEXT,
+    device_type TEXT,
+    operating_system TEXT,
+    clicked_at TEXT NOT NULL
+);
+CREATE INDEX sms_clicks_message ON sms_clicks(message_id, id);
+
+-- The default provider: messages handed over land here (`mkt sms outbox`).
+CREATE TABLE sms_outbox (
+    id INTEGER PRIMARY KEY,
+    workspace_id INTEGER NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    message_id INTEGER NOT NULL UNIQUE REFERENCES sms_messages(id) ON DELETE CASCADE,
+    campaign_id TEXT NOT NULL,
+    sender TEXT NOT NULL,
+    recipient TEXT NOT NULL,
+    body TEXT NOT NULL,
+    segments INTEGER NOT NULL,
+    created_at TEXT NOT NULL
+);
+CREATE INDEX sms_outbox_workspace ON sms_outbox(workspace_id, id);
 
 -- version: 9
 -- Per-recipient email messages, their links and clicks, and the counters that make a

@@ -57,6 +57,7 @@ HANDLER_MODULES: list[str] = [
     "marketing_cli.services.email_sender",
     "marketing_cli.services.segments",
     "marketing_cli.services.campaign_html",
+    "marketing_cli.services.sms_campaigns",
 ]
 DEFAULT_LEASE_SECONDS = 300
 MAX_BACKOFF_SECONDS = 3600

@@ -178,3 +178,38 @@ def verified_domain(conn: sqlite3.Connection, workspace_id: int, dns: Any, name:
     added = domain(conn, workspace_id, name)
     dns.publish(added)
     return domains.verify_domain(conn, workspace_id, added["id"])
+# --- SMS campaigns -------------------------------------------------------------------
+
+SMS_TEXT = "Hi {{contact.first_name}}, our autumn sale starts today. Reply STOP to opt out."
+
+
+def sms_ready(conn: sqlite3.Connection, workspace_id: int, *, balance: str | None = "50",
+              sender: str | None = "ACME") -> None:
+    """A phone_number field, and optionally a sender ID and a prepaid balance."""
+    from marketing_cli.services import sms_ledger
+
+    if conn.execute("SELECT 1 FROM fields WHERE workspace_id = ? AND merge_tag = 'phone_number'",
+                    (workspace_id,)).fetchone() is None:
+        field(conn, workspace_id, "phone_number", label="Phone")
+    if sender:
+        sms_ledger.set_sender_id(conn, workspace_id, sender)
+    if balance:
+        sms_ledger.add_balance(conn, workspace_id, balance)
+
+
+def sms_contacts(conn: sqlite3.Connection, workspace_id: int, phones: list[str], **values: Any) -> list[dict[str, Any]]:
+    """One contact per number (emails made up from the number)."""
+    return [contact(conn, workspace_id, f"p{phone.lstrip('+')}@example.com", phone_number=phone, **values)
+            for phone in phones]
+
+
+def sms_campaign(conn: sqlite3.Connection, workspace_id: int, name: str = "Autumn sale", *,
+                 message: str | None = SMS_TEXT, audience: Any = None) -> dict[str, Any]:
+    """A DRAFT SMS campaign with a message and (by default) the entire audience."""
+    from marketing_cli.services import sms_campaigns
+
+    created = sms_campaigns.create_campaign(conn, workspace_id, {"name": name})
+    body: dict[str, Any] = {"audience": audience or [{"type": "ENTIRE_AUDIENCE"}]}
+    if message is not None:
+        body["message"] = message
+    return sms_campaigns.update_campaign(conn, workspace_id, created["id"], body)

@@ -22,6 +22,7 @@ SUBCOMMANDS: list[tuple[str, str, str]] = [
     ("templates", "templates", "Import and list email templates (HTML, ZIP, URL or editor)."),
     ("domains", "domains", "Add sending domains, show the DNS records to publish, verify them."),
     ("senders", "senders", "Add and list sender identities (From addresses on your domains)."),
+    ("sms", "sms", "SMS campaigns, quotes, review, the outbox, the prepaid balance and the sender ID."),
 ]
 
 HELP = {module: text for module, _, text in SUBCOMMANDS}

@@ -1,0 +1,189 @@
+"""SMS benchmarks: segment counting, campaign expansion, peak memory of expansion.
+
+    python bench/run.py --only sms --quick     (100,000 messages; 20,000 and 100,000 recipients)
+    python bench/run.py --only sms             (1,000,000 messages; 100,000 and 1,000,000 recipients)
+
+Rows:
+- segment counting of N varied messages (GSM-7 short and long, extension characters,
+  accents, emoji, flags) against a bare loop calling len() on the same messages;
+- expansion of a campaign to N eligible recipients (audience resolution, per-recipient
+  rendering, segments, country prices, message rows, ledger charges per batch) against a
+  raw `INSERT ... SELECT` of the same rows;
+- peak memory of the expansion (tracemalloc) at the small and the large audience.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from common import row  # noqa: E402
+
+WORDS = ["hello", "sale", "today", "your", "order", "shipped", "café", "naïve", "price", "{code}",
+         "[50%]", "€10", "😀", "🇮🇹", "✓", "thanks", "see", "you", "soon", "Zürich", "Ñandú", "ok"]
+
+
+def varied_messages(n: int, seed: int = 7) -> list[str]:
+    rng = random.Random(seed)
+    pool = []
+    for _ in range(2000):
+        kind = rng.random()
+        words = WORDS if kind < 0.3 else [w for w in WORDS if w.isascii()]
+        length = rng.choice((5, 12, 25, 40, 60))
+        pool.append(" ".join(rng.choice(words) for _ in range(length)))
+    return [pool[i % len(pool)] for i in range(n)]
+
+
+def bench_segments(n: int) -> list[dict]:
+    from marketing_cli.services.sms_segments import count_segments
+
+    messages = varied_messages(n)
+    count_segments("warm up 😀 " * 20)
+    started = time.perf_counter()
+    total = 0
+    for m in messages:
+        total += len(m)
+    bare = time.perf_counter() - started
+    started = time.perf_counter()
+    segments = 0
+    for m in messages:
+        segments += count_segments(m).segments
+    counted = time.perf_counter() - started
+    ratio = counted / bare
+    return [row(f"segment counting, {n:,} varied messages", n / counted, "msg/s", "bare loop over len()",
+                n / bare, ratio, "ratio < 200", ratio < 200)]
+
+
+def build(path: Path, n: int) -> tuple[Any, int]:
+    """A workspace of n contacts with phone numbers: 90% US (many area codes), 8% GB, 2% IN
+    (enabled without a price: suppressed), a first name each; sender ID and a large balance."""
+    from marketing_cli import clock
+    from marketing_cli.db import connect
+    from marketing_cli.ids import new_id
+    from marketing_cli.services import fields, sms_ledger, workspaces
+
+    conn = connect(path)
+    ws = workspaces.create_workspace(conn, "Bench")["workspace"]["id"]
+    fields.create_field(conn, ws, {"label": "Phone", "merge_tag": "phone_number", "type": "TEXT"})
+    first = conn.execute("SELECT id FROM fields WHERE workspace_id = ? AND merge_tag = 'first_name'",
+                         (ws,)).fetchone()[0]
+    sms_ledger.set_sender_id(conn, ws, "BENCH")
+    sms_ledger.add_balance(conn, ws, "1000000")
+    names = ["Ann", "Bob", "Chloé", "Dmitri", "Eve", "Farah", "Gus", "Hana"]
+    now = clock.now()
+    areas = ["201", "212", "305", "415", "512", "617", "702", "808", "917", "646"]
+    batch = []
+    for i in range(n):
+        r = i % 100
+        phone = (f"+1{areas[i % 10]}555{i % 10000:04d}" if r < 90 else f"+447400{i % 1000000:06d}" if r < 98
+                 else f"+9198765{i % 100000:05d}")
+        phone = phone if r >= 90 else f"+1{areas[i % 10]}{2 + (i // 10000) % 8}{(i // 10) % 100:02d}{i % 10000:04d}"
+        batch.append((new_id(), ws, f"c{i}@example.com", phone, "SUBSCRIBED",
+                      json.dumps({str(first): names[i % len(names)]}), now, now))
+        if len(batch) == 10_000:
+            conn.executemany("INSERT INTO contacts (id, workspace_id, email, phone, status, data, created_at, updated_at)"
+                             " VALUES (?, ?, ?, ?, ?, ?, ?, ?)", batch)
+            batch = []
+    if batch:
+        conn.executemany("INSERT INTO contacts (id, workspace_id, email, phone, status, data, created_at, updated_at)"
+                         " VALUES (?, ?, ?, ?, ?, ?, ?, ?)", batch)
+    conn.execute("ANALYZE")
+    return conn, ws
+
+
+def make_campaign(conn: Any, ws: int, message: str) -> Any:
+    from marketing_cli.services import sms_campaigns
+
+    c = sms_campaigns.create_campaign(conn, ws, {"name": "Bench"})
+    sms_campaigns.update_campaign(conn, ws, c["id"], {"message": message, "audience": [{"type": "ENTIRE_AUDIENCE"}]})
+    sms_campaigns.schedule_campaign(conn, ws, c["id"], {"schedule_type": "NOW"})
+    conn.execute("DELETE FROM jobs")  # the bench drives the phases itself
+    return conn.execute("SELECT * FROM sms_campaigns WHERE id = ?", (c["id"],)).fetchone()
+
+
+def raw_insert(conn: Any, ws: int) -> float:
+    """The baseline: the same rows into a copy of sms_messages (same indexes) in one INSERT ... SELECT."""
+    from marketing_cli import clock
+
+    conn.execute("DROP TABLE IF EXISTS raw_messages")
+    sql = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'sms_messages'").fetchone()[0]
+    conn.execute(sql.replace("sms_messages", "raw_messages", 1).replace("REFERENCES sms_campaigns(id) ON DELETE CASCADE", ""))
+    conn.execute("CREATE INDEX raw_batch ON raw_messages(campaign_id, batch)")
+    conn.execute("CREATE INDEX raw_status ON raw_messages(campaign_id, status)")
+    conn.execute("CREATE INDEX raw_contact ON raw_messages(contact_id)")
+    started = time.perf_counter()
+    conn.execute("BEGIN IMMEDIATE")
+    conn.execute(
+        "INSERT INTO raw_messages (campaign_id, contact_id, batch, phone, country, body, encoding, segments,"
+        " price_units, status, created_at) SELECT 'raw', c.id, 1, c.phone, 'US', NULL, 'GSM-7', 1, 830, 'pending', ?"
+        " FROM contacts c WHERE c.workspace_id = ? AND (c.sms_status IS NULL OR c.sms_status = 'SUBSCRIBED')"
+        " AND c.phone IS NOT NULL AND c.phone <> ''", (clock.now(), ws))
+    conn.execute("COMMIT")
+    elapsed = time.perf_counter() - started
+    conn.execute("DROP TABLE raw_messages")
+    return elapsed
+
+
+def bench_expansion(sizes: tuple[int, int]) -> list[dict]:
+    import tempfile
+    import tracemalloc
+
+    from marketing_cli.services import sms_campaigns
+
+    rows, peaks = [], {}
+    for n in sizes:
+        with tempfile.TemporaryDirectory() as tmp:
+            conn, ws = build(Path(tmp) / "bench.db", n)
+            raw_insert(conn, ws)  # warm the cache the same way for both
+            for label, message in (("plain message", "Our autumn sale starts today. Reply STOP to opt out."),
+                                   ("merge tag per recipient",
+                                    "Hi {{contact.first_name}}, our autumn sale starts today. Reply STOP to opt out.")):
+                campaign = make_campaign(conn, ws, message)
+                before = raw_insert(conn, ws)
+                started = time.perf_counter()
+                assert sms_campaigns.expand_recipients(conn, campaign)
+                elapsed = time.perf_counter() - started
+                base = min(before, raw_insert(conn, ws))  # measured just before and after: a shared machine
+                written = conn.execute("SELECT COUNT(*) FROM sms_messages WHERE campaign_id = ?",
+                                       (campaign["id"],)).fetchone()[0]
+                assert written == n, (written, n)
+                if n == sizes[1]:
+                    rows.append(row(f"SMS expansion, {n:,} recipients, {label} (rows, prices, ledger)", n / elapsed,
+                                    "rows/s", "raw INSERT ... SELECT", n / base, elapsed / base, "ratio <= 3",
+                                    elapsed / base <= 3))
+                if label == "plain message":
+                    started = time.perf_counter()
+                    assert sms_campaigns.hand_off(conn, campaign)
+                    handed = time.perf_counter() - started
+                    if n == sizes[1]:
+                        rows.append(row(f"SMS hand-off to the outbox, {n:,} messages", n / handed, "msg/s",
+                                        "raw INSERT ... SELECT", n / base, handed / base, "info", True))
+            campaign = make_campaign(conn, ws, "Hi {{contact.first_name}}, see you soon. Reply STOP to opt out.")
+            tracemalloc.start()
+            sms_campaigns.expand_recipients(conn, campaign)
+            peaks[n] = tracemalloc.get_traced_memory()[1]
+            tracemalloc.stop()
+            conn.close()
+    small, large = sizes
+    growth = (peaks[large] - peaks[small]) / 2**20
+    rows.append(row(f"SMS expansion peak Python memory (tracemalloc), {large:,} vs {small:,} recipients",
+                    peaks[large] / 2**20, "MiB", f"{small:,} recipients", peaks[small] / 2**20,
+                    peaks[large] / peaks[small], "flat: < 1 MiB more", growth < 1))
+    return rows
+
+
+def run(quick: bool) -> list[dict]:
+    rows = bench_segments(100_000 if quick else 1_000_000)
+    rows += bench_expansion((20_000, 100_000) if quick else (100_000, 1_000_000))
+    return rows
+
+
+if __name__ == "__main__":
+    for r in run("--quick" in sys.argv):
+        print(r)

@@ -1,0 +1,88 @@
+"""/v1 SMS: campaigns (POST, GET list, GET one, PATCH, schedule, cancel, archive,
+statistics) and POST /v1/sms/quote. Every answer is envelope A.
+
+A path with an empty campaign id (`/v1/sms-campaigns//schedule`) answers the spec's
+"Please provide a campaign ID."; a malformed one "We could not find the campaign you are
+looking for." (both 400).
+"""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from marketing_cli.api.auth import require_workspace
+from marketing_cli.api.calls import call
+from marketing_cli.api.responses import envelope_a, read_json
+from marketing_cli.services import sms_campaigns as sms
+
+
+def _id(request: Request) -> str:
+    return request.path_params.get("campaign_id", "")
+
+
+async def create_campaign(request: Request) -> Response:
+    workspace_id = require_workspace(request)
+    body = await read_json(request, sms.INVALID_BODY)
+    return envelope_a(await call(request, sms.create_campaign, workspace_id, body), 201)
+
+
+async def list_campaigns(request: Request) -> Response:
+    workspace_id = require_workspace(request)
+    q = request.query_params
+    return envelope_a(await call(request, sms.list_campaigns, workspace_id, page=q.get("page"), limit=q.get("limit"),
+                                 status=q.get("status")))
+
+
+async def get_campaign(request: Request) -> Response:
+    workspace_id = require_workspace(request)
+    return envelope_a(await call(request, sms.get_campaign, workspace_id, _id(request)))
+
+
+async def update_campaign(request: Request) -> Response:
+    workspace_id = require_workspace(request)
+    body = await read_json(request, sms.INVALID_BODY)
+    return envelope_a(await call(request, sms.update_campaign, workspace_id, _id(request), body))
+
+
+async def schedule_campaign(request: Request) -> Response:
+    workspace_id = require_workspace(request)
+    body = await read_json(request, sms.SCHEDULE_INVALID_BODY)
+    return envelope_a(await call(request, sms.schedule_campaign, workspace_id, _id(request), body))
+
+
+async def cancel_campaign(request: Request) -> Response:
+    workspace_id = require_workspace(request)
+    return envelope_a(await call(request, sms.cancel_campaign, workspace_id, _id(request)))
+
+
+async def archive_campaign(request: Request) -> Response:
+    workspace_id = require_workspace(request)
+    return envelope_a(await call(request, sms.archive_campaign, workspace_id, _id(request)))
+
+
+async def campaign_statistics(request: Request) -> Response:
+    workspace_id = require_workspace(request)
+    return envelope_a(await call(request, sms.campaign_statistics, workspace_id, _id(request)))
+
+
+async def quote(request: Request) -> Response:
+    workspace_id = require_workspace(request)
+    body = await read_json(request, sms.INVALID_BODY)
+    return envelope_a(await call(request, sms.quote_message, workspace_id, body))
+
+
+routes = [
+    Route("/v1/sms-campaigns", create_campaign, methods=["POST"]),
+    Route("/v1/sms-campaigns", list_campaigns, methods=["GET"]),
+    Route("/v1/sms-campaigns/{campaign_id}", get_campaign, methods=["GET"]),
+    Route("/v1/sms-campaigns/{campaign_id}", update_campaign, methods=["PATCH"]),
+    Route("/v1/sms-campaigns/{campaign_id}/schedule", schedule_campaign, methods=["POST"]),
+    Route("/v1/sms-campaigns//schedule", schedule_campaign, methods=["POST"]),
+    Route("/v1/sms-campaigns/{campaign_id}/cancel", cancel_campaign, methods=["POST"]),
+    Route("/v1/sms-campaigns/{campaign_id}/archive", archive_campaign, methods=["POST"]),
+    Route("/v1/sms-campaigns/{campaign_id}/statistics", campaign_statistics, methods=["GET"]),
+    Route("/v1/sms-campaigns//statistics", campaign_statistics, methods=["GET"]),
+    Route("/v1/sms/quote", quote, methods=["POST"]),
+]

@@ -1,0 +1,310 @@
+"""`mkt sms`: SMS campaigns (the twin of /v1/sms-campaigns), quotes, review, the outbox,
+and the operator's prepaid balance and sender ID (CLI only: no API key can change them)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from marketing_cli.cli.output import JsonOption, emit, json_option, pairs, table, usage_error
+from marketing_cli.cli.registry import HELP
+from marketing_cli.cli.state import state
+
+app = typer.Typer(help=HELP["sms"], no_args_is_help=True)
+balance_app = typer.Typer(help="The prepaid SMS balance (a ledger of top-ups, charges and refunds).",
+                          no_args_is_help=True)
+sender_app = typer.Typer(help="The workspace's SMS sender ID.", no_args_is_help=True)
+app.add_typer(balance_app, name="balance")
+app.add_typer(sender_app, name="sender-id")
+
+CampaignId = Annotated[str, typer.Argument(help="The campaign's id (24 hex characters).")]
+
+
+def _stats_line(s: dict[str, int]) -> str:
+    return " ".join(f"{k}={v}" for k, v in s.items())
+
+
+def render_campaign(c: dict[str, Any]) -> Any:
+    import json
+
+    return pairs({
+        "id": c["id"], "name": c["name"], "status": c["status"], "message": c["message"],
+        "audience": json.dumps(c["audience"]), "scheduled_at": c["scheduled_at"],
+        "statistics": _stats_line(c["statistics"]), "created_at": c["created_at"], "updated_at": c["updated_at"],
+    }, title=f"SMS campaign {c['id']}")
+
+
+@app.command("create")
+def sms_create(ctx: typer.Context, name: Annotated[str, typer.Argument(help="The campaign's name (1-255 characters).")],
+               as_json: JsonOption = False) -> None:
+    """Create an SMS campaign in DRAFT (POST /v1/sms-campaigns)."""
+    from marketing_cli.services import sms_campaigns
+
+    s = state(ctx)
+    emit(sms_campaigns.create_campaign(s.conn(), s.workspace_id(), {"name": name}), as_json, render_campaign)
+
+
+@app.command("list")
+def sms_list(
+    ctx: typer.Context,
+    page: Annotated[int, typer.Option(help="Page number, from 1.")] = 1,
+    limit: Annotated[int, typer.Option(help="Campaigns per page (1-100).")] = 50,
+    status: Annotated[str | None, typer.Option(help="DRAFT, QUEUED, COMPLETED, CANCELLED or ARCHIVED.")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List SMS campaigns, newest first (GET /v1/sms-campaigns)."""
+    from marketing_cli.services import sms_campaigns
+
+    s = state(ctx)
+    result = sms_campaigns.list_campaigns(s.conn(), s.workspace_id(), page=page, limit=limit, status=status)
+
+    def human(r: dict[str, Any]) -> Any:
+        p = r["pagination"]
+        return table(["id", "name", "status", "scheduled_at", "sent", "suppressed", "created_at"],
+                     [(c["id"], c["name"], c["status"], c["scheduled_at"], c["statistics"]["sent"],
+                       c["statistics"]["suppressed"], c["created_at"]) for c in r["campaigns"]],
+                     title=f"Page {p['current_page']} of {p['total_pages']} ({p['total_count']} campaigns)")
+
+    emit(result, as_json, human)
+
+
+@app.command("show")
+def sms_show(ctx: typer.Context, campaign_id: CampaignId, as_json: JsonOption = False) -> None:
+    """Show an SMS campaign (GET /v1/sms-campaigns/:id)."""
+    from marketing_cli.services import sms_campaigns
+
+    s = state(ctx)
+    emit(sms_campaigns.get_campaign(s.conn(), s.workspace_id(), campaign_id), as_json, render_campaign)
+
+
+@app.command("update")
+def sms_update(
+    ctx: typer.Context,
+    campaign_id: CampaignId,
+    name: Annotated[str | None, typer.Option(help="A new name.")] = None,
+    message: Annotated[str | None, typer.Option(help="The SMS text; merge tags {{contact.<merge_tag>}}.")] = None,
+    audience: Annotated[str | None, typer.Option(
+        help="Audience JSON (an object or an array of them): inline, - for stdin, or @FILE.")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Change a DRAFT campaign's name, message or audience (PATCH /v1/sms-campaigns/:id)."""
+    from marketing_cli.services import sms_campaigns
+
+    body: dict[str, Any] = {}
+    if name is not None:
+        body["name"] = name
+    if message is not None:
+        body["message"] = message
+    if audience is not None:
+        body["audience"] = json_option(audience, "--audience")
+    if not body:
+        raise usage_error("Give at least one of --name, --message and --audience.")
+    s = state(ctx)
+    emit(sms_campaigns.update_campaign(s.conn(), s.workspace_id(), campaign_id, body), as_json, render_campaign)
+
+
+@app.command("schedule")
+def sms_schedule(
+    ctx: typer.Context,
+    campaign_id: CampaignId,
+    now: Annotated[bool, typer.Option("--now", help="Send as soon as the job queue runs.")] = False,
+    at: Annotated[str | None, typer.Option("--at", help="Send later: an RFC 3339 timestamp in the future.")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Queue a DRAFT campaign, now or later (POST /v1/sms-campaigns/:id/schedule)."""
+    from marketing_cli.services import sms_campaigns
+
+    if now == (at is not None):
+        raise usage_error("Give exactly one of --now and --at TIMESTAMP.")
+    body: dict[str, Any] = {"schedule_type": "NOW"} if now else {"schedule_type": "LATER", "scheduled_at": at}
+    s = state(ctx)
+    emit(sms_campaigns.schedule_campaign(s.conn(), s.workspace_id(), campaign_id, body), as_json,
+         lambda r: f"Campaign {r['id']} queued" + (f" for {r['scheduled_at']}" if "scheduled_at" in r else
+                                                   ": run `mkt jobs run` (or `mkt serve`) to send it"))
+
+
+@app.command("cancel")
+def sms_cancel(ctx: typer.Context, campaign_id: CampaignId, as_json: JsonOption = False) -> None:
+    """Cancel a QUEUED campaign; messages never handed to a provider are refunded."""
+    from marketing_cli.services import sms_campaigns
+
+    s = state(ctx)
+    emit(sms_campaigns.cancel_campaign(s.conn(), s.workspace_id(), campaign_id), as_json,
+         lambda r: f"Campaign {r['id']} cancelled; refunded ${r['refunded']} for {r['refunded_messages']:,} messages")
+
+
+@app.command("archive")
+def sms_archive(ctx: typer.Context, campaign_id: CampaignId, as_json: JsonOption = False) -> None:
+    """Archive a DRAFT, COMPLETED or CANCELLED campaign."""
+    from marketing_cli.services import sms_campaigns
+
+    s = state(ctx)
+    emit(sms_campaigns.archive_campaign(s.conn(), s.workspace_id(), campaign_id), as_json,
+         lambda r: f"Campaign {r['id']} archived")
+
+
+def render_stats(r: dict[str, Any]) -> Any:
+    from rich.console import Group
+    from rich.text import Text
+
+    agg = r["aggregate"]
+    base = agg["sent"] or 0
+    lines: list[Any] = [Text("SMS campaign statistics", style="bold")]
+    for key in ("sent", "delivered", "clicked", "failed", "unsubscribed", "suppressed"):
+        value = agg[key]
+        share = value / base if base and key != "sent" and key != "suppressed" else (1.0 if key == "sent" and base
+                                                                                      else 0.0)
+        bar = "█" * round(share * 30)
+        pct = f"{share * 100:5.1f}%" if key not in ("sent", "suppressed") else "      "
+        lines.append(Text(f"{key:<13}{value:>10,}  {pct}  {bar}"))
+    lines.append(Text(f"{'total cost':<13}{'$' + r['total_cost']:>10}"))
+    for name, key, label in (("clicks_by_country", "country", "Clicks by country"),
+                             ("clicks_by_device_type", "device_type", "Clicks by device"),
+                             ("clicks_by_os", "operating_system", "Clicks by OS")):
+        if r[name]:
+            lines.append(table([key, "clicks"], [(e[key], e["click_count"]) for e in r[name]], title=label))
+    if r["link_activity"]:
+        lines.append(table(["url", "total", "unique"],
+                           [(e["url"], e["total_clicks"], e["unique_clicks"]) for e in r["link_activity"]],
+                           title="Links"))
+    return Group(*lines)
+
+
+@app.command("stats")
+def sms_stats(ctx: typer.Context, campaign_id: CampaignId, as_json: JsonOption = False) -> None:
+    """A campaign's statistics and real cost (GET /v1/sms-campaigns/:id/statistics)."""
+    from marketing_cli.services import sms_campaigns
+
+    s = state(ctx)
+    emit(sms_campaigns.campaign_statistics(s.conn(), s.workspace_id(), campaign_id), as_json, render_stats)
+
+
+@app.command("quote")
+def sms_quote(
+    ctx: typer.Context,
+    message: Annotated[str, typer.Argument(help="The SMS text.")],
+    to: Annotated[str | None, typer.Option("--to", help="A recipient in E.164 form, for the price.")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Encoding, segments and price of a message (POST /v1/sms/quote)."""
+    from marketing_cli.services import sms_campaigns
+
+    s = state(ctx)
+    body: dict[str, Any] = {"message": message}
+    if to is not None:
+        body["to"] = to
+    result = sms_campaigns.quote_message(s.conn(), s.workspace_id(), body)
+
+    def human(q: dict[str, Any]) -> Any:
+        shown = {"encoding": q["encoding"], "characters": q["characters"], "units": q["units"],
+                 "segments": q["segments"]}
+        if q["ucs2_characters"]:
+            shown["UCS-2 because of"] = " ".join(q["ucs2_characters"])
+        if q["to"]:
+            shown["to"] = f"{q['to']} ({q['country']})"
+            if q["sendable"]:
+                shown["price"] = f"${q['price']} ({q['segments']} x ${q['price_per_segment']})"
+            else:
+                shown["price"] = q["note"]
+        return pairs(shown, title="SMS quote")
+
+    emit(result, as_json, human)
+
+
+@app.command("review")
+def sms_review(
+    ctx: typer.Context,
+    message: Annotated[str, typer.Argument(help="The SMS text.")],
+    not_first: Annotated[bool, typer.Option("--not-first", help="Not the first message to its numbers "
+                                                                 "(opt-out wording not required).")] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Run the automated review on a message: score and the rules that fired (no network)."""
+    from marketing_cli.services.sms_review import review_message
+
+    def human(r: dict[str, Any]) -> Any:
+        verdict = "FLAGGED" if r["flagged"] else "passes"
+        return table(["rule", "score", "detail"], [(x["rule"], x["score"], x["detail"]) for x in r["rules"]],
+                     title=f"Score {r['score']} (flagged at {r['threshold']}): {verdict}")
+
+    emit(review_message(message, first_message=not not_first), as_json, human)
+
+
+@app.command("outbox")
+def sms_outbox(
+    ctx: typer.Context,
+    campaign: Annotated[str | None, typer.Option(help="Only this campaign's messages.")] = None,
+    limit: Annotated[int, typer.Option(help="How many, newest first (1-1000).")] = 50,
+    as_json: JsonOption = False,
+) -> None:
+    """Messages the outbox provider took (the default SMS provider)."""
+    from marketing_cli.services.sms_providers import list_outbox
+
+    s = state(ctx)
+    emit(list_outbox(s.conn(), s.workspace_id(), campaign_id=campaign, limit=limit), as_json,
+         lambda rows: table(["id", "to", "from", "segments", "body", "created_at"],
+                            [(r["id"], r["to"], r["from"], r["segments"], r["body"], r["created_at"]) for r in rows]))
+
+
+@balance_app.command("add")
+def balance_add(
+    ctx: typer.Context,
+    amount: Annotated[str, typer.Argument(help="USD to credit, e.g. 25 or 25.50.")],
+    reason: Annotated[str | None, typer.Option(help="A note for the ledger.")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Credit the prepaid SMS balance (operator only; a ledger top-up)."""
+    from marketing_cli.services import sms_ledger
+
+    s = state(ctx)
+    emit(sms_ledger.add_balance(s.conn(), s.workspace_id(), amount, reason), as_json,
+         lambda r: f"SMS balance: ${r['balance']}")
+
+
+@balance_app.command("show")
+def balance_show(ctx: typer.Context, as_json: JsonOption = False) -> None:
+    """Show the prepaid SMS balance."""
+    from marketing_cli.services import sms_ledger
+
+    s = state(ctx)
+    emit(sms_ledger.show_balance(s.conn(), s.workspace_id()), as_json, lambda r: f"SMS balance: ${r['balance']}")
+
+
+@balance_app.command("history")
+def balance_history(
+    ctx: typer.Context,
+    campaign: Annotated[str | None, typer.Option(help="Only this campaign's entries.")] = None,
+    limit: Annotated[int, typer.Option(help="How many entries, newest first.")] = 100,
+    as_json: JsonOption = False,
+) -> None:
+    """The SMS ledger: top-ups, charges and refunds, with the balance after each."""
+    from marketing_cli.services import sms_ledger
+
+    s = state(ctx)
+    emit(sms_ledger.ledger_history(s.conn(), s.workspace_id(), campaign_id=campaign, limit=limit), as_json,
+         lambda rows: table(["id", "kind", "amount", "balance after", "campaign", "reason", "created_at"],
+                            [(r["id"], r["kind"], r["amount"], r["balance_after"], r["campaign_id"], r["reason"],
+                              r["created_at"]) for r in rows]))
+
+
+@sender_app.command("set")
+def sender_set(ctx: typer.Context,
+               value: Annotated[str, typer.Argument(help="1-11 letters, digits or spaces, or an E.164 number.")],
+               as_json: JsonOption = False) -> None:
+    """Set the workspace's SMS sender ID (operator only)."""
+    from marketing_cli.services import sms_ledger
+
+    s = state(ctx)
+    emit(sms_ledger.set_sender_id(s.conn(), s.workspace_id(), value), as_json,
+         lambda r: f"SMS sender ID: {r['sms_sender_id']}")
+
+
+@sender_app.command("show")
+def sender_show(ctx: typer.Context, as_json: JsonOption = False) -> None:
+    """Show the workspace's SMS sender ID."""
+    from marketing_cli.services import sms_ledger
+
+    s = state(ctx)
+    emit(sms_ledger.get_sender_id(s.conn(), s.workspace_id()), as_json,
+         lambda r: f"SMS sender ID: {r['sms_sender_id'] or '(none)'}")

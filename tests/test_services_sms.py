@@ -1,0 +1,316 @@
+"""SMS services: ledger, sender ID, quote, expansion (charges, suppression, rendering,
+crash safety), cancel with refunds, statistics."""
+
+from __future__ import annotations
+
+import sqlite3
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from marketing_cli import clock, jobs
+from marketing_cli.errors import MktError
+from marketing_cli.services import sms_campaigns as sms
+from marketing_cli.services import sms_ledger
+from tests import factories as f
+
+US = ["+14155550101", "+14155550102", "+14155550103"]
+GB = ["+447400123456"]
+IN = ["+919876543210"]  # enabled, but no rate published: suppressed
+
+
+@pytest.fixture
+def ws(conn: sqlite3.Connection, workspace: dict[str, Any]) -> int:
+    f.sms_ready(conn, workspace["id"])
+    return workspace["id"]
+
+
+def ledger_sum(conn: sqlite3.Connection, campaign_id: str) -> Decimal:
+    return sum((Decimal(r[0]) for r in conn.execute("SELECT amount FROM sms_ledger WHERE campaign_id = ?",
+                                                     (campaign_id,))), Decimal(0))
+
+
+def message_sum(conn: sqlite3.Connection, campaign_id: str, statuses: tuple[str, ...] = ("sent",)) -> Decimal:
+    marks = ", ".join("?" * len(statuses))
+    units = conn.execute(f"SELECT COALESCE(SUM(price_units), 0) FROM sms_messages WHERE campaign_id = ?"
+                         f" AND status IN ({marks})", (campaign_id, *statuses)).fetchone()[0]
+    return Decimal(units).scaleb(-5)
+
+
+# --- ledger and sender ID ---------------------------------------------------------------
+
+def test_a_new_workspace_has_a_zero_balance(conn: sqlite3.Connection, workspace: dict[str, Any]) -> None:
+    assert sms_ledger.show_balance(conn, workspace["id"]) == {"balance": "0.00"}
+
+
+def test_top_ups_add_up_and_history_shows_the_balance_after_each(conn: sqlite3.Connection, ws: int) -> None:
+    assert sms_ledger.add_balance(conn, ws, "0.10") == {"balance": "50.10"}
+    assert sms_ledger.add_balance(conn, ws, "$0.20", "wire 42") == {"balance": "50.30"}
+    history = sms_ledger.ledger_history(conn, ws)
+    assert [(h["amount"], h["balance_after"], h["reason"]) for h in history] == [
+        ("0.20", "50.30", "wire 42"), ("0.10", "50.10", "Top-up by the operator"),
+        ("50.00", "50.00", "Top-up by the operator")]
+
+
+@pytest.mark.parametrize("amount", ["0", "-5", "abc", "1.234", "NaN", "1e9", ""])
+def test_a_bad_top_up_is_refused_and_writes_nothing(conn: sqlite3.Connection, ws: int, amount: str) -> None:
+    with pytest.raises(MktError) as err:
+        sms_ledger.add_balance(conn, ws, amount)
+    assert err.value.status == 400 and "is not an amount" in err.value.message
+    assert sms_ledger.show_balance(conn, ws) == {"balance": "50.00"}
+
+
+def test_the_ledger_is_append_only(conn: sqlite3.Connection, ws: int) -> None:
+    with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+        conn.execute("UPDATE sms_ledger SET amount = '1000'")
+
+
+@pytest.mark.parametrize(("value", "stored"), [("ACME", "ACME"), ("Shop 24", "Shop 24"), ("+1 415 555 0100", "+14155550100")])
+def test_sender_ids(conn: sqlite3.Connection, ws: int, value: str, stored: str) -> None:
+    assert sms_ledger.set_sender_id(conn, ws, value) == {"sms_sender_id": stored}
+    assert sms_ledger.get_sender_id(conn, ws) == {"sms_sender_id": stored}
+
+
+@pytest.mark.parametrize("value", ["", "TWELVE CHARS", "12345", "ACME!", "+1234"])
+def test_bad_sender_ids_are_refused(conn: sqlite3.Connection, ws: int, value: str) -> None:
+    with pytest.raises(MktError) as err:
+        sms_ledger.set_sender_id(conn, ws, value)
+    assert err.value.status == 400
+    assert sms_ledger.get_sender_id(conn, ws) == {"sms_sender_id": "ACME"}
+
+
+def test_the_scheduling_minimum_is_configurable(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert sms_ledger.scheduling_minimum() == Decimal("5.00")
+    monkeypatch.setenv("MKT_SMS_MINIMUM_BALANCE", "12.5")
+    assert sms_ledger.scheduling_minimum() == Decimal("12.5")
+    monkeypatch.setenv("MKT_SMS_MINIMUM_BALANCE", "0")
+    with pytest.raises(MktError):
+        sms_ledger.scheduling_minimum()
+
+
+# --- quote ------------------------------------------------------------------------------
+
+def test_quote_prices_segments_at_the_workspace_price(conn: sqlite3.Connection, ws: int) -> None:
+    from marketing_cli.services import workspaces
+
+    workspaces.update_operator_settings(conn, ws, sms_markup="1.5")
+    quote = sms.quote_message(conn, ws, {"message": "x" * 161, "to": "+447400123456"})
+    assert quote["encoding"] == "GSM-7" and quote["segments"] == 2 and quote["country"] == "GB"
+    assert quote["price_per_segment"] == "0.06000" and quote["price"] == "0.12000" and quote["sendable"] is True
+
+
+def test_quote_says_when_a_country_cannot_be_sent_to(conn: sqlite3.Connection, ws: int) -> None:
+    quote = sms.quote_message(conn, ws, {"message": "Hi", "to": IN[0]})
+    assert quote["sendable"] is False and quote["price"] is None and "cannot be sent to IN" in quote["note"]
+
+
+def test_quote_errors(conn: sqlite3.Connection, ws: int) -> None:
+    for body, message in [({}, sms.QUOTE_MESSAGE_REQUIRED), ({"message": ""}, sms.QUOTE_MESSAGE_REQUIRED),
+                          ({"message": "Hi", "to": "12345"}, "'12345' is not a valid phone number in E.164 form "
+                                                             "(+14155550100)."),
+                          ({"message": 5}, "The member 'message' must be a string."), ([], sms.INVALID_BODY)]:
+        with pytest.raises(MktError) as err:
+            sms.quote_message(conn, ws, body)
+        assert (err.value.status, err.value.message) == (400, message)
+
+
+# --- expansion --------------------------------------------------------------------------
+
+def schedule_now(conn: sqlite3.Connection, ws: int, campaign: dict[str, Any]) -> None:
+    assert sms.schedule_campaign(conn, ws, campaign["id"], {"schedule_type": "NOW"})["status"] == "QUEUED"
+
+
+def test_expansion_charges_each_recipient_its_country_price_and_suppresses_unpriced(
+        conn: sqlite3.Connection, ws: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MKT_SMS_BATCH_SIZE", "2")
+    f.sms_contacts(conn, ws, US + GB + IN, first_name="Ann")
+    f.contact(conn, ws, "nophone@example.com", first_name="Bo")  # no number: not a recipient
+    f.sms_contacts(conn, ws, ["+14155550199"], first_name="Out")
+    conn.execute("UPDATE contacts SET sms_status = 'UNSUBSCRIBED' WHERE phone = '+14155550199'")
+    campaign = f.sms_campaign(conn, ws)
+    schedule_now(conn, ws, campaign)
+    assert jobs.run_due(conn) == {"processed": 1, "failed": 0}
+    view = sms.get_campaign(conn, ws, campaign["id"])
+    assert view["status"] == "COMPLETED"
+    assert view["statistics"] == {"sent": 4, "delivered": 0, "clicked": 0, "failed": 0, "unsubscribed": 0,
+                                  "suppressed": 1}
+    rows = {r["phone"]: r for r in conn.execute("SELECT * FROM sms_messages WHERE campaign_id = ?", (campaign["id"],))}
+    assert set(rows) == set(US + GB + IN)
+    assert rows[US[0]]["price_units"] == 830 and rows[GB[0]]["price_units"] == 4000
+    assert rows[IN[0]]["status"] == "suppressed" and rows[IN[0]]["price_units"] == 0
+    cost = Decimal("0.00830") * 3 + Decimal("0.04000")
+    assert -ledger_sum(conn, campaign["id"]) == cost == message_sum(conn, campaign["id"])
+    stats = sms.campaign_statistics(conn, ws, campaign["id"])
+    assert Decimal(stats["total_cost"]) == cost
+    assert Decimal(sms_ledger.show_balance(conn, ws)["balance"]) == Decimal(50) - cost
+    outbox = conn.execute("SELECT recipient, sender, body FROM sms_outbox ORDER BY recipient").fetchall()
+    assert [tuple(r) for r in outbox][-1] == (
+        GB[0], "ACME", "Hi Ann, our autumn sale starts today. Reply STOP to opt out.")
+    assert len(outbox) == 4
+
+
+def test_merge_tags_render_per_recipient_and_segments_follow(conn: sqlite3.Connection, ws: int) -> None:
+    f.sms_contacts(conn, ws, [US[0]], first_name="Al")
+    f.sms_contacts(conn, ws, [US[1]], first_name="Zoë")  # not GSM-7: UCS-2 for this recipient
+    f.sms_contacts(conn, ws, [US[2]], first_name="B" * 150)  # two segments
+    campaign = f.sms_campaign(conn, ws, message="Hi {{contact.first_name}}, sale today. Reply STOP to opt out.")
+    schedule_now(conn, ws, campaign)
+    jobs.run_due(conn)
+    rows = {r["phone"]: r for r in conn.execute("SELECT * FROM sms_messages")}
+    assert (rows[US[0]]["encoding"], rows[US[0]]["segments"], rows[US[0]]["price_units"]) == ("GSM-7", 1, 830)
+    assert (rows[US[1]]["encoding"], rows[US[1]]["segments"]) == ("UCS-2", 1)
+    assert (rows[US[2]]["segments"], rows[US[2]]["price_units"]) == (2, 1660)
+    assert rows[US[1]]["body"] == "Hi Zoë, sale today. Reply STOP to opt out."
+    assert -ledger_sum(conn, campaign["id"]) == Decimal("0.03320")
+
+
+def test_a_message_without_merge_tags_is_stored_once(conn: sqlite3.Connection, ws: int) -> None:
+    f.sms_contacts(conn, ws, US)
+    campaign = f.sms_campaign(conn, ws, message="Sale today. Reply STOP to opt out.")
+    schedule_now(conn, ws, campaign)
+    jobs.run_due(conn)
+    assert {r[0] for r in conn.execute("SELECT body FROM sms_messages")} == {None}
+    assert {r[0] for r in conn.execute("SELECT body FROM sms_outbox")} == {"Sale today. Reply STOP to opt out."}
+
+
+def test_a_later_campaign_waits_until_it_is_due(conn: sqlite3.Connection, ws: int) -> None:
+    f.sms_contacts(conn, ws, US)
+    campaign = f.sms_campaign(conn, ws)
+    when = clock.format_ts(clock.utcnow().replace(microsecond=0) + __import__("datetime").timedelta(hours=1))
+    result = sms.schedule_campaign(conn, ws, campaign["id"], {"schedule_type": "LATER", "scheduled_at": when})
+    assert result == {"id": campaign["id"], "status": "QUEUED", "scheduled_at": when}
+    assert jobs.run_due(conn) == {"processed": 0, "failed": 0}
+    assert sms.get_campaign(conn, ws, campaign["id"])["status"] == "QUEUED"
+    conn.execute("UPDATE jobs SET run_at = ?", (clock.now(),))
+    assert jobs.run_due(conn) == {"processed": 1, "failed": 0}
+    assert sms.get_campaign(conn, ws, campaign["id"])["status"] == "COMPLETED"
+
+
+def test_a_crashed_expansion_resumes_without_charging_anyone_twice(
+        conn: sqlite3.Connection, ws: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MKT_SMS_BATCH_SIZE", "2")
+    phones = [f"+1415555{i:04d}" for i in range(1, 8)]
+    f.sms_contacts(conn, ws, phones)
+    campaign = f.sms_campaign(conn, ws)
+    schedule_now(conn, ws, campaign)
+    calls = {"n": 0}
+    real = jobs.heartbeat
+
+    def dying_heartbeat(c: sqlite3.Connection) -> None:
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise RuntimeError("worker killed")
+        real(c)
+
+    monkeypatch.setattr(jobs, "heartbeat", dying_heartbeat)
+    assert jobs.run_due(conn) == {"processed": 1, "failed": 1}
+    assert conn.execute("SELECT COUNT(*) FROM sms_messages").fetchone()[0] == 4  # two batches written
+    conn.execute("UPDATE jobs SET run_at = ?", (clock.now(),))
+    monkeypatch.setattr(jobs, "heartbeat", real)
+    assert jobs.run_due(conn) == {"processed": 1, "failed": 0}
+    assert conn.execute("SELECT COUNT(*), COUNT(DISTINCT contact_id) FROM sms_messages").fetchone()[:] == (7, 7)
+    assert conn.execute("SELECT COUNT(*) FROM sms_outbox").fetchone()[0] == 7
+    assert -ledger_sum(conn, campaign["id"]) == message_sum(conn, campaign["id"]) == Decimal("0.00830") * 7
+
+
+def test_cancel_refunds_every_message_never_handed_over(conn: sqlite3.Connection, ws: int,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MKT_SMS_BATCH_SIZE", "2")
+    f.sms_contacts(conn, ws, [f"+1415555{i:04d}" for i in range(1, 6)])
+    campaign = f.sms_campaign(conn, ws)
+    schedule_now(conn, ws, campaign)
+    row = conn.execute("SELECT * FROM sms_campaigns WHERE id = ?", (campaign["id"],)).fetchone()
+    assert sms.expand_recipients(conn, row) is True  # charged, not handed over yet
+    conn.execute("UPDATE sms_messages SET status = 'sent', handed_at = ? WHERE id IN "
+                 "(SELECT id FROM sms_messages ORDER BY id LIMIT 2)", (clock.now(),))  # two reached the carrier
+    result = sms.cancel_campaign(conn, ws, campaign["id"])
+    assert result == {"id": campaign["id"], "status": "CANCELLED", "refunded": "0.0249", "refunded_messages": 3}
+    assert sms.campaign_statistics(conn, ws, campaign["id"])["total_cost"] == "0.0166"
+    assert -ledger_sum(conn, campaign["id"]) == message_sum(conn, campaign["id"]) == Decimal("0.0166")
+    assert jobs.run_due(conn) == {"processed": 0, "failed": 0}  # the queued job went with the cancel
+    assert sms.get_campaign(conn, ws, campaign["id"])["status"] == "CANCELLED"
+    with pytest.raises(MktError) as err:
+        sms.cancel_campaign(conn, ws, campaign["id"])
+    assert err.value.message == sms.ONLY_QUEUED_CANCEL
+
+
+def test_a_cancel_during_expansion_stops_it_at_the_next_batch(conn: sqlite3.Connection, ws: int,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MKT_SMS_BATCH_SIZE", "2")
+    f.sms_contacts(conn, ws, [f"+1415555{i:04d}" for i in range(1, 8)])
+    campaign = f.sms_campaign(conn, ws)
+    schedule_now(conn, ws, campaign)
+    real = jobs.heartbeat
+    done = {"n": 0}
+
+    def cancel_after_first(c: sqlite3.Connection) -> None:
+        done["n"] += 1
+        if done["n"] == 1:
+            sms.cancel_campaign(c, ws, campaign["id"])
+        real(c)
+
+    monkeypatch.setattr(jobs, "heartbeat", cancel_after_first)
+    assert jobs.run_due(conn) == {"processed": 1, "failed": 0}
+    assert conn.execute("SELECT COUNT(*) FROM sms_messages").fetchone()[0] == 2
+    assert ledger_sum(conn, campaign["id"]) == 0
+    assert sms.campaign_statistics(conn, ws, campaign["id"])["total_cost"] == "0.00"
+
+
+# --- statistics -------------------------------------------------------------------------
+
+def test_statistics_count_each_recipients_first_click(conn: sqlite3.Connection, ws: int) -> None:
+    f.sms_contacts(conn, ws, US)
+    campaign = f.sms_campaign(conn, ws)
+    schedule_now(conn, ws, campaign)
+    jobs.run_due(conn)
+    ids = [r[0] for r in conn.execute("SELECT id FROM sms_messages ORDER BY id")]
+    clicks = [(ids[0], "https://a.example", "US", "mobile", "iOS"), (ids[0], "https://a.example", "FR", "desktop", "Windows"),
+              (ids[0], "https://b.example", "FR", "desktop", "Windows"), (ids[1], "https://a.example", "FR", "mobile", "Android")]
+    conn.executemany("INSERT INTO sms_clicks (message_id, url, country, device_type, operating_system, clicked_at)"
+                     " VALUES (?, ?, ?, ?, ?, '2026-01-01T00:00:00.000Z')", clicks)
+    conn.execute("UPDATE sms_messages SET status = 'delivered' WHERE id = ?", (ids[0],))
+    conn.execute("UPDATE sms_messages SET status = 'failed' WHERE id = ?", (ids[2],))
+    stats = sms.campaign_statistics(conn, ws, campaign["id"])
+    assert stats["aggregate"] == {"sent": 3, "delivered": 1, "clicked": 2, "failed": 1, "unsubscribed": 0,
+                                  "suppressed": 0}
+    assert stats["clicks_by_country"] == [{"country": "FR", "click_count": 1}, {"country": "US", "click_count": 1}]
+    assert stats["clicks_by_device_type"] == [{"device_type": "mobile", "click_count": 2}]
+    assert stats["clicks_by_os"] == [{"operating_system": "Android", "click_count": 1},
+                                     {"operating_system": "iOS", "click_count": 1}]
+    assert stats["link_activity"] == [{"url": "https://a.example", "total_clicks": 3, "unique_clicks": 2},
+                                      {"url": "https://b.example", "total_clicks": 1, "unique_clicks": 1}]
+    assert stats["total_cost"] == "0.0249"
+
+
+def test_a_network_provider_gets_batches_and_its_refusals_are_recorded(
+        conn: sqlite3.Connection, ws: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    from marketing_cli.services import sms_providers
+
+    monkeypatch.setenv("MKT_SMS_BATCH_SIZE", "2")
+    f.sms_contacts(conn, ws, US)
+    sent: list[list[str]] = []
+
+    class FakeCarrier:
+        name = "fake"
+        in_database = False
+
+        def send(self, c: sqlite3.Connection, workspace_id: int,
+                 messages: list[sms_providers.Outgoing]) -> list[sms_providers.Receipt]:
+            assert not c.in_transaction  # called between two transactions
+            sent.append([m.to for m in messages])
+            return [sms_providers.Receipt(m.message_id, m.to != US[1], f"SM{m.message_id}") for m in messages]
+
+    monkeypatch.setattr(sms_providers, "get_provider", lambda c, w: FakeCarrier())
+    campaign = f.sms_campaign(conn, ws, message="Sale today. Reply STOP to opt out.")
+    schedule_now(conn, ws, campaign)
+    assert jobs.run_due(conn) == {"processed": 1, "failed": 0}
+    assert [len(batch) for batch in sent] == [2, 1] and sorted(sum(sent, [])) == US
+    rows = {r["phone"]: r for r in conn.execute("SELECT * FROM sms_messages")}
+    assert rows[US[0]]["status"] == "sent" and rows[US[0]]["provider"] == "fake"
+    assert rows[US[0]]["provider_ref"] == f"SM{rows[US[0]]['id']}"
+    assert rows[US[1]]["status"] == "failed"
+    assert sms.get_campaign(conn, ws, campaign["id"])["statistics"] == {
+        "sent": 2, "delivered": 0, "clicked": 0, "failed": 1, "unsubscribed": 0, "suppressed": 0}
+    assert sms.campaign_statistics(conn, ws, campaign["id"])["total_cost"] == "0.0166"  # the refusal is refunded
+    assert -ledger_sum(conn, campaign["id"]) == message_sum(conn, campaign["id"])
