@@ -83,13 +83,15 @@ def test_security_per_operation(document: dict[str, Any]) -> None:
 
 
 def test_constraints_come_from_the_services(document: dict[str, Any]) -> None:
-    from marketing_cli.services import campaigns, tags
+    from marketing_cli.services import campaigns, segments, tags
 
     tag_body = document["paths"]["/v1/tags"]["post"]["requestBody"]["content"]["application/json"]["schema"]
     assert tag_body["properties"]["name"]["maxLength"] == tags.MAX_NAME
     query = {p["name"]: p["schema"] for p in document["paths"]["/v1/campaigns"]["get"]["parameters"]}
     assert query["status"]["enum"] == list(campaigns.STATUSES)
-    assert query["limit"]["maximum"] == campaigns.MAX_LIMIT
+    assert f"1-{campaigns.MAX_LIMIT}" in query["limit"]["description"]
+    members = {p["name"]: p["schema"] for p in document["paths"]["/v1/segments/{segment_id}/members"]["get"]["parameters"]}
+    assert members["limit"]["maximum"] == segments.MAX_PAGE_SIZE
     path_params = document["paths"]["/v1/contacts/{contact_id}"]["get"]["parameters"]
     assert path_params == [{"name": "contact_id", "in": "path", "required": True, "schema": schemas.HEX_ID}]
 
@@ -150,3 +152,11 @@ def test_mkt_openapi_prints_the_served_document(cli: Any, client: Any) -> None:
     result = cli("openapi")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout) == client.get("/v1/openapi.json").json()
+
+
+def test_405_allow_lists_every_method_of_the_path(client: Any, auth: dict[str, str]) -> None:
+    # Found by the fuzzing: one route per method made Allow name only the first route's methods.
+    response = client.request("OPTIONS", "/v1/workspace", headers=auth)
+    assert response.status_code == 405
+    assert response.headers["allow"] == "GET, HEAD, PATCH"
+    assert client.delete("/v1/sms-campaigns/" + "a" * 24, headers=auth).headers["allow"] == "GET, HEAD, PATCH"

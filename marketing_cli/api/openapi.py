@@ -65,6 +65,39 @@ def declared_routes(routes: Iterable[BaseRoute]) -> list[tuple[str, str]]:
     return found
 
 
+def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    kind = schema.get("type")
+    if kind is None:
+        return schema
+    kinds = kind if isinstance(kind, list) else [kind]
+    if "null" in kinds:
+        return schema
+    widened = {**schema, "type": [*kinds, "null"]}
+    if "enum" in schema:
+        widened["enum"] = [*schema["enum"], None]
+    return widened
+
+
+def optional_members_nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    """The request convention (services/inputs.member): an optional member sent as null is
+    read as left out, at every depth."""
+    result = dict(schema)
+    if "properties" in schema:
+        required = set(schema.get("required", ()))
+        result["properties"] = {
+            name: (lambda sub: sub if name in required else _nullable(sub))(optional_members_nullable(sub))
+            for name, sub in schema["properties"].items()}
+    if isinstance(schema.get("items"), dict):
+        result["items"] = optional_members_nullable(schema["items"])
+    for key in ("allOf", "anyOf", "oneOf"):
+        if key in schema:
+            result[key] = [optional_members_nullable(sub) for sub in schema[key]]
+    for key in ("if", "then", "else"):
+        if key in schema:
+            result[key] = optional_members_nullable(schema[key])
+    return result
+
+
 def _envelope(kind: str, data: dict[str, Any]) -> dict[str, Any]:
     name = "EnvelopeA" if kind == "A" else "EnvelopeB"
     return {"allOf": [{"$ref": f"#/components/schemas/{name}"},
@@ -94,7 +127,8 @@ def _operation(method: str, path: str, declared: dict[str, Any] | None, tag: str
     if params:
         op["parameters"] = params
     if "body" in declared:
-        op["requestBody"] = {"required": True, "content": {"application/json": {"schema": declared["body"]}}}
+        op["requestBody"] = {"required": not declared.get("body_optional"),
+                             "content": {"application/json": {"schema": optional_members_nullable(declared["body"])}}}
     elif "body_media" in declared:
         op["requestBody"] = {"required": True, "content": {
             media: {"schema": {"type": "string"}} for media in declared["body_media"]}}
@@ -109,6 +143,9 @@ def _operation(method: str, path: str, declared: dict[str, Any] | None, tag: str
             success["content"] = {name: {"schema": schema} for name, schema in media.items()}
     error = {"$ref": "#/components/responses/Error"}
     op["responses"] = {status: success, "4XX": error}
+    for code, media in declared.get("errors", {}).items():
+        op["responses"][code] = {"description": "Error page", "content": {
+            name: {"schema": schema} for name, schema in media.items()}}
     auth = declared.get("auth", "key")
     if auth == "none" or path.startswith(PUBLIC_PREFIXES):
         op["security"] = []
@@ -139,7 +176,8 @@ def document_for_routes(routes: Iterable[BaseRoute]) -> dict[str, Any]:
             "title": TITLE,
             "version": __version__,
             "description": ("The `/v1` API of `mkt serve`. Every error, on every endpoint, is "
-                            "`{\"data\": null, \"error\": {\"status\", \"message\"}}`. Authenticate with "
+                            "`{\"data\": null, \"error\": {\"status\", \"message\"}}`. An optional member of a "
+                            "request body sent as null is read as left out. Authenticate with "
                             "`Authorization: Bearer <key>` (`mkt keys create`)."),
         },
         "paths": paths,

@@ -15,6 +15,8 @@ An operation is a dict:
   query       {name: schema} of the query parameters
   auth        "key" (default), "optional" (a key changes the answer) or "none"
   media       {media type: schema} of a non-JSON success response
+  errors      {status: {media type: schema}} of errors that are not the JSON error body
+  body_optional  the JSON body may be left out (all its members are optional)
 """
 
 from __future__ import annotations
@@ -69,6 +71,13 @@ def page_query(max_limit: int) -> dict[str, Schema]:
             "limit": {"type": "integer", "minimum": 1, "maximum": max_limit}}
 
 
+def lenient_page_query(default_limit: int, max_limit: int) -> dict[str, Schema]:
+    """Campaign lists read page and limit leniently: not an integer -> the default, out of range -> clamped."""
+    return {"page": {"type": "string", "description": "Page number from 1 (default 1; anything else reads as 1)."},
+            "limit": {"type": "string", "description": f"Per page, 1-{max_limit} (default {default_limit}; "
+                                                       "out of range is clamped, not an integer reads as the default)."}}
+
+
 # Path parameters by name (Starlette's `{name}` or `{name:convertor}`).
 PATH_PARAMETERS: dict[str, Schema] = {
     "contact_id": HEX_ID,
@@ -101,13 +110,21 @@ CONTACT = obj({
     "created_at": TIMESTAMP,
     "updated_at": TIMESTAMP,
 }, ("id", "status"))
-AUDIENCE = obj({
-    "type": enum(audience.AUDIENCE_TYPES),
-    "include_tag_ids": array(INT_ID),
-    "exclude_tag_ids": array(INT_ID),
-    "include_segment_ids": array(INT_ID),
-    "exclude_segment_ids": array(INT_ID),
-})
+# The resolver reads the include list of its type only (include_tag_ids for TAGS,
+# include_segment_ids for SEGMENTS; any other is ignored, whatever it holds) and both
+# exclude lists always.
+IDS: Schema = {"type": ["array", "null"], "items": {"type": "integer"}}
+AUDIENCE = {
+    **obj({"type": enum(audience.AUDIENCE_TYPES), "include_tag_ids": {}, "include_segment_ids": {},
+           "exclude_tag_ids": IDS, "exclude_segment_ids": IDS}, ("type",)),
+    "allOf": [
+        {"if": {"properties": {"type": {"const": "TAGS"}}},
+         "then": {"properties": {"include_tag_ids": IDS}}},
+        {"if": {"properties": {"type": {"const": "SEGMENTS"}}},
+         "then": {"properties": {"include_segment_ids": IDS}}},
+    ],
+}
+TAG_IDS = obj({"tag_ids": array(INT_ID, minItems=1)}, ("tag_ids",))
 SEGMENT_FILTER = obj({
     "type": enum(segment_filters.FILTER_TYPES),
     "field_id": INT_ID,
@@ -133,6 +150,8 @@ DOMAIN = obj({
 }, ("id", "domain_name", "verified", "dns_records"))
 SENDER = obj({"id": INT_ID, "display_name": {"type": "string"}, "local_part": {"type": "string"},
               "domain_name": {"type": "string"}}, ("id", "display_name", "local_part", "domain_name"))
+# Tracking links answer a person's browser: an unknown or expired token gets an HTML page.
+TRACKING_404: dict[str, Any] = {"404": {"text/html": {"type": "string"}}}
 SCHEDULE = obj({"type": enum(("NOW", "LATER")), "scheduled_at": TIMESTAMP})
 
 # --- the operations ------------------------------------------------------------------------
@@ -147,7 +166,10 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                                                 "allowed": {"type": ["integer", "null"]}}))})},
                                            ("workspace", "billing"))},
     ("PATCH", "/v1/workspace"): {"summary": "Update the workspace's name and tracking settings", "envelope": "A",
-                                 "body": obj({"name": {"type": "string", "minLength": 2, "maxLength": 50}}),
+                                 "body": obj({"name": {"type": "string", "minLength": 2, "maxLength": 50},
+                                              "conversion_tracking": {"type": "boolean"},
+                                              "interaction_tracking": {"type": ["boolean", "null"]}},
+                                             ("name", "conversion_tracking")),
                                  "data": {"type": "object"}},
     ("GET", "/v1/sms-rates"): {"summary": "SMS prices per segment and country (public without a key)",
                                "envelope": "A", "auth": "optional",
@@ -169,7 +191,8 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                                                    "tag_ids": array(INT_ID)}),
                                       "data": CONTACT},
     ("POST", "/v1/contacts/search"): {"summary": "Search contacts by field conditions", "envelope": "B",
-                                      "body": obj({
+                                      "body_optional": True,  # absent or null: no conditions
+                                      "body": obj(type=["object", "null"], properties={
                                           "status": enum(contact_search.STATUSES),
                                           "limit": {"type": "integer", "minimum": contact_search.MIN_LIMIT,
                                                     "maximum": contact_search.MAX_LIMIT},
@@ -177,7 +200,10 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                                                    "maximum": contact_search.MAX_PAGE},
                                           "sort_by": enum(contact_search.SORT_COLUMNS),
                                           "sort_order": enum(contact_search.SORT_ORDERS),
-                                          "conditions": array(obj({"operator": enum(contact_search.OPERATORS)})),
+                                          "fields": {"type": ["array", "null"], "items": obj({
+                                              "merge_tag": {"type": "string"}, "operator": enum(contact_search.OPERATORS),
+                                              "value": ANY}, ("merge_tag", "operator"))},
+                                          "tags": {"type": ["array", "null"], "items": INT_ID},
                                       }),
                                       "data": ANY},
     ("GET", "/v1/contacts/by-phone"): {"summary": "Find a contact by phone number", "envelope": "B",
@@ -193,9 +219,9 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                                      "media": {"text/csv": {"type": "string"}, "application/x-ndjson": {"type": "string"}}},
     ("GET", "/v1/contacts/{contact_id}"): {"summary": "A contact", "envelope": "B", "data": CONTACT},
     ("POST", "/v1/contacts/{contact_id}/tags/add"): {"summary": "Add tags to a contact", "envelope": "B",
-                                                     "body": obj({"tag_ids": array(INT_ID)}), "data": ANY},
+                                                     "body": TAG_IDS, "data": ANY},
     ("POST", "/v1/contacts/{contact_id}/tags/remove"): {"summary": "Remove tags from a contact", "envelope": "B",
-                                                        "body": obj({"tag_ids": array(INT_ID)}), "data": ANY},
+                                                        "body": TAG_IDS, "data": ANY},
     # fields, tags
     ("GET", "/v1/fields"): {"summary": "The workspace's contact fields", "envelope": "B", "data": array(FIELD)},
     ("POST", "/v1/fields"): {"summary": "Create a custom field", "envelope": "B", "status": 201,
@@ -206,7 +232,7 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                                          "body": obj({"label": {"type": "string"}}), "data": FIELD},
     ("GET", "/v1/tags"): {"summary": "The workspace's tags", "envelope": "B", "data": array(TAG)},
     ("POST", "/v1/tags"): {"summary": "Create a tag", "envelope": "B", "status": 201,
-                           "body": obj({"name": {"type": "string", "maxLength": tags.MAX_NAME}}, ("name",)),
+                           "body": obj({"name": {"type": "string", "minLength": 1, "maxLength": tags.MAX_NAME}}, ("name",)),
                            "data": TAG},
     # events
     ("POST", "/v1/events"): {"summary": "Track a custom event for a contact", "envelope": "B",
@@ -217,7 +243,8 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
     ("GET", "/v1/events"): {"summary": "The automation event log", "envelope": "B",
                             "query": {"limit": {"type": "integer", "minimum": 1, "maximum": events.MAX_LOG_LIMIT},
                                       "after_id": {"type": "integer", "minimum": 0},
-                                      "type": enum(events.EVENT_TYPES), "contact_id": HEX_ID},
+                                      "type": {"type": "string", "enum": ["", *events.EVENT_TYPES]},
+                                      "contact_id": {"type": "string", "pattern": "^([0-9a-f]{24})?$"}},
                             "data": ANY},
     # segments, audience
     ("POST", "/v1/segments"): {"summary": "Create a segment", "envelope": "B", "status": 201,
@@ -240,7 +267,8 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                                              "type": enum(campaigns.TYPES)}),
                                 "data": CAMPAIGN},
     ("GET", "/v1/campaigns"): {"summary": "The workspace's email campaigns", "envelope": "A",
-                               "query": {**page_query(campaigns.MAX_LIMIT), "status": enum(campaigns.STATUSES)},
+                               "query": {**lenient_page_query(campaigns.DEFAULT_LIMIT, campaigns.MAX_LIMIT),
+                                         "status": enum(campaigns.STATUSES)},
                                "data": ANY},
     ("GET", "/v1/campaigns/{campaign_id}"): {"summary": "An email campaign", "envelope": "A", "data": CAMPAIGN},
     ("PATCH", "/v1/campaigns/{campaign_id}/configure"): {
@@ -272,7 +300,8 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                                                      "data": ANY},
     # bounces, templates
     ("POST", "/v1/bounces"): {"summary": "Record a bounce or a complaint", "envelope": "A", "status": 201,
-                              "body": obj({"email_address": {"type": "string"}, "type": enum(bounces.TYPES)}),
+                              "body": obj({"email_address": {"type": "string", "minLength": 1}, "type": enum(bounces.TYPES)},
+                                          ("email_address",)),
                               "data": ANY},
     ("POST", "/v1/templates"): {"summary": "Import a template (HTML, ZIP, URL or editor JSON)", "envelope": "A",
                                 "status": 201,
@@ -286,7 +315,7 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
     # sending domains and sender identities
     ("GET", "/v1/domains"): {"summary": "The workspace's sending domains", "envelope": "A", "data": array(DOMAIN)},
     ("POST", "/v1/domains"): {"summary": "Add a sending domain", "envelope": "A", "status": 201,
-                              "body": obj({"domain_name": {"type": "string", "maxLength": domains.MAX_NAME}}),
+                              "body": obj({"domain_name": {"type": "string", "minLength": 1, "maxLength": domains.MAX_NAME}}),
                               "data": DOMAIN},
     ("GET", "/v1/domains/{domain_id}"): {"summary": "A sending domain", "envelope": "A", "data": DOMAIN},
     ("POST", "/v1/domains/{domain_id}/verify"): {"summary": "Check a domain's DNS records", "envelope": "A",
@@ -308,13 +337,13 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
     ("GET", "/docs/redoc.standalone.js"): {"summary": "The renderer of /docs (Redoc, MIT licence)", "envelope": None,
                                            "auth": "none", "media": {"text/javascript": {"type": "string"}}},
     # tracking (public: the links in sent email)
-    ("GET", "/t/o/{token}"): {"summary": "Open pixel (a 1x1 GIF)", "envelope": None, "auth": "none",
+    ("GET", "/t/o/{token}"): {"errors": TRACKING_404, "summary": "Open pixel (a 1x1 GIF)", "envelope": None, "auth": "none",
                               "media": {"image/gif": {"type": "string", "format": "binary"}}},
-    ("GET", "/t/c/{token}/{link_id}"): {"summary": "Click: records it and redirects to the link", "envelope": None,
+    ("GET", "/t/c/{token}/{link_id}"): {"errors": TRACKING_404, "summary": "Click: records it and redirects to the link", "envelope": None,
                                         "auth": "none", "status": 302, "media": {}},
-    ("GET", "/t/u/{token}"): {"summary": "Unsubscribe page", "envelope": None, "auth": "none",
+    ("GET", "/t/u/{token}"): {"errors": TRACKING_404, "summary": "Unsubscribe page", "envelope": None, "auth": "none",
                               "media": {"text/html": {"type": "string"}}},
-    ("POST", "/t/u/{token}"): {"summary": "Unsubscribe (RFC 8058 one-click, or the page's form)", "envelope": None,
+    ("POST", "/t/u/{token}"): {"errors": TRACKING_404, "summary": "Unsubscribe (RFC 8058 one-click, or the page's form)", "envelope": None,
                                "auth": "none", "media": {"text/html": {"type": "string"}}},
 }
 
@@ -333,7 +362,8 @@ def _sms_operations() -> dict[tuple[str, str], dict[str, Any]]:
         ("POST", "/v1/sms-campaigns"): {"summary": "Create an SMS campaign (DRAFT)", "envelope": "A", "status": 201,
                                         "body": body, "data": campaign},
         ("GET", "/v1/sms-campaigns"): {"summary": "The workspace's SMS campaigns", "envelope": "A",
-                                       "query": {**page_query(sms.MAX_LIMIT), "status": enum(sms.STATUSES)},
+                                       "query": {**lenient_page_query(sms.DEFAULT_LIMIT, sms.MAX_LIMIT),
+                                                 "status": enum(sms.STATUSES)},
                                        "data": ANY},
         ("GET", "/v1/sms-campaigns/{campaign_id}"): {"summary": "An SMS campaign", "envelope": "A", "data": campaign},
         ("PATCH", "/v1/sms-campaigns/{campaign_id}"): {"summary": "Update a DRAFT SMS campaign", "envelope": "A",
@@ -347,7 +377,7 @@ def _sms_operations() -> dict[tuple[str, str], dict[str, Any]]:
         ("GET", "/v1/sms-campaigns/{campaign_id}/statistics"): {"summary": "An SMS campaign's statistics",
                                                                 "envelope": "A", "data": ANY},
         ("POST", "/v1/sms/quote"): {"summary": "The segments and price of an SMS message", "envelope": "A",
-                                    "body": obj({"message": {"type": "string", "maxLength": sms.MAX_MESSAGE}}),
+                                    "body": obj({"message": {"type": "string"}, "to": {"type": "string"}}),
                                     "data": ANY},
     }
 
