@@ -31,12 +31,17 @@ pytestmark = pytest.mark.slow
 # cores). MKT_FUZZ_EXAMPLES=200 MKT_FUZZ_RANDOM=1 digs deeper by hand.
 MAX_EXAMPLES = int(os.environ.get("MKT_FUZZ_EXAMPLES", "10"))
 DERANDOMIZE = not os.environ.get("MKT_FUZZ_RANDOM")
+STATEFUL_EXAMPLES = int(os.environ.get("MKT_FUZZ_STATEFUL", "60"))  # sequences of up to 6 calls
 DEADLINE_MS = 5000  # one request; the slowest real one takes a few ms
 
 
 @pytest.fixture(scope="module")
 def fuzz_world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    db_path: Path = tmp_path_factory.mktemp("fuzz") / "mkt.db"
+    return make_world(tmp_path_factory.mktemp("fuzz") / "mkt.db")
+
+
+def make_world(db_path: Path) -> dict[str, Any]:
+    """An app over a new database: a workspace and its key, tags, fields, five contacts."""
     conn = connect(db_path)
     created = workspaces.create_workspace(conn, "Fuzz workspace")
     workspace_id = created["workspace"]["id"]
@@ -54,7 +59,7 @@ def fuzz_world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 KEY: dict[str, str] = {}  # the fuzzed workspace's API key, set by fuzz_world
 
 
-@schemathesis.auth()
+@schemathesis.auth(refresh_interval=None)  # no caching: each world has its own key
 class WorkspaceKey:
     """Every generated request carries the key, except where schemathesis tests missing or bad auth."""
 
@@ -89,3 +94,32 @@ def test_every_operation_answers_as_documented(case: Any) -> None:
     # requests are rightly refused with a 400 and the spec's message. Schema-breaking requests
     # must still be refused (negative_data_rejection), and every answer must be documented.
     case.call_and_validate(excluded_checks=[positive_data_acceptance])
+
+
+def test_stateful_create_then_use(tmp_path: Path) -> None:
+    """The document's links drive sequences: create a contact, campaign, segment... then read,
+    configure, schedule it with the id the API returned (valid data only, so creations succeed)."""
+    stateful = schemathesis.openapi.from_asgi("/v1/openapi.json", make_world(tmp_path / "stateful.db")["app"])
+    stateful.config.generation.update(modes=[GenerationMode.POSITIVE], deterministic=DERANDOMIZE)
+    base = stateful.as_state_machine()
+
+    created: set[str] = set()  # ids the API gave to resources made during the run
+    followed: list[str] = []  # calls that used one of them in their path
+
+    class CreateThenUse(base):  # type: ignore[misc, valid-type]
+        def after_call(self, response: Any, case: Any) -> None:
+            super().after_call(response, case)
+            if {str(v) for v in (case.path_parameters or {}).values()} & created:
+                followed.append(f"{case.method} {case.path} {response.status_code}")
+            if response.status_code == 201:
+                created.add(str(response.json()["data"]["id"]))
+
+        def validate_response(self, response: Any, case: Any, additional_checks: Any = None, **kwargs: Any) -> None:
+            case.validate_response(response, additional_checks=additional_checks,
+                                   excluded_checks=[positive_data_acceptance])
+
+    CreateThenUse.run(settings=settings(max_examples=STATEFUL_EXAMPLES, stateful_step_count=6, deadline=DEADLINE_MS,
+                                        derandomize=DERANDOMIZE, database=None,
+                                        suppress_health_check=list(HealthCheck)))
+    # The links were followed: a resource made in a step was used with the id it was given.
+    assert created and followed, created

@@ -88,7 +88,7 @@ def test_constraints_come_from_the_services(document: dict[str, Any]) -> None:
     tag_body = document["paths"]["/v1/tags"]["post"]["requestBody"]["content"]["application/json"]["schema"]
     assert tag_body["properties"]["name"]["maxLength"] == tags.MAX_NAME
     query = {p["name"]: p["schema"] for p in document["paths"]["/v1/campaigns"]["get"]["parameters"]}
-    assert query["status"]["enum"] == list(campaigns.STATUSES)
+    assert query["status"]["enum"] == ["", *campaigns.STATUSES]
     assert f"1-{campaigns.MAX_LIMIT}" in query["limit"]["description"]
     members = {p["name"]: p["schema"] for p in document["paths"]["/v1/segments/{segment_id}/members"]["get"]["parameters"]}
     assert members["limit"]["maximum"] == segments.MAX_PAGE_SIZE
@@ -160,3 +160,15 @@ def test_405_allow_lists_every_method_of_the_path(client: Any, auth: dict[str, s
     assert response.status_code == 405
     assert response.headers["allow"] == "GET, HEAD, PATCH"
     assert client.delete("/v1/sms-campaigns/" + "a" * 24, headers=auth).headers["allow"] == "GET, HEAD, PATCH"
+
+
+def test_links_point_at_documented_operations(document: dict[str, Any]) -> None:
+    operations = {op["operationId"] for ops in document["paths"].values() for op in ops.values()}
+    links = [link for ops in document["paths"].values() for op in ops.values()
+             for response in op["responses"].values() for link in response.get("links", {}).values()]
+    assert len(links) >= 10
+    for link in links:
+        assert link["operationId"] in operations, link
+        target = [p for p, ops in document["paths"].items() for op in ops.values()
+                  if op["operationId"] == link["operationId"]][0]
+        assert all("{" + name + "}" in target for name in link["parameters"]), (target, link)

@@ -98,6 +98,18 @@ def optional_members_nullable(schema: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+def operation_id(method: str, path: str) -> str:
+    return f"{method.lower()}{re.sub(r'[^A-Za-z0-9]+', '_', path)}".rstrip("_")
+
+
+def _links(declared: dict[str, Any]) -> dict[str, Any]:
+    """OpenAPI links: what a created resource's id can be used for next (create, then read)."""
+    return {operation_id(method, path): {
+        "operationId": operation_id(method, path),
+        "parameters": {name: f"$response.body#/data/{member}" for name, member in parameters.items()}}
+        for method, path, parameters in declared.get("links", ())}
+
+
 def _envelope(kind: str, data: dict[str, Any]) -> dict[str, Any]:
     name = "EnvelopeA" if kind == "A" else "EnvelopeB"
     return {"allOf": [{"$ref": f"#/components/schemas/{name}"},
@@ -117,8 +129,7 @@ def _parameters(path: str, declared: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _operation(method: str, path: str, declared: dict[str, Any] | None, tag: str) -> dict[str, Any]:
-    op: dict[str, Any] = {"operationId": f"{method.lower()}{re.sub(r'[^A-Za-z0-9]+', '_', path)}".rstrip("_"),
-                          "tags": [tag]}
+    op: dict[str, Any] = {"operationId": operation_id(method, path), "tags": [tag]}
     if declared is None:
         declared = {"summary": "(not declared in api/schemas.py)", "envelope": None, "media": {}}
         op["x-mkt-undeclared"] = True
@@ -141,6 +152,8 @@ def _operation(method: str, path: str, declared: dict[str, Any] | None, tag: str
         success = {"description": "Success"}
         if media:
             success["content"] = {name: {"schema": schema} for name, schema in media.items()}
+    if declared.get("links"):
+        success["links"] = _links(declared)
     error = {"$ref": "#/components/responses/Error"}
     op["responses"] = {status: success, "4XX": error}
     for code, media in declared.get("errors", {}).items():

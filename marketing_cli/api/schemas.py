@@ -17,6 +17,7 @@ An operation is a dict:
   media       {media type: schema} of a non-JSON success response
   errors      {status: {media type: schema}} of errors that are not the JSON error body
   body_optional  the JSON body may be left out (all its members are optional)
+  links       [(method, path, {path parameter: member of the created data})]: what to call next
 """
 
 from __future__ import annotations
@@ -64,6 +65,11 @@ def array(items: Schema, **extra: Any) -> Schema:
 
 def enum(values_: tuple[str, ...] | list[str]) -> Schema:
     return {"type": "string", "enum": list(values_)}
+
+
+def EMPTY_OR(values_: tuple[str, ...]) -> Schema:  # noqa: N802 - reads like enum()
+    """A query filter: one of the values, or empty for no filter."""
+    return {"type": "string", "enum": ["", *values_]}
 
 
 def page_query(max_limit: int) -> dict[str, Schema]:
@@ -181,11 +187,12 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                                "data": array(obj({"tag": {"type": "string"}, "label": {"type": "string"},
                                                   "category": {"type": "string"}}, ("tag", "label")))},
     # contacts
-    ("POST", "/v1/contacts"): {"summary": "Create a contact", "envelope": "B", "status": 201,
+    ("POST", "/v1/contacts"): {"links": [("GET", "/v1/contacts/{contact_id}", {"contact_id": "id"}),
+                                         ("POST", "/v1/contacts/{contact_id}/tags/add", {"contact_id": "id"})], "summary": "Create a contact", "envelope": "B", "status": 201,
                                "body": obj({"status": enum(contacts.STATUSES), "fields": {"type": "object"},
                                             "tag_ids": array(INT_ID)}),
                                "data": CONTACT},
-    ("POST", "/v1/contacts/upsert"): {"summary": "Create or update a contact by email address or phone number",
+    ("POST", "/v1/contacts/upsert"): {"links": [("GET", "/v1/contacts/{contact_id}", {"contact_id": "id"})], "summary": "Create or update a contact by email address or phone number",
                                       "envelope": "B",
                                       "body": obj({"status": enum(contacts.STATUSES), "fields": {"type": "object"},
                                                    "tag_ids": array(INT_ID)}),
@@ -224,7 +231,7 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                                                         "body": TAG_IDS, "data": ANY},
     # fields, tags
     ("GET", "/v1/fields"): {"summary": "The workspace's contact fields", "envelope": "B", "data": array(FIELD)},
-    ("POST", "/v1/fields"): {"summary": "Create a custom field", "envelope": "B", "status": 201,
+    ("POST", "/v1/fields"): {"links": [("PATCH", "/v1/fields/{field_id}", {"field_id": "id"})], "summary": "Create a custom field", "envelope": "B", "status": 201,
                              "body": obj({"label": {"type": "string"}, "merge_tag": {"type": "string"},
                                           "type": enum(values.FIELD_TYPES)}),
                              "data": FIELD},
@@ -247,7 +254,8 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                                       "contact_id": {"type": "string", "pattern": "^([0-9a-f]{24})?$"}},
                             "data": ANY},
     # segments, audience
-    ("POST", "/v1/segments"): {"summary": "Create a segment", "envelope": "B", "status": 201,
+    ("POST", "/v1/segments"): {"links": [("GET", "/v1/segments/{segment_id}", {"segment_id": "id"}),
+                                         ("GET", "/v1/segments/{segment_id}/members", {"segment_id": "id"})], "summary": "Create a segment", "envelope": "B", "status": 201,
                                "body": obj({"name": {"type": "string", "maxLength": 64},
                                             "filters": SEGMENT_FILTERS}),
                                "data": SEGMENT},
@@ -262,13 +270,17 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                                      "body": obj({"audience": AUDIENCE, "channel": enum(audience.CHANNELS)}),
                                      "data": ANY},
     # email campaigns
-    ("POST", "/v1/campaigns"): {"summary": "Create an email campaign (DRAFT)", "envelope": "A", "status": 201,
+    ("POST", "/v1/campaigns"): {"links": [(m, p, {"campaign_id": "id"}) for m, p in (
+                                    ("GET", "/v1/campaigns/{campaign_id}"),
+                                    ("PATCH", "/v1/campaigns/{campaign_id}/configure"),
+                                    ("GET", "/v1/campaigns/{campaign_id}/statistics"),
+                                    ("POST", "/v1/campaigns/{campaign_id}/schedule"))], "summary": "Create an email campaign (DRAFT)", "envelope": "A", "status": 201,
                                 "body": obj({"name": {"type": "string", "maxLength": 255},
                                              "type": enum(campaigns.TYPES)}),
                                 "data": CAMPAIGN},
     ("GET", "/v1/campaigns"): {"summary": "The workspace's email campaigns", "envelope": "A",
                                "query": {**lenient_page_query(campaigns.DEFAULT_LIMIT, campaigns.MAX_LIMIT),
-                                         "status": enum(campaigns.STATUSES)},
+                                         "status": EMPTY_OR(campaigns.STATUSES)},
                                "data": ANY},
     ("GET", "/v1/campaigns/{campaign_id}"): {"summary": "An email campaign", "envelope": "A", "data": CAMPAIGN},
     ("PATCH", "/v1/campaigns/{campaign_id}/configure"): {
@@ -303,7 +315,7 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                               "body": obj({"email_address": {"type": "string", "minLength": 1}, "type": enum(bounces.TYPES)},
                                           ("email_address",)),
                               "data": ANY},
-    ("POST", "/v1/templates"): {"summary": "Import a template (HTML, ZIP, URL or editor JSON)", "envelope": "A",
+    ("POST", "/v1/templates"): {"links": [("GET", "/v1/templates/{id}", {"id": "id"})], "summary": "Import a template (HTML, ZIP, URL or editor JSON)", "envelope": "A",
                                 "status": 201,
                                 "body": obj({"name": {"type": "string", "maxLength": templates.MAX_NAME},
                                              "type": enum(("editor", "code")),
@@ -314,7 +326,7 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
     ("GET", "/v1/templates/{id}"): {"summary": "A template", "envelope": "A", "data": {"type": "object"}},
     # sending domains and sender identities
     ("GET", "/v1/domains"): {"summary": "The workspace's sending domains", "envelope": "A", "data": array(DOMAIN)},
-    ("POST", "/v1/domains"): {"summary": "Add a sending domain", "envelope": "A", "status": 201,
+    ("POST", "/v1/domains"): {"links": [("GET", "/v1/domains/{domain_id}", {"domain_id": "id"})], "summary": "Add a sending domain", "envelope": "A", "status": 201,
                               "body": obj({"domain_name": {"type": "string", "minLength": 1, "maxLength": domains.MAX_NAME}}),
                               "data": DOMAIN},
     ("GET", "/v1/domains/{domain_id}"): {"summary": "A sending domain", "envelope": "A", "data": DOMAIN},
@@ -322,7 +334,7 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                                                  "data": DOMAIN},
     ("GET", "/v1/sender-identities"): {"summary": "The workspace's sender identities", "envelope": "A",
                                        "data": array(SENDER)},
-    ("POST", "/v1/sender-identities"): {"summary": "Add a sender identity", "envelope": "A", "status": 201,
+    ("POST", "/v1/sender-identities"): {"links": [("GET", "/v1/sender-identities/{sender_id}", {"sender_id": "id"})], "summary": "Add a sender identity", "envelope": "A", "status": 201,
                                         "body": obj({"domain_id": INT_ID,
                                                      "local_part": {"type": "string", "maxLength": senders.MAX_LOCAL_PART},
                                                      "display_name": {"type": "string",
@@ -359,11 +371,17 @@ def _sms_operations() -> dict[tuple[str, str], dict[str, Any]]:
     body = obj({"name": {"type": "string", "maxLength": sms.MAX_NAME},
                 "message": {"type": "string", "maxLength": sms.MAX_MESSAGE}, "audience": AUDIENCE})
     return {
-        ("POST", "/v1/sms-campaigns"): {"summary": "Create an SMS campaign (DRAFT)", "envelope": "A", "status": 201,
-                                        "body": body, "data": campaign},
+        ("POST", "/v1/sms-campaigns"): {"links": [(m, p, {"campaign_id": "id"}) for m, p in (
+                                            ("GET", "/v1/sms-campaigns/{campaign_id}"),
+                                            ("PATCH", "/v1/sms-campaigns/{campaign_id}"),
+                                            ("POST", "/v1/sms-campaigns/{campaign_id}/schedule"),
+                                            ("POST", "/v1/sms-campaigns/{campaign_id}/archive"))],
+                                        "summary": "Create an SMS campaign (DRAFT)", "envelope": "A", "status": 201,
+                                        "body": obj({"name": body["properties"]["name"]}),  # the rest: PATCH
+                                        "data": campaign},
         ("GET", "/v1/sms-campaigns"): {"summary": "The workspace's SMS campaigns", "envelope": "A",
                                        "query": {**lenient_page_query(sms.DEFAULT_LIMIT, sms.MAX_LIMIT),
-                                                 "status": enum(sms.STATUSES)},
+                                                 "status": EMPTY_OR(sms.STATUSES)},
                                        "data": ANY},
         ("GET", "/v1/sms-campaigns/{campaign_id}"): {"summary": "An SMS campaign", "envelope": "A", "data": campaign},
         ("PATCH", "/v1/sms-campaigns/{campaign_id}"): {"summary": "Update a DRAFT SMS campaign", "envelope": "A",
