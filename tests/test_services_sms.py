@@ -314,3 +314,43 @@ def test_a_network_provider_gets_batches_and_its_refusals_are_recorded(
         "sent": 2, "delivered": 0, "clicked": 0, "failed": 1, "unsubscribed": 0, "suppressed": 0}
     assert sms.campaign_statistics(conn, ws, campaign["id"])["total_cost"] == "0.0166"  # the refusal is refunded
     assert -ledger_sum(conn, campaign["id"]) == message_sum(conn, campaign["id"])
+
+
+def test_fields_sql_cannot_render_fall_back_to_python_and_defaults_apply(conn: sqlite3.Connection, ws: int) -> None:
+    f.field(conn, ws, "vip", "BOOLEAN")
+    f.field(conn, ws, "city", "TEXT", default_value="your city")
+    f.sms_contacts(conn, ws, [US[0]], vip=True, city="Lyon")
+    f.sms_contacts(conn, ws, [US[1]], vip=False)
+    campaign = f.sms_campaign(conn, ws, message="VIP {{contact.vip}} in {{contact.city}}. Reply STOP to opt out.")
+    schedule_now(conn, ws, campaign)
+    jobs.run_due(conn)
+    bodies = {r["phone"]: r["body"] for r in conn.execute("SELECT phone, body FROM sms_messages")}
+    assert bodies == {US[0]: "VIP true in Lyon. Reply STOP to opt out.",
+                      US[1]: "VIP false in your city. Reply STOP to opt out."}
+    campaign = f.sms_campaign(conn, ws, "Second", message="In {{contact.city}}. Reply STOP to opt out.")
+    schedule_now(conn, ws, campaign)
+    jobs.run_due(conn)
+    bodies = {r["phone"]: r["body"] for r in conn.execute("SELECT phone, body FROM sms_messages WHERE campaign_id = ?",
+                                                         (campaign["id"],))}
+    assert bodies == {US[0]: "In Lyon. Reply STOP to opt out.", US[1]: "In your city. Reply STOP to opt out."}
+
+
+def test_every_rendered_message_is_measured_like_the_segment_counter(conn: sqlite3.Connection, ws: int) -> None:
+    from marketing_cli.services.sms_segments import count_segments
+
+    names = ["Al", "B" * 120, "C" * 121, "D" * 274, "E" * 275, "Zoë", "F`g", "H[i]", "J\nK", "L\r\nM", "€" * 60,
+             "😀" * 40, "a" * 50 + "😀" + "b" * 40, "Ω" * 10]
+    f.sms_contacts(conn, ws, [f"+1415555{i:04d}" for i in range(len(names))])
+    for i, name in enumerate(names):
+        conn.execute("UPDATE contacts SET data = json_set(data, '$.\"' || ? || '\"', ?) WHERE phone = ?",
+                     (conn.execute("SELECT id FROM fields WHERE workspace_id = ? AND merge_tag = 'first_name'",
+                                   (ws,)).fetchone()[0], name, f"+1415555{i:04d}"))
+    campaign = f.sms_campaign(conn, ws, message="Hi {{contact.first_name}}, see you. Reply STOP to opt out.")
+    schedule_now(conn, ws, campaign)
+    jobs.run_due(conn)
+    rows = conn.execute("SELECT body, encoding, segments, price_units FROM sms_messages").fetchall()
+    assert len(rows) == len(names)
+    for row in rows:
+        expected = count_segments(row["body"])
+        assert (row["encoding"], row["segments"]) == (expected.encoding, expected.segments), row["body"]
+        assert row["price_units"] == 830 * expected.segments

@@ -40,7 +40,7 @@ from marketing_cli.errors import MktError
 from marketing_cli.ids import new_id, parse_hex_id
 from marketing_cli.services import sms_ledger
 from marketing_cli.services.inputs import member, require_object
-from marketing_cli.services.sms_segments import count_segments
+from marketing_cli.services.sms_segments import MULTI_GSM, SINGLE_GSM, count_segments
 
 STATUSES = ("DRAFT", "QUEUED", "COMPLETED", "CANCELLED", "ARCHIVED")
 MAX_NAME = 255
@@ -289,22 +289,25 @@ def country_of(number: str | None) -> str | None:
     """
     if not number or number[0] != "+":
         return None
-    key = number[:5] if number[1:2] == "1" else number[:10]
-    region = _PREFIXES.get(key)  # the common case: a NANP area code or a number block seen before
+    region = _PREFIXES.get(number[:5]) or _PREFIXES.get(number[:10])  # seen before: the common case
     if region is not None:
         return region
     single = _single_region_codes()
     for size in (2, 3, 4):
         region = single.get(number[:size])
         if region is not None:
+            _remember(number[:5], region)  # 5 characters hold any calling code whole
             return region
-    if region is None:
-        region = _parse_country(number)
-        if region is not None:
-            if len(_PREFIXES) >= _MAX_PREFIXES:
-                _PREFIXES.clear()
-            _PREFIXES[key] = region
+    region = _parse_country(number)
+    if region is not None:
+        _remember(number[:5] if number[1:2] == "1" else number[:10], region)
     return region
+
+
+def _remember(key: str, region: str) -> None:
+    if len(_PREFIXES) >= _MAX_PREFIXES:
+        _PREFIXES.clear()
+    _PREFIXES[key] = region
 
 
 def price_units(conn: sqlite3.Connection, workspace_id: int) -> dict[str, int]:
@@ -436,19 +439,19 @@ def _register_functions(conn: sqlite3.Connection, renderer: Renderer | None = No
     conn.create_function("mkt_sms_country", 1, country_of, deterministic=True)
     if renderer is not None:
         conn.create_function("mkt_sms_render", 3, renderer.render, deterministic=True)
-        cache: dict[str, tuple[str, int]] = {}
+        cache: dict[str, int] = {}
 
-        def measure(text: str) -> tuple[str, int]:
+        def measure(text: str) -> int:
+            """segments * 2, plus 1 for UCS-2 (one Python call per recipient, cached per text)."""
             got = cache.get(text)
             if got is None:
                 if len(cache) > 100_000:
                     cache.clear()
                 result = count_segments(text)
-                got = cache[text] = (result.encoding, result.segments)
+                got = cache[text] = result.segments * 2 + (result.encoding == "UCS-2")
             return got
 
-        conn.create_function("mkt_sms_segments", 1, lambda t: measure(t)[1], deterministic=True)
-        conn.create_function("mkt_sms_encoding", 1, lambda t: measure(t)[0], deterministic=True)
+        conn.create_function("mkt_sms_measure", 1, measure, deterministic=True)
 
 
 def estimate_cost(conn: sqlite3.Connection, workspace_id: int, message: str,
@@ -590,39 +593,62 @@ def expand_recipients(conn: sqlite3.Connection, campaign: sqlite3.Row) -> bool:
     prices = price_units(conn, workspace_id)
     suffix = uuid.uuid4().hex  # our own names, never user text
     snapshot, price_table = f"temp.sms_snapshot_{suffix}", f"temp.sms_prices_{suffix}"
+    prefix_table = f"temp.sms_prefixes_{suffix}"
     query = resolve_audience(conn, workspace_id, json.loads(campaign["audience"]), "sms")
     conn.execute(f"CREATE TABLE {snapshot} (id TEXT NOT NULL)")
     conn.execute(f"CREATE TABLE {price_table} (country TEXT PRIMARY KEY, units INTEGER NOT NULL)")
+    conn.execute(f"CREATE TABLE {prefix_table} (prefix TEXT PRIMARY KEY, country TEXT NOT NULL) WITHOUT ROWID")
+    known: set[str] = set()
+
+    def share_prefixes() -> None:
+        """Copy what country_of learnt into SQL, so that later rows need no Python call."""
+        fresh = [(k, v) for k, v in list(_PREFIXES.items()) if k not in known]
+        conn.executemany(f"INSERT OR REPLACE INTO {prefix_table} VALUES (?, ?)", fresh)
+        known.update(k for k, _ in fresh)
+
     try:
         conn.executemany(f"INSERT INTO {price_table} VALUES (?, ?)", prices.items())
         conn.execute(f"INSERT INTO {snapshot} (id) {query.sql}", query.params)
         last = conn.execute(f"SELECT MAX(rowid) FROM {snapshot}").fetchone()[0] or 0
+        # m packs a message's measure in one integer: segments * 2, plus 1 for UCS-2.
         if renderer.has_tags:
             body = renderer.sql or "mkt_sms_render(c.email, c.phone, c.data)"
-            encoding, segments = "mkt_sms_encoding(r.body)", "mkt_sms_segments(r.body)"
-            params: tuple[Any, ...] = ()
+            # Printable ASCII of the GSM basic table (no `, no extension characters) and LF: one
+            # septet each, counted in SQL; any other text is measured in Python.
+            measure = (f"CASE WHEN ({body}) NOT GLOB '*[^\n -Z_a-z]*' THEN (CASE WHEN length({body}) = 0 THEN 0"
+                       f" WHEN length({body}) <= {SINGLE_GSM} THEN 1 ELSE (length({body}) + {MULTI_GSM - 1})"
+                       f" / {MULTI_GSM} END) * 2 ELSE mkt_sms_measure({body}) END")
+            params = ()
         else:
-            body, encoding, segments = "NULL", "?", "?"
-            params = (fixed.encoding, fixed.segments, fixed.segments)
+            body, measure = "NULL", "?"
+            params = (fixed.segments * 2 + (fixed.encoding == "UCS-2"),)
+        country = (f"COALESCE((SELECT x.country FROM {prefix_table} x WHERE x.prefix = substr(c.phone, 1, 5)),"
+                   f" (SELECT x.country FROM {prefix_table} x WHERE x.prefix = substr(c.phone, 1, 10)),"
+                   " mkt_sms_country(c.phone))")
         insert = (
-            "INSERT OR IGNORE INTO sms_messages (campaign_id, contact_id, batch, phone, country, body, encoding,"
+            # MATERIALIZED: each recipient's row (and its Python calls) is computed once.
+            f"WITH r AS MATERIALIZED (SELECT c.id, c.phone, {country} AS country, {body} AS body, {measure} AS m"
+            f" FROM {snapshot} s JOIN contacts c ON c.id = s.id WHERE s.rowid > ? AND s.rowid <= ?"
+            " AND c.phone IS NOT NULL AND c.phone <> '')"
+            " INSERT OR IGNORE INTO sms_messages (campaign_id, contact_id, batch, phone, country, body, encoding,"
             " segments, price_units, status, created_at)"
-            f" SELECT ?, r.id, ?, r.phone, r.country, r.body, {encoding}, {segments},"
-            f" COALESCE(p.units * {segments}, 0), CASE WHEN p.units IS NULL THEN 'suppressed' ELSE 'pending' END, ?"
-            f" FROM (SELECT c.id, c.phone, mkt_sms_country(c.phone) AS country, {body} AS body"
-            f"       FROM {snapshot} s JOIN contacts c ON c.id = s.id WHERE s.rowid > ? AND s.rowid <= ?"
-            "        AND c.phone IS NOT NULL AND c.phone <> '') r"
-            f" LEFT JOIN {price_table} p ON p.country = r.country"
+            " SELECT ?, r.id, ?, r.phone, r.country, r.body, CASE WHEN r.m & 1 THEN 'UCS-2' ELSE 'GSM-7' END,"
+            " r.m >> 1, COALESCE(p.units * (r.m >> 1), 0),"
+            " CASE WHEN p.units IS NULL THEN 'suppressed' ELSE 'pending' END, ?"
+            f" FROM r LEFT JOIN {price_table} p ON p.country = r.country"
         )
         size, start = batch_size(), 0
         while start < last:
+            share_prefixes()
             with transaction(conn):
                 if not _still_queued(conn, cid):
                     return False
                 batch = (conn.execute("SELECT MAX(batch) FROM sms_messages WHERE campaign_id = ?",
                                       (cid,)).fetchone()[0] or 0) + 1
-                values = (cid, batch, *params, clock.now(), start, start + size)
-                written = conn.execute(insert, values).rowcount
+                values = (*params, start, start + size, cid, batch, clock.now())
+                before = conn.total_changes  # (rowcount is -1 for a statement that starts with WITH)
+                conn.execute(insert, values)
+                written = conn.total_changes - before
                 if written > 0:
                     row = conn.execute("SELECT COUNT(*), COALESCE(SUM(price_units), 0) FROM sms_messages"
                                        " WHERE campaign_id = ? AND batch = ? AND status = 'pending'",
@@ -643,6 +669,7 @@ def expand_recipients(conn: sqlite3.Connection, campaign: sqlite3.Row) -> bool:
     finally:
         conn.execute(f"DROP TABLE IF EXISTS {snapshot}")
         conn.execute(f"DROP TABLE IF EXISTS {price_table}")
+        conn.execute(f"DROP TABLE IF EXISTS {prefix_table}")
 
 
 def hand_off(conn: sqlite3.Connection, campaign: sqlite3.Row) -> bool:
