@@ -172,3 +172,12 @@ def test_links_point_at_documented_operations(document: dict[str, Any]) -> None:
         target = [p for p, ops in document["paths"].items() for op in ops.values()
                   if op["operationId"] == link["operationId"]][0]
         assert all("{" + name + "}" in target for name in link["parameters"]), (target, link)
+
+
+def test_configure_answer_matches_the_document(client: Any, auth: dict[str, str], document: dict[str, Any]) -> None:
+    # Found by the stateful fuzzing: configure answers the configuration view, without `status`.
+    created = client.post("/v1/campaigns", headers=auth, json={"name": "Launch"}).json()["data"]
+    response = client.patch(f"/v1/campaigns/{created['id']}/configure", headers=auth, json={"sender": None})
+    assert response.status_code == 200, response.text
+    validator = response_validator(document, "PATCH", "/v1/campaigns/{campaign_id}/configure", 200)
+    assert list(validator.iter_errors(response.json())) == []

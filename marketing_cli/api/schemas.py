@@ -146,6 +146,8 @@ CAMPAIGN = obj({"id": HEX_ID, "name": {"type": "string"}, "type": enum(campaigns
                 "status": enum(campaigns.STATUSES),
                 "variants": array(obj({"id": HEX_ID, "type": enum(campaigns.VARIANT_TYPES)}, ("id", "type"))),
                 "created_at": TIMESTAMP, "updated_at": TIMESTAMP}, ("id", "name", "type", "status", "variants"))
+# PATCH .../configure answers the configuration view: the campaign without its status.
+CAMPAIGN_CONFIGURATION = {**CAMPAIGN, "required": ["id", "name", "type", "variants"]}
 DOMAIN = obj({
     "id": INT_ID,
     "domain_name": {"type": "string"},
@@ -289,7 +291,7 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                      "variants": array(obj({"type": enum(campaigns.VARIANT_TYPES),
                                             "subject": {"type": "string", "minLength": 3, "maxLength": 90},
                                             "preview_text": {"type": "string", "maxLength": 120}}))}),
-        "data": CAMPAIGN},
+        "data": CAMPAIGN_CONFIGURATION},
     ("POST", "/v1/campaigns/{campaign_id}/variants/{variant_type}/html"): {
         "summary": "Set a variant's HTML (or take a template's)", "envelope": "A",
         "body": obj({"html": {"type": "string"}, "template_id": INT_ID}), "data": ANY},
