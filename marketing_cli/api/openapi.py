@@ -84,9 +84,10 @@ def optional_members_nullable(schema: dict[str, Any]) -> dict[str, Any]:
     result = dict(schema)
     if "properties" in schema:
         required = set(schema.get("required", ()))
-        result["properties"] = {
-            name: (lambda sub: sub if name in required else _nullable(sub))(optional_members_nullable(sub))
-            for name, sub in schema["properties"].items()}
+        result["properties"] = {}
+        for name, sub in schema["properties"].items():
+            sub = optional_members_nullable(sub)
+            result["properties"][name] = sub if name in required else _nullable(sub)
     if isinstance(schema.get("items"), dict):
         result["items"] = optional_members_nullable(schema["items"])
     for key in ("allOf", "anyOf", "oneOf"):
@@ -128,6 +129,41 @@ def _parameters(path: str, declared: dict[str, Any]) -> list[dict[str, Any]]:
     return params
 
 
+def _request_body(declared: dict[str, Any]) -> dict[str, Any] | None:
+    if "body" in declared:
+        return {"required": not declared.get("body_optional"),
+                "content": {"application/json": {"schema": optional_members_nullable(declared["body"])}}}
+    if "body_media" in declared:
+        return {"required": True, "content": {media: {"schema": {"type": "string"}} for media in declared["body_media"]}}
+    return None
+
+
+def _responses(declared: dict[str, Any]) -> dict[str, Any]:
+    if declared.get("envelope"):
+        success: dict[str, Any] = {"description": "Success", "content": {
+            "application/json": {"schema": _envelope(declared["envelope"], declared.get("data", {}))}}}
+    else:
+        success = {"description": "Success"}
+        if declared.get("media"):
+            success["content"] = {name: {"schema": schema} for name, schema in declared["media"].items()}
+    if declared.get("links"):
+        success["links"] = _links(declared)
+    responses = {str(declared.get("status", 200)): success, "4XX": {"$ref": "#/components/responses/Error"}}
+    for code, media in declared.get("errors", {}).items():
+        responses[code] = {"description": "Error page",
+                           "content": {name: {"schema": schema} for name, schema in media.items()}}
+    return responses
+
+
+def _security(path: str, declared: dict[str, Any]) -> list[dict[str, list[str]]]:
+    auth = declared.get("auth", "key")
+    if auth == "none" or path.startswith(PUBLIC_PREFIXES):
+        return []
+    if auth == "optional":
+        return [{}, {"bearer": []}]
+    return [{"bearer": []}]
+
+
 def _operation(method: str, path: str, declared: dict[str, Any] | None, tag: str) -> dict[str, Any]:
     op: dict[str, Any] = {"operationId": operation_id(method, path), "tags": [tag]}
     if declared is None:
@@ -137,35 +173,11 @@ def _operation(method: str, path: str, declared: dict[str, Any] | None, tag: str
     params = _parameters(path, declared)
     if params:
         op["parameters"] = params
-    if "body" in declared:
-        op["requestBody"] = {"required": not declared.get("body_optional"),
-                             "content": {"application/json": {"schema": optional_members_nullable(declared["body"])}}}
-    elif "body_media" in declared:
-        op["requestBody"] = {"required": True, "content": {
-            media: {"schema": {"type": "string"}} for media in declared["body_media"]}}
-    status = str(declared.get("status", 200))
-    if declared.get("envelope"):
-        success = {"description": "Success", "content": {
-            "application/json": {"schema": _envelope(declared["envelope"], declared.get("data", {}))}}}
-    else:
-        media = declared.get("media", {})
-        success = {"description": "Success"}
-        if media:
-            success["content"] = {name: {"schema": schema} for name, schema in media.items()}
-    if declared.get("links"):
-        success["links"] = _links(declared)
-    error = {"$ref": "#/components/responses/Error"}
-    op["responses"] = {status: success, "4XX": error}
-    for code, media in declared.get("errors", {}).items():
-        op["responses"][code] = {"description": "Error page", "content": {
-            name: {"schema": schema} for name, schema in media.items()}}
-    auth = declared.get("auth", "key")
-    if auth == "none" or path.startswith(PUBLIC_PREFIXES):
-        op["security"] = []
-    elif auth == "optional":
-        op["security"] = [{}, {"bearer": []}]
-    else:
-        op["security"] = [{"bearer": []}]
+    body = _request_body(declared)
+    if body:
+        op["requestBody"] = body
+    op["responses"] = _responses(declared)
+    op["security"] = _security(path, declared)
     return op
 
 
