@@ -72,6 +72,11 @@ def EMPTY_OR(values_: tuple[str, ...]) -> Schema:  # noqa: N802 - reads like enu
     return {"type": "string", "enum": ["", *values_]}
 
 
+def OR_EMPTY(schema: Schema) -> Schema:  # noqa: N802 - reads like EMPTY_OR()
+    """A query parameter that may also be sent empty (`?limit=`), which reads as left out."""
+    return {"anyOf": [schema, {"type": "string", "maxLength": 0}]}
+
+
 def page_query(max_limit: int) -> dict[str, Schema]:
     return {"page": {"type": "integer", "minimum": 1},
             "limit": {"type": "integer", "minimum": 1, "maximum": max_limit}}
@@ -253,8 +258,8 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                                           "properties": {"type": "object", "maxProperties": events.MAX_KEYS}}),
                              "data": ANY},
     ("GET", "/v1/events"): {"summary": "The automation event log", "envelope": "B",
-                            "query": {"limit": {"type": "integer", "minimum": 1, "maximum": events.MAX_LOG_LIMIT},
-                                      "after_id": {"type": "integer", "minimum": 0},
+                            "query": {"limit": OR_EMPTY({"type": "integer", "minimum": 1, "maximum": events.MAX_LOG_LIMIT}),
+                                      "after_id": OR_EMPTY({"type": "integer", "minimum": 0}),
                                       "type": {"type": "string", "enum": ["", *events.EVENT_TYPES]},
                                       "contact_id": {"type": "string", "pattern": "^([0-9a-f]{24})?$"}},
                             "data": ANY},
