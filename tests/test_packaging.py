@@ -37,3 +37,8 @@ def test_wheel_install_in_clean_venv(tmp_path: Path) -> None:
     module = subprocess.run([str(python), "-m", "marketing_cli", "--db", str(db), "workspace", "show", "--json"],
                             capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
     assert module.returncode == 0 and json.loads(module.stdout)["workspace"]["name"] == "Wheel"
+    # The /docs renderer is vendored inside the package, and `mkt openapi` works from the wheel.
+    assert (Path(site) / "api" / "static" / "redoc.standalone.js").is_file()
+    document = subprocess.run([str(venv / "bin" / "mkt"), "openapi"], capture_output=True, text=True, env=env,
+                              cwd=tmp_path, timeout=120)
+    assert document.returncode == 0 and json.loads(document.stdout)["openapi"].startswith("3.1.")

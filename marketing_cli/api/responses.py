@@ -107,7 +107,22 @@ async def mkt_error_handler(request: Request, exc: Exception) -> Response:
 async def http_error_handler(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     message = {404: "Not found.", 405: "Method not allowed."}.get(exc.status_code, exc.detail)
-    return error_response(exc.status_code, message, exc.headers)
+    headers = exc.headers
+    if exc.status_code == 405:
+        headers = {**(headers or {}), "Allow": allowed_methods(request)}
+    return error_response(exc.status_code, message, headers)
+
+
+def allowed_methods(request: Request) -> str:
+    """Every method of the path: Starlette's Allow names only the first route that matched it,
+    and the routes here are one per method (RFC 9110 section 15.5.6 wants them all)."""
+    from starlette.routing import Match, Route
+
+    methods: set[str] = set()
+    for route in request.app.routes:
+        if isinstance(route, Route) and route.methods and route.matches(request.scope)[0] != Match.NONE:
+            methods |= route.methods
+    return ", ".join(sorted(methods))
 
 
 TOO_LARGE_NUMBER = "A number in the request is out of range."

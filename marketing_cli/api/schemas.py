@@ -1,0 +1,432 @@
+"""What each operation of the HTTP face accepts and returns, keyed by (method, path).
+
+The single declaration that api/openapi.py turns into the OpenAPI document: the routes
+themselves come from the app (a new route appears in the document by itself, and
+tests/test_api_openapi.py fails until it is declared here), and the limits, enums and
+names below are the services' own constants, so a change there changes the document.
+
+An operation is a dict:
+  summary     one line
+  envelope    "A" ({"error": null, "data"}), "B" ({"data"}) or None (not JSON: see `media`)
+  status      the success status (200 unless given)
+  data        JSON Schema of the envelope's `data` ({} = any JSON value)
+  body        JSON Schema of the JSON request body (absent: no body)
+  body_media  the body's media types when it is not JSON (contacts import: CSV)
+  query       {name: schema} of the query parameters
+  auth        "key" (default), "optional" (a key changes the answer) or "none"
+  media       {media type: schema} of a non-JSON success response
+  errors      {status: {media type: schema}} of errors that are not the JSON error body
+  body_optional  the JSON body may be left out (all its members are optional)
+  links       [(method, path, {path parameter: member of the created data})]: what to call next
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from marketing_cli.services import (
+    audience,
+    bounces,
+    campaigns,
+    contact_search,
+    contacts,
+    domains,
+    events,
+    segment_filters,
+    segments,
+    senders,
+    tags,
+    templates,
+    values,
+)
+
+Schema = dict[str, Any]
+
+# --- building blocks -----------------------------------------------------------------------
+
+ANY: Schema = {}
+HEX_ID: Schema = {"type": "string", "pattern": "^[0-9a-f]{24}$"}
+INT_ID: Schema = {"type": "integer", "minimum": 1}
+TIMESTAMP: Schema = {"type": "string", "format": "date-time"}
+NULLABLE_TIMESTAMP: Schema = {"type": ["string", "null"], "format": "date-time"}
+DECIMAL_STRING: Schema = {"type": "string", "pattern": r"^-?\d+(\.\d+)?$"}
+
+
+def obj(properties: dict[str, Schema] | None = None, required: tuple[str, ...] = (), **extra: Any) -> Schema:
+    schema: Schema = {"type": "object", "properties": properties or {}}
+    if required:
+        schema["required"] = list(required)
+    return {**schema, **extra}
+
+
+def array(items: Schema, **extra: Any) -> Schema:
+    return {"type": "array", "items": items, **extra}
+
+
+def enum(values_: tuple[str, ...] | list[str]) -> Schema:
+    return {"type": "string", "enum": list(values_)}
+
+
+def EMPTY_OR(values_: tuple[str, ...]) -> Schema:  # noqa: N802 - reads like enum()
+    """A query filter: one of the values, or empty for no filter."""
+    return {"type": "string", "enum": ["", *values_]}
+
+
+def OR_EMPTY(schema: Schema) -> Schema:  # noqa: N802 - reads like EMPTY_OR()
+    """A query parameter that may also be sent empty (`?limit=`), which reads as left out."""
+    return {"anyOf": [schema, {"type": "string", "maxLength": 0}]}
+
+
+def page_query(max_limit: int) -> dict[str, Schema]:
+    return {"page": {"type": "integer", "minimum": 1},
+            "limit": {"type": "integer", "minimum": 1, "maximum": max_limit}}
+
+
+def lenient_page_query(default_limit: int, max_limit: int) -> dict[str, Schema]:
+    """Campaign lists read page and limit leniently: not an integer -> the default, out of range -> clamped."""
+    return {"page": {"type": "string", "description": "Page number from 1 (default 1; anything else reads as 1)."},
+            "limit": {"type": "string", "description": f"Per page, 1-{max_limit} (default {default_limit}; "
+                                                       "out of range is clamped, not an integer reads as the default)."}}
+
+
+# Path parameters by name (Starlette's `{name}` or `{name:convertor}`).
+PATH_PARAMETERS: dict[str, Schema] = {
+    "contact_id": HEX_ID,
+    "campaign_id": HEX_ID,
+    "field_id": INT_ID,
+    "segment_id": INT_ID,
+    "domain_id": INT_ID,
+    "sender_id": INT_ID,
+    "id": INT_ID,
+    "variant_type": enum(campaigns.VARIANT_TYPES),
+    "token": {"type": "string", "minLength": 1},
+    "link_id": {"type": "string", "minLength": 1},
+}
+
+# --- resources -----------------------------------------------------------------------------
+
+TAG = obj({"id": INT_ID, "name": {"type": "string", "maxLength": tags.MAX_NAME}}, ("id", "name"))
+FIELD = obj({
+    "id": INT_ID,
+    "label": {"type": "string"},
+    "merge_tag": {"type": "string"},
+    "type": enum(values.FIELD_TYPES),
+}, ("id", "label", "merge_tag", "type"))
+CONTACT = obj({
+    "id": HEX_ID,
+    "status": enum(contacts.STATUSES),
+    "sms_status": {"type": ["string", "null"]},
+    "tags": array(TAG),
+    "data": {"type": "object"},
+    "created_at": TIMESTAMP,
+    "updated_at": TIMESTAMP,
+}, ("id", "status"))
+# The resolver reads the include list of its type only (include_tag_ids for TAGS,
+# include_segment_ids for SEGMENTS; any other is ignored, whatever it holds) and both
+# exclude lists always.
+IDS: Schema = {"type": ["array", "null"], "items": {"type": "integer"}}
+AUDIENCE = {
+    **obj({"type": enum(audience.AUDIENCE_TYPES), "include_tag_ids": {}, "include_segment_ids": {},
+           "exclude_tag_ids": IDS, "exclude_segment_ids": IDS}, ("type",)),
+    "allOf": [
+        {"if": {"properties": {"type": {"const": "TAGS"}}},
+         "then": {"properties": {"include_tag_ids": IDS}}},
+        {"if": {"properties": {"type": {"const": "SEGMENTS"}}},
+         "then": {"properties": {"include_segment_ids": IDS}}},
+    ],
+}
+TAG_IDS = obj({"tag_ids": array(INT_ID, minItems=1)}, ("tag_ids",))
+SEGMENT_FILTER = obj({
+    "type": enum(segment_filters.FILTER_TYPES),
+    "field_id": INT_ID,
+    "operator": enum(sorted({op for ops in segment_filters.FIELD_OPERATORS.values() for op in ops}
+                            | set(segment_filters.TAG_OPERATORS) | set(segment_filters.RATE_OPERATORS)
+                            | set(segment_filters.ACTIVITY_OPERATORS))),
+    "value": ANY,
+})
+SEGMENT = obj({"id": INT_ID, "name": {"type": "string", "maxLength": 64}}, ("id", "name"))
+SEGMENT_FILTERS = obj({"condition": enum(("AND", "OR")),
+                       "filters": array(SEGMENT_FILTER, maxItems=segment_filters.MAX_FILTERS)})
+CAMPAIGN = obj({"id": HEX_ID, "name": {"type": "string"}, "type": enum(campaigns.TYPES),
+                "status": enum(campaigns.STATUSES),
+                "variants": array(obj({"id": HEX_ID, "type": enum(campaigns.VARIANT_TYPES)}, ("id", "type"))),
+                "created_at": TIMESTAMP, "updated_at": TIMESTAMP}, ("id", "name", "type", "status", "variants"))
+# PATCH .../configure answers the configuration view: the campaign without its status.
+CAMPAIGN_CONFIGURATION = {**CAMPAIGN, "required": ["id", "name", "type", "variants"]}
+DOMAIN = obj({
+    "id": INT_ID,
+    "domain_name": {"type": "string"},
+    "verified": {"type": "boolean"},
+    "dns_records": array(obj({"type": {"type": "string"}, "host": {"type": "string"},
+                              "value": {"type": "string"}, "mandatory": {"type": "boolean"},
+                              "verified": {"type": "boolean"}})),
+}, ("id", "domain_name", "verified", "dns_records"))
+SENDER = obj({"id": INT_ID, "display_name": {"type": "string"}, "local_part": {"type": "string"},
+              "domain_name": {"type": "string"}}, ("id", "display_name", "local_part", "domain_name"))
+# Tracking links answer a person's browser: an unknown or expired token gets an HTML page.
+TRACKING_404: dict[str, Any] = {"404": {"text/html": {"type": "string"}}}
+SCHEDULE = obj({"type": enum(("NOW", "LATER")), "scheduled_at": TIMESTAMP})
+
+# --- the operations ------------------------------------------------------------------------
+
+OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
+    # workspace, billing, rates, merge tags
+    ("GET", "/v1/workspace"): {"summary": "The workspace, its settings and billing", "envelope": "A",
+                               "data": obj({"workspace": obj({"id": INT_ID, "name": {"type": "string"},
+                                                                "created_at": TIMESTAMP}, ("id", "name")),
+                                            "billing": obj({"resources": array(obj({
+                                                "name": {"type": "string"}, "used": {"type": "integer"},
+                                                "allowed": {"type": ["integer", "null"]}}))})},
+                                           ("workspace", "billing"))},
+    ("PATCH", "/v1/workspace"): {"summary": "Update the workspace's name and tracking settings", "envelope": "A",
+                                 "body": obj({"name": {"type": "string", "minLength": 2, "maxLength": 50},
+                                              "conversion_tracking": {"type": "boolean"},
+                                              "interaction_tracking": {"type": ["boolean", "null"]}},
+                                             ("name", "conversion_tracking")),
+                                 "data": {"type": "object"}},
+    ("GET", "/v1/sms-rates"): {"summary": "SMS prices per segment and country (public without a key)",
+                               "envelope": "A", "auth": "optional",
+                               "data": obj({"currency": {"type": "string"},
+                                            "rates": array(obj({"country_code": {"type": "string"},
+                                                                "price_per_segment": {"type": ["string", "null"]}}))},
+                                           ("rates",))},
+    ("GET", "/v1/merge-tags"): {"summary": "Merge tags usable in templates", "envelope": "A",
+                               "data": array(obj({"tag": {"type": "string"}, "label": {"type": "string"},
+                                                  "category": {"type": "string"}}, ("tag", "label")))},
+    # contacts
+    ("POST", "/v1/contacts"): {"links": [("GET", "/v1/contacts/{contact_id}", {"contact_id": "id"}),
+                                         ("POST", "/v1/contacts/{contact_id}/tags/add", {"contact_id": "id"})],
+                               "summary": "Create a contact", "envelope": "B", "status": 201,
+                               "body": obj({"status": enum(contacts.STATUSES), "fields": {"type": "object"},
+                                            "tag_ids": array(INT_ID)}),
+                               "data": CONTACT},
+    ("POST", "/v1/contacts/upsert"): {"links": [("GET", "/v1/contacts/{contact_id}", {"contact_id": "id"})],
+                                      "summary": "Create or update a contact by email address or phone number",
+                                      "envelope": "B",
+                                      "body": obj({"status": enum(contacts.STATUSES), "fields": {"type": "object"},
+                                                   "tag_ids": array(INT_ID)}),
+                                      "data": CONTACT},
+    ("POST", "/v1/contacts/search"): {"summary": "Search contacts by field conditions", "envelope": "B",
+                                      "body_optional": True,  # absent or null: no conditions
+                                      "body": obj(type=["object", "null"], properties={
+                                          "status": enum(contact_search.STATUSES),
+                                          "limit": {"type": "integer", "minimum": contact_search.MIN_LIMIT,
+                                                    "maximum": contact_search.MAX_LIMIT},
+                                          "page": {"type": "integer", "minimum": 1,
+                                                   "maximum": contact_search.MAX_PAGE},
+                                          "sort_by": enum(contact_search.SORT_COLUMNS),
+                                          "sort_order": enum(contact_search.SORT_ORDERS),
+                                          "fields": {"type": ["array", "null"], "items": obj({
+                                              "merge_tag": {"type": "string"}, "operator": enum(contact_search.OPERATORS),
+                                              "value": ANY}, ("merge_tag", "operator"))},
+                                          "tags": {"type": ["array", "null"], "items": INT_ID},
+                                      }),
+                                      "data": ANY},
+    ("GET", "/v1/contacts/by-phone"): {"summary": "Find a contact by phone number", "envelope": "B",
+                                       "query": {"phone_number": {"type": "string"}}, "data": CONTACT},
+    ("POST", "/v1/contacts/import"): {"summary": "Import contacts from a CSV file (the body)", "envelope": "B",
+                                      "body_media": ("text/csv",),
+                                      "query": {"dry_run": {"type": "boolean"}, "ignore_unknown": {"type": "boolean"},
+                                                "tag": array(INT_ID), "status": enum(contacts.STATUSES),
+                                                "map": array({"type": "string"})},
+                                      "data": ANY},
+    ("GET", "/v1/contacts/export"): {"summary": "Export contacts as CSV or JSON lines (streamed)", "envelope": None,
+                                     "query": {"format": enum(("csv", "jsonl")), "fields": {"type": "string"}},
+                                     "media": {"text/csv": {"type": "string"}, "application/x-ndjson": {"type": "string"}}},
+    ("GET", "/v1/contacts/{contact_id}"): {"summary": "A contact", "envelope": "B", "data": CONTACT},
+    ("POST", "/v1/contacts/{contact_id}/tags/add"): {"summary": "Add tags to a contact", "envelope": "B",
+                                                     "body": TAG_IDS, "data": ANY},
+    ("POST", "/v1/contacts/{contact_id}/tags/remove"): {"summary": "Remove tags from a contact", "envelope": "B",
+                                                        "body": TAG_IDS, "data": ANY},
+    # fields, tags
+    ("GET", "/v1/fields"): {"summary": "The workspace's contact fields", "envelope": "B", "data": array(FIELD)},
+    ("POST", "/v1/fields"): {"links": [("PATCH", "/v1/fields/{field_id}", {"field_id": "id"})],
+                             "summary": "Create a custom field", "envelope": "B", "status": 201,
+                             "body": obj({"label": {"type": "string"}, "merge_tag": {"type": "string"},
+                                          "type": enum(values.FIELD_TYPES)}),
+                             "data": FIELD},
+    ("PATCH", "/v1/fields/{field_id}"): {"summary": "Update a custom field", "envelope": "B",
+                                         "body": obj({"label": {"type": "string"}}), "data": FIELD},
+    ("GET", "/v1/tags"): {"summary": "The workspace's tags", "envelope": "B", "data": array(TAG)},
+    ("POST", "/v1/tags"): {"summary": "Create a tag", "envelope": "B", "status": 201,
+                           "body": obj({"name": {"type": "string", "minLength": 1, "maxLength": tags.MAX_NAME}}, ("name",)),
+                           "data": TAG},
+    # events
+    ("POST", "/v1/events"): {"summary": "Track a custom event for a contact", "envelope": "B",
+                             "body": obj({"event_name": {"type": "string"}, "email_address": {"type": "string"},
+                                          "phone_number": {"type": "string"},
+                                          "properties": {"type": "object", "maxProperties": events.MAX_KEYS}}),
+                             "data": ANY},
+    ("GET", "/v1/events"): {"summary": "The automation event log", "envelope": "B",
+                            "query": {"limit": OR_EMPTY({"type": "integer", "minimum": 1, "maximum": events.MAX_LOG_LIMIT}),
+                                      "after_id": OR_EMPTY({"type": "integer", "minimum": 0}),
+                                      "type": {"type": "string", "enum": ["", *events.EVENT_TYPES]},
+                                      "contact_id": {"type": "string", "pattern": "^([0-9a-f]{24})?$"}},
+                            "data": ANY},
+    # segments, audience
+    ("POST", "/v1/segments"): {"links": [("GET", "/v1/segments/{segment_id}", {"segment_id": "id"}),
+                                         ("GET", "/v1/segments/{segment_id}/members", {"segment_id": "id"})],
+                               "summary": "Create a segment", "envelope": "B", "status": 201,
+                               "body": obj({"name": {"type": "string", "maxLength": 64},
+                                            "filters": SEGMENT_FILTERS}),
+                               "data": SEGMENT},
+    ("GET", "/v1/segments"): {"summary": "The workspace's segments", "envelope": "B", "data": array(SEGMENT)},
+    ("GET", "/v1/segments/{segment_id}"): {"summary": "A segment", "envelope": "B", "data": SEGMENT},
+    ("GET", "/v1/segments/{segment_id}/members"): {"summary": "A segment's members", "envelope": "B",
+                                                   "query": page_query(segments.MAX_PAGE_SIZE), "data": ANY},
+    ("POST", "/v1/segments/{segment_id}/refresh"): {"summary": "Recount a segment's members", "envelope": "B",
+                                                    "status": 202, "data": ANY},
+    ("POST", "/v1/audience/count"): {"summary": "How many contacts an audience reaches on a channel",
+                                     "envelope": "B",
+                                     "body": obj({"audience": AUDIENCE, "channel": enum(audience.CHANNELS)}),
+                                     "data": ANY},
+    # email campaigns
+    ("POST", "/v1/campaigns"): {"links": [(m, p, {"campaign_id": "id"}) for m, p in (
+                                    ("GET", "/v1/campaigns/{campaign_id}"),
+                                    ("PATCH", "/v1/campaigns/{campaign_id}/configure"),
+                                    ("GET", "/v1/campaigns/{campaign_id}/statistics"),
+                                    ("POST", "/v1/campaigns/{campaign_id}/schedule"))],
+                                "summary": "Create an email campaign (DRAFT)", "envelope": "A", "status": 201,
+                                "body": obj({"name": {"type": "string", "maxLength": 255},
+                                             "type": enum(campaigns.TYPES)}),
+                                "data": CAMPAIGN},
+    ("GET", "/v1/campaigns"): {"summary": "The workspace's email campaigns", "envelope": "A",
+                               "query": {**lenient_page_query(campaigns.DEFAULT_LIMIT, campaigns.MAX_LIMIT),
+                                         "status": EMPTY_OR(campaigns.STATUSES)},
+                               "data": ANY},
+    ("GET", "/v1/campaigns/{campaign_id}"): {"summary": "An email campaign", "envelope": "A", "data": CAMPAIGN},
+    ("PATCH", "/v1/campaigns/{campaign_id}/configure"): {
+        "summary": "Configure a DRAFT campaign: sender, audience, variants", "envelope": "A",
+        "body": obj({"sender": obj({"sender_identity_id": INT_ID}), "audience": AUDIENCE,
+                     "variants": array(obj({"type": enum(campaigns.VARIANT_TYPES),
+                                            "subject": {"type": "string", "minLength": 3, "maxLength": 90},
+                                            "preview_text": {"type": "string", "maxLength": 120}}))}),
+        "data": CAMPAIGN_CONFIGURATION},
+    ("POST", "/v1/campaigns/{campaign_id}/variants/{variant_type}/html"): {
+        "summary": "Set a variant's HTML (or take a template's)", "envelope": "A",
+        "body": obj({"html": {"type": "string"}, "template_id": INT_ID}), "data": ANY},
+    ("GET", "/v1/campaigns/{campaign_id}/variants/{variant_type}/html"): {
+        "summary": "A variant's HTML", "envelope": "A", "data": ANY},
+    ("GET", "/v1/campaigns/{campaign_id}/variants/{variant_type}/preview"): {
+        "summary": "A variant's rendered preview image", "envelope": None,
+        "media": {"image/svg+xml": {"type": "string"}}},
+    ("POST", "/v1/campaigns/{campaign_id}/test"): {"summary": "Send a test email of a variant", "envelope": "A",
+                                                   "body": obj({"email_address": {"type": "string"},
+                                                                "variant": enum(campaigns.VARIANT_TYPES)}),
+                                                   "data": ANY},
+    ("GET", "/v1/campaigns/{campaign_id}/statistics"): {"summary": "An email campaign's statistics",
+                                                        "envelope": "A", "data": ANY},
+    ("POST", "/v1/campaigns/{campaign_id}/schedule"): {"summary": "Schedule an email campaign (NOW or LATER)",
+                                                       "envelope": "A", "body": SCHEDULE, "data": ANY},
+    ("POST", "/v1/campaigns/{campaign_id}/cancel"): {"summary": "Cancel a queued or sending campaign",
+                                                     "envelope": "A", "data": ANY},
+    ("POST", "/v1/campaigns/{campaign_id}/resume"): {"summary": "Resume a paused campaign", "envelope": "A",
+                                                     "data": ANY},
+    # bounces, templates
+    ("POST", "/v1/bounces"): {"summary": "Record a bounce or a complaint", "envelope": "A", "status": 201,
+                              "body": obj({"email_address": {"type": "string", "minLength": 1}, "type": enum(bounces.TYPES)},
+                                          ("email_address",)),
+                              "data": ANY},
+    ("POST", "/v1/templates"): {"links": [("GET", "/v1/templates/{id}", {"id": "id"})],
+                                "summary": "Import a template (HTML, ZIP, URL or editor JSON)", "envelope": "A",
+                                "status": 201,
+                                "body": obj({"name": {"type": "string", "maxLength": templates.MAX_NAME},
+                                             "type": enum(("editor", "code")),
+                                             "format": enum(templates.FORMATS),
+                                             "content_base64": {"type": "string"}, "url": {"type": "string"}}),
+                                "data": ANY},
+    ("GET", "/v1/templates"): {"summary": "The workspace's templates", "envelope": "A", "data": {"type": "array"}},
+    ("GET", "/v1/templates/{id}"): {"summary": "A template", "envelope": "A", "data": {"type": "object"}},
+    # sending domains and sender identities
+    ("GET", "/v1/domains"): {"summary": "The workspace's sending domains", "envelope": "A", "data": array(DOMAIN)},
+    ("POST", "/v1/domains"): {"links": [("GET", "/v1/domains/{domain_id}", {"domain_id": "id"})],
+                              "summary": "Add a sending domain", "envelope": "A", "status": 201,
+                              "body": obj({"domain_name": {"type": "string", "minLength": 1, "maxLength": domains.MAX_NAME}}),
+                              "data": DOMAIN},
+    ("GET", "/v1/domains/{domain_id}"): {"summary": "A sending domain", "envelope": "A", "data": DOMAIN},
+    ("POST", "/v1/domains/{domain_id}/verify"): {"summary": "Check a domain's DNS records", "envelope": "A",
+                                                 "data": DOMAIN},
+    ("GET", "/v1/sender-identities"): {"summary": "The workspace's sender identities", "envelope": "A",
+                                       "data": array(SENDER)},
+    ("POST", "/v1/sender-identities"): {"links": [("GET", "/v1/sender-identities/{sender_id}", {"sender_id": "id"})],
+                                        "summary": "Add a sender identity", "envelope": "A", "status": 201,
+                                        "body": obj({"domain_id": INT_ID,
+                                                     "local_part": {"type": "string", "maxLength": senders.MAX_LOCAL_PART},
+                                                     "display_name": {"type": "string",
+                                                                      "maxLength": senders.MAX_DISPLAY_NAME}}),
+                                        "data": SENDER},
+    ("GET", "/v1/sender-identities/{sender_id}"): {"summary": "A sender identity", "envelope": "A", "data": SENDER},
+    # the API's own description
+    ("GET", "/v1/openapi.json"): {"summary": "This document", "envelope": None, "auth": "none",
+                                  "media": {"application/json": {"type": "object"}}},
+    ("GET", "/docs"): {"summary": "This document, rendered for people (Redoc)", "envelope": None, "auth": "none",
+                       "media": {"text/html": {"type": "string"}}},
+    ("GET", "/docs/redoc.standalone.js"): {"summary": "The renderer of /docs (Redoc, MIT licence)", "envelope": None,
+                                           "auth": "none", "media": {"text/javascript": {"type": "string"}}},
+    # tracking (public: the links in sent email)
+    ("GET", "/t/o/{token}"): {"summary": "Open pixel (a 1x1 GIF)",
+                              "errors": TRACKING_404, "envelope": None, "auth": "none",
+                              "media": {"image/gif": {"type": "string", "format": "binary"}}},
+    ("GET", "/t/c/{token}/{link_id}"): {"summary": "Click: records it and redirects to the link",
+                                        "errors": TRACKING_404, "envelope": None,
+                                        "auth": "none", "status": 302, "media": {}},
+    ("GET", "/t/u/{token}"): {"summary": "Unsubscribe page",
+                              "errors": TRACKING_404, "envelope": None, "auth": "none",
+                              "media": {"text/html": {"type": "string"}}},
+    ("POST", "/t/u/{token}"): {"summary": "Unsubscribe (RFC 8058 one-click, or the page's form)",
+                               "errors": TRACKING_404, "envelope": None,
+                               "auth": "none", "media": {"text/html": {"type": "string"}}},
+}
+
+
+def _sms_operations() -> dict[tuple[str, str], dict[str, Any]]:
+    try:
+        from marketing_cli.services import sms_campaigns as sms
+    except ImportError:  # the SMS branch is not merged
+        return {}
+    campaign = obj({"id": HEX_ID, "name": {"type": ["string", "null"]}, "message": {"type": ["string", "null"]},
+                    "status": enum(sms.STATUSES), "scheduled_at": NULLABLE_TIMESTAMP,
+                    "created_at": TIMESTAMP}, ("id", "status"))
+    body = obj({"name": {"type": "string", "maxLength": sms.MAX_NAME},
+                "message": {"type": "string", "maxLength": sms.MAX_MESSAGE}, "audience": AUDIENCE})
+    return {
+        ("POST", "/v1/sms-campaigns"): {"links": [(m, p, {"campaign_id": "id"}) for m, p in (
+                                            ("GET", "/v1/sms-campaigns/{campaign_id}"),
+                                            ("PATCH", "/v1/sms-campaigns/{campaign_id}"),
+                                            ("POST", "/v1/sms-campaigns/{campaign_id}/schedule"),
+                                            ("POST", "/v1/sms-campaigns/{campaign_id}/archive"))],
+                                        "summary": "Create an SMS campaign (DRAFT)", "envelope": "A", "status": 201,
+                                        "body": obj({"name": body["properties"]["name"]}),  # the rest: PATCH
+                                        "data": campaign},
+        ("GET", "/v1/sms-campaigns"): {"summary": "The workspace's SMS campaigns", "envelope": "A",
+                                       "query": {**lenient_page_query(sms.DEFAULT_LIMIT, sms.MAX_LIMIT),
+                                                 "status": EMPTY_OR(sms.STATUSES)},
+                                       "data": ANY},
+        ("GET", "/v1/sms-campaigns/{campaign_id}"): {"summary": "An SMS campaign", "envelope": "A", "data": campaign},
+        ("PATCH", "/v1/sms-campaigns/{campaign_id}"): {"summary": "Update a DRAFT SMS campaign", "envelope": "A",
+                                                       "body": body, "data": campaign},
+        ("POST", "/v1/sms-campaigns/{campaign_id}/schedule"): {"summary": "Schedule an SMS campaign",
+                                                               "envelope": "A", "body": SCHEDULE, "data": ANY},
+        ("POST", "/v1/sms-campaigns/{campaign_id}/cancel"): {"summary": "Cancel a queued SMS campaign",
+                                                             "envelope": "A", "data": ANY},
+        ("POST", "/v1/sms-campaigns/{campaign_id}/archive"): {"summary": "Archive an SMS campaign",
+                                                              "envelope": "A", "data": ANY},
+        ("GET", "/v1/sms-campaigns/{campaign_id}/statistics"): {"summary": "An SMS campaign's statistics",
+                                                                "envelope": "A", "data": ANY},
+        ("POST", "/v1/sms/quote"): {"summary": "The segments and price of an SMS message", "envelope": "A",
+                                    "body": obj({"message": {"type": "string"}, "to": {"type": "string"}}),
+                                    "data": ANY},
+    }
+
+
+OPERATIONS.update(_sms_operations())
+
+
+def is_alias(path: str) -> bool:
+    """Routes that repeat a documented operation and are left out of the document.
+
+    `/v1/sms-campaigns//schedule` (an empty id, answered "Please provide a campaign ID.") and
+    the tracking paths under any prefix (`/{prefix:path}/t/...`, for a tracking domain that
+    proxies a folder) are the same operations as their plain forms.
+    """
+    return "//" in path or path.startswith("/{prefix:path}/")
