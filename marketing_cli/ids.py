@@ -21,7 +21,8 @@ from typing import Any
 
 from marketing_cli.errors import MktError
 
-_HEX24 = re.compile(r"[0-9a-f]{24}")
+HEX24_PATTERN = "[0-9a-f]{24}"  # also what the OpenAPI document publishes (api/schemas.py)
+_HEX24 = re.compile(HEX24_PATTERN)
 _DIGITS = re.compile(r"[0-9]{1,19}")
 MAX_INT_ID = 2**63 - 1
 _lock = threading.Lock()

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from marketing_cli.ids import HEX24_PATTERN
 from marketing_cli.services import (
     audience,
     bounces,
@@ -45,7 +46,7 @@ Schema = dict[str, Any]
 # --- building blocks -----------------------------------------------------------------------
 
 ANY: Schema = {}
-HEX_ID: Schema = {"type": "string", "pattern": "^[0-9a-f]{24}$"}
+HEX_ID: Schema = {"type": "string", "pattern": f"^{HEX24_PATTERN}$"}
 INT_ID: Schema = {"type": "integer", "minimum": 1}
 TIMESTAMP: Schema = {"type": "string", "format": "date-time"}
 NULLABLE_TIMESTAMP: Schema = {"type": ["string", "null"], "format": "date-time"}
@@ -261,7 +262,7 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                             "query": {"limit": OR_EMPTY({"type": "integer", "minimum": 1, "maximum": events.MAX_LOG_LIMIT}),
                                       "after_id": OR_EMPTY({"type": "integer", "minimum": 0}),
                                       "type": {"type": "string", "enum": ["", *events.EVENT_TYPES]},
-                                      "contact_id": {"type": "string", "pattern": "^([0-9a-f]{24})?$"}},
+                                      "contact_id": {"type": "string", "pattern": f"^({HEX24_PATTERN})?$"}},
                             "data": ANY},
     # segments, audience
     ("POST", "/v1/segments"): {"links": [("GET", "/v1/segments/{segment_id}", {"segment_id": "id"}),
@@ -337,6 +338,9 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                                 "data": ANY},
     ("GET", "/v1/templates"): {"summary": "The workspace's templates", "envelope": "A", "data": {"type": "array"}},
     ("GET", "/v1/templates/{id}"): {"summary": "A template", "envelope": "A", "data": {"type": "object"}},
+    ("GET", "/v1/templates/{id}/assets/{path}"): {
+        "summary": "A file stored with a ZIP template (its bytes, with the type its name implies)", "envelope": None,
+        "media": {"application/octet-stream": {"type": "string", "format": "binary"}}},
     # sending domains and sender identities
     ("GET", "/v1/domains"): {"summary": "The workspace's sending domains", "envelope": "A", "data": array(DOMAIN)},
     ("POST", "/v1/domains"): {"links": [("GET", "/v1/domains/{domain_id}", {"domain_id": "id"})],
