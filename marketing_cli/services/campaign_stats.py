@@ -23,12 +23,11 @@ Each writer is one transaction and returns True when it recorded a first event.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from typing import Any
 
 from marketing_cli import clock
-from marketing_cli.db import transaction
+from marketing_cli.db import read_snapshot, transaction
 from marketing_cli.errors import MktError
 from marketing_cli.ids import parse_hex_id
 
@@ -81,23 +80,10 @@ def check_campaign_id(campaign_id: Any) -> str:
     return parse_hex_id(campaign_id, NOT_FOUND)
 
 
-@contextmanager
-def _snapshot(conn: sqlite3.Connection) -> Iterator[None]:
-    """One read transaction, so every number comes from the same moment."""
-    if conn.in_transaction:
-        yield
-        return
-    conn.execute("BEGIN")
-    try:
-        yield
-    finally:
-        conn.execute("COMMIT")
-
-
 def get_campaign_statistics(conn: sqlite3.Connection, workspace_id: int, campaign_id: Any) -> dict[str, Any]:
     """GET /v1/campaigns/:id/statistics: the email campaign statistics object."""
     campaign_id = check_campaign_id(campaign_id)
-    with _snapshot(conn):
+    with read_snapshot(conn):
         found = conn.execute("SELECT 1 FROM campaigns WHERE id = ? AND workspace_id = ?",
                              (campaign_id, workspace_id)).fetchone()
         if found is None:

@@ -32,12 +32,11 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from marketing_cli import field_sql
+from marketing_cli.db import read_snapshot
 from marketing_cli.errors import MktError
 from marketing_cli.services import billing, limits
 from marketing_cli.services.inputs import int_list, member, require_object, type_error
@@ -54,22 +53,6 @@ MAX_LIMIT = 250
 MAX_PAGE = 1_000_000_000
 
 _INT64 = (-(2**63), 2**63 - 1)
-
-
-@contextmanager
-def _snapshot(conn: sqlite3.Connection) -> Iterator[None]:
-    """A read transaction, so the page, the count and the tags agree with each other."""
-    if conn.in_transaction:
-        yield
-        return
-    conn.execute("BEGIN")
-    try:
-        yield
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
 
 
 # Field definitions per (connection, workspace), kept until anything is written to the
@@ -440,7 +423,7 @@ def search_contacts(conn: sqlite3.Connection, workspace_id: int, body: Any) -> d
     """POST /v1/contacts/search: {"contacts": [...], "pagination": {"page", "limit", "total"}}."""
     from marketing_cli.services.contacts import render_contacts
 
-    with _snapshot(conn):
+    with read_snapshot(conn):
         query = compile_search(conn, workspace_id, body)
         if query.lookup_where == "workspace_id = ?":
             # No condition: the maintained contacts counter is the count (same transaction as every insert).
