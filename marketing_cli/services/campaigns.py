@@ -21,7 +21,7 @@ from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.ids import new_id, parse_hex_id, parse_int_id
 from marketing_cli.services.audience import validate_audience
-from marketing_cli.services.inputs import member, type_error
+from marketing_cli.services.inputs import member, required_text, type_error
 from marketing_cli.services.values import normalize_email
 
 TYPES = ("SINGLE_VARIANT", "AB_TESTING")
@@ -161,14 +161,7 @@ def campaign_view(conn: sqlite3.Connection, row: sqlite3.Row,
 # --- create, list, get -----------------------------------------------------------------------
 
 def _name(body: dict[str, Any]) -> str:
-    name = body.get("name")
-    if name is not None and not isinstance(name, str):
-        raise type_error("name", str)
-    if name is None or not name.strip():
-        raise MktError(400, NAME_REQUIRED)
-    if len(name.strip()) > 255:
-        raise MktError(400, NAME_TOO_LONG)
-    return name.strip()
+    return required_text(body.get("name"), "name", missing=NAME_REQUIRED, too_long=NAME_TOO_LONG, max_length=255)
 
 
 def create_campaign(conn: sqlite3.Connection, workspace_id: int, body: Any) -> dict[str, Any]:

@@ -55,6 +55,19 @@ def member(body: dict[str, Any], name: str, expected: type, *, path: str | None 
     return value
 
 
+def required_text(value: Any, path: str, *, missing: str, too_long: str, max_length: int) -> str:
+    """A required text member (a name): trimmed; blank or absent is `missing`, longer than
+    `max_length` after trimming is `too_long`, another JSON type names the member."""
+    if value is not None and not isinstance(value, str):
+        raise type_error(path, str)
+    text = (value or "").strip()
+    if not text:
+        raise MktError(400, missing)
+    if len(text) > max_length:
+        raise MktError(400, too_long)
+    return text
+
+
 def int_list(body: dict[str, Any], name: str, *, path: str | None = None) -> list[int] | None:
     """An optional array of integers (null or absent gives None)."""
     value = member(body, name, list, path=path)

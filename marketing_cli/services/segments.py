@@ -21,7 +21,7 @@ from marketing_cli.errors import MktError
 from marketing_cli.ids import parse_int_id
 from marketing_cli.services import billing
 from marketing_cli.services.contacts import render_contacts
-from marketing_cli.services.inputs import require_object, type_error
+from marketing_cli.services.inputs import require_object, required_text
 from marketing_cli.services.segment_filters import (
     count_matching,
     filters_json,
@@ -70,14 +70,7 @@ def _row(conn: sqlite3.Connection, workspace_id: int, segment_id: Any) -> sqlite
 
 
 def _check_name(name: Any) -> str:
-    if name is not None and not isinstance(name, str):
-        raise type_error("name", str)
-    if name is None or not name.strip():
-        raise MktError(400, NAME_MISSING)
-    name = name.strip()
-    if len(name) > 64:
-        raise MktError(400, NAME_TOO_LONG)
-    return name
+    return required_text(name, "name", missing=NAME_MISSING, too_long=NAME_TOO_LONG, max_length=64)
 
 
 def create_segment(conn: sqlite3.Connection, workspace_id: int, body: Any) -> dict[str, Any]:

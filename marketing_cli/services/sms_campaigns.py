@@ -39,7 +39,7 @@ from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.ids import new_id, parse_hex_id
 from marketing_cli.services import sms_ledger
-from marketing_cli.services.inputs import member, require_object
+from marketing_cli.services.inputs import member, require_object, required_text
 from marketing_cli.services.sms_segments import MULTI_GSM, SINGLE_GSM, count_segments
 
 STATUSES = ("DRAFT", "QUEUED", "COMPLETED", "CANCELLED", "ARCHIVED")
@@ -145,14 +145,7 @@ def _view(conn: sqlite3.Connection, row: sqlite3.Row, *, with_workspace: bool = 
 # --- create, list, read, update --------------------------------------------------------
 
 def _check_name(value: Any, *, path: str = "name") -> str:
-    if value is not None and not isinstance(value, str):
-        raise MktError(400, f"The member '{path}' must be a string.")
-    name = (value or "").strip()
-    if not name:
-        raise MktError(400, NAME_REQUIRED)
-    if len(name) > MAX_NAME:
-        raise MktError(400, NAME_TOO_LONG)
-    return name
+    return required_text(value, path, missing=NAME_REQUIRED, too_long=NAME_TOO_LONG, max_length=MAX_NAME)
 
 
 def create_campaign(conn: sqlite3.Connection, workspace_id: int, body: Any) -> dict[str, Any]:

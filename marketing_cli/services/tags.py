@@ -12,7 +12,7 @@ from typing import Any
 from marketing_cli import clock
 from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
-from marketing_cli.services.inputs import member, require_object
+from marketing_cli.services.inputs import require_object, required_text
 
 INVALID_BODY = "Invalid request body."
 NAME_REQUIRED = "Please provide a name for the tag."
@@ -34,12 +34,7 @@ def list_tags(conn: sqlite3.Connection, workspace_id: int) -> list[dict[str, Any
 def create_tag(conn: sqlite3.Connection, workspace_id: int, body: Any) -> dict[str, Any]:
     """POST /v1/tags {"name": ...}: a new tag."""
     body = require_object(body, INVALID_BODY)
-    name = member(body, "name", str)
-    name = name.strip() if name else ""
-    if not name:
-        raise MktError(400, NAME_REQUIRED)
-    if len(name) > MAX_NAME:
-        raise MktError(400, NAME_LENGTH)
+    name = required_text(body.get("name"), "name", missing=NAME_REQUIRED, too_long=NAME_LENGTH, max_length=MAX_NAME)
     with transaction(conn):
         clash = conn.execute("SELECT name FROM tags WHERE workspace_id = ? AND lower(name) = lower(?)",
                              (workspace_id, name)).fetchone()

@@ -21,7 +21,7 @@ from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.ids import parse_int_id
 from marketing_cli.services import template_url, template_zip
-from marketing_cli.services.inputs import member, require_object
+from marketing_cli.services.inputs import member, require_object, required_text
 
 INVALID_BODY = "Invalid request body."
 NAME_REQUIRED = "Please provide a name for this template."
@@ -129,13 +129,7 @@ def template_asset(conn: sqlite3.Connection, workspace_id: int, template_id: Any
 # --- creating ---------------------------------------------------------------------------------
 
 def _name(body: dict[str, Any]) -> str:
-    name = member(body, "name", str)
-    name = name.strip() if name else ""
-    if not name:
-        raise MktError(400, NAME_REQUIRED)
-    if len(name) > MAX_NAME:
-        raise MktError(400, NAME_LENGTH)
-    return name
+    return required_text(body.get("name"), "name", missing=NAME_REQUIRED, too_long=NAME_LENGTH, max_length=MAX_NAME)
 
 
 def _choice(body: dict[str, Any], key: str, choices: tuple[str, ...], invalid: str) -> str:
