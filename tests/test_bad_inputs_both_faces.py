@@ -91,3 +91,19 @@ def test_unparsable_json_option_is_a_usage_error(cli: Any, workspace: dict[str, 
 def _row_counts(conn: sqlite3.Connection) -> dict[str, int]:
     return {table: conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]  # noqa: S608 - fixed names
             for table in ("contacts", "contact_tags", "contact_events", "segments", "tags")}
+
+
+@pytest.mark.parametrize(("path", "message"), [
+    ("/v1/tags", "Please provide a name for the tag."),
+    ("/v1/segments", "Please provide a name for this segment"),
+    ("/v1/campaigns", "Please provide a name for this campaign."),
+    ("/v1/sms-campaigns", "Please provide a name for this campaign."),
+    ("/v1/templates", "Please provide a name for this template."),
+])
+def test_blank_and_wrongly_typed_names_are_refused_alike(client: Any, auth: dict[str, str], path: str,
+                                                         message: str) -> None:
+    for name, expected in (("   ", message), (5, "The member 'name' must be a string."),
+                           ("\\ud800", "The member 'name' is not valid Unicode text.")):
+        body = '{"name": %s}' % (name if isinstance(name, int) else '"%s"' % name)
+        answer = client.post(path, content=body.encode(), headers={**auth, "Content-Type": "application/json"})
+        assert (answer.status_code, answer.json()["error"]["message"]) == (400, expected), (path, name)
