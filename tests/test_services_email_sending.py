@@ -296,3 +296,19 @@ def test_transport_errors_pause_the_campaign_and_resume_sends_again(
         jobs.run_due(conn)
     assert len(server.messages) == 25
     assert conn.execute("SELECT status FROM campaigns WHERE id = ?", (campaign["id"],)).fetchone()[0] == "SENT"
+
+
+def test_without_an_smtp_url_messages_land_in_the_outbox(conn: sqlite3.Connection, workspace: dict[str, Any],
+                                                         verified_dns: None, tmp_path: Any) -> None:
+    import os
+    from pathlib import Path
+
+    ws = workspace["id"]
+    campaign = _world(conn, ws, ["ann@example.org", "bob@example.org"])
+    email_schedule.schedule_campaign(conn, ws, campaign["id"], {"schedule_type": "NOW"})
+    jobs.run_due(conn)
+    files = sorted(Path(os.environ["MKT_OUTBOX"]).glob("*.eml"))
+    assert len(files) == 2
+    recipients = {email.message_from_bytes(f.read_bytes(), policy=policy.default)["To"] for f in files}
+    assert recipients == {"ann@example.org", "bob@example.org"}
+    assert campaign_stats.get_campaign_statistics(conn, ws, campaign["id"])["aggregate"]["delivered"] == 2
