@@ -731,10 +731,11 @@ def hand_off(conn: sqlite3.Connection, campaign: sqlite3.Row) -> bool:
 def _record(conn: sqlite3.Connection, provider: str, receipts: list[Any]) -> None:
     now = clock.now()
     conn.executemany(
-        "UPDATE sms_messages SET status = ?, provider = ?, provider_ref = ?, handed_at = ?, failed_at = ?"
-        " WHERE id = ? AND status = 'sending'",
+        "UPDATE sms_messages SET status = ?, provider = ?, provider_ref = ?, handed_at = ?, failed_at = ?,"
+        " error_code = ?, error_message = ? WHERE id = ? AND status = 'sending'",
         [("sent" if r.accepted else "failed", provider, r.reference, now if r.accepted else None,
-          None if r.accepted else now, r.message_id)
+          None if r.accepted else now, None if r.accepted else getattr(r, "code", None),
+          None if r.accepted else r.error, r.message_id)
          for r in receipts],
     )
 
