@@ -752,3 +752,7 @@ CREATE INDEX sms_provider_settings_account ON sms_provider_settings(account_sid)
 -- The provider's refusal of a message (Twilio's error code and message).
 ALTER TABLE sms_messages ADD COLUMN error_code TEXT;
 ALTER TABLE sms_messages ADD COLUMN error_message TEXT;
+-- When a delivery report said the carrier accepted the message (Twilio's "sent"): a message
+-- that fails before it is refunded, one that fails after it is not.
+ALTER TABLE sms_messages ADD COLUMN carrier_at TEXT;
+CREATE INDEX sms_messages_provider_ref ON sms_messages(provider_ref);
