@@ -1,5 +1,5 @@
 """Twilio's webhooks below the tracking base URL (CONTRACT section 8), without an API key:
-`POST /webhooks/twilio/status` (delivery reports). Mounted like api/tracking.py: with or
+`POST /webhooks/twilio/status` (delivery reports) and `POST /webhooks/twilio/inbound` (replies). Mounted like api/tracking.py: with or
 without the base URL's path forwarded by a reverse proxy."""
 
 from __future__ import annotations
@@ -33,8 +33,21 @@ async def status_callback(request: Request) -> Response:
     return Response(b"", 200, media_type="text/plain")
 
 
+EMPTY_TWIML = b'<?xml version="1.0" encoding="UTF-8"?><Response/>'
+
+
+async def inbound(request: Request) -> Response:
+    params = await _params(request)
+    try:
+        await call(request, sms_webhooks.twilio_inbound, params, request.headers.get("x-twilio-signature"))
+    except MktError as exc:
+        return error_response(exc.status, exc.message)
+    return Response(EMPTY_TWIML, 200, media_type="text/xml")
+
+
 def _routes(prefix: str) -> list[Route]:
-    return [Route(prefix + sms_webhooks.STATUS_PATH, status_callback, methods=["POST"])]
+    return [Route(prefix + sms_webhooks.STATUS_PATH, status_callback, methods=["POST"]),
+            Route(prefix + sms_webhooks.INBOUND_PATH, inbound, methods=["POST"])]
 
 
 routes = [*_routes(""), *_routes("/{prefix:path}")]
