@@ -756,3 +756,11 @@ ALTER TABLE sms_messages ADD COLUMN error_message TEXT;
 -- that fails before it is refunded, one that fails after it is not.
 ALTER TABLE sms_messages ADD COLUMN carrier_at TEXT;
 CREATE INDEX sms_messages_provider_ref ON sms_messages(provider_ref);
+-- SMS click tracking: the original URL behind each short link `{base}/s/{token}`; the token
+-- carries message_id * 16 + position (services/sms_links.py).
+CREATE TABLE sms_links (
+    message_id INTEGER NOT NULL REFERENCES sms_messages(id) ON DELETE CASCADE,
+    position INTEGER NOT NULL,
+    url TEXT NOT NULL,
+    PRIMARY KEY (message_id, position)
+) WITHOUT ROWID;
