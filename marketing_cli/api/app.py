@@ -54,6 +54,7 @@ ROUTE_MODULES = [
     "marketing_cli.api.sms",
     "marketing_cli.api.twilio",
     "marketing_cli.api.sms_links",
+    "marketing_cli.api.sms_messages",
     "marketing_cli.api.tracking",  # last: its prefixed paths match below any base path
 ]
 

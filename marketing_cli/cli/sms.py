@@ -345,3 +345,24 @@ def provider_show(ctx: typer.Context, as_json: JsonOption = False) -> None:
 
     s = state(ctx)
     emit(sms_providers.show_provider(s.conn(), s.workspace_id()), as_json, _render_provider)
+
+
+@app.command("messages")
+def sms_messages_cmd(
+    ctx: typer.Context,
+    campaign_id: CampaignId,
+    status: Annotated[str | None, typer.Option(help="pending, sending, sent, delivered, undelivered, failed or "
+                                                    "suppressed.")] = None,
+    page: Annotated[int, typer.Option(help="Page number, from 1.")] = 1,
+    limit: Annotated[int, typer.Option(help="Messages per page (1-100).")] = 50,
+    as_json: JsonOption = False,
+) -> None:
+    """A campaign's messages and their states (GET /v1/sms-campaigns/:id/messages)."""
+    from marketing_cli.services import sms_messages
+
+    s = state(ctx)
+    result = sms_messages.list_messages(s.conn(), s.workspace_id(), campaign_id, status=status, page=page, limit=limit)
+    emit(result, as_json, lambda r: table(
+        ["id", "phone", "status", "segments", "price", "provider ref", "error"],
+        [(m["id"], m["phone"], m["status"], m["segments"], m["price"], m["provider_ref"],
+          f"{m['error_code']} {m['error_message'] or ''}".strip() if m["error_code"] else "") for m in r["messages"]]))
