@@ -736,3 +736,31 @@ CREATE TABLE email_ab_holdout (
 ) WITHOUT ROWID;
 ALTER TABLE campaigns ADD COLUMN send_started_at TEXT;
 ALTER TABLE campaigns ADD COLUMN sent_at TEXT;
+
+-- version: 11
+-- SMS providers: the workspace's provider (the outbox when no row) and its Twilio account.
+-- auth_token is a secret: no command output, API answer or log line shows it.
+CREATE TABLE sms_provider_settings (
+    workspace_id INTEGER PRIMARY KEY REFERENCES workspaces(id) ON DELETE CASCADE,
+    provider TEXT NOT NULL,                -- outbox | twilio
+    account_sid TEXT,
+    auth_token TEXT,
+    base_url TEXT,
+    updated_at TEXT NOT NULL
+);
+CREATE INDEX sms_provider_settings_account ON sms_provider_settings(account_sid);
+-- The provider's refusal of a message (Twilio's error code and message).
+ALTER TABLE sms_messages ADD COLUMN error_code TEXT;
+ALTER TABLE sms_messages ADD COLUMN error_message TEXT;
+-- When a delivery report said the carrier accepted the message (Twilio's "sent"): a message
+-- that fails before it is refunded, one that fails after it is not.
+ALTER TABLE sms_messages ADD COLUMN carrier_at TEXT;
+CREATE INDEX sms_messages_provider_ref ON sms_messages(provider_ref);
+-- SMS click tracking: the original URL behind each short link `{base}/s/{token}`; the token
+-- carries message_id * 16 + position (services/sms_links.py).
+CREATE TABLE sms_links (
+    message_id INTEGER NOT NULL REFERENCES sms_messages(id) ON DELETE CASCADE,
+    position INTEGER NOT NULL,
+    url TEXT NOT NULL,
+    PRIMARY KEY (message_id, position)
+) WITHOUT ROWID;

@@ -392,3 +392,86 @@ def row_contact(conn: Any, workspace_id: int, *, email: str | None = None, phone
 def row_tag(conn: Any, workspace_id: int, name: str) -> int:
     return conn.execute("INSERT INTO tags (workspace_id, name, created_at) VALUES (?, ?, ?)",
                         (workspace_id, name, clock.now())).lastrowid
+
+
+# --- Twilio stand-in (the twilio branch) ---------------------------------------------------
+
+TWILIO_SID = "AC" + "0123456789abcdef" * 2
+TWILIO_TOKEN = "s3cr3t-auth-token-0123456789"
+
+
+class TwilioStandIn:
+    """A local HTTP server that speaks Twilio's Messages API (a stand-in for https://api.twilio.com):
+    `POST /2010-04-01/Accounts/{SID}/Messages.json`, basic auth, form fields; answers 201 with Twilio's
+    message JSON (sid, status "queued", ...) or an error JSON {code, message, more_info, status}.
+    `script` maps a recipient number to a list of (status, error code) answers, used in turn
+    (the last one repeats); every request is kept in `received`."""
+
+    def __init__(self, script: dict[str, list[tuple[int, int | None]]] | None = None) -> None:
+        import itertools
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.script = {k: list(v) for k, v in (script or {}).items()}
+        self.received: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._counter = itertools.count(1)
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:  # noqa: N802 (the standard library's name)
+                import base64
+                import json
+                from urllib.parse import parse_qs
+
+                length = int(self.headers.get("Content-Length") or 0)
+                form = {k: v[0] for k, v in parse_qs(self.rfile.read(length).decode(), keep_blank_values=True).items()}
+                auth = self.headers.get("Authorization", "")
+                user = base64.b64decode(auth[6:]).decode() if auth.startswith("Basic ") else ""
+                with outer._lock:
+                    outer.received.append({"path": self.path, "auth": user, "form": form})
+                    steps = outer.script.get(form.get("To", ""))
+                    status, code = (steps.pop(0) if len(steps) > 1 else steps[0]) if steps else (201, None)
+                    number = next(outer._counter)
+                sid_ok = self.path == f"/2010-04-01/Accounts/{TWILIO_SID}/Messages.json"
+                if not sid_ok or user != f"{TWILIO_SID}:{TWILIO_TOKEN}":
+                    status, code = 401, 20003
+                if status < 300:
+                    body = {"sid": f"SM{number:032x}", "account_sid": TWILIO_SID, "to": form.get("To"),
+                            "from": form.get("From"), "body": form.get("Body"), "status": "queued",
+                            "num_segments": "1", "price": None, "error_code": None, "error_message": None,
+                            "date_created": "Mon, 23 Nov 2026 10:00:00 +0000"}
+                else:
+                    body = {"code": code, "message": f"Stand-in error {code}",
+                            "more_info": f"https://www.twilio.com/docs/errors/{code}", "status": status}
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def __enter__(self) -> TwilioStandIn:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        from marketing_cli.services import sms_providers
+
+        sms_providers.close_clients()
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join()

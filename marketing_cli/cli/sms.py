@@ -17,6 +17,9 @@ balance_app = typer.Typer(help="The prepaid SMS balance (a ledger of top-ups, ch
 sender_app = typer.Typer(help="The workspace's SMS sender ID.", no_args_is_help=True)
 app.add_typer(balance_app, name="balance")
 app.add_typer(sender_app, name="sender-id")
+provider_app = typer.Typer(help="Where the workspace's SMS messages go: the outbox or Twilio (operator only).",
+                           no_args_is_help=True)
+app.add_typer(provider_app, name="provider")
 
 CampaignId = Annotated[str, typer.Argument(help="The campaign's id (24 hex characters).")]
 
@@ -308,3 +311,58 @@ def sender_show(ctx: typer.Context, as_json: JsonOption = False) -> None:
     s = state(ctx)
     emit(sms_ledger.get_sender_id(s.conn(), s.workspace_id()), as_json,
          lambda r: f"SMS sender ID: {r['sms_sender_id'] or '(none)'}")
+
+
+def _render_provider(r: dict[str, Any]) -> Any:
+    if r["provider"] == "outbox":
+        return "SMS provider: outbox (messages land in `mkt sms outbox`)"
+    return pairs({"provider": r["provider"], "account_sid": r["account_sid"], "base_url": r["base_url"]},
+                 title="SMS provider")
+
+
+@provider_app.command("set")
+def provider_set(
+    ctx: typer.Context,
+    provider: Annotated[str, typer.Argument(help="outbox or twilio.")],
+    account_sid: Annotated[str | None, typer.Option("--account-sid", help="The Twilio account SID (AC...).")] = None,
+    auth_token: Annotated[str | None, typer.Option("--auth-token", help="The Twilio auth token (never shown).")] = None,
+    base_url: Annotated[str | None, typer.Option("--base-url",
+                                                 help="Twilio's API base URL (default https://api.twilio.com).")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Choose the workspace's SMS provider (operator only)."""
+    from marketing_cli.services import sms_providers
+
+    s = state(ctx)
+    emit(sms_providers.set_provider(s.conn(), s.workspace_id(), provider, account_sid=account_sid,
+                                    auth_token=auth_token, base_url=base_url), as_json, _render_provider)
+
+
+@provider_app.command("show")
+def provider_show(ctx: typer.Context, as_json: JsonOption = False) -> None:
+    """Show the workspace's SMS provider, account SID and base URL (never the token)."""
+    from marketing_cli.services import sms_providers
+
+    s = state(ctx)
+    emit(sms_providers.show_provider(s.conn(), s.workspace_id()), as_json, _render_provider)
+
+
+@app.command("messages")
+def sms_messages_cmd(
+    ctx: typer.Context,
+    campaign_id: CampaignId,
+    status: Annotated[str | None, typer.Option(help="pending, sending, sent, delivered, undelivered, failed or "
+                                                    "suppressed.")] = None,
+    page: Annotated[int, typer.Option(help="Page number, from 1.")] = 1,
+    limit: Annotated[int, typer.Option(help="Messages per page (1-100).")] = 50,
+    as_json: JsonOption = False,
+) -> None:
+    """A campaign's messages and their states (GET /v1/sms-campaigns/:id/messages)."""
+    from marketing_cli.services import sms_messages
+
+    s = state(ctx)
+    result = sms_messages.list_messages(s.conn(), s.workspace_id(), campaign_id, status=status, page=page, limit=limit)
+    emit(result, as_json, lambda r: table(
+        ["id", "phone", "status", "segments", "price", "provider ref", "error"],
+        [(m["id"], m["phone"], m["status"], m["segments"], m["price"], m["provider_ref"],
+          f"{m['error_code']} {m['error_message'] or ''}".strip() if m["error_code"] else "") for m in r["messages"]]))

@@ -577,6 +577,7 @@ def _still_queued(conn: sqlite3.Connection, campaign_id: str) -> bool:
 
 def expand_recipients(conn: sqlite3.Connection, campaign: sqlite3.Row) -> bool:
     """Phase 1: message rows and charges, batch by batch. False when the campaign was cancelled."""
+    from marketing_cli.services import sms_links
     from marketing_cli.services.audience import resolve_audience
 
     workspace_id, cid = campaign["workspace_id"], campaign["id"]
@@ -584,6 +585,7 @@ def expand_recipients(conn: sqlite3.Connection, campaign: sqlite3.Row) -> bool:
     _register_functions(conn, renderer if renderer.has_tags else None)
     fixed = count_segments(campaign["message"])
     prices = price_units(conn, workspace_id)
+    track_links = sms_links.tracking_on(conn, workspace_id)
     suffix = uuid.uuid4().hex  # our own names, never user text
     snapshot, price_table = f"temp.sms_snapshot_{suffix}", f"temp.sms_prices_{suffix}"
     prefix_table = f"temp.sms_prefixes_{suffix}"
@@ -642,6 +644,8 @@ def expand_recipients(conn: sqlite3.Connection, campaign: sqlite3.Row) -> bool:
                 before = conn.total_changes  # (rowcount is -1 for a statement that starts with WITH)
                 conn.execute(insert, values)
                 written = conn.total_changes - before
+                if written > 0 and track_links:  # short links change the text as sent: before the charge
+                    sms_links.shorten_batch(conn, workspace_id, cid, batch, campaign["message"], prices)
                 if written > 0:
                     row = conn.execute("SELECT COUNT(*), COALESCE(SUM(price_units), 0) FROM sms_messages"
                                        " WHERE campaign_id = ? AND batch = ? AND status = 'pending'",
@@ -724,10 +728,11 @@ def hand_off(conn: sqlite3.Connection, campaign: sqlite3.Row) -> bool:
 def _record(conn: sqlite3.Connection, provider: str, receipts: list[Any]) -> None:
     now = clock.now()
     conn.executemany(
-        "UPDATE sms_messages SET status = ?, provider = ?, provider_ref = ?, handed_at = ?, failed_at = ?"
-        " WHERE id = ? AND status = 'sending'",
+        "UPDATE sms_messages SET status = ?, provider = ?, provider_ref = ?, handed_at = ?, failed_at = ?,"
+        " error_code = ?, error_message = ? WHERE id = ? AND status = 'sending'",
         [("sent" if r.accepted else "failed", provider, r.reference, now if r.accepted else None,
-          None if r.accepted else now, r.message_id)
+          None if r.accepted else now, None if r.accepted else getattr(r, "code", None),
+          None if r.accepted else r.error, r.message_id)
          for r in receipts],
     )
 

@@ -1,0 +1,105 @@
+"""Twilio inbound replies: STOP words unsubscribe (event log, `unsubscribed` of the last campaign),
+START words resubscribe, the signature is checked, and a STOPped contact gets no further SMS."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+import pytest
+
+from marketing_cli import jobs
+from marketing_cli.services import sms_campaigns as sms
+from marketing_cli.services import sms_providers, sms_webhooks
+from tests import factories as f
+
+US = ["+14155550101", "+14155550102"]
+BASE = "https://t.example.com"
+INBOUND_URL = BASE + "/webhooks/twilio/inbound"
+
+
+def run_campaign(conn: sqlite3.Connection, ws: int, server: f.TwilioStandIn, name: str) -> dict[str, Any]:
+    campaign = f.sms_campaign(conn, ws, name)
+    sms.schedule_campaign(conn, ws, campaign["id"], {"schedule_type": "NOW"})
+    assert jobs.run_due(conn) == {"processed": 1, "failed": 0}
+    return campaign
+
+
+@pytest.fixture
+def world(conn: sqlite3.Connection, workspace: dict[str, Any]) -> Any:
+    ws = workspace["id"]
+    f.sms_ready(conn, ws)
+    conn.execute("UPDATE workspaces SET tracking_url = ? WHERE id = ?", (BASE, ws))
+    contacts = f.sms_contacts(conn, ws, US)
+    with f.TwilioStandIn() as server:
+        sms_providers.set_provider(conn, ws, "twilio", account_sid=f.TWILIO_SID, auth_token=f.TWILIO_TOKEN,
+                                   base_url=server.base_url)
+        first = run_campaign(conn, ws, server, "First")
+        yield {"ws": ws, "server": server, "first": first, "contacts": contacts}
+
+
+def reply(client: Any, body: str, number: str = US[0], *, signed: bool = True) -> Any:
+    params = {"From": number, "To": "+15005550006", "Body": body, "AccountSid": f.TWILIO_SID,
+              "MessageSid": "SM" + "1" * 32, "NumMedia": "0"}
+    headers = {"X-Twilio-Signature": sms_webhooks.signature(f.TWILIO_TOKEN, INBOUND_URL, params)} if signed else {}
+    return client.post("/webhooks/twilio/inbound", data=params, headers=headers)
+
+
+def sms_status(conn: sqlite3.Connection, number: str) -> str | None:
+    return conn.execute("SELECT sms_status FROM contacts WHERE phone = ?", (number,)).fetchone()[0]
+
+
+@pytest.mark.parametrize("word", ["STOP", "stop", "  Stopall ", "UNSUBSCRIBE", "cancel", "End", "QUIT\n"])
+def test_stop_words_unsubscribe_and_count_in_the_last_campaign(client: Any, conn: sqlite3.Connection, world: Any,
+                                                               word: str) -> None:
+    response = reply(client, word)
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/xml")
+    assert response.text.endswith("<Response/>")
+    assert sms_status(conn, US[0]) == "UNSUBSCRIBED" and sms_status(conn, US[1]) is None
+    stats = sms.campaign_statistics(conn, world["ws"], world["first"]["id"])["aggregate"]
+    assert stats["unsubscribed"] == 1
+    logged = conn.execute("SELECT type, payload FROM contact_events WHERE contact_id = ? AND type LIKE 'CONTACT_%'",
+                          (world["contacts"][0]["id"],)).fetchall()
+    assert [r[0] for r in logged] == ["CONTACT_UNSUBSCRIBED"]
+    assert '"channel":"sms"' in logged[0][1]
+    assert reply(client, word).status_code == 200  # again: counted once, logged once
+    assert sms.campaign_statistics(conn, world["ws"], world["first"]["id"])["aggregate"]["unsubscribed"] == 1
+
+
+def test_other_replies_change_nothing(client: Any, conn: sqlite3.Connection, world: Any) -> None:
+    for body in ["please stop", "STOP NOW", "", "hello"]:
+        assert reply(client, body).status_code == 200
+    assert sms_status(conn, US[0]) is None
+
+
+def test_an_unsigned_or_wrongly_signed_reply_is_refused(client: Any, conn: sqlite3.Connection, world: Any) -> None:
+    response = reply(client, "STOP", signed=False)
+    assert response.status_code == 403
+    assert response.json()["error"]["message"] == "Invalid Twilio signature."
+    params = {"From": US[0], "Body": "STOP", "AccountSid": f.TWILIO_SID}
+    bad = sms_webhooks.signature("wrong", INBOUND_URL, params)
+    assert client.post("/webhooks/twilio/inbound", data=params, headers={"X-Twilio-Signature": bad}).status_code == 403
+    assert sms_status(conn, US[0]) is None
+
+
+def test_a_stopped_contact_gets_no_further_sms_and_start_brings_it_back(client: Any, conn: sqlite3.Connection,
+                                                                       world: Any) -> None:
+    server = world["server"]
+    assert reply(client, "STOP").status_code == 200
+    before = len(server.received)
+    second = run_campaign(conn, world["ws"], server, "Second")
+    assert [r["form"]["To"] for r in server.received[before:]] == [US[1]]
+    phones = [r[0] for r in conn.execute("SELECT phone FROM sms_messages WHERE campaign_id = ? AND handed_at IS NOT"
+                                         " NULL", (second["id"],))]
+    assert phones == [US[1]]
+    assert reply(client, " start ").status_code == 200
+    assert sms_status(conn, US[0]) == "SUBSCRIBED"
+    types = [r[0] for r in conn.execute("SELECT type FROM contact_events WHERE contact_id = ? AND type LIKE"
+                                        " 'CONTACT_%' ORDER BY id", (world["contacts"][0]["id"],))]
+    assert types == ["CONTACT_UNSUBSCRIBED", "CONTACT_SUBSCRIBED"]
+    before = len(server.received)
+    run_campaign(conn, world["ws"], server, "Third")
+    assert sorted(r["form"]["To"] for r in server.received[before:]) == US
+    assert reply(client, "UNSTOP").status_code == 200  # already subscribed: nothing changes
+    assert conn.execute("SELECT COUNT(*) FROM contact_events WHERE type = 'CONTACT_SUBSCRIBED'").fetchone()[0] == 1
