@@ -31,7 +31,7 @@ pytestmark = pytest.mark.slow
 # cores). MKT_FUZZ_EXAMPLES=200 MKT_FUZZ_RANDOM=1 digs deeper by hand.
 MAX_EXAMPLES = int(os.environ.get("MKT_FUZZ_EXAMPLES", "10"))
 DERANDOMIZE = not os.environ.get("MKT_FUZZ_RANDOM")
-STATEFUL_EXAMPLES = int(os.environ.get("MKT_FUZZ_STATEFUL", "60"))  # sequences of up to 6 calls
+STATEFUL_EXAMPLES = int(os.environ.get("MKT_FUZZ_STATEFUL", "100"))  # sequences of up to 6 calls
 DEADLINE_MS = 5000  # one request; the slowest real one takes a few ms
 
 

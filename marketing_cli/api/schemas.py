@@ -380,6 +380,15 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/t/u/{token}"): {"summary": "Unsubscribe (RFC 8058 one-click, or the page's form)",
                                "errors": TRACKING_404, "envelope": None,
                                "auth": "none", "media": {"text/html": {"type": "string"}}},
+    # SMS (public: the short links in sent messages, and Twilio's signed webhooks)
+    ("GET", "/s/{token}"): {"summary": "SMS short link: records the click and redirects to the original URL",
+                            "errors": TRACKING_404, "envelope": None, "auth": "none", "status": 302, "media": {}},
+    ("POST", "/webhooks/twilio/status"): {
+        "summary": "Twilio delivery report (form-encoded MessageSid, MessageStatus, AccountSid; X-Twilio-Signature)",
+        "envelope": None, "auth": "none", "media": {"text/plain": {"type": "string"}}},
+    ("POST", "/webhooks/twilio/inbound"): {
+        "summary": "Twilio inbound reply (STOP / START words; form-encoded From, Body, AccountSid; X-Twilio-Signature)",
+        "envelope": None, "auth": "none", "media": {"text/xml": {"type": "string"}}},
 }
 
 
@@ -417,6 +426,10 @@ def _sms_operations() -> dict[tuple[str, str], dict[str, Any]]:
                                                               "envelope": "A", "data": ANY},
         ("GET", "/v1/sms-campaigns/{campaign_id}/statistics"): {"summary": "An SMS campaign's statistics",
                                                                 "envelope": "A", "data": ANY},
+        ("GET", "/v1/sms-campaigns/{campaign_id}/messages"): {
+            "summary": "An SMS campaign's per-recipient messages and their states", "envelope": "A",
+            "query": {**lenient_page_query(sms.DEFAULT_LIMIT, sms.MAX_LIMIT), "status": {"type": "string"}},
+            "data": ANY},
         ("POST", "/v1/sms/quote"): {"summary": "The segments and price of an SMS message", "envelope": "A",
                                     "body": obj({"message": {"type": "string"}, "to": {"type": "string"}}),
                                     "data": ANY},
