@@ -339,7 +339,8 @@ def test_every_rendered_message_is_measured_like_the_segment_counter(conn: sqlit
     from marketing_cli.services.sms_segments import count_segments
 
     names = ["Al", "B" * 120, "C" * 121, "D" * 274, "E" * 275, "Zoë", "F`g", "H[i]", "J\nK", "L\r\nM", "€" * 60,
-             "😀" * 40, "a" * 50 + "😀" + "b" * 40, "Ω" * 10]
+             "😀" * 40, "a" * 50 + "😀" + "b" * 40, "Ω" * 10, "Chloé", "é" * 150, "a-b", "x]y", "^", "ê",
+             "\x1b", "¤£¥§¿¡ÄÖÑÜäöñüà", "ÅåΔΦΓΛΩΠΨΣΘΞÆæßÉ" * 9]
     f.sms_contacts(conn, ws, [f"+1415555{i:04d}" for i in range(len(names))])
     for i, name in enumerate(names):
         conn.execute("UPDATE contacts SET data = json_set(data, '$.\"' || ? || '\"', ?) WHERE phone = ?",

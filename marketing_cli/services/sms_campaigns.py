@@ -609,10 +609,12 @@ def expand_recipients(conn: sqlite3.Connection, campaign: sqlite3.Row) -> bool:
         if renderer.has_tags:
             body = renderer.sql or "mkt_sms_render(c.email, c.phone, c.data)"
             # Printable ASCII of the GSM basic table (no `, no extension characters) and LF: one
-            # septet each, counted in SQL; any other text is measured in Python.
-            measure = (f"CASE WHEN ({body}) NOT GLOB '*[^\n -Z_a-z]*' THEN (CASE WHEN length({body}) = 0 THEN 0"
-                       f" WHEN length({body}) <= {SINGLE_GSM} THEN 1 ELSE (length({body}) + {MULTI_GSM - 1})"
-                       f" / {MULTI_GSM} END) * 2 ELSE mkt_sms_measure({body}) END")
+            # septet each, counted in SQL; any other text is measured in Python (cached per text).
+            # Over b.body, so that the rendering runs once per recipient, not once per use. (A GLOB
+            # class of the whole basic table was tried: 120x slower than this ASCII one.)
+            measure = ("CASE WHEN b.body NOT GLOB '*[^\n -Z_a-z]*' THEN (CASE WHEN length(b.body) = 0 THEN 0"
+                       f" WHEN length(b.body) <= {SINGLE_GSM} THEN 1 ELSE (length(b.body) + {MULTI_GSM - 1})"
+                       f" / {MULTI_GSM} END) * 2 ELSE mkt_sms_measure(b.body) END")
             params = ()
         else:
             body, measure = "NULL", "?"
@@ -622,9 +624,10 @@ def expand_recipients(conn: sqlite3.Connection, campaign: sqlite3.Row) -> bool:
                    " mkt_sms_country(c.phone))")
         insert = (
             # MATERIALIZED: each recipient's row (and its Python calls) is computed once.
-            f"WITH r AS MATERIALIZED (SELECT c.id, c.phone, {country} AS country, {body} AS body, {measure} AS m"
+            f"WITH b AS MATERIALIZED (SELECT c.id, c.phone, {country} AS country, {body} AS body"
             f" FROM {snapshot} s JOIN contacts c ON c.id = s.id WHERE s.rowid > ? AND s.rowid <= ?"
-            " AND c.phone IS NOT NULL AND c.phone <> '')"
+            " AND c.phone IS NOT NULL AND c.phone <> ''),"
+            f" r AS MATERIALIZED (SELECT b.id, b.phone, b.country, b.body, {measure} AS m FROM b)"
             " INSERT OR IGNORE INTO sms_messages (campaign_id, contact_id, batch, phone, country, body, encoding,"
             " segments, price_units, status, created_at)"
             " SELECT ?, r.id, ?, r.phone, r.country, r.body, CASE WHEN r.m & 1 THEN 'UCS-2' ELSE 'GSM-7' END,"
@@ -640,7 +643,7 @@ def expand_recipients(conn: sqlite3.Connection, campaign: sqlite3.Row) -> bool:
                     return False
                 batch = (conn.execute("SELECT MAX(batch) FROM sms_messages WHERE campaign_id = ?",
                                       (cid,)).fetchone()[0] or 0) + 1
-                values = (*params, start, start + size, cid, batch, clock.now())
+                values = (start, start + size, *params, cid, batch, clock.now())
                 before = conn.total_changes  # (rowcount is -1 for a statement that starts with WITH)
                 conn.execute(insert, values)
                 written = conn.total_changes - before
