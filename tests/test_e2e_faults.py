@@ -14,7 +14,6 @@ import os
 import shutil
 import signal
 import sqlite3
-import statistics
 import subprocess
 import sys
 import threading
@@ -351,6 +350,10 @@ def test_sigkill_of_mkt_serve_mid_sms_expansion_then_a_new_server_finishes(world
     finally:
         first.stop()
     assert first.proc.returncode == -signal.SIGKILL
+    # The dead server's worker held the job on a 2 s lease (`--lease-seconds`), renewed while it lived.
+    held = read(db, "SELECT status, attempts, (julianday(lease_expires_at) - julianday(updated_at)) * 86400"
+                    " FROM jobs WHERE type = 'sms.expand'")
+    assert held[0][:2] == ("running", 1) and 1.9 < held[0][2] < 2.1
     written = one(db, "SELECT COUNT(*) FROM sms_messages")
     assert 0 < written < WORLD_CONTACTS, "the kill must land mid-expansion"
     integrity_ok(db)
