@@ -387,7 +387,7 @@ from marketing_cli import jobs
 def trace(conn, job):
     conn.execute("INSERT INTO job_runs (job_id, pid, attempt) VALUES (?, ?, ?)",
                  (job["id"], os.getpid(), job["attempt"]))
-    time.sleep(0.01)
+    time.sleep(0.02)  # a job long enough that the three runners overlap
 '''
 TRACED_JOBS = 300
 
