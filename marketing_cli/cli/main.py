@@ -128,7 +128,8 @@ def serve(
         os.environ["MKT_GEOIP"] = geoip
     run_server(state(ctx).db_path, host=host, port=port, smtp_url=smtp_url, outbox=outbox,
                worker_interval=worker_interval, lease_seconds=lease_seconds, bootstrap=bootstrap,
-               max_connections=max_connections, header_timeout=header_timeout, body_timeout=body_timeout, shutdown_timeout=shutdown_timeout)
+               max_connections=max_connections, header_timeout=header_timeout, body_timeout=body_timeout,
+               shutdown_timeout=shutdown_timeout)
 
 
 def run() -> None:

@@ -83,8 +83,8 @@ def _bootstrap(db_path: Path, base_url: str) -> None:
 
 
 def run_server(db_path: Path, *, host: str, port: int, smtp_url: str | None, outbox: str | None,
-               worker_interval: float, bootstrap: bool, lease_seconds: int = 30, max_connections: int, header_timeout: float,
-               body_timeout: float, shutdown_timeout: float) -> None:
+               worker_interval: float, bootstrap: bool, max_connections: int, header_timeout: float,
+               body_timeout: float, shutdown_timeout: float, lease_seconds: int = 30) -> None:
     import uvicorn
 
     from marketing_cli.api.app import create_app
