@@ -373,8 +373,9 @@ class Worker:
     """The background worker of `mkt serve`: a thread that runs due jobs every `interval` s."""
 
     def __init__(self, db_path: str | os.PathLike[str], interval: float = 1.0,
-                 schedule_interval: float = SCHEDULE_INTERVAL) -> None:
+                 schedule_interval: float = SCHEDULE_INTERVAL, lease_seconds: int | None = None) -> None:
         self.db_path = db_path
+        self.lease_seconds = lease_seconds or DEFAULT_LEASE_SECONDS
         self.interval = interval
         self.schedule_interval = schedule_interval
         self.owner = new_owner()
@@ -397,7 +398,8 @@ class Worker:
                     schedule = time.monotonic() - last_schedule >= self.schedule_interval
                     if schedule:
                         last_schedule = time.monotonic()
-                    run_due(conn, self.owner, limit=100, schedule=schedule, stop=self._stop)
+                    run_due(conn, self.owner, limit=100, lease_seconds=self.lease_seconds, schedule=schedule,
+                            stop=self._stop)
                 except Exception:  # noqa: BLE001 - keep the worker alive; the error is logged
                     log.exception("job worker pass failed")
                 self._stop.wait(self.interval)

@@ -106,6 +106,9 @@ def serve(
     geoip: Annotated[Optional[str], typer.Option("--geoip", envvar="MKT_GEOIP", metavar="PATH",
                                                  help="A MaxMind .mmdb country database for click countries.")] = None,
     worker_interval: Annotated[float, typer.Option(help="Seconds between job worker passes.")] = 1.0,
+    lease_seconds: Annotated[int, typer.Option(
+        min=1, help="How long a job claimed by the worker is held without renewal before another worker may "
+                    "take it over (renewed every third of it while this process lives).")] = 30,
     bootstrap: Annotated[bool, typer.Option(help="Create a first workspace and key when the database has none.")] = True,
     max_connections: Annotated[int, typer.Option(min=1, metavar="N",
                                                  help="Open connections before requests get 503.")] = 4096,
@@ -124,8 +127,9 @@ def serve(
     if geoip:
         os.environ["MKT_GEOIP"] = geoip
     run_server(state(ctx).db_path, host=host, port=port, smtp_url=smtp_url, outbox=outbox,
-               worker_interval=worker_interval, bootstrap=bootstrap, max_connections=max_connections,
-               header_timeout=header_timeout, body_timeout=body_timeout, shutdown_timeout=shutdown_timeout)
+               worker_interval=worker_interval, lease_seconds=lease_seconds, bootstrap=bootstrap,
+               max_connections=max_connections, header_timeout=header_timeout, body_timeout=body_timeout,
+               shutdown_timeout=shutdown_timeout)
 
 
 def run() -> None:

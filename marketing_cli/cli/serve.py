@@ -84,7 +84,7 @@ def _bootstrap(db_path: Path, base_url: str) -> None:
 
 def run_server(db_path: Path, *, host: str, port: int, smtp_url: str | None, outbox: str | None,
                worker_interval: float, bootstrap: bool, max_connections: int, header_timeout: float,
-               body_timeout: float, shutdown_timeout: float) -> None:
+               body_timeout: float, shutdown_timeout: float, lease_seconds: int = 30) -> None:
     import uvicorn
 
     from marketing_cli.api.app import create_app
@@ -102,7 +102,8 @@ def run_server(db_path: Path, *, host: str, port: int, smtp_url: str | None, out
         handler.addFilter(RedactSecrets())
     # Leave room for the database, the worker and the log beside the connections.
     max_connections = min(max_connections, raise_open_file_limit() - 64)
-    app = create_app(db_path, worker=True, worker_interval=worker_interval, body_timeout=body_timeout)
+    app = create_app(db_path, worker=True, worker_interval=worker_interval, lease_seconds=lease_seconds,
+                     body_timeout=body_timeout)
     console.print(f"mkt serving {db_path} on http://{host}:{port}/v1 (Ctrl+C to stop)")
     # uvicorn shuts down gracefully on SIGINT/SIGTERM, then re-raises the signal it caught
     # with the previous handlers restored: these make that a clean exit with status 0.
