@@ -209,7 +209,18 @@ def test_cancel_mid_send_sends_nothing_more(conn: sqlite3.Connection, workspace:
             email_schedule.cancel_campaign(conn, ws, campaign["id"])
         return temporary
     monkeypatch.setattr(email_sender, "_record", record_then_cancel)
+    real_deliver, calls = email_sender._Send.deliver, []
+
+    def deliver(run: Any, message: Any) -> Any:
+        """The third round (already claimed while the second was in flight) reaches the
+        transport only after the sender saw the cancel, or after 5 s if it never does."""
+        calls.append(message["id"])
+        if len(calls) > 10:
+            run.halt.wait(5)
+        return real_deliver(run, message)
+    monkeypatch.setattr(email_sender._Send, "deliver", deliver)
     jobs.run_due(conn)
+    assert len(calls) == 15  # two rounds in flight: the third was claimed, then given back
     assert len(smtp.messages) == 10
     counts = dict(conn.execute("SELECT status, count(*) FROM email_messages GROUP BY status").fetchall())
     assert counts == {"delivered": 10, "cancelled": 15}
@@ -285,8 +296,11 @@ def test_transport_errors_pause_the_campaign_and_resume_sends_again(
     jobs.run_due(conn)
     row = conn.execute("SELECT status, status_detail FROM campaigns").fetchone()
     assert row[0] == "PAUSED" and row[1].startswith("Paused after 20 transport errors in a row")
+    # rounds of 10, two in flight: the pause comes after the second round; the third (5) was
+    # already handed to the pool, so it is tried and recorded before the pause (nothing left sending)
     assert conn.execute("SELECT count(*) FROM email_messages WHERE status = 'queued' AND retry_at IS NOT NULL"
-                        ).fetchone()[0] == 20
+                        ).fetchone()[0] == 25
+    assert conn.execute("SELECT count(*) FROM email_messages WHERE status = 'sending'").fetchone()[0] == 0
     with pytest.raises(MktError, match="Only paused campaigns can be resumed."):
         email_schedule.resume_campaign(conn, ws, factories.campaign(conn, ws, name="other")["id"])
     with SmtpServer() as server:

@@ -5,15 +5,19 @@
                        IN_REVIEW (content checked again) -> SENDING, and email.send queued
     email.send         rounds of `concurrency` messages: claim (queued -> sending, one
                        transaction), render + sign + hand to the transport in parallel,
-                       record every answer (one transaction); until none is left -> SENT
+                       record every answer (one transaction); until none is left -> SENT.
+                       Two rounds are claimed at once, so the pool always has the next
+                       round queued while a round is recorded and the next one claimed.
     email.ab_winner    after the test share went out and `wait_minutes` passed: the variant
                        with the higher unique open (or click) rate, ties A, goes to the rest
 
 Crash safety. A message is marked `sending` before it is handed over and `delivered` (or
-failed) right after the server answered, one round at a time; a runner that dies leaves
-at most one round (`concurrency` messages) in `sending`, and those are sent again when the
-job is taken over (the only messages that can arrive twice; CONTRACT section 7). A message
-the server accepted is recorded before the next round starts, so it is never sent again.
+failed) right after the server answered, a round at a time; a runner that dies leaves at
+most ROUNDS_IN_FLIGHT rounds (2 x `concurrency` messages) in `sending`, and those are sent
+again when the job is taken over (the only messages that can arrive twice; CONTRACT
+section 7). A message the server accepted and whose round was recorded is never sent again.
+A cancel is seen after each round: the messages of a claimed round not yet handed to the
+transport are given back (cancelled), so at most the round in the transport's hands goes out.
 The freeze is idempotent: recipients are ranked by a keyed hash of their id (the same
 order on every run), written in batches with INSERT OR IGNORE, so a rerun after a crash
 completes the same assignment.
@@ -34,7 +38,8 @@ import os
 import sqlite3
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
@@ -54,6 +59,8 @@ MAX_ATTEMPTS = 3
 RETRY_DELAYS = (30, 120)
 PAUSE_AFTER_ERRORS = 20
 DEFAULT_CONCURRENCY = 10
+ROUNDS_IN_FLIGHT = 2  # claimed and queued at once (the crash window: ROUNDS_IN_FLIGHT x concurrency)
+HALTED = "Not sent: the campaign stopped sending."  # a claimed message given back untouched
 
 
 def send_settings() -> tuple[int, float]:
@@ -193,6 +200,7 @@ class _Send:
         self._transports: list[Any] = []
         self._lock = threading.Lock()
         self.db_path = database_file(conn)
+        self.halt = threading.Event()  # set when the campaign left SENDING: claimed messages are given back
 
     def build(self, message: sqlite3.Row) -> bytes:
         """The signed message of one claimed row (merge tags for its contact, its own URLs)."""
@@ -218,6 +226,8 @@ class _Send:
         """Build, sign and hand one message to this thread's transport: (message id, error or
         None, permanent). Building in the pool's threads overlaps one message's rendering and
         signing with the others' network waits."""
+        if self.halt.is_set():
+            return message["id"], HALTED, False
         raw = self.build(message)
         try:
             self.transport().send(raw, self.envelope_from, [message["email"]])
@@ -253,7 +263,11 @@ def _record(conn: sqlite3.Connection, run: _Send, row_of: dict[int, sqlite3.Row]
     now = clock.utcnow()
     with transaction(conn):
         for message_id, error, permanent in results:
-            if error is None:
+            if error is HALTED:  # never handed over: cancelled with its campaign, or queued again
+                conn.execute("UPDATE email_messages SET attempts = attempts - 1, status = CASE WHEN (SELECT status"
+                             " FROM campaigns WHERE id = email_messages.campaign_id) = 'CANCELLED' THEN 'cancelled'"
+                             " ELSE 'queued' END WHERE id = ? AND status = 'sending'", (message_id,))
+            elif error is None:
                 delivered += campaign_stats.record_delivery(conn, message_id,
                                                             smtp_message_id=run.smtp_id(row_of[message_id]))
             elif permanent or row_of[message_id]["attempts"] + 1 >= MAX_ATTEMPTS:
@@ -287,32 +301,58 @@ def send(conn: sqlite3.Connection, payload: dict[str, Any]) -> None:
 
 
 def _send_rounds(conn: sqlite3.Connection, row: sqlite3.Row, run: _Send) -> None:
-    errors_in_a_row = 0
+    """Claim, deliver and record rounds of `concurrency` messages until none is due.
+
+    ROUNDS_IN_FLIGHT rounds are claimed at once: while the pool delivers one, the next one
+    is already queued behind it, so the threads never wait for the database (recording a
+    round and claiming the next) and the server never waits for a round's slowest message.
+    """
+    ws = row["workspace_id"]
+    errors_in_a_row = claimed_count = 0
     started = time.monotonic()
-    sent = 0
+    in_flight: deque[tuple[list[sqlite3.Row], list[Future[tuple[int, str | None, bool]]]]] = deque()
+    stop: str | None = None  # "hour" (hourly_emails used up) or "done" (nothing due, or no longer SENDING)
     with ThreadPoolExecutor(max_workers=run.concurrency, thread_name_prefix="mkt-send") as pool:
         while True:
             jobs.heartbeat(conn)
-            if billing.remaining(conn, row["workspace_id"], "hourly_emails") == 0:
-                _again_at(conn, row, _next_hour())
+            while stop is None and len(in_flight) < ROUNDS_IN_FLIGHT:
+                if billing.remaining(conn, ws, "hourly_emails") == 0:
+                    stop = "hour"
+                    break
+                if run.rate:
+                    ahead = claimed_count / run.rate - (time.monotonic() - started)
+                    if ahead > 0 and in_flight:
+                        break  # too early for another round: deliver (and record) the one in flight first
+                    if ahead > 0:
+                        time.sleep(ahead)
+                claimed = _claim(conn, row["id"], run.concurrency)
+                if not claimed:
+                    stop = "done"
+                    break
+                claimed_count += len(claimed)
+                in_flight.append((claimed, [pool.submit(run.deliver, m) for m in claimed]))
+            if not in_flight:
+                if stop == "hour":
+                    _again_at(conn, row, _next_hour())
+                else:
+                    _finish_or_wait(conn, row)
                 return
-            claimed = _claim(conn, row["id"], run.concurrency)
-            if not claimed:
-                _finish_or_wait(conn, row)
-                return
-            results = list(pool.map(run.deliver, claimed))
-            temporary = _record(conn, run, {m["id"]: m for m in claimed}, results, row["workspace_id"])
+            claimed, futures = in_flight.popleft()
+            results = [future.result() for future in futures]
+            temporary = _record(conn, run, {m["id"]: m for m in claimed}, results, ws)
+            current = _campaign(conn, row["id"])
+            if current is None or current["status"] != "SENDING":  # cancelled meanwhile: send nothing more
+                run.halt.set()
+                stop = "done"
             errors_in_a_row = errors_in_a_row + temporary if temporary == len(results) else 0
             if errors_in_a_row >= PAUSE_AFTER_ERRORS:
+                while in_flight:  # what was already handed over is recorded before the pause
+                    claimed, futures = in_flight.popleft()
+                    _record(conn, run, {m["id"]: m for m in claimed}, [f.result() for f in futures], ws)
                 campaigns.set_campaign_status(conn, row["id"], "PAUSED",
                                               detail=f"Paused after {errors_in_a_row} transport errors in a row: "
                                                      f"{results[-1][1]}")
                 return
-            sent += len(claimed)
-            if run.rate:
-                ahead = sent / run.rate - (time.monotonic() - started)
-                if ahead > 0:
-                    time.sleep(ahead)
 
 
 def _next_hour() -> str:
