@@ -240,6 +240,21 @@ def test_a_runner_that_died_mid_round_resends_only_that_round(conn: sqlite3.Conn
     assert conn.execute("SELECT status FROM campaigns").fetchone()[0] == "SENT"
 
 
+def test_a_campaign_cancelled_while_its_dead_runner_held_a_round_ends_with_nothing_sending(
+        conn: sqlite3.Connection, workspace: dict[str, Any], verified_dns: None, smtp: SmtpServer) -> None:
+    ws = workspace["id"]
+    campaign = _world(conn, ws, [f"u{i}@example.org" for i in range(4)])
+    email_schedule.schedule_campaign(conn, ws, campaign["id"], {"schedule_type": "NOW"})
+    email_sender.preprocess(conn, {"campaign_id": campaign["id"]})
+    ids = [r[0] for r in conn.execute("SELECT id FROM email_messages ORDER BY id")]
+    conn.execute("UPDATE email_messages SET status = 'sending' WHERE id IN (?, ?)", ids[:2])  # the dead runner's
+    email_schedule.cancel_campaign(conn, ws, campaign["id"])
+    jobs.run_due(conn)  # the send job, taken over
+    assert smtp.messages == []
+    assert dict(conn.execute("SELECT status, count(*) FROM email_messages GROUP BY status").fetchall()) == {
+        "cancelled": 4}
+
+
 def test_ab_test_splits_the_test_share_and_sends_the_winner_to_the_rest(
         conn: sqlite3.Connection, workspace: dict[str, Any], verified_dns: None, smtp: SmtpServer, cli: Any) -> None:
     from marketing_cli.services import campaign_html, campaigns

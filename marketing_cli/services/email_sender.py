@@ -288,6 +288,10 @@ def _record(conn: sqlite3.Connection, run: _Send, row_of: dict[int, sqlite3.Row]
 def send(conn: sqlite3.Connection, payload: dict[str, Any]) -> None:
     campaign_id = payload["campaign_id"]
     row = _campaign(conn, campaign_id)
+    if row is not None and row["status"] == "CANCELLED":  # cancelled while a runner that then died sent
+        with transaction(conn):
+            conn.execute("UPDATE email_messages SET status = 'cancelled' WHERE campaign_id = ? AND status = 'sending'",
+                         (campaign_id,))
     if row is None or row["status"] != "SENDING":
         return
     with transaction(conn):  # a runner that died mid-round: its messages go again (at most one round)
