@@ -23,17 +23,15 @@ a connection problem -> tried again after a backoff (30 s, 2 min), failed after
 MAX_ATTEMPTS. After PAUSE_AFTER_ERRORS consecutive transport errors the campaign is
 PAUSED (`mkt campaigns resume`). Rate (messages per second) and concurrency are
 MKT_SEND_RATE (default 0: as fast as the transport takes them) and MKT_SEND_CONCURRENCY
-(default 10).
+(default 10), read and checked by services/pacing.py (shared with SMS).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sqlite3
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
@@ -41,7 +39,7 @@ from typing import Any
 from marketing_cli import clock, jobs
 from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
-from marketing_cli.services import billing, campaign_stats, campaigns, domains, senders, workspaces
+from marketing_cli.services import billing, campaign_stats, campaigns, domains, pacing, senders, workspaces
 from marketing_cli.services.dkim import DkimSigner
 from marketing_cli.services.email_compose import CompiledVariant, Recipient, compile_variant, tracked_links
 from marketing_cli.services.email_schedule import content_problems
@@ -53,20 +51,6 @@ FREEZE_BATCH = 5_000
 MAX_ATTEMPTS = 3
 RETRY_DELAYS = (30, 120)
 PAUSE_AFTER_ERRORS = 20
-DEFAULT_CONCURRENCY = 10
-
-
-def send_settings() -> tuple[int, float]:
-    """(concurrency, messages per second; 0 = unlimited) from MKT_SEND_CONCURRENCY / MKT_SEND_RATE."""
-    try:
-        concurrency = max(1, min(100, int(os.environ.get("MKT_SEND_CONCURRENCY", DEFAULT_CONCURRENCY))))
-    except ValueError:
-        concurrency = DEFAULT_CONCURRENCY
-    try:
-        rate = max(0.0, float(os.environ.get("MKT_SEND_RATE", "0")))
-    except ValueError:
-        rate = 0.0
-    return concurrency, rate
 
 
 def _campaign(conn: sqlite3.Connection, campaign_id: str) -> sqlite3.Row | None:
@@ -188,7 +172,8 @@ class _Send:
         # host, which its CNAME record points at the domain (docs/sending-domains.md).
         code = domains.get_domain(conn, ws, sender["domain_id"])["domain_code"]
         self.envelope_from = f"bounces@{code}.{sender['domain_name']}"
-        self.concurrency, self.rate = send_settings()
+        pace = pacing.read_pace(pacing.EMAIL)
+        self.concurrency, self.pacer = pace.concurrency, pacing.Pacer(pace.rate)
         self._local = threading.local()
         self._transports: list[Any] = []
         self._lock = threading.Lock()
@@ -288,8 +273,6 @@ def send(conn: sqlite3.Connection, payload: dict[str, Any]) -> None:
 
 def _send_rounds(conn: sqlite3.Connection, row: sqlite3.Row, run: _Send) -> None:
     errors_in_a_row = 0
-    started = time.monotonic()
-    sent = 0
     with ThreadPoolExecutor(max_workers=run.concurrency, thread_name_prefix="mkt-send") as pool:
         while True:
             jobs.heartbeat(conn)
@@ -300,6 +283,7 @@ def _send_rounds(conn: sqlite3.Connection, row: sqlite3.Row, run: _Send) -> None
             if not claimed:
                 _finish_or_wait(conn, row)
                 return
+            run.pacer.wait(len(claimed))
             results = list(pool.map(run.deliver, claimed))
             temporary = _record(conn, run, {m["id"]: m for m in claimed}, results, row["workspace_id"])
             errors_in_a_row = errors_in_a_row + temporary if temporary == len(results) else 0
@@ -308,11 +292,6 @@ def _send_rounds(conn: sqlite3.Connection, row: sqlite3.Row, run: _Send) -> None
                                               detail=f"Paused after {errors_in_a_row} transport errors in a row: "
                                                      f"{results[-1][1]}")
                 return
-            sent += len(claimed)
-            if run.rate:
-                ahead = sent / run.rate - (time.monotonic() - started)
-                if ahead > 0:
-                    time.sleep(ahead)
 
 
 def _next_hour() -> str:
