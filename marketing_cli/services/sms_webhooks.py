@@ -75,7 +75,7 @@ def twilio_status(conn: sqlite3.Connection, params: dict[str, str], given_signat
     never accepted. Answers what happened ({"changed": bool}); unknown messages change nothing."""
     workspace_id = verify(conn, STATUS_PATH, params, given_signature)
     with transaction(conn):
-        return _apply_status(conn, workspace_id, params)
+        return _apply_status(conn, workspace_id, params, clock.now())
 
 
 def twilio_status_batch(conn: sqlite3.Connection,
@@ -94,12 +94,13 @@ def twilio_status_batch(conn: sqlite3.Connection,
         except MktError as exc:
             verified.append(exc)
     with transaction(conn):
-        return [ws if isinstance(ws, MktError) else _apply_status(conn, ws, params)
+        now = clock.now()
+        return [ws if isinstance(ws, MktError) else _apply_status(conn, ws, params, now)
                 for ws, (params, _) in zip(verified, reports, strict=True)]
 
 
-def _apply_status(conn: sqlite3.Connection, workspace_id: int, params: dict[str, str]) -> dict[str, Any]:
-    """One verified report, inside the caller's transaction."""
+def _apply_status(conn: sqlite3.Connection, workspace_id: int, params: dict[str, str], now: str) -> dict[str, Any]:
+    """One verified report, inside the caller's transaction (`now`: the transaction's time)."""
     status = (params.get("MessageStatus") or "").strip().lower()
     new_rank = _RANK.get(status)
     sid = params.get("MessageSid") or ""
@@ -111,7 +112,6 @@ def _apply_status(conn: sqlite3.Connection, workspace_id: int, params: dict[str,
         " WHERE m.provider_ref = ? AND m.provider = 'twilio' AND c.workspace_id = ?", (sid, workspace_id)).fetchone()
     if row is None or row["handed_at"] is None or new_rank <= _rank(row):
         return {"changed": False}
-    now = clock.now()
     if new_rank == 2:
         conn.execute("UPDATE sms_messages SET carrier_at = ? WHERE id = ?", (now, row["id"]))
     elif status == "delivered":
