@@ -5,7 +5,8 @@
 
 In one run, against the same stand-in process:
 (a) baseline: a bare httpx loop posting the same requests (same form, basic auth, the same
-    pooled client and the same number in flight as mkt's default, MKT_SMS_CONCURRENCY 8);
+    pooled client and the same number in flight as mkt's default, MKT_SMS_CONCURRENCY 8),
+    min(N, 20,000) requests just before and again just after (b); the mean of the two;
 (b) mkt: a campaign of N recipients scheduled NOW, then one `mkt jobs run` process does the
     real job path (expansion: message rows, prices, ledger; hand-off to the provider), timed
     from the process start to its exit; messages per second handed over and the ratio to (a);
@@ -216,8 +217,12 @@ def run(quick: bool) -> list[dict]:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             db, campaign_id, key = prepare(Path(tmp), n, base, public)
-            bare = bare_loop(base, min(n, 20_000), concurrency, public + "/webhooks/twilio/status")
+            callback_url = public + "/webhooks/twilio/status"
+            before = bare_loop(base, min(n, 20_000), concurrency, callback_url)
             seconds = run_job(db)
+            # Measured just before and just after mkt's run: the machine is shared, and the
+            # mean sees the same load changes that mkt's minutes-long run saw.
+            bare = (before + bare_loop(base, min(n, 20_000), concurrency, callback_url)) / 2
             with sqlite3.connect(db) as conn:
                 handed = conn.execute("SELECT COUNT(*) FROM sms_messages WHERE status = 'sent'").fetchone()[0]
                 eligible = conn.execute("SELECT COUNT(*) FROM sms_messages WHERE status != 'suppressed'").fetchone()[0]
@@ -231,7 +236,7 @@ def run(quick: bool) -> list[dict]:
     shown = load["delivered"] == load["ok"] == load["sent"]
     return [
         row(f"SMS hand-off to a Twilio stand-in, {handed:,} messages (jobs run: expansion + provider)", rate,
-            "msg/s", "bare httpx loop, same requests and pool", bare, rate / bare, ">= 300 msg/s and >= 0.5x",
+            "msg/s", "bare httpx loop, same requests and pool (mean of before and after)", bare, rate / bare, ">= 300 msg/s and >= 0.5x",
             rate >= 300 and rate / bare >= 0.5),
         row(f"Twilio StatusCallbacks absorbed by mkt serve, {load['sent']:,} at {CALLBACK_RATE:,}/s "
             f"({load['5xx']} 5xx, statistics show {load['delivered']:,} delivered)", load["rate"], "req/s",

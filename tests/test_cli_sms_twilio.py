@@ -50,3 +50,10 @@ def test_a_bad_sms_rate_or_concurrency_stops_jobs_run_with_a_clear_error(cli: Ca
     monkeypatch.setenv("MKT_SMS_CONCURRENCY", "0")
     result = cli("jobs", "run")
     assert result.exit_code == 1 and "MKT_SMS_CONCURRENCY must be a whole number from 1 to 100, not '0'." in result.stderr
+
+
+def test_serve_refuses_a_bad_pacing_value_before_it_starts(cli: Callable[..., Any], monkeypatch: Any) -> None:
+    monkeypatch.setenv("MKT_SEND_CONCURRENCY", "many")
+    result = cli("serve", "--port", "9")
+    assert result.exit_code == 1
+    assert result.stderr.strip() == "MKT_SEND_CONCURRENCY must be a whole number from 1 to 100, not 'many'."
