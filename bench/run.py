@@ -62,7 +62,8 @@ def markdown(rows: list[dict]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small scale: seconds, not minutes")
-    parser.add_argument("--only", help="comma-separated modules (http, startup, contacts, segments, dkim)")
+    parser.add_argument("--only", help="comma-separated modules (the bench_*.py names without the prefix: http, startup, "
+                        "contacts, segments, dkim, sms, sms_twilio, email_send ...)")
     parser.add_argument("--markdown", action="store_true", help="also print the table as Markdown")
     parser.add_argument("--save", type=Path, help="write the rows as JSON to this file")
     args = parser.parse_args()

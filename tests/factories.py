@@ -405,15 +405,18 @@ class TwilioStandIn:
     `POST /2010-04-01/Accounts/{SID}/Messages.json`, basic auth, form fields; answers 201 with Twilio's
     message JSON (sid, status "queued", ...) or an error JSON {code, message, more_info, status}.
     `script` maps a recipient number to a list of (status, error code) answers, used in turn
-    (the last one repeats); every request is kept in `received`."""
+    (the last one repeats); every request is kept in `received`. Each answer waits `delay`
+    seconds (so that requests overlap); `max_in_flight` is the most requests it held at once."""
 
-    def __init__(self, script: dict[str, list[tuple[int, int | None]]] | None = None) -> None:
+    def __init__(self, script: dict[str, list[tuple[int, int | None]]] | None = None, *, delay: float = 0.0) -> None:
         import itertools
         import threading
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
         self.script = {k: list(v) for k, v in (script or {}).items()}
         self.received: list[dict[str, Any]] = []
+        self.delay = delay
+        self.in_flight = self.max_in_flight = 0
         self._lock = threading.Lock()
         self._counter = itertools.count(1)
         outer = self
@@ -424,10 +427,14 @@ class TwilioStandIn:
             def do_POST(self) -> None:  # noqa: N802 (the standard library's name)
                 import base64
                 import json
+                import time
                 from urllib.parse import parse_qs
 
                 length = int(self.headers.get("Content-Length") or 0)
                 form = {k: v[0] for k, v in parse_qs(self.rfile.read(length).decode(), keep_blank_values=True).items()}
+                with outer._lock:  # held from the whole request read to just before the answer is written
+                    outer.in_flight += 1
+                    outer.max_in_flight = max(outer.max_in_flight, outer.in_flight)
                 auth = self.headers.get("Authorization", "")
                 user = base64.b64decode(auth[6:]).decode() if auth.startswith("Basic ") else ""
                 with outer._lock:
@@ -447,6 +454,10 @@ class TwilioStandIn:
                     body = {"code": code, "message": f"Stand-in error {code}",
                             "more_info": f"https://www.twilio.com/docs/errors/{code}", "status": status}
                 data = json.dumps(body).encode()
+                if outer.delay:
+                    time.sleep(outer.delay)
+                with outer._lock:
+                    outer.in_flight -= 1
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))

@@ -135,3 +135,58 @@ def test_repeated_and_earlier_callbacks_change_nothing_and_answer_2xx(client: An
     assert post(client, report("SM" + "0" * 32, "delivered")).status_code == 200
     assert post(client, report(sids[US[2]], "exploded")).status_code == 200
     assert state(conn, sids[US[2]]) == ("sent", 0, 0, 0)
+
+
+# --- batches: reports that arrive together are written together (one transaction) ------------
+
+def test_a_batch_applies_each_report_in_order_and_refuses_bad_signatures_alone(conn: sqlite3.Connection,
+                                                                               sent: dict[str, Any]) -> None:
+    one, two, three = (sent["sids"][p] for p in US[:3])
+    signed = [report(one, "sent"), report(one, "delivered"), report(one, "delivered"),  # twice: counts once
+              report(two, "delivered"), report(two, "sent"),  # out of order: delivered stays delivered
+              report(three, "failed", ErrorCode="30003")]
+    reports: list[tuple[dict[str, str], str | None]] = [
+        (p, sms_webhooks.signature(f.TWILIO_TOKEN, STATUS_URL, p)) for p in signed]
+    reports.insert(2, (report(sent["sids"][US[3]], "delivered"), "forged"))
+    reports.append((report(sent["sids"][US[3]], "failed"), None))
+    results = sms_webhooks.twilio_status_batch(conn, reports)
+    assert [r if isinstance(r, dict) else (r.status, r.message) for r in results] == [
+        {"changed": True}, {"changed": True}, (403, "Invalid Twilio signature."), {"changed": False},
+        {"changed": True}, {"changed": False}, {"changed": True}, (403, "Invalid Twilio signature.")]
+    assert state(conn, one) == ("delivered", True, True, False)
+    assert state(conn, two) == ("delivered", True, True, False)
+    assert state(conn, sent["sids"][US[3]]) == ("sent", False, False, False)
+    assert (aggregate(conn, sent)["delivered"], aggregate(conn, sent)["failed"]) == (2, 1)
+
+
+def test_concurrent_reports_are_all_counted_once_and_share_transactions(
+        app: Any, conn: sqlite3.Connection, sent: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+
+    import httpx
+
+    sizes: list[int] = []
+    real = sms_webhooks.twilio_status_batch
+
+    def counted(c: sqlite3.Connection, reports: list[Any]) -> list[Any]:
+        sizes.append(len(reports))
+        return real(c, reports)
+    monkeypatch.setattr(sms_webhooks, "twilio_status_batch", counted)
+
+    sids = list(sent["sids"].values())
+    bodies = [report(sid, status) for sid in sids for status in ("sent", "delivered", "delivered")]
+    bodies.append(report(sids[0], "delivered", AccountSid="AC" + "f" * 32))  # no such account: 403
+
+    async def burst() -> list[int]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            answers = await asyncio.gather(*(client.post(
+                "/mkt/webhooks/twilio/status", data=p,
+                headers={"X-Twilio-Signature": sms_webhooks.signature(f.TWILIO_TOKEN, STATUS_URL, p)})
+                for p in bodies))
+        return [a.status_code for a in answers]
+
+    statuses = asyncio.run(burst())
+    assert statuses == [200] * (len(bodies) - 1) + [403]
+    assert aggregate(conn, sent)["delivered"] == 4
+    assert sum(sizes) == len(bodies) and len(sizes) < len(bodies)  # the reports that waited went together

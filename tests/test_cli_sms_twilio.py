@@ -36,3 +36,24 @@ def test_a_bad_provider_is_an_error_and_changes_nothing(cli: Callable[..., Any],
     assert "AC followed by 32 hexadecimal characters" in result.stderr
     assert f.TWILIO_TOKEN not in result.stdout + result.stderr
     assert cli_json("sms", "provider", "show")["provider"] == "outbox"
+
+
+def test_a_bad_sms_rate_or_concurrency_stops_jobs_run_with_a_clear_error(cli: Callable[..., Any],
+                                                                         monkeypatch: Any) -> None:
+    monkeypatch.setenv("MKT_SMS_RATE", "fast")
+    result = cli("jobs", "run")
+    assert result.exit_code == 1
+    assert "MKT_SMS_RATE must be a number of messages per second from 0 (unlimited) to 100,000, not 'fast'." \
+        in result.stderr
+    assert "Traceback" not in result.stderr
+    monkeypatch.setenv("MKT_SMS_RATE", "10")
+    monkeypatch.setenv("MKT_SMS_CONCURRENCY", "0")
+    result = cli("jobs", "run")
+    assert result.exit_code == 1 and "MKT_SMS_CONCURRENCY must be a whole number from 1 to 100, not '0'." in result.stderr
+
+
+def test_serve_refuses_a_bad_pacing_value_before_it_starts(cli: Callable[..., Any], monkeypatch: Any) -> None:
+    monkeypatch.setenv("MKT_SEND_CONCURRENCY", "many")
+    result = cli("serve", "--port", "9")
+    assert result.exit_code == 1
+    assert result.stderr.strip() == "MKT_SEND_CONCURRENCY must be a whole number from 1 to 100, not 'many'."

@@ -156,3 +156,93 @@ def test_an_unreachable_twilio_fails_the_messages_without_charging(conn: sqlite3
                         (campaign["id"],)).fetchall()
     assert {tuple(r) for r in rows} == {("failed", "network")}
     assert ledger_sum(conn, campaign["id"]) == 0
+
+
+# --- rate and concurrency (MKT_SMS_RATE, MKT_SMS_CONCURRENCY; services/pacing.py) -----------
+
+MANY = [f"+141555501{i:02d}" for i in range(50)]
+
+
+def test_the_rate_is_honoured(conn: sqlite3.Connection, ws: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    monkeypatch.setenv("MKT_SMS_RATE", "50")
+    with f.TwilioStandIn() as server:
+        use_twilio(conn, ws, server)
+        f.sms_contacts(conn, ws, MANY)
+        campaign = f.sms_campaign(conn, ws)
+        sms.schedule_campaign(conn, ws, campaign["id"], {"schedule_type": "NOW"})
+        started = time.monotonic()
+        assert jobs.run_due(conn) == {"processed": 1, "failed": 0}
+        elapsed = time.monotonic() - started
+    assert len(server.received) == 50
+    assert elapsed >= 0.9  # 50 messages at 50 per second: the 50th starts 0.98 s after the first
+    assert sms.get_campaign(conn, ws, campaign["id"])["statistics"]["sent"] == 50
+
+
+@pytest.mark.parametrize(("setting", "expected"), [(None, 8), ("3", 3)])
+def test_concurrency_is_honoured(conn: sqlite3.Connection, ws: int, monkeypatch: pytest.MonkeyPatch,
+                                 setting: str | None, expected: int) -> None:
+    if setting is None:
+        monkeypatch.delenv("MKT_SMS_CONCURRENCY", raising=False)
+    else:
+        monkeypatch.setenv("MKT_SMS_CONCURRENCY", setting)
+    with f.TwilioStandIn(delay=0.03) as server:
+        use_twilio(conn, ws, server)
+        send(conn, ws, MANY[:40])
+    assert len(server.received) == 40
+    assert server.max_in_flight == expected
+
+
+def test_a_pacer_spaces_messages_across_threads() -> None:
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from marketing_cli.services.pacing import Pacer
+
+    pacer = Pacer(500)
+    started = time.monotonic()
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda _: pacer.wait(), range(101)))
+    assert time.monotonic() - started >= 0.19  # the 101st starts 100 / 500 s after the first
+    unlimited = Pacer(0)
+    started = time.monotonic()
+    for _ in range(10_000):
+        unlimited.wait()
+    assert time.monotonic() - started < 0.5
+
+
+@pytest.mark.parametrize(("name", "value", "message"), [
+    ("MKT_SMS_CONCURRENCY", "0", "MKT_SMS_CONCURRENCY must be a whole number from 1 to 100, not '0'."),
+    ("MKT_SMS_CONCURRENCY", "101", "MKT_SMS_CONCURRENCY must be a whole number from 1 to 100, not '101'."),
+    ("MKT_SMS_CONCURRENCY", "eight", "MKT_SMS_CONCURRENCY must be a whole number from 1 to 100, not 'eight'."),
+    ("MKT_SMS_RATE", "-1", "MKT_SMS_RATE must be a number of messages per second from 0 (unlimited) to 100,000,"
+                           " not '-1'."),
+    ("MKT_SMS_RATE", "nan", "MKT_SMS_RATE must be a number of messages per second from 0 (unlimited) to 100,000,"
+                            " not 'nan'."),
+    ("MKT_SMS_RATE", "fast", "MKT_SMS_RATE must be a number of messages per second from 0 (unlimited) to 100,000,"
+                             " not 'fast'."),
+    ("MKT_SEND_RATE", "inf", "MKT_SEND_RATE must be a number of messages per second from 0 (unlimited) to 100,000,"
+                             " not 'inf'."),
+    ("MKT_SEND_CONCURRENCY", "2.5", "MKT_SEND_CONCURRENCY must be a whole number from 1 to 100, not '2.5'."),
+])
+def test_bad_pacing_values_are_refused_by_name(monkeypatch: pytest.MonkeyPatch, name: str, value: str,
+                                               message: str) -> None:
+    from marketing_cli.services import pacing
+
+    monkeypatch.setenv(name, value)
+    with pytest.raises(MktError) as err:
+        pacing.check_environment()
+    assert (err.value.status, err.value.message) == (400, message)
+
+
+def test_pacing_defaults_and_good_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    from marketing_cli.services import pacing
+
+    for name in ("MKT_SMS_CONCURRENCY", "MKT_SMS_RATE", "MKT_SEND_CONCURRENCY", "MKT_SEND_RATE"):
+        monkeypatch.delenv(name, raising=False)
+    assert pacing.read_pace(pacing.SMS) == pacing.Pace(8, 0.0)
+    assert pacing.read_pace(pacing.EMAIL) == pacing.Pace(10, 0.0)
+    monkeypatch.setenv("MKT_SMS_CONCURRENCY", " 100 ")
+    monkeypatch.setenv("MKT_SMS_RATE", "2.5")
+    assert pacing.read_pace(pacing.SMS) == pacing.Pace(100, 2.5)

@@ -35,6 +35,9 @@ from marketing_cli.errors import MktError
 
 # One routes module per resource, each exporting `routes`.
 ROUTE_MODULES = [
+    # First: Twilio's delivery reports come in bursts of 1,000 a second, and the router tries
+    # routes in order (no other path ends in /webhooks/twilio/status or /inbound).
+    "marketing_cli.api.twilio",
     "marketing_cli.api.workspace",
     "marketing_cli.api.rates",
     "marketing_cli.api.merge_tags",
@@ -53,7 +56,6 @@ ROUTE_MODULES = [
     "marketing_cli.api.senders",
     "marketing_cli.api.sms",
     "marketing_cli.api.openapi",
-    "marketing_cli.api.twilio",
     "marketing_cli.api.sms_links",
     "marketing_cli.api.sms_messages",
     "marketing_cli.api.tracking",  # last: its prefixed paths match below any base path

@@ -23,7 +23,9 @@ def jobs_run(
 ) -> None:
     """Run every job that is due once, then exit (for cron)."""
     from marketing_cli import jobs, services
+    from marketing_cli.services import pacing
 
+    pacing.check_environment()  # a bad MKT_SEND_* / MKT_SMS_* value: exit 1 before any job runs
     services.load_job_handlers()
     result = jobs.run_due(state(ctx).conn(), lease_seconds=lease_seconds)
     emit(result, as_json, lambda r: f"{r['processed']} job(s) processed, {r['failed']} failed.")

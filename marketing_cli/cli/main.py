@@ -123,7 +123,9 @@ def serve(
     import os
 
     from marketing_cli.cli.serve import run_server
+    from marketing_cli.services import pacing
 
+    pacing.check_environment()  # a bad MKT_SEND_* / MKT_SMS_* value: exit 1 before serving
     if geoip:
         os.environ["MKT_GEOIP"] = geoip
     run_server(state(ctx).db_path, host=host, port=port, smtp_url=smtp_url, outbox=outbox,

@@ -27,17 +27,15 @@ a connection problem -> tried again after a backoff (30 s, 2 min), failed after
 MAX_ATTEMPTS. After PAUSE_AFTER_ERRORS consecutive transport errors the campaign is
 PAUSED (`mkt campaigns resume`). Rate (messages per second) and concurrency are
 MKT_SEND_RATE (default 0: as fast as the transport takes them) and MKT_SEND_CONCURRENCY
-(default 10).
+(default 10), read and checked by services/pacing.py (shared with SMS).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sqlite3
 import threading
-import time
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import timedelta
@@ -46,7 +44,7 @@ from typing import Any
 from marketing_cli import clock, jobs
 from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
-from marketing_cli.services import billing, campaign_stats, campaigns, domains, senders, workspaces
+from marketing_cli.services import billing, campaign_stats, campaigns, domains, pacing, senders, workspaces
 from marketing_cli.services.dkim import DkimSigner
 from marketing_cli.services.email_compose import CompiledVariant, Recipient, compile_variant, tracked_links
 from marketing_cli.services.email_schedule import content_problems
@@ -58,22 +56,8 @@ FREEZE_BATCH = 5_000
 MAX_ATTEMPTS = 3
 RETRY_DELAYS = (30, 120)
 PAUSE_AFTER_ERRORS = 20
-DEFAULT_CONCURRENCY = 10
 ROUNDS_IN_FLIGHT = 2  # claimed and queued at once (the crash window: ROUNDS_IN_FLIGHT x concurrency)
 HALTED = "Not sent: the campaign stopped sending."  # a claimed message given back untouched
-
-
-def send_settings() -> tuple[int, float]:
-    """(concurrency, messages per second; 0 = unlimited) from MKT_SEND_CONCURRENCY / MKT_SEND_RATE."""
-    try:
-        concurrency = max(1, min(100, int(os.environ.get("MKT_SEND_CONCURRENCY", DEFAULT_CONCURRENCY))))
-    except ValueError:
-        concurrency = DEFAULT_CONCURRENCY
-    try:
-        rate = max(0.0, float(os.environ.get("MKT_SEND_RATE", "0")))
-    except ValueError:
-        rate = 0.0
-    return concurrency, rate
 
 
 def _campaign(conn: sqlite3.Connection, campaign_id: str) -> sqlite3.Row | None:
@@ -195,7 +179,8 @@ class _Send:
         # host, which its CNAME record points at the domain (docs/sending-domains.md).
         code = domains.get_domain(conn, ws, sender["domain_id"])["domain_code"]
         self.envelope_from = f"bounces@{code}.{sender['domain_name']}"
-        self.concurrency, self.rate = send_settings()
+        pace = pacing.read_pace(pacing.EMAIL)
+        self.concurrency, self.pacer = pace.concurrency, pacing.Pacer(pace.rate)
         self._local = threading.local()
         self._transports: list[Any] = []
         self._lock = threading.Lock()
@@ -312,28 +297,22 @@ def _send_rounds(conn: sqlite3.Connection, row: sqlite3.Row, run: _Send) -> None
     round and claiming the next) and the server never waits for a round's slowest message.
     """
     ws = row["workspace_id"]
-    errors_in_a_row = claimed_count = 0
-    started = time.monotonic()
+    errors_in_a_row = 0
+    rounds = 1 if run.pacer.interval else ROUNDS_IN_FLIGHT  # a paced send is held by its rate, not by the pool
     in_flight: deque[tuple[list[sqlite3.Row], list[Future[tuple[int, str | None, bool]]]]] = deque()
     stop: str | None = None  # "hour" (hourly_emails used up) or "done" (nothing due, or no longer SENDING)
     with ThreadPoolExecutor(max_workers=run.concurrency, thread_name_prefix="mkt-send") as pool:
         while True:
             jobs.heartbeat(conn)
-            while stop is None and len(in_flight) < ROUNDS_IN_FLIGHT:
+            while stop is None and len(in_flight) < rounds:
                 if billing.remaining(conn, ws, "hourly_emails") == 0:
                     stop = "hour"
                     break
-                if run.rate:
-                    ahead = claimed_count / run.rate - (time.monotonic() - started)
-                    if ahead > 0 and in_flight:
-                        break  # too early for another round: deliver (and record) the one in flight first
-                    if ahead > 0:
-                        time.sleep(ahead)
                 claimed = _claim(conn, row["id"], run.concurrency)
                 if not claimed:
                     stop = "done"
                     break
-                claimed_count += len(claimed)
+                run.pacer.wait(len(claimed))
                 in_flight.append((claimed, [pool.submit(run.deliver, m) for m in claimed]))
             if not in_flight:
                 if stop == "hour":

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from marketing_cli import clock
+from marketing_cli.services import pacing
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,8 @@ DEFAULT_TWILIO_URL = "https://api.twilio.com"
 _SID = re.compile(r"^AC[0-9a-fA-F]{32}$")
 RETRIES = 4              # a 429, 5xx or network error is tried this many more times
 BACKOFF_SECONDS = 0.5    # doubled at each retry (Retry-After when Twilio gives one, capped at 30 s)
-CONCURRENCY = 8          # requests in flight at once, over one pooled client
+# Requests in flight at once over one pooled client, and requests per second: MKT_SMS_CONCURRENCY
+# (default 8) and MKT_SMS_RATE (default 0, unlimited), read by services/pacing.py.
 
 
 class TwilioProvider:
@@ -98,12 +100,14 @@ class TwilioProvider:
     in_database = False
 
     def __init__(self, account_sid: str, auth_token: str, base_url: str, status_callback: str | None,
-                 *, concurrency: int = CONCURRENCY, retries: int = RETRIES, backoff: float = BACKOFF_SECONDS) -> None:
+                 *, concurrency: int = pacing.SMS.default_concurrency, rate: float = 0.0, retries: int = RETRIES,
+                 backoff: float = BACKOFF_SECONDS) -> None:
         self.account_sid = account_sid
         self._auth = (account_sid, auth_token)
         self.url = f"{base_url.rstrip('/')}/2010-04-01/Accounts/{account_sid}/Messages.json"
         self.status_callback = status_callback
         self.concurrency = max(1, concurrency)
+        self.pacer = pacing.Pacer(rate)
         self.retries = retries
         self.backoff = backoff
 
@@ -125,6 +129,7 @@ class TwilioProvider:
                 delay = retry_after if retry_after is not None else self.backoff * (2 ** (attempt - 1))
                 time.sleep(min(30.0, delay))
                 retry_after = None
+            self.pacer.wait()  # every request counts against the rate, retries included
             try:
                 response = client.post(self.url, data=form, auth=self._auth)
             except httpx.HTTPError as exc:
@@ -195,9 +200,10 @@ def get_provider(conn: sqlite3.Connection, workspace_id: int) -> SmsProvider:
     row = _settings(conn, workspace_id)
     if row is None or row["provider"] != "twilio":
         return OutboxProvider()
+    pace = pacing.read_pace(pacing.SMS)
     return TwilioProvider(row["account_sid"], row["auth_token"], row["base_url"] or DEFAULT_TWILIO_URL,
-                          status_callback_url(conn, workspace_id), concurrency=CONCURRENCY, retries=RETRIES,
-                          backoff=BACKOFF_SECONDS)
+                          status_callback_url(conn, workspace_id), concurrency=pace.concurrency, rate=pace.rate,
+                          retries=RETRIES, backoff=BACKOFF_SECONDS)
 
 
 def show_provider(conn: sqlite3.Connection, workspace_id: int) -> dict[str, Any]:

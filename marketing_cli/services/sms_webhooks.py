@@ -39,18 +39,28 @@ def signature(token: str, url: str, params: dict[str, str]) -> str:
     return base64.b64encode(hmac.new(token.encode(), data.encode(), hashlib.sha1).digest()).decode()
 
 
-def verify(conn: sqlite3.Connection, path: str, params: dict[str, str], given: str | None) -> int:
-    """The workspace whose Twilio account (AccountSid) signed the request, else 403."""
+def verify(conn: sqlite3.Connection, path: str, params: dict[str, str], given: str | None,
+           accounts: dict[str, list[tuple[int, str, str]]] | None = None) -> int:
+    """The workspace whose Twilio account (AccountSid) signed the request, else 403.
+
+    `accounts` (AccountSid -> its workspaces' ids, tokens and base URLs) may be shared by the
+    requests of one batch, so that the settings are read once per batch."""
     from marketing_cli.services.workspaces import tracking_base_url
 
     account = params.get("AccountSid")
     if given and account:
-        rows = conn.execute("SELECT workspace_id, auth_token FROM sms_provider_settings"
-                            " WHERE provider = 'twilio' AND account_sid = ? ORDER BY workspace_id", (account,))
-        for workspace_id, token in rows.fetchall():
-            expected = signature(token, tracking_base_url(conn, workspace_id) + path, params)
+        candidates = accounts.get(account) if accounts is not None else None
+        if candidates is None:
+            rows = conn.execute("SELECT workspace_id, auth_token FROM sms_provider_settings"
+                                " WHERE provider = 'twilio' AND account_sid = ? ORDER BY workspace_id",
+                                (account,)).fetchall()
+            candidates = [(int(ws), token, tracking_base_url(conn, ws)) for ws, token in rows]
+            if accounts is not None:
+                accounts[account] = candidates
+        for workspace_id, token, base in candidates:
+            expected = signature(token, base + path, params)
             if hmac.compare_digest(expected.encode(), given.strip().encode()):
-                return int(workspace_id)
+                return workspace_id
     raise MktError(403, INVALID_SIGNATURE)
 
 
@@ -64,32 +74,57 @@ def twilio_status(conn: sqlite3.Connection, params: dict[str, str], given_signat
     """A delivery report: move the message forward (never back), refund a failure the carrier
     never accepted. Answers what happened ({"changed": bool}); unknown messages change nothing."""
     workspace_id = verify(conn, STATUS_PATH, params, given_signature)
+    with transaction(conn):
+        return _apply_status(conn, workspace_id, params, clock.now())
+
+
+def twilio_status_batch(conn: sqlite3.Connection,
+                        reports: list[tuple[dict[str, str], str | None]]) -> list[dict[str, Any] | MktError]:
+    """Several delivery reports (params, signature), in order, in ONE transaction: what
+    `twilio_status` answers for each, or the MktError it would raise (a bad signature).
+
+    The HTTP face gathers the reports that arrive while a batch is being written into the
+    next batch (api/twilio.py), so that a burst of reports costs one commit per batch, not
+    one per report. Each report is checked and applied exactly as `twilio_status` does."""
+    accounts: dict[str, list[tuple[int, str, str]]] = {}
+    verified: list[int | MktError] = []
+    for params, given in reports:
+        try:
+            verified.append(verify(conn, STATUS_PATH, params, given, accounts))
+        except MktError as exc:
+            verified.append(exc)
+    with transaction(conn):
+        now = clock.now()
+        return [ws if isinstance(ws, MktError) else _apply_status(conn, ws, params, now)
+                for ws, (params, _) in zip(verified, reports, strict=True)]
+
+
+def _apply_status(conn: sqlite3.Connection, workspace_id: int, params: dict[str, str], now: str) -> dict[str, Any]:
+    """One verified report, inside the caller's transaction (`now`: the transaction's time)."""
     status = (params.get("MessageStatus") or "").strip().lower()
     new_rank = _RANK.get(status)
     sid = params.get("MessageSid") or ""
     if new_rank is None or not sid:
         return {"changed": False}
-    with transaction(conn):
-        row = conn.execute(
-            "SELECT m.*, c.workspace_id, c.name AS campaign_name FROM sms_messages m"
-            " JOIN sms_campaigns c ON c.id = m.campaign_id"
-            " WHERE m.provider_ref = ? AND m.provider = 'twilio' AND c.workspace_id = ?", (sid, workspace_id)).fetchone()
-        if row is None or row["handed_at"] is None or new_rank <= _rank(row):
-            return {"changed": False}
-        now = clock.now()
-        if new_rank == 2:
-            conn.execute("UPDATE sms_messages SET carrier_at = ? WHERE id = ?", (now, row["id"]))
-        elif status == "delivered":
-            conn.execute("UPDATE sms_messages SET status = 'delivered', delivered_at = ?,"
-                         " carrier_at = COALESCE(carrier_at, ?) WHERE id = ?", (now, now, row["id"]))
-        else:
-            code = params.get("ErrorCode") or None
-            conn.execute("UPDATE sms_messages SET status = ?, failed_at = ?, error_code = COALESCE(?, error_code)"
-                         " WHERE id = ?", (status, now, code, row["id"]))
-            if row["carrier_at"] is None and row["price_units"] > 0:  # the carrier never took it: not charged
-                sms_ledger.append(conn, workspace_id, "refund", sms_ledger.from_units(row["price_units"]),
-                                  f"Campaign '{row['campaign_name']}': message {row['id']} {status} before a carrier"
-                                  " accepted it", campaign_id=row["campaign_id"])
+    row = conn.execute(
+        "SELECT m.*, c.workspace_id, c.name AS campaign_name FROM sms_messages m"
+        " JOIN sms_campaigns c ON c.id = m.campaign_id"
+        " WHERE m.provider_ref = ? AND m.provider = 'twilio' AND c.workspace_id = ?", (sid, workspace_id)).fetchone()
+    if row is None or row["handed_at"] is None or new_rank <= _rank(row):
+        return {"changed": False}
+    if new_rank == 2:
+        conn.execute("UPDATE sms_messages SET carrier_at = ? WHERE id = ?", (now, row["id"]))
+    elif status == "delivered":
+        conn.execute("UPDATE sms_messages SET status = 'delivered', delivered_at = ?,"
+                     " carrier_at = COALESCE(carrier_at, ?) WHERE id = ?", (now, now, row["id"]))
+    else:
+        code = params.get("ErrorCode") or None
+        conn.execute("UPDATE sms_messages SET status = ?, failed_at = ?, error_code = COALESCE(?, error_code)"
+                     " WHERE id = ?", (status, now, code, row["id"]))
+        if row["carrier_at"] is None and row["price_units"] > 0:  # the carrier never took it: not charged
+            sms_ledger.append(conn, workspace_id, "refund", sms_ledger.from_units(row["price_units"]),
+                              f"Campaign '{row['campaign_name']}': message {row['id']} {status} before a carrier"
+                              " accepted it", campaign_id=row["campaign_id"])
     return {"changed": True}
 
 
