@@ -166,7 +166,10 @@ SENDER = obj({"id": INT_ID, "display_name": {"type": "string"}, "local_part": {"
               "domain_name": {"type": "string"}}, ("id", "display_name", "local_part", "domain_name"))
 # Tracking links answer a person's browser: an unknown or expired token gets an HTML page.
 TRACKING_404: dict[str, Any] = {"404": {"text/html": {"type": "string"}}}
-SCHEDULE = obj({"type": enum(("NOW", "LATER")), "scheduled_at": TIMESTAMP})
+SCHEDULE = obj({"schedule_type": enum(("NOW", "LATER")), "scheduled_at": TIMESTAMP})
+EMAIL_SCHEDULE = obj({**SCHEDULE["properties"], "ab_test": obj({
+    "test_percentage": {"type": "integer", "minimum": 1, "maximum": 100},
+    "winner_criterion": enum(("OPENS", "CLICKS")), "wait_minutes": {"type": "integer", "minimum": 0}})})
 
 # --- the operations ------------------------------------------------------------------------
 
@@ -198,14 +201,17 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/v1/contacts"): {"links": [("GET", "/v1/contacts/{contact_id}", {"contact_id": "id"}),
                                          ("POST", "/v1/contacts/{contact_id}/tags/add", {"contact_id": "id"})],
                                "summary": "Create a contact", "envelope": "B", "status": 201,
-                               "body": obj({"status": enum(contacts.STATUSES), "fields": {"type": "object"},
-                                            "tag_ids": array(INT_ID)}),
+                               "body": obj({"status": enum(contacts.STATUSES), "sms_status": enum(contacts.SMS_STATUSES),
+                                            "fields": {"type": "object"}, "tags": array(INT_ID)}),
                                "data": CONTACT},
     ("POST", "/v1/contacts/upsert"): {"links": [("GET", "/v1/contacts/{contact_id}", {"contact_id": "id"})],
                                       "summary": "Create or update a contact by email address or phone number",
                                       "envelope": "B",
-                                      "body": obj({"status": enum(contacts.STATUSES), "fields": {"type": "object"},
-                                                   "tag_ids": array(INT_ID)}),
+                                      "body": obj({"email_address": {"type": "string"}, "phone_number": {"type": "string"},
+                                                   "status": enum(contacts.STATUSES),
+                                                   "sms_status": enum(contacts.SMS_STATUSES),
+                                                   "fields": {"type": "object"}, "tags": array(INT_ID),
+                                                   "partial_update": {"type": "boolean"}}),
                                       "data": CONTACT},
     ("POST", "/v1/contacts/search"): {"summary": "Search contacts by field conditions", "envelope": "B",
                                       "body_optional": True,  # absent or null: no conditions
@@ -298,7 +304,9 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
     ("GET", "/v1/campaigns/{campaign_id}"): {"summary": "An email campaign", "envelope": "A", "data": CAMPAIGN},
     ("PATCH", "/v1/campaigns/{campaign_id}/configure"): {
         "summary": "Configure a DRAFT campaign: sender, audience, variants", "envelope": "A",
-        "body": obj({"sender": obj({"sender_identity_id": INT_ID}), "audience": AUDIENCE,
+        "body": obj({"sender": obj({"sender_identity_id": INT_ID, "reply_to": obj({
+                         "display_name": {"type": "string"}, "local_part": {"type": "string"},
+                         "domain_name": {"type": "string"}})}), "audience": AUDIENCE,
                      "variants": array(obj({"type": enum(campaigns.VARIANT_TYPES),
                                             "subject": {"type": "string", "minLength": 3, "maxLength": 90},
                                             "preview_text": {"type": "string", "maxLength": 120}}))}),
@@ -312,20 +320,21 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         "summary": "A variant's rendered preview image", "envelope": None,
         "media": {"image/svg+xml": {"type": "string"}}},
     ("POST", "/v1/campaigns/{campaign_id}/test"): {"summary": "Send a test email of a variant", "envelope": "A",
-                                                   "body": obj({"email_address": {"type": "string"},
-                                                                "variant": enum(campaigns.VARIANT_TYPES)}),
+                                                   "body": obj({"recipient": {"type": "string"},
+                                                                "variant_type": enum(campaigns.VARIANT_TYPES)}),
                                                    "data": ANY},
     ("GET", "/v1/campaigns/{campaign_id}/statistics"): {"summary": "An email campaign's statistics",
                                                         "envelope": "A", "data": ANY},
     ("POST", "/v1/campaigns/{campaign_id}/schedule"): {"summary": "Schedule an email campaign (NOW or LATER)",
-                                                       "envelope": "A", "body": SCHEDULE, "data": ANY},
+                                                       "envelope": "A", "body": EMAIL_SCHEDULE, "data": ANY},
     ("POST", "/v1/campaigns/{campaign_id}/cancel"): {"summary": "Cancel a queued or sending campaign",
                                                      "envelope": "A", "data": ANY},
     ("POST", "/v1/campaigns/{campaign_id}/resume"): {"summary": "Resume a paused campaign", "envelope": "A",
                                                      "data": ANY},
     # bounces, templates
     ("POST", "/v1/bounces"): {"summary": "Record a bounce or a complaint", "envelope": "A", "status": 201,
-                              "body": obj({"email_address": {"type": "string", "minLength": 1}, "type": enum(bounces.TYPES)},
+                              "body": obj({"email_address": {"type": "string", "minLength": 1}, "type": enum(bounces.TYPES),
+                                           "campaign_id": HEX_ID},
                                           ("email_address",)),
                               "data": ANY},
     ("POST", "/v1/templates"): {"links": [("GET", "/v1/templates/{id}", {"id": "id"})],
@@ -333,7 +342,7 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                                 "status": 201,
                                 "body": obj({"name": {"type": "string", "maxLength": templates.MAX_NAME},
                                              "type": enum(("editor", "code")),
-                                             "format": enum(templates.FORMATS),
+                                             "import_format": enum(templates.FORMATS), "body_json": {"type": "object"},
                                              "content_base64": {"type": "string"}, "url": {"type": "string"}}),
                                 "data": ANY},
     ("GET", "/v1/templates"): {"summary": "The workspace's templates", "envelope": "A", "data": {"type": "array"}},
