@@ -61,6 +61,14 @@ MEMBERS = {
 }
 IDENTIFIERS = {"email", "phone"}
 
+# Body members whose name cannot tell that they hold ids: (member, resource, a list?, the
+# members beside it that make it an id).
+FILTER = ("filters", "filters", "[]")
+CONTEXT_SLOTS: dict[tuple[str, str], list[tuple[tuple[str, ...], str, bool, dict[tuple[str, ...], Any]]]] = {
+    ("POST", "/v1/segments"): [((*FILTER, "value"), "tag", True,
+                                {(*FILTER, "type"): "tags", (*FILTER, "operator"): "contains"})],
+}
+
 # What a request needs besides its ids for the service to get as far as reading them (the
 # document cannot say which optional members a service needs together).
 BASE_BODIES: dict[tuple[str, str], dict[str, Any]] = {
@@ -255,14 +263,21 @@ class Sweep:
                 self.unmapped.append(f"{label}: query parameter {name}")
         body_schema = op.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema")
         slots: list[tuple[tuple[str, ...], str, bool]] = []
+        context: dict[str, dict[tuple[str, ...], Any]] = {}
         if body_schema:
             slots, missing = body_slots(body_schema)
             self.unmapped += [f"{label}: body member {m}" for m in missing]
+            for member, resource, as_list, beside in CONTEXT_SLOTS.get((method, path), ()):
+                slots.append((member, resource, as_list))
+                context[".".join(member)] = beside
         raw = op.get("requestBody", {}).get("content", {})
         if raw and not body_schema and (method, path) not in RAW_BODIES:
             self.unmapped.append(f"{label}: a {', '.join(raw)} body (add a sample to RAW_BODIES)")
+        resources = {name: resource for name, resource, _ in query_slots}
+        resources.update({".".join(member): resource for member, resource, _ in slots})
         operation = {"method": method, "path": path, "path_slots": path_slots, "query_slots": query_slots,
-                     "body_slots": slots, "body_schema": body_schema, "read": method == "GET"}
+                     "body_slots": slots, "body_schema": body_schema, "read": method == "GET",
+                     "resources": resources, "context": context}
         if path_slots or query_slots or slots:
             self.operations.append(operation)
         if method == "GET":
@@ -279,8 +294,11 @@ class Sweep:
         call: dict[str, Any] = {"method": op["method"], "url": url, "params": params}
         key = (op["method"], op["path"])
         if op["body_schema"] is not None:
-            assign = {member: self.value(picks[member[-1]], resource, as_list)
-                      for member, resource, as_list in op["body_slots"] if member[-1] in picks}
+            assign: dict[tuple[str, ...], Any] = {}
+            for member, resource, as_list in op["body_slots"]:
+                if ".".join(member) in picks:
+                    assign[member] = self.value(picks[".".join(member)], resource, as_list)
+                    assign.update(op["context"].get(".".join(member), {}))
             body = merge(BASE_BODIES.get(key, {}), build_body(op["body_schema"], assign, path_world))
             call["content"] = json.dumps(body).encode()
             call["headers"] = {"Content-Type": "application/json"}
@@ -291,7 +309,7 @@ class Sweep:
         return call
 
     def member_names(self, op: dict[str, Any]) -> list[str]:
-        return list(dict.fromkeys([n for n, _, _ in op["query_slots"]] + [m[-1] for m, _, _ in op["body_slots"]]))
+        return list(op["resources"])
 
     def calls(self) -> list[tuple[dict[str, Any], str | None, dict[str, Any], dict[str, Any]]]:
         """(operation, the member under test or None for all of A's at once, the request with
@@ -442,7 +460,7 @@ def test_no_endpoint_shows_or_changes_another_workspaces_data(client: Any, conn:
             problems.append(f"{label}: {response.status_code}")
         for found in leaked(body_text(response), a, sent):
             problems.append(f"{label}: {response.status_code} shows A's {found}: {body_text(response)[:300]}")
-        a_id = member is not None and MEMBERS[member] not in IDENTIFIERS
+        a_id = member is not None and op["resources"][member] not in IDENTIFIERS
         if response.is_success and (member is None and op["path_slots"] or (a_id and not op["read"])) \
                 and (op["method"], op["path"], member) not in MAY_SUCCEED:
             problems.append(f"{label}: {response.status_code} accepted A's id: {body_text(response)[:300]}")
