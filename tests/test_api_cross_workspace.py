@@ -101,6 +101,8 @@ def missing_world() -> dict[str, Any]:
                                                       "event"))}
     return {"ids": {**hex_ids, **ints, "asset": "img/missing.png"}, "email": "nobody@example.com",
             "phone": "+447911000000", "hex_ids": []}
+
+
 # Reads of A's resources whose answer names nothing of A (counters of a campaign not sent).
 NO_MARKER_IN_ANSWER = ["GET /v1/sms-campaigns/{campaign_id}/statistics", "GET /v1/sms-campaigns/{campaign_id}/messages"]
 
