@@ -541,4 +541,3 @@ def test_the_sweep_finds_a_leak(client: Any, conn: sqlite3.Connection,
     assert response.is_success and leaked(body_text(response), a, "") == [MARK_A]
     assert [problem.split(":")[0] for problem in cross_references(conn)] == ["contact_tags"]
     assert owned_rows(conn, a["workspace"]["id"]) != before  # A's tag is on B's contact now
-
