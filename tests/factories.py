@@ -489,3 +489,51 @@ class TwilioStandIn:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join()
+
+
+# --- one of every resource (the cross-workspace sweep, branch leaks) ----------------------
+
+def workspace_world(conn: sqlite3.Connection, marker: str, *, email: str, phone: str) -> dict[str, Any]:
+    """A workspace holding one of every resource the API names by id, each carrying `marker`
+    in its text (names, labels, HTML, message), so that any answer showing it can be found.
+
+    Returns {"workspace", "key", "ids": {resource: id}, "email", "phone", "hex_ids"}; the
+    contact's email and phone are identifiers a caller may send, so they do not carry the marker."""
+    import base64
+
+    from marketing_cli.services import campaign_html, campaigns, events, templates
+
+    ws = workspace(conn, f"{marker} workspace")
+    wid = ws["id"]
+    sms_ready(conn, wid)
+    city = field(conn, wid, "city", label=f"City {marker}")
+    vip = tag(conn, wid, f"{marker} vip")
+    person = contact(conn, wid, email, tags=[vip], first_name=marker, city=f"{marker} town", phone_number=phone)
+    seg = segment(conn, wid, f"{marker} segment", {"condition": "AND", "filters": [
+        {"type": "field", "field_id": city, "operator": "contains", "value": "town"}]})
+    dom = domain(conn, wid, f"{marker.lower()}.example")
+    who = sender(conn, wid, dom["id"], local_part="news", display_name=f"{marker} News")
+    archive = zip_bytes({"index.html": f"<p>{marker} template</p><img src=\"img/logo.png\">",
+                         "img/logo.png": f"PNG {marker}".encode()})
+    tpl = templates.create_template(conn, wid, {"name": f"{marker} template", "type": "code", "import_format": "zip",
+                                                "content_base64": base64.b64encode(archive).decode("ascii")})
+    mail = campaigns.create_campaign(conn, wid, {"name": f"{marker} campaign", "type": "AB_TESTING"})
+    campaigns.configure_campaign(conn, wid, mail["id"], {
+        "sender": {"sender_identity_id": who["id"]},
+        "audience": {"type": "TAGS", "include_tag_ids": [vip], "exclude_segment_ids": [seg["id"]]},
+        "variants": [{"type": t, "subject": f"{marker} subject {t}", "preview_text": f"{marker} preview"}
+                     for t in ("A", "B")]})
+    for t in ("A", "B"):
+        campaign_html.set_variant_html(conn, wid, mail["id"], t, {"html": f"<p>Hello {marker} {t}</p>"})
+    sms = sms_campaign(conn, wid, f"{marker} sms", message=f"Hi {marker}, our sale starts today.",
+                       audience=[{"type": "TAGS", "include_tag_ids": [vip]}])
+    events.track_event(conn, wid, {"event_name": f"{marker}_signup", "email_address": email,
+                                   "properties": {"who": marker}})
+    event_id = events.list_events(conn, wid)[-1]["id"]
+    return {
+        "workspace": ws, "key": ws["api_key"], "email": email, "phone": phone,
+        "ids": {"contact": person["id"], "tag": vip, "field": city, "segment": seg["id"], "domain": dom["id"],
+                "sender": who["id"], "template": tpl["id"], "asset": "img/logo.png", "campaign": mail["id"],
+                "sms_campaign": sms["id"], "event": event_id},
+        "hex_ids": [person["id"], mail["id"], sms["id"], *(v["id"] for v in mail["variants"])],
+    }
