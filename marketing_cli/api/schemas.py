@@ -166,7 +166,12 @@ SENDER = obj({"id": INT_ID, "display_name": {"type": "string"}, "local_part": {"
               "domain_name": {"type": "string"}}, ("id", "display_name", "local_part", "domain_name"))
 # Tracking links answer a person's browser: an unknown or expired token gets an HTML page.
 TRACKING_404: dict[str, Any] = {"404": {"text/html": {"type": "string"}}}
-SCHEDULE = obj({"type": enum(("NOW", "LATER")), "scheduled_at": TIMESTAMP})
+SCHEDULE = obj({"schedule_type": enum(("NOW", "LATER")), "scheduled_at": TIMESTAMP}, ("schedule_type",))
+EMAIL_SCHEDULE = obj({**SCHEDULE["properties"],
+                      "ab_test": obj({"test_percentage": {"type": "integer", "minimum": 1, "maximum": 100},
+                                      "winner_criterion": enum(("OPENS", "CLICKS")),
+                                      "wait_minutes": {"type": "integer", "minimum": 0, "maximum": 43200}})},
+                     ("schedule_type",))
 
 # --- the operations ------------------------------------------------------------------------
 
@@ -317,13 +322,13 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         "summary": "A variant's rendered preview image", "envelope": None,
         "media": {"image/svg+xml": {"type": "string"}}},
     ("POST", "/v1/campaigns/{campaign_id}/test"): {"summary": "Send a test email of a variant", "envelope": "A",
-                                                   "body": obj({"email_address": {"type": "string"},
-                                                                "variant": enum(campaigns.VARIANT_TYPES)}),
+                                                   "body": obj({"recipient": {"type": "string"},
+                                                                "variant_type": enum(campaigns.VARIANT_TYPES)}),
                                                    "data": ANY},
     ("GET", "/v1/campaigns/{campaign_id}/statistics"): {"summary": "An email campaign's statistics",
                                                         "envelope": "A", "data": ANY},
     ("POST", "/v1/campaigns/{campaign_id}/schedule"): {"summary": "Schedule an email campaign (NOW or LATER)",
-                                                       "envelope": "A", "body": SCHEDULE, "data": ANY},
+                                                       "envelope": "A", "body": EMAIL_SCHEDULE, "data": ANY},
     ("POST", "/v1/campaigns/{campaign_id}/cancel"): {"summary": "Cancel a queued or sending campaign",
                                                      "envelope": "A", "data": ANY},
     ("POST", "/v1/campaigns/{campaign_id}/resume"): {"summary": "Resume a paused campaign", "envelope": "A",
@@ -339,8 +344,9 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                                 "status": 201,
                                 "body": obj({"name": {"type": "string", "maxLength": templates.MAX_NAME},
                                              "type": enum(("editor", "code")),
-                                             "format": enum(templates.FORMATS),
-                                             "content_base64": {"type": "string"}, "url": {"type": "string"}}),
+                                             "import_format": enum(templates.FORMATS),
+                                             "content_base64": {"type": "string"}, "url": {"type": "string"},
+                                             "body_json": {"type": "object"}}),
                                 "data": ANY},
     ("GET", "/v1/templates"): {"summary": "The workspace's templates", "envelope": "A", "data": {"type": "array"}},
     ("GET", "/v1/templates/{id}"): {"summary": "A template", "envelope": "A", "data": {"type": "object"}},
