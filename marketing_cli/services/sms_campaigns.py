@@ -606,6 +606,11 @@ def expand_recipients(conn: sqlite3.Connection, campaign: sqlite3.Row) -> bool:
         conn.execute(f"INSERT INTO {snapshot} (id) {query.sql}", query.params)
         last = conn.execute(f"SELECT MAX(rowid) FROM {snapshot}").fetchone()[0] or 0
         # m packs a message's measure in one integer: segments * 2, plus 1 for UCS-2.
+        country = (f"COALESCE((SELECT x.country FROM {prefix_table} x WHERE x.prefix = substr(c.phone, 1, 5)),"
+                   f" (SELECT x.country FROM {prefix_table} x WHERE x.prefix = substr(c.phone, 1, 10)),"
+                   " mkt_sms_country(c.phone))")
+        recipients = (f"FROM {snapshot} s JOIN contacts c ON c.id = s.id WHERE s.rowid > ? AND s.rowid <= ?"
+                      " AND c.phone IS NOT NULL AND c.phone <> ''")
         if renderer.has_tags:
             body = renderer.sql or "mkt_sms_render(c.email, c.phone, c.data)"
             # Printable ASCII of the GSM basic table (no `, no extension characters) and LF: one
@@ -615,19 +620,14 @@ def expand_recipients(conn: sqlite3.Connection, campaign: sqlite3.Row) -> bool:
             measure = ("CASE WHEN b.body NOT GLOB '*[^\n -Z_a-z]*' THEN (CASE WHEN length(b.body) = 0 THEN 0"
                        f" WHEN length(b.body) <= {SINGLE_GSM} THEN 1 ELSE (length(b.body) + {MULTI_GSM - 1})"
                        f" / {MULTI_GSM} END) * 2 ELSE mkt_sms_measure(b.body) END")
-            params = ()
-        else:
-            body, measure = "NULL", "?"
-            params = (fixed.segments * 2 + (fixed.encoding == "UCS-2"),)
-        country = (f"COALESCE((SELECT x.country FROM {prefix_table} x WHERE x.prefix = substr(c.phone, 1, 5)),"
-                   f" (SELECT x.country FROM {prefix_table} x WHERE x.prefix = substr(c.phone, 1, 10)),"
-                   " mkt_sms_country(c.phone))")
+            rows = (f"WITH b AS MATERIALIZED (SELECT c.id, c.phone, {country} AS country, {body} AS body {recipients}),"
+                    f" r AS MATERIALIZED (SELECT b.id, b.phone, b.country, b.body, {measure} AS m FROM b)")
+        else:  # one text for all: its measure is a number of ours, written into the statement
+            measure = int(fixed.segments * 2 + (fixed.encoding == "UCS-2"))
+            rows = f"WITH r AS MATERIALIZED (SELECT c.id, c.phone, {country} AS country, NULL AS body, {measure} AS m {recipients})"
         insert = (
             # MATERIALIZED: each recipient's row (and its Python calls) is computed once.
-            f"WITH b AS MATERIALIZED (SELECT c.id, c.phone, {country} AS country, {body} AS body"
-            f" FROM {snapshot} s JOIN contacts c ON c.id = s.id WHERE s.rowid > ? AND s.rowid <= ?"
-            " AND c.phone IS NOT NULL AND c.phone <> ''),"
-            f" r AS MATERIALIZED (SELECT b.id, b.phone, b.country, b.body, {measure} AS m FROM b)"
+            rows +
             " INSERT OR IGNORE INTO sms_messages (campaign_id, contact_id, batch, phone, country, body, encoding,"
             " segments, price_units, status, created_at)"
             " SELECT ?, r.id, ?, r.phone, r.country, r.body, CASE WHEN r.m & 1 THEN 'UCS-2' ELSE 'GSM-7' END,"
@@ -643,7 +643,7 @@ def expand_recipients(conn: sqlite3.Connection, campaign: sqlite3.Row) -> bool:
                     return False
                 batch = (conn.execute("SELECT MAX(batch) FROM sms_messages WHERE campaign_id = ?",
                                       (cid,)).fetchone()[0] or 0) + 1
-                values = (start, start + size, *params, cid, batch, clock.now())
+                values = (start, start + size, cid, batch, clock.now())
                 before = conn.total_changes  # (rowcount is -1 for a statement that starts with WITH)
                 conn.execute(insert, values)
                 written = conn.total_changes - before
