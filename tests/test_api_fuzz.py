@@ -99,7 +99,14 @@ def test_every_operation_answers_as_documented(case: Any) -> None:
 def test_stateful_create_then_use(tmp_path: Path) -> None:
     """The document's links drive sequences: create a contact, campaign, segment... then read,
     configure, schedule it with the id the API returned (valid data only, so creations succeed)."""
-    stateful = schemathesis.openapi.from_asgi("/v1/openapi.json", make_world(tmp_path / "stateful.db")["app"])
+    import sqlite3
+    from contextlib import closing
+
+    db = tmp_path / "stateful.db"
+    stateful = schemathesis.openapi.from_asgi("/v1/openapi.json", make_world(db)["app"])
+    pristine = tmp_path / "pristine.db"
+    with closing(sqlite3.connect(db)) as source, closing(sqlite3.connect(pristine)) as copy:
+        source.backup(copy)
     stateful.config.generation.update(modes=[GenerationMode.POSITIVE], deterministic=DERANDOMIZE)
     base = stateful.as_state_machine()
 
@@ -107,6 +114,13 @@ def test_stateful_create_then_use(tmp_path: Path) -> None:
     followed: list[str] = []  # calls that used one of them in their path
 
     class CreateThenUse(base):  # type: ignore[misc, valid-type]
+        def setup(self) -> None:
+            """Each sequence starts from the same database: which links can be followed depends on
+            what earlier answers made, and Hypothesis needs a replayed sequence to meet the same
+            answers (a database shared across sequences made its data generation inconsistent)."""
+            with closing(sqlite3.connect(pristine)) as source, closing(sqlite3.connect(db)) as live:
+                source.backup(live)
+
         def after_call(self, response: Any, case: Any) -> None:
             super().after_call(response, case)
             if {str(v) for v in (case.path_parameters or {}).values()} & created:
