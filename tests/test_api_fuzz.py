@@ -11,6 +11,8 @@ count is bounded so the whole module stays well under 90 s on two cores.
 from __future__ import annotations
 
 import os
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -99,9 +101,6 @@ def test_every_operation_answers_as_documented(case: Any) -> None:
 def test_stateful_create_then_use(tmp_path: Path) -> None:
     """The document's links drive sequences: create a contact, campaign, segment... then read,
     configure, schedule it with the id the API returned (valid data only, so creations succeed)."""
-    import sqlite3
-    from contextlib import closing
-
     db = tmp_path / "stateful.db"
     stateful = schemathesis.openapi.from_asgi("/v1/openapi.json", make_world(db)["app"])
     pristine = tmp_path / "pristine.db"

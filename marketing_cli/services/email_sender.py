@@ -301,6 +301,13 @@ def _send_rounds(conn: sqlite3.Connection, row: sqlite3.Row, run: _Send) -> None
     rounds = 1 if run.pacer.interval else ROUNDS_IN_FLIGHT  # a paced send is held by its rate, not by the pool
     in_flight: deque[tuple[list[sqlite3.Row], list[Future[tuple[int, str | None, bool]]]]] = deque()
     stop: str | None = None  # "hour" (hourly_emails used up) or "done" (nothing due, or no longer SENDING)
+
+    def record_oldest() -> tuple[list[tuple[int, str | None, bool]], int]:
+        """Wait for the oldest round's answers and record them: (answers, temporary errors)."""
+        claimed, futures = in_flight.popleft()
+        results = [future.result() for future in futures]
+        return results, _record(conn, run, {m["id"]: m for m in claimed}, results, ws)
+
     with ThreadPoolExecutor(max_workers=run.concurrency, thread_name_prefix="mkt-send") as pool:
         while True:
             jobs.heartbeat(conn)
@@ -320,18 +327,15 @@ def _send_rounds(conn: sqlite3.Connection, row: sqlite3.Row, run: _Send) -> None
                 else:
                     _finish_or_wait(conn, row)
                 return
-            claimed, futures = in_flight.popleft()
-            results = [future.result() for future in futures]
-            temporary = _record(conn, run, {m["id"]: m for m in claimed}, results, ws)
-            current = _campaign(conn, row["id"])
-            if current is None or current["status"] != "SENDING":  # cancelled meanwhile: send nothing more
+            results, temporary = record_oldest()
+            current = conn.execute("SELECT status FROM campaigns WHERE id = ?", (row["id"],)).fetchone()
+            if current is None or current[0] != "SENDING":  # cancelled meanwhile: send nothing more
                 run.halt.set()
                 stop = "done"
             errors_in_a_row = errors_in_a_row + temporary if temporary == len(results) else 0
             if errors_in_a_row >= PAUSE_AFTER_ERRORS:
                 while in_flight:  # what was already handed over is recorded before the pause
-                    claimed, futures = in_flight.popleft()
-                    _record(conn, run, {m["id"]: m for m in claimed}, [f.result() for f in futures], ws)
+                    record_oldest()
                 campaigns.set_campaign_status(conn, row["id"], "PAUSED",
                                               detail=f"Paused after {errors_in_a_row} transport errors in a row: "
                                                      f"{results[-1][1]}")
