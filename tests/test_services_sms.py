@@ -214,6 +214,34 @@ def test_a_crashed_expansion_resumes_without_charging_anyone_twice(
     assert -ledger_sum(conn, campaign["id"]) == message_sum(conn, campaign["id"]) == Decimal("0.00830") * 7
 
 
+def test_contacts_changed_during_the_expansion_are_taken_as_they_now_are(
+        conn: sqlite3.Connection, ws: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The audience is frozen at the start; a later batch reads each contact again: one deleted or
+    STOPped since is skipped (not charged), one whose number moved abroad is priced there."""
+    monkeypatch.setenv("MKT_SMS_BATCH_SIZE", "2")
+    contacts = f.sms_contacts(conn, ws, [f"+1415555{i:04d}" for i in range(1, 7)])
+    campaign = f.sms_campaign(conn, ws)
+    schedule_now(conn, ws, campaign)
+    real, calls = jobs.heartbeat, {"n": 0}
+
+    def change_after_the_first_batch(c: sqlite3.Connection) -> None:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            c.execute("DELETE FROM contacts WHERE id = ?", (contacts[3]["id"],))
+            c.execute("UPDATE contacts SET sms_status = 'UNSUBSCRIBED' WHERE id = ?", (contacts[4]["id"],))
+            c.execute("UPDATE contacts SET phone = ? WHERE id = ?", (GB[0], contacts[5]["id"]))
+        real(c)
+
+    monkeypatch.setattr(jobs, "heartbeat", change_after_the_first_batch)
+    assert jobs.run_due(conn) == {"processed": 1, "failed": 0}
+    rows = {r["contact_id"]: r for r in conn.execute("SELECT * FROM sms_messages")}
+    assert set(rows) == {contacts[i]["id"] for i in (0, 1, 2, 5)}
+    moved = rows[contacts[5]["id"]]
+    assert (moved["phone"], moved["country"], moved["price_units"]) == (GB[0], "GB", 4000)
+    assert -ledger_sum(conn, campaign["id"]) == message_sum(conn, campaign["id"]) == Decimal("0.00830") * 3 + \
+        Decimal("0.04000")
+
+
 def test_cancel_refunds_every_message_never_handed_over(conn: sqlite3.Connection, ws: int,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MKT_SMS_BATCH_SIZE", "2")
@@ -335,18 +363,29 @@ def test_fields_sql_cannot_render_fall_back_to_python_and_defaults_apply(conn: s
     assert bodies == {US[0]: "In Lyon. Reply STOP to opt out.", US[1]: "In your city. Reply STOP to opt out."}
 
 
-def test_every_rendered_message_is_measured_like_the_segment_counter(conn: sqlite3.Connection, ws: int) -> None:
+@pytest.mark.parametrize("message", [
+    "Hi {{contact.first_name}}, see you. Reply STOP to opt out.",
+    "{{contact.first_name}}{{contact.city}}",  # two tags, no written text; the city has a default
+    "Bonjour {{contact.first_name}}, à bientôt. STOP au 36180",  # written text outside the SQL fast path
+    "{{contact.email_address}} / {{contact.first_name}} [{{contact.city}}]",  # an extension character written
+    "X" * 155 + "{{contact.first_name}}",  # around the single-segment boundary
+])
+def test_every_rendered_message_is_measured_like_the_segment_counter(conn: sqlite3.Connection, ws: int,
+                                                                     message: str) -> None:
     from marketing_cli.services.sms_segments import count_segments
+
+    f.field(conn, ws, "city", "TEXT", default_value="Zürich")
 
     names = ["Al", "B" * 120, "C" * 121, "D" * 274, "E" * 275, "Zoë", "F`g", "H[i]", "J\nK", "L\r\nM", "€" * 60,
              "😀" * 40, "a" * 50 + "😀" + "b" * 40, "Ω" * 10, "Chloé", "é" * 150, "a-b", "x]y", "^", "ê",
              "\x1b", "¤£¥§¿¡ÄÖÑÜäöñüà", "ÅåΔΦΓΛΩΠΨΣΘΞÆæßÉ" * 9]
+    names += ["n" * k for k in range(0, 330, 3)] + ["n" * k for k in range(100, 140)]  # every boundary crossed
     f.sms_contacts(conn, ws, [f"+1415555{i:04d}" for i in range(len(names))])
     for i, name in enumerate(names):
         conn.execute("UPDATE contacts SET data = json_set(data, '$.\"' || ? || '\"', ?) WHERE phone = ?",
                      (conn.execute("SELECT id FROM fields WHERE workspace_id = ? AND merge_tag = 'first_name'",
                                    (ws,)).fetchone()[0], name, f"+1415555{i:04d}"))
-    campaign = f.sms_campaign(conn, ws, message="Hi {{contact.first_name}}, see you. Reply STOP to opt out.")
+    campaign = f.sms_campaign(conn, ws, message=message)
     schedule_now(conn, ws, campaign)
     jobs.run_due(conn)
     rows = conn.execute("SELECT body, encoding, segments, price_units FROM sms_messages").fetchall()

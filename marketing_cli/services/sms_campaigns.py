@@ -7,11 +7,11 @@ refunded); DRAFT, COMPLETED or CANCELLED -> ARCHIVED.
 Expansion (`sms.expand` job, docs/sms.md) runs in two phases, each in batches:
 
 1. Recipients: the audience resolver's query (SMS eligibility) runs once into a temporary
-   snapshot; each batch of BATCH_SIZE recipients becomes message rows in ONE SQL
-   statement (`INSERT OR IGNORE ... SELECT`: merge tags rendered, segments counted and
-   the country found by SQL functions registered from Python, the price joined from the
-   workspace's price list), and the batch's charge (an exact integer SUM) is written to
-   the ledger in the same transaction. A recipient already written (a re-run after a
+   snapshot, and each distinct number prefix gets its country and price once; each batch
+   of BATCH_SIZE recipients becomes message rows in ONE SQL statement (`INSERT OR IGNORE
+   ... SELECT`: merge tags rendered and segments counted in SQL, Python only for the texts
+   SQL cannot measure; country and price joined by prefix), and the batch's charge (an
+   exact integer SUM) is written to the ledger in the same transaction. A recipient already written (a re-run after a
    crash) is ignored by the UNIQUE key, and a batch that wrote nothing charges nothing:
    no recipient is ever charged twice. Recipients in countries without a price are
    `suppressed`: written, never charged.
@@ -86,6 +86,9 @@ QUOTE_MESSAGE_REQUIRED = "Please provide a message to quote."
 INVALID_NUMBER = "'{value}' is not a valid phone number in E.164 form (+14155550100)."
 
 CONTACT_TAG = re.compile(r"\{\{\s*contact\.([A-Za-z0-9_]+)\s*\}\}")
+# Printable ASCII of the GSM basic table (no `, no extension characters) and LF: one septet each.
+FAST_CLASS = "\n -Z_a-z"
+_OUTSIDE_FAST_CLASS = re.compile(f"[^{FAST_CLASS}]")
 
 
 # --- views --------------------------------------------------------------------------
@@ -303,6 +306,33 @@ def _remember(key: str, region: str) -> None:
     _PREFIXES[key] = region
 
 
+# The SQL twin of country_of's memo: the characters of a stored number that fix its country
+# (the area code under +1, else the first 10). Expansion and the estimate resolve each
+# distinct key once in Python and join on it, instead of calling Python per recipient.
+PHONE_KEY = "CASE WHEN {number} GLOB '+1*' THEN substr({number}, 1, 5) ELSE substr({number}, 1, 10) END"
+_KEYS_CHUNK = 10_000
+
+
+def _resolve_keys(conn: sqlite3.Connection, keys: str, snapshot: str, prices: dict[str, int]) -> None:
+    """Fill `keys` (key, phone, country, units) with each distinct PHONE_KEY of the snapshot's
+    numbers, one number of each as its example, and that number's country and price per segment
+    (NULL: no price there). Python sees each key once, in chunks: memory stays flat."""
+    conn.execute(f"INSERT OR IGNORE INTO {keys} (key, phone) SELECT {PHONE_KEY.format(number='phone')}, phone"
+                 f" FROM {snapshot}")
+    after = ""
+    while True:
+        chunk = conn.execute(f"SELECT key, phone FROM {keys} WHERE key > ? ORDER BY key LIMIT {_KEYS_CHUNK}",
+                             (after,)).fetchall()
+        if not chunk:
+            return
+        updates = []
+        for key, phone in chunk:
+            country = country_of(phone)
+            updates.append((country, prices.get(country or ""), key))
+        conn.executemany(f"UPDATE {keys} SET country = ?, units = ? WHERE key = ?", updates)
+        after = chunk[-1][0]
+
+
 def price_units(conn: sqlite3.Connection, workspace_id: int) -> dict[str, int]:
     """country -> the workspace's price per segment in 1/100000 USD (countries with a price only)."""
     from marketing_cli.services.rates import list_rates
@@ -338,24 +368,23 @@ class Renderer:
             position = match.end()
         self.parts.append(template[position:])
         self.has_tags = len(self.parts) > 1
-        self.sql = self._sql(fields) if self.has_tags else None
+        self.values_sql = self._values_sql(fields) if self.has_tags else None
 
     @staticmethod
     def _literal(text: str) -> str:
         return "'" + text.replace("'", "''") + "'"
 
-    def _sql(self, fields: Any) -> str | None:
-        """The rendering as one SQL expression over `c` (a contacts row), so that expansion
-        renders a million recipients without a Python call each; None when a field's values
-        need Python to become text (BOOLEAN, DROPDOWN_MULTIPLE)."""
-        pieces = []
+    def _values_sql(self, fields: Any) -> list[str] | None:
+        """Each tag's text (its default applied) as an SQL expression over `c` (a contacts row),
+        in the order of `parts`, so that expansion renders a million recipients without a Python
+        call each; None when a field's values need Python to become text (BOOLEAN, DROPDOWN_MULTIPLE)."""
+        values = []
         for part in self.parts:
             if isinstance(part, str):
-                if part:
-                    pieces.append(self._literal(part))
                 continue
             source, key, default = part
             if source == "none":
+                values.append("''")
                 continue
             if source == "data":
                 if fields.by_id[int(key)].type in ("BOOLEAN", "DROPDOWN_MULTIPLE"):
@@ -363,8 +392,40 @@ class Renderer:
                 value = f"CAST({field_sql.value_expr(key, 'c')} AS TEXT)"
             else:
                 value = f"c.{source}"
-            pieces.append(f"COALESCE(NULLIF({value}, ''), {self._literal(default or '')})")
-        return " || ".join(pieces) if pieces else "''"
+            values.append(f"COALESCE(NULLIF({value}, ''), {self._literal(default or '')})")
+        return values
+
+    def body_sql(self, value: str) -> str:
+        """The rendering as an SQL expression, the i-th tag's text being `value.format(i)`."""
+        pieces, number = [], 0
+        for part in self.parts:
+            if isinstance(part, str):
+                if part:
+                    pieces.append(self._literal(part))
+            else:
+                pieces.append(value.format(number))
+                number += 1
+        return " || ".join(pieces)
+
+    def measure_sql(self, value: str) -> str:
+        """The message's measure (segments * 2, plus 1 for UCS-2) as an SQL expression over the
+        tags' texts (`value.format(i)`).
+
+        When the written text and every tag's text are printable ASCII of the GSM basic table
+        (no `, no extension characters) or LF, a character is a septet and the count is
+        arithmetic on lengths: the class test runs on the tags' texts only (a first name, not
+        the whole message: GLOB costs about 2 us a row on 80 characters). Any other text is
+        measured in Python (`mkt_sms_measure`, cached per text).
+        """
+        python = f"mkt_sms_measure({self.body_sql(value)})"
+        written = "".join(p for p in self.parts if isinstance(p, str))
+        if _OUTSIDE_FAST_CLASS.search(written):
+            return python
+        count = sum(not isinstance(p, str) for p in self.parts)
+        fits = " AND ".join(f"{value.format(i)} NOT GLOB '*[^{FAST_CLASS}]*'" for i in range(count))
+        length = " + ".join([str(len(written))] + [f"length({value.format(i)})" for i in range(count)])
+        return (f"CASE WHEN {fits} THEN (CASE WHEN {length} = 0 THEN 0 WHEN {length} <= {SINGLE_GSM} THEN 1"
+                f" ELSE ({length} + {MULTI_GSM - 1}) / {MULTI_GSM} END) * 2 ELSE {python} END")
 
     @staticmethod
     def _text(value: Any) -> str:
@@ -456,13 +517,13 @@ def estimate_cost(conn: sqlite3.Connection, workspace_id: int, message: str,
 
     segments = count_segments(message).segments
     prices = price_units(conn, workspace_id)
-    _register_functions(conn)
-    query = resolve_audience(conn, workspace_id, audience, "sms", "mkt_sms_country(c.phone) AS country")
+    query = resolve_audience(conn, workspace_id, audience, "sms",
+                             f"{PHONE_KEY.format(number='c.phone')} AS key, c.phone AS phone")
     units, recipients = 0, 0
-    for country, count in conn.execute(f"SELECT country, COUNT(*) FROM ({query.sql}) GROUP BY country", query.params):
+    for _key, phone, count in conn.execute(f"SELECT key, MIN(phone), COUNT(*) FROM ({query.sql}) GROUP BY key",
+                                           query.params):
         recipients += count
-        if country in prices:
-            units += prices[country] * segments * count
+        units += prices.get(country_of(phone) or "", 0) * segments * count
     return sms_ledger.from_units(units), recipients
 
 
@@ -576,7 +637,15 @@ def _still_queued(conn: sqlite3.Connection, campaign_id: str) -> bool:
 
 
 def expand_recipients(conn: sqlite3.Connection, campaign: sqlite3.Row) -> bool:
-    """Phase 1: message rows and charges, batch by batch. False when the campaign was cancelled."""
+    """Phase 1: message rows and charges, batch by batch. False when the campaign was cancelled.
+
+    Before the batches, three small steps keep the per-batch statement a plain join:
+    the audience is frozen into a snapshot (the contact's rowid, id and number); each
+    distinct number prefix (PHONE_KEY) of the snapshot gets its country and price once,
+    through Python, into a keys table; then each batch reads its slice of the snapshot,
+    the contact by rowid (a contact deleted, unsubscribed from SMS or left without a
+    number since the snapshot is skipped) and the prefix's row.
+    """
     from marketing_cli.services import sms_links
     from marketing_cli.services.audience import resolve_audience
 
@@ -585,68 +654,67 @@ def expand_recipients(conn: sqlite3.Connection, campaign: sqlite3.Row) -> bool:
     _register_functions(conn, renderer if renderer.has_tags else None)
     fixed = count_segments(campaign["message"])
     prices = price_units(conn, workspace_id)
-    track_links = sms_links.tracking_on(conn, workspace_id)
+    # Links can only appear through the message or a merge tag's value.
+    track_links = sms_links.tracking_on(conn, workspace_id) and (
+        renderer.has_tags or bool(sms_links.find_urls(campaign["message"])))
     suffix = uuid.uuid4().hex  # our own names, never user text
-    snapshot, price_table = f"temp.sms_snapshot_{suffix}", f"temp.sms_prices_{suffix}"
-    prefix_table = f"temp.sms_prefixes_{suffix}"
-    query = resolve_audience(conn, workspace_id, json.loads(campaign["audience"]), "sms")
-    conn.execute(f"CREATE TABLE {snapshot} (id TEXT NOT NULL)")
-    conn.execute(f"CREATE TABLE {price_table} (country TEXT PRIMARY KEY, units INTEGER NOT NULL)")
-    conn.execute(f"CREATE TABLE {prefix_table} (prefix TEXT PRIMARY KEY, country TEXT NOT NULL) WITHOUT ROWID")
-    known: set[str] = set()
-
-    def share_prefixes() -> None:
-        """Copy what country_of learnt into SQL, so that later rows need no Python call."""
-        fresh = [(k, v) for k, v in list(_PREFIXES.items()) if k not in known]
-        conn.executemany(f"INSERT OR REPLACE INTO {prefix_table} VALUES (?, ?)", fresh)
-        known.update(k for k, _ in fresh)
-
+    snapshot, keys = f"temp.sms_snapshot_{suffix}", f"temp.sms_keys_{suffix}"
+    price_table = f"temp.sms_prices_{suffix}"
+    query = resolve_audience(conn, workspace_id, json.loads(campaign["audience"]), "sms", "c.rowid, c.id, c.phone")
+    conn.execute(f"CREATE TABLE {snapshot} (rid INTEGER NOT NULL, id TEXT NOT NULL, phone TEXT NOT NULL)")
+    conn.execute(f"CREATE TABLE {keys} (key TEXT PRIMARY KEY, phone TEXT NOT NULL, country TEXT, units INTEGER)"
+                 " WITHOUT ROWID")
+    conn.execute(f"CREATE TABLE {price_table} (country TEXT PRIMARY KEY, units INTEGER NOT NULL) WITHOUT ROWID")
     try:
         conn.executemany(f"INSERT INTO {price_table} VALUES (?, ?)", prices.items())
-        conn.execute(f"INSERT INTO {snapshot} (id) {query.sql}", query.params)
+        conn.execute(f"INSERT INTO {snapshot} (rid, id, phone) {query.sql}", query.params)
         last = conn.execute(f"SELECT MAX(rowid) FROM {snapshot}").fetchone()[0] or 0
-        # m packs a message's measure in one integer: segments * 2, plus 1 for UCS-2.
-        country = (f"COALESCE((SELECT x.country FROM {prefix_table} x WHERE x.prefix = substr(c.phone, 1, 5)),"
-                   f" (SELECT x.country FROM {prefix_table} x WHERE x.prefix = substr(c.phone, 1, 10)),"
-                   " mkt_sms_country(c.phone))")
-        recipients = (f"FROM {snapshot} s JOIN contacts c ON c.id = s.id WHERE s.rowid > ? AND s.rowid <= ?"
-                      " AND c.phone IS NOT NULL AND c.phone <> ''")
+        _resolve_keys(conn, keys, snapshot, prices)
+        key = PHONE_KEY.format(number="c.phone")
+        # A number changed since the snapshot may have a prefix without a row: found in Python.
+        country = "CASE WHEN k.key IS NULL THEN mkt_sms_country(c.phone) ELSE k.country END"
+        units = (f"CASE WHEN k.key IS NULL THEN (SELECT p.units FROM {price_table} p"
+                 " WHERE p.country = mkt_sms_country(c.phone)) ELSE k.units END")
+        recipients = (f"FROM {snapshot} s JOIN contacts c ON c.rowid = s.rid AND c.id = s.id"
+                      f" LEFT JOIN {keys} k ON k.key = {key}"
+                      " WHERE s.rowid > :start AND s.rowid <= :end AND c.phone IS NOT NULL AND c.phone <> ''"
+                      " AND (c.sms_status IS NULL OR c.sms_status = 'SUBSCRIBED')")
+        columns = ("INSERT OR IGNORE INTO sms_messages (campaign_id, contact_id, batch, phone, country, body,"
+                   " encoding, segments, price_units, status, created_at)")
         if renderer.has_tags:
-            body = renderer.sql or "mkt_sms_render(c.email, c.phone, c.data)"
-            # Printable ASCII of the GSM basic table (no `, no extension characters) and LF: one
-            # septet each, counted in SQL; any other text is measured in Python (cached per text).
-            # (Tried with bench/bench_sms.py: rendering once in a CTE of its own instead of once per
-            # use here gave no gain, 5.5x the raw insert against 4.9-5.7x; a GLOB class of the
-            # whole basic table was 120x slower than this ASCII one.)
-            measure = (f"CASE WHEN ({body}) NOT GLOB '*[^\n -Z_a-z]*' THEN (CASE WHEN length({body}) = 0 THEN 0"
-                       f" WHEN length({body}) <= {SINGLE_GSM} THEN 1 ELSE (length({body}) + {MULTI_GSM - 1})"
-                       f" / {MULTI_GSM} END) * 2 ELSE mkt_sms_measure({body}) END")
-            rows = (f"WITH r AS MATERIALIZED (SELECT c.id, c.phone, {country} AS country, {body} AS body,"
-                    f" {measure} AS m {recipients})")
-        else:  # one text for all: its measure is a number of ours, written into the statement
-            measure = int(fixed.segments * 2 + (fixed.encoding == "UCS-2"))
-            rows = f"WITH r AS MATERIALIZED (SELECT c.id, c.phone, {country} AS country, NULL AS body, {measure} AS m {recipients})"
-        insert = (
-            # MATERIALIZED: each recipient's row (and its Python calls) is computed once.
-            rows +
-            " INSERT OR IGNORE INTO sms_messages (campaign_id, contact_id, batch, phone, country, body, encoding,"
-            " segments, price_units, status, created_at)"
-            " SELECT ?, r.id, ?, r.phone, r.country, r.body, CASE WHEN r.m & 1 THEN 'UCS-2' ELSE 'GSM-7' END,"
-            " r.m >> 1, COALESCE(p.units * (r.m >> 1), 0),"
-            " CASE WHEN p.units IS NULL THEN 'suppressed' ELSE 'pending' END, ?"
-            f" FROM r LEFT JOIN {price_table} p ON p.country = r.country"
-        )
+            # Two steps, each MATERIALIZED so that its columns are computed once per recipient: b
+            # reads the tags' texts (one json_extract each), r renders and measures from them.
+            # m packs a message's measure in one integer: segments * 2, plus 1 for UCS-2.
+            if renderer.values_sql is None:  # a field's values need Python to become text
+                texts, body, measure = ("mkt_sms_render(c.email, c.phone, c.data) AS body", "b.body",
+                                        "mkt_sms_measure(b.body)")
+            else:
+                texts = ", ".join(f"{v} AS v{i}" for i, v in enumerate(renderer.values_sql))
+                body, measure = renderer.body_sql("b.v{}"), renderer.measure_sql("b.v{}")
+            insert = (
+                f"WITH b AS MATERIALIZED (SELECT c.id, c.phone, {country} AS country, {units} AS units, {texts}"
+                f" {recipients}), r AS MATERIALIZED (SELECT b.id, b.phone, b.country, b.units, {body} AS body,"
+                f" {measure} AS m FROM b) {columns}"
+                " SELECT :cid, r.id, :batch, r.phone, r.country, r.body, CASE WHEN r.m & 1 THEN 'UCS-2' ELSE 'GSM-7'"
+                " END, r.m >> 1, COALESCE(r.units * (r.m >> 1), 0),"
+                " CASE WHEN r.units IS NULL THEN 'suppressed' ELSE 'pending' END, :now FROM r"
+            )
+        else:  # one text for all: its encoding and segments are values of ours, written into the statement
+            insert = (
+                f"{columns} SELECT :cid, c.id, :batch, c.phone, {country}, NULL, '{fixed.encoding}',"
+                f" {int(fixed.segments)}, COALESCE(({units}) * {int(fixed.segments)}, 0),"
+                f" CASE WHEN ({units}) IS NULL THEN 'suppressed' ELSE 'pending' END, :now {recipients}"
+            )
         size, start = batch_size(), 0
         while start < last:
-            share_prefixes()
             with transaction(conn):
                 if not _still_queued(conn, cid):
                     return False
                 batch = (conn.execute("SELECT MAX(batch) FROM sms_messages WHERE campaign_id = ?",
                                       (cid,)).fetchone()[0] or 0) + 1
-                values = (start, start + size, cid, batch, clock.now())
                 before = conn.total_changes  # (rowcount is -1 for a statement that starts with WITH)
-                conn.execute(insert, values)
+                conn.execute(insert, {"start": start, "end": start + size, "cid": cid, "batch": batch,
+                                      "now": clock.now()})
                 written = conn.total_changes - before
                 if written > 0 and track_links:  # short links change the text as sent: before the charge
                     sms_links.shorten_batch(conn, workspace_id, cid, batch, campaign["message"], prices)
@@ -668,9 +736,8 @@ def expand_recipients(conn: sqlite3.Connection, campaign: sqlite3.Row) -> bool:
                          (clock.now(), clock.now(), cid))
         return True
     finally:
-        conn.execute(f"DROP TABLE IF EXISTS {snapshot}")
-        conn.execute(f"DROP TABLE IF EXISTS {price_table}")
-        conn.execute(f"DROP TABLE IF EXISTS {prefix_table}")
+        for table in (snapshot, keys, price_table):
+            conn.execute(f"DROP TABLE IF EXISTS {table}")
 
 
 def hand_off(conn: sqlite3.Connection, campaign: sqlite3.Row) -> bool:
