@@ -242,6 +242,24 @@ def test_contacts_changed_during_the_expansion_are_taken_as_they_now_are(
         Decimal("0.04000")
 
 
+def test_a_prefix_whose_first_number_does_not_parse_still_prices_the_others(
+        conn: sqlite3.Connection, ws: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Countries are resolved once per prefix from one example number; when that example is not a
+    valid number (a row older than input validation), the prefix's other numbers are still priced.
+    (The invalid one takes its prefix's country once a valid number taught it: prefixes decide.)"""
+    contacts = f.sms_contacts(conn, ws, US[:2])
+    conn.execute("UPDATE contacts SET phone = '+14150000000' WHERE id = ?", (contacts[0]["id"],))  # not valid
+    campaign = f.sms_campaign(conn, ws)
+    monkeypatch.setattr(sms, "_PREFIXES", {})  # nothing learnt yet: the example number is parsed
+    cost, recipients = sms.estimate_cost(conn, ws, campaign["message"], campaign["audience"])
+    assert recipients == 2 and cost >= Decimal("0.0083")
+    monkeypatch.setattr(sms, "_PREFIXES", {})
+    schedule_now(conn, ws, campaign)
+    jobs.run_due(conn)
+    rows = {r["phone"]: r for r in conn.execute("SELECT * FROM sms_messages")}
+    assert (rows[US[1]]["country"], rows[US[1]]["price_units"]) == ("US", 830)
+
+
 def test_cancel_refunds_every_message_never_handed_over(conn: sqlite3.Connection, ws: int,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MKT_SMS_BATCH_SIZE", "2")

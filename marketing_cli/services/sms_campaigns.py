@@ -519,11 +519,19 @@ def estimate_cost(conn: sqlite3.Connection, workspace_id: int, message: str,
     prices = price_units(conn, workspace_id)
     query = resolve_audience(conn, workspace_id, audience, "sms",
                              f"{PHONE_KEY.format(number='c.phone')} AS key, c.phone AS phone")
-    units, recipients = 0, 0
-    for _key, phone, count in conn.execute(f"SELECT key, MIN(phone), COUNT(*) FROM ({query.sql}) GROUP BY key",
-                                           query.params):
+    units, recipients, unresolved = 0, 0, []
+    for key, phone, count in conn.execute(f"SELECT key, MIN(phone), COUNT(*) FROM ({query.sql}) GROUP BY key",
+                                          query.params):
         recipients += count
-        units += prices.get(country_of(phone) or "", 0) * segments * count
+        country = country_of(phone)
+        if country is None and count > 1:
+            unresolved.append(key)  # the example number did not parse: each number of the prefix on its own
+        units += prices.get(country or "", 0) * segments * count
+    for start in range(0, len(unresolved), 500):
+        keys = unresolved[start:start + 500]
+        for (phone,) in conn.execute(f"SELECT phone FROM ({query.sql}) WHERE key IN ({', '.join('?' * len(keys))})",
+                                     [*query.params, *keys]):
+            units += prices.get(country_of(phone) or "", 0) * segments
     return sms_ledger.from_units(units), recipients
 
 
@@ -671,9 +679,10 @@ def expand_recipients(conn: sqlite3.Connection, campaign: sqlite3.Row) -> bool:
         last = conn.execute(f"SELECT MAX(rowid) FROM {snapshot}").fetchone()[0] or 0
         _resolve_keys(conn, keys, snapshot, prices)
         key = PHONE_KEY.format(number="c.phone")
-        # A number changed since the snapshot may have a prefix without a row: found in Python.
-        country = "CASE WHEN k.key IS NULL THEN mkt_sms_country(c.phone) ELSE k.country END"
-        units = (f"CASE WHEN k.key IS NULL THEN (SELECT p.units FROM {price_table} p"
+        # A number changed since the snapshot may have a prefix without a row, and a prefix whose
+        # example number did not parse has no country: such numbers are resolved one by one.
+        country = "CASE WHEN k.country IS NULL THEN mkt_sms_country(c.phone) ELSE k.country END"
+        units = (f"CASE WHEN k.country IS NULL THEN (SELECT p.units FROM {price_table} p"
                  " WHERE p.country = mkt_sms_country(c.phone)) ELSE k.units END")
         recipients = (f"FROM {snapshot} s JOIN contacts c ON c.rowid = s.rid AND c.id = s.id"
                       f" LEFT JOIN {keys} k ON k.key = {key}"
