@@ -206,6 +206,7 @@ def test_a_crashed_expansion_resumes_without_charging_anyone_twice(
     monkeypatch.setattr(jobs, "heartbeat", dying_heartbeat)
     assert jobs.run_due(conn) == {"processed": 1, "failed": 1}
     assert conn.execute("SELECT COUNT(*) FROM sms_messages").fetchone()[0] == 4  # two batches written
+    assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1  # off only inside a batch
     conn.execute("UPDATE jobs SET run_at = ?", (clock.now(),))
     monkeypatch.setattr(jobs, "heartbeat", real)
     assert jobs.run_due(conn) == {"processed": 1, "failed": 0}
@@ -258,6 +259,24 @@ def test_a_prefix_whose_first_number_does_not_parse_still_prices_the_others(
     jobs.run_due(conn)
     rows = {r["phone"]: r for r in conn.execute("SELECT * FROM sms_messages")}
     assert (rows[US[1]]["country"], rows[US[1]]["price_units"]) == ("US", 830)
+
+
+@pytest.mark.parametrize("seeks", [1, 1_000])
+def test_prices_follow_each_number_whether_prefixes_are_sought_or_scanned(
+        conn: sqlite3.Connection, ws: int, monkeypatch: pytest.MonkeyPatch, seeks: int) -> None:
+    """Distinct prefixes come from seeks on the phone index, or (past the budget) one pass over the
+    audience: both price every number by its own country."""
+    monkeypatch.setattr(sms, "KEY_SEEKS", seeks)
+    monkeypatch.setattr(sms, "_PREFIXES", {})
+    guernsey = "+447911123456"  # +44 like GB, told apart by its prefix; no price published
+    f.sms_contacts(conn, ws, [*US, "+12125550147", *GB, "+447912345678", guernsey, *IN])
+    campaign = f.sms_campaign(conn, ws)
+    schedule_now(conn, ws, campaign)
+    jobs.run_due(conn)
+    rows = {r["phone"]: (r["country"], r["price_units"], r["status"]) for r in conn.execute("SELECT * FROM sms_messages")}
+    assert rows == {**{p: ("US", 830, "sent") for p in [*US, "+12125550147"]},
+                    **{p: ("GB", 4000, "sent") for p in [*GB, "+447912345678"]},
+                    guernsey: ("GG", 0, "suppressed"), IN[0]: ("IN", 0, "suppressed")}
 
 
 def test_cancel_refunds_every_message_never_handed_over(conn: sqlite3.Connection, ws: int,

@@ -30,6 +30,8 @@ import re
 import sqlite3
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from decimal import Decimal
 from functools import lru_cache
 from typing import Any
@@ -311,14 +313,39 @@ def _remember(key: str, region: str) -> None:
 # distinct key once in Python and join on it, instead of calling Python per recipient.
 PHONE_KEY = "CASE WHEN {number} GLOB '+1*' THEN substr({number}, 1, 5) ELSE substr({number}, 1, 10) END"
 _KEYS_CHUNK = 10_000
+KEY_SEEKS = 1_000  # seeks for distinct prefixes allowed at least, before one pass over the snapshot
 
 
-def _resolve_keys(conn: sqlite3.Connection, keys: str, snapshot: str, prices: dict[str, int]) -> None:
+def phone_key(number: str) -> str:
+    """PHONE_KEY in Python (the same characters)."""
+    return number[:5] if number.startswith("+1") else number[:10]
+
+
+def _resolve_keys(conn: sqlite3.Connection, workspace_id: int, keys: str, snapshot: str, size: int,
+                  prices: dict[str, int]) -> None:
     """Fill `keys` (key, phone, country, units) with each distinct PHONE_KEY of the snapshot's
     numbers, one number of each as its example, and that number's country and price per segment
-    (NULL: no price there). Python sees each key once, in chunks: memory stays flat."""
-    conn.execute(f"INSERT OR IGNORE INTO {keys} (key, phone) SELECT {PHONE_KEY.format(number='phone')}, phone"
-                 f" FROM {snapshot}")
+    (NULL: no price there). Python sees each key once, in chunks: memory stays flat.
+
+    The workspace's numbers are indexed (contacts_phone), so its distinct keys are found by one
+    seek each past the last key: a few thousand seeks for most workspaces instead of a pass over
+    the snapshot (0.4 s at 1,000,000 recipients). Keys of numbers outside the audience are
+    harmless. Past max(KEY_SEEKS, size // 50) seeks (numbers spread over many prefixes), the
+    seeks stop and one pass over the snapshot finds the rest.
+    """
+    budget, after, found = max(KEY_SEEKS, size // 50), "", []
+    while len(found) < budget:
+        row = conn.execute("SELECT phone FROM contacts WHERE workspace_id = ? AND phone > ? ORDER BY phone LIMIT 1",
+                           (workspace_id, after)).fetchone()
+        if row is None:
+            break
+        key = phone_key(row[0])
+        found.append((key, row[0]))
+        after = key + "\U0010ffff"  # past every number that starts with the key
+    conn.executemany(f"INSERT OR IGNORE INTO {keys} (key, phone) VALUES (?, ?)", found)
+    if len(found) >= budget:
+        conn.execute(f"INSERT OR IGNORE INTO {keys} (key, phone) SELECT {PHONE_KEY.format(number='phone')}, phone"
+                     f" FROM {snapshot}")
     after = ""
     while True:
         chunk = conn.execute(f"SELECT key, phone FROM {keys} WHERE key > ? ORDER BY key LIMIT {_KEYS_CHUNK}",
@@ -644,6 +671,20 @@ def _still_queued(conn: sqlite3.Connection, campaign_id: str) -> bool:
     return row is not None and row["status"] == "QUEUED"
 
 
+@contextmanager
+def _campaign_checked_here(conn: sqlite3.Connection) -> Iterator[None]:
+    """Foreign key checks off for one expansion batch's transaction (the pragma cannot change
+    inside one). Every row the batch writes belongs to the campaign that the same transaction
+    has just read as QUEUED, under the write lock, so the per-row check of sms_messages'
+    campaign_id could not fail; it cost 0.27 s per 1,000,000 rows (measured)."""
+    enabled = conn.execute("PRAGMA foreign_keys").fetchone()[0]
+    conn.execute("PRAGMA foreign_keys = OFF")
+    try:
+        yield
+    finally:
+        conn.execute(f"PRAGMA foreign_keys = {'ON' if enabled else 'OFF'}")
+
+
 def expand_recipients(conn: sqlite3.Connection, campaign: sqlite3.Row) -> bool:
     """Phase 1: message rows and charges, batch by batch. False when the campaign was cancelled.
 
@@ -677,7 +718,7 @@ def expand_recipients(conn: sqlite3.Connection, campaign: sqlite3.Row) -> bool:
         conn.executemany(f"INSERT INTO {price_table} VALUES (?, ?)", prices.items())
         conn.execute(f"INSERT INTO {snapshot} (rid, id, phone) {query.sql}", query.params)
         last = conn.execute(f"SELECT MAX(rowid) FROM {snapshot}").fetchone()[0] or 0
-        _resolve_keys(conn, keys, snapshot, prices)
+        _resolve_keys(conn, workspace_id, keys, snapshot, last, prices)
         key = PHONE_KEY.format(number="c.phone")
         # A number changed since the snapshot may have a prefix without a row, and a prefix whose
         # example number did not parse has no country: such numbers are resolved one by one.
@@ -716,7 +757,7 @@ def expand_recipients(conn: sqlite3.Connection, campaign: sqlite3.Row) -> bool:
             )
         size, start = batch_size(), 0
         while start < last:
-            with transaction(conn):
+            with _campaign_checked_here(conn), transaction(conn):
                 if not _still_queued(conn, cid):
                     return False
                 batch = (conn.execute("SELECT MAX(batch) FROM sms_messages WHERE campaign_id = ?",
