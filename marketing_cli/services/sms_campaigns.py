@@ -690,8 +690,8 @@ def expand_recipients(conn: sqlite3.Connection, campaign: sqlite3.Row) -> bool:
 
     Before the batches, three small steps keep the per-batch statement a plain join:
     the audience is frozen into a snapshot (the contact's rowid, id and number); each
-    distinct number prefix (PHONE_KEY) of the snapshot gets its country and price once,
-    through Python, into a keys table; then each batch reads its slice of the snapshot,
+    distinct number prefix (PHONE_KEY) gets its country and price once, through Python, into
+    a keys table (_resolve_keys); then each batch reads its slice of the snapshot,
     the contact by rowid (a contact deleted, unsubscribed from SMS or left without a
     number since the snapshot is skipped) and the prefix's row.
     """
