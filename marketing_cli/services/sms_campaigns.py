@@ -34,7 +34,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from decimal import Decimal
 from functools import lru_cache
-from typing import Any
+from typing import Any, Self
 
 from marketing_cli import clock, field_sql, jobs
 from marketing_cli.db import transaction
@@ -321,43 +321,82 @@ def phone_key(number: str) -> str:
     return number[:5] if number.startswith("+1") else number[:10]
 
 
-def _resolve_keys(conn: sqlite3.Connection, workspace_id: int, keys: str, snapshot: str, size: int,
-                  prices: dict[str, int]) -> None:
-    """Fill `keys` (key, phone, country, units) with each distinct PHONE_KEY of the snapshot's
-    numbers, one number of each as its example, and that number's country and price per segment
-    (NULL: no price there). Python sees each key once, in chunks: memory stays flat.
+class _Pricing:
+    """A number's country and price per segment in SQL, for one workspace (a context manager).
 
-    The workspace's numbers are indexed (contacts_phone), so its distinct keys are found by one
-    seek each past the last key: a few thousand seeks for most workspaces instead of a pass over
-    the snapshot (0.4 s at 1,000,000 recipients). Keys of numbers outside the audience are
-    harmless. Past max(KEY_SEEKS, size // 50) seeks (numbers spread over many prefixes), the
-    seeks stop and one pass over the snapshot finds the rest.
+    Two temporary tables: the workspace's prices, and each distinct PHONE_KEY with one number
+    of it as its example, that number's country and its price (NULL: no price there), each
+    resolved once in Python (`resolve`). A query joins `join(number)` and reads
+    `country(number)` and `units(number)`; a number whose prefix has no country there (it
+    changed since, or its prefix's example did not parse) is resolved on its own.
     """
-    budget, after, found = max(KEY_SEEKS, size // 50), "", []
-    while len(found) < budget:
-        row = conn.execute("SELECT phone FROM contacts WHERE workspace_id = ? AND phone > ? ORDER BY phone LIMIT 1",
-                           (workspace_id, after)).fetchone()
-        if row is None:
-            break
-        key = phone_key(row[0])
-        found.append((key, row[0]))
-        after = key + "\U0010ffff"  # past every number that starts with the key
-    conn.executemany(f"INSERT OR IGNORE INTO {keys} (key, phone) VALUES (?, ?)", found)
-    if len(found) >= budget:
-        conn.execute(f"INSERT OR IGNORE INTO {keys} (key, phone) SELECT {PHONE_KEY.format(number='phone')}, phone"
-                     f" FROM {snapshot}")
-    after = ""
-    while True:
-        chunk = conn.execute(f"SELECT key, phone FROM {keys} WHERE key > ? ORDER BY key LIMIT {_KEYS_CHUNK}",
-                             (after,)).fetchall()
-        if not chunk:
-            return
-        updates = []
-        for key, phone in chunk:
-            country = country_of(phone)
-            updates.append((country, prices.get(country or ""), key))
-        conn.executemany(f"UPDATE {keys} SET country = ?, units = ? WHERE key = ?", updates)
-        after = chunk[-1][0]
+
+    def __init__(self, conn: sqlite3.Connection, workspace_id: int, prices: dict[str, int]) -> None:
+        self.conn, self.workspace_id, self.prices = conn, workspace_id, prices
+        suffix = uuid.uuid4().hex  # our own names, never user text
+        self.keys, self.price_table = f"temp.sms_keys_{suffix}", f"temp.sms_prices_{suffix}"
+        _register_functions(conn)
+
+    def __enter__(self) -> Self:
+        self.conn.execute(f"CREATE TABLE {self.keys} (key TEXT PRIMARY KEY, phone TEXT NOT NULL, country TEXT,"
+                          " units INTEGER) WITHOUT ROWID")
+        self.conn.execute(f"CREATE TABLE {self.price_table} (country TEXT PRIMARY KEY, units INTEGER NOT NULL)"
+                          " WITHOUT ROWID")
+        self.conn.executemany(f"INSERT INTO {self.price_table} VALUES (?, ?)", self.prices.items())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for table in (self.keys, self.price_table):
+            self.conn.execute(f"DROP TABLE IF EXISTS {table}")
+
+    def resolve(self, numbers: str, params: Any = (), size: int = 0) -> None:
+        """Fill the keys table for the numbers that the SELECT `numbers` yields (one column).
+
+        The workspace's numbers are indexed (contacts_phone), so its distinct keys are found by
+        one seek each past the last key: a few thousand seeks for most workspaces instead of a
+        pass over the numbers (0.4 s at 1,000,000). Keys of numbers outside them are harmless.
+        Past max(KEY_SEEKS, size // 50) seeks (numbers spread over many prefixes), the seeks
+        stop and one pass over `numbers` finds the rest. Python sees each key once, in chunks:
+        memory stays flat.
+        """
+        conn, keys = self.conn, self.keys
+        budget, after, found = max(KEY_SEEKS, size // 50), "", []
+        while len(found) < budget:
+            row = conn.execute("SELECT phone FROM contacts WHERE workspace_id = ? AND phone > ? ORDER BY phone"
+                               " LIMIT 1", (self.workspace_id, after)).fetchone()
+            if row is None:
+                break
+            key = phone_key(row[0])
+            found.append((key, row[0]))
+            after = key + "\U0010ffff"  # past every number that starts with the key
+        conn.executemany(f"INSERT OR IGNORE INTO {keys} (key, phone) VALUES (?, ?)", found)
+        if len(found) >= budget:
+            conn.execute(f"WITH n(phone) AS ({numbers}) INSERT OR IGNORE INTO {keys} (key, phone)"
+                         f" SELECT {PHONE_KEY.format(number='n.phone')}, n.phone FROM n WHERE n.phone IS NOT NULL",
+                         params)
+        after = ""
+        while True:
+            chunk = conn.execute(f"SELECT key, phone FROM {keys} WHERE key > ? ORDER BY key LIMIT {_KEYS_CHUNK}",
+                                 (after,)).fetchall()
+            if not chunk:
+                return
+            updates = []
+            for key, phone in chunk:
+                country = country_of(phone)
+                updates.append((country, self.prices.get(country or ""), key))
+            conn.executemany(f"UPDATE {keys} SET country = ?, units = ? WHERE key = ?", updates)
+            after = chunk[-1][0]
+
+    def join(self, number: str) -> str:
+        return f" LEFT JOIN {self.keys} k ON k.key = {PHONE_KEY.format(number=number)}"
+
+    @staticmethod
+    def country(number: str) -> str:
+        return f"CASE WHEN k.country IS NULL THEN mkt_sms_country({number}) ELSE k.country END"
+
+    def units(self, number: str) -> str:
+        return (f"CASE WHEN k.country IS NULL THEN (SELECT p.units FROM {self.price_table} p"
+                f" WHERE p.country = mkt_sms_country({number})) ELSE k.units END")
 
 
 def price_units(conn: sqlite3.Connection, workspace_id: int) -> dict[str, int]:
@@ -543,22 +582,13 @@ def estimate_cost(conn: sqlite3.Connection, workspace_id: int, message: str,
     from marketing_cli.services.audience import resolve_audience
 
     segments = count_segments(message).segments
-    prices = price_units(conn, workspace_id)
-    query = resolve_audience(conn, workspace_id, audience, "sms",
-                             f"{PHONE_KEY.format(number='c.phone')} AS key, c.phone AS phone")
-    units, recipients, unresolved = 0, 0, []
-    for key, phone, count in conn.execute(f"SELECT key, MIN(phone), COUNT(*) FROM ({query.sql}) GROUP BY key",
-                                          query.params):
-        recipients += count
-        country = country_of(phone)
-        if country is None and count > 1:
-            unresolved.append(key)  # the example number did not parse: each number of the prefix on its own
-        units += prices.get(country or "", 0) * segments * count
-    for start in range(0, len(unresolved), 500):
-        keys = unresolved[start:start + 500]
-        for (phone,) in conn.execute(f"SELECT phone FROM ({query.sql}) WHERE key IN ({', '.join('?' * len(keys))})",
-                                     [*query.params, *keys]):
-            units += prices.get(country_of(phone) or "", 0) * segments
+    query = resolve_audience(conn, workspace_id, audience, "sms", "c.phone")
+    with _Pricing(conn, workspace_id, price_units(conn, workspace_id)) as pricing:
+        pricing.resolve(query.sql, query.params)
+        recipients, units = conn.execute(
+            f"SELECT COUNT(*), COALESCE(SUM({pricing.units('a.phone')}), 0) FROM ({query.sql}) a"
+            f"{pricing.join('a.phone')}", query.params).fetchone()
+    units *= segments
     return sms_ledger.from_units(units), recipients
 
 
@@ -688,106 +718,102 @@ def _campaign_checked_here(conn: sqlite3.Connection) -> Iterator[None]:
 def expand_recipients(conn: sqlite3.Connection, campaign: sqlite3.Row) -> bool:
     """Phase 1: message rows and charges, batch by batch. False when the campaign was cancelled.
 
-    Before the batches, three small steps keep the per-batch statement a plain join:
-    the audience is frozen into a snapshot (the contact's rowid, id and number); each
-    distinct number prefix (PHONE_KEY) gets its country and price once, through Python, into
-    a keys table (_resolve_keys); then each batch reads its slice of the snapshot,
-    the contact by rowid (a contact deleted, unsubscribed from SMS or left without a
-    number since the snapshot is skipped) and the prefix's row.
+    Before the batches, three small steps keep the per-batch statement a plain join: the
+    audience is frozen into a snapshot (the contact's rowid, id and number); each distinct
+    number prefix gets its country and price once (_Pricing); then each batch reads its slice
+    of the snapshot, the contact by rowid (a contact deleted, unsubscribed from SMS or left
+    without a number since the snapshot is skipped) and the prefix's row.
     """
     from marketing_cli.services import sms_links
     from marketing_cli.services.audience import resolve_audience
 
-    workspace_id, cid = campaign["workspace_id"], campaign["id"]
+    workspace_id = campaign["workspace_id"]
     renderer = Renderer(conn, workspace_id, campaign["message"])
     _register_functions(conn, renderer if renderer.has_tags else None)
-    fixed = count_segments(campaign["message"])
     prices = price_units(conn, workspace_id)
     # Links can only appear through the message or a merge tag's value.
     track_links = sms_links.tracking_on(conn, workspace_id) and (
         renderer.has_tags or bool(sms_links.find_urls(campaign["message"])))
-    suffix = uuid.uuid4().hex  # our own names, never user text
-    snapshot, keys = f"temp.sms_snapshot_{suffix}", f"temp.sms_keys_{suffix}"
-    price_table = f"temp.sms_prices_{suffix}"
+    snapshot = f"temp.sms_snapshot_{uuid.uuid4().hex}"  # our own name, never user text
     query = resolve_audience(conn, workspace_id, json.loads(campaign["audience"]), "sms", "c.rowid, c.id, c.phone")
     conn.execute(f"CREATE TABLE {snapshot} (rid INTEGER NOT NULL, id TEXT NOT NULL, phone TEXT NOT NULL)")
-    conn.execute(f"CREATE TABLE {keys} (key TEXT PRIMARY KEY, phone TEXT NOT NULL, country TEXT, units INTEGER)"
-                 " WITHOUT ROWID")
-    conn.execute(f"CREATE TABLE {price_table} (country TEXT PRIMARY KEY, units INTEGER NOT NULL) WITHOUT ROWID")
     try:
-        conn.executemany(f"INSERT INTO {price_table} VALUES (?, ?)", prices.items())
-        conn.execute(f"INSERT INTO {snapshot} (rid, id, phone) {query.sql}", query.params)
-        last = conn.execute(f"SELECT MAX(rowid) FROM {snapshot}").fetchone()[0] or 0
-        _resolve_keys(conn, workspace_id, keys, snapshot, last, prices)
-        key = PHONE_KEY.format(number="c.phone")
-        # A number changed since the snapshot may have a prefix without a row, and a prefix whose
-        # example number did not parse has no country: such numbers are resolved one by one.
-        country = "CASE WHEN k.country IS NULL THEN mkt_sms_country(c.phone) ELSE k.country END"
-        units = (f"CASE WHEN k.country IS NULL THEN (SELECT p.units FROM {price_table} p"
-                 " WHERE p.country = mkt_sms_country(c.phone)) ELSE k.units END")
-        recipients = (f"FROM {snapshot} s JOIN contacts c ON c.rowid = s.rid AND c.id = s.id"
-                      f" LEFT JOIN {keys} k ON k.key = {key}"
-                      " WHERE s.rowid > :start AND s.rowid <= :end AND c.phone IS NOT NULL AND c.phone <> ''"
-                      " AND (c.sms_status IS NULL OR c.sms_status = 'SUBSCRIBED')")
-        columns = ("INSERT OR IGNORE INTO sms_messages (campaign_id, contact_id, batch, phone, country, body,"
-                   " encoding, segments, price_units, status, created_at)")
-        if renderer.has_tags:
-            # Two steps, each MATERIALIZED so that its columns are computed once per recipient: b
-            # reads the tags' texts (one json_extract each), r renders and measures from them.
-            # m packs a message's measure in one integer: segments * 2, plus 1 for UCS-2.
-            if renderer.values_sql is None:  # a field's values need Python to become text
-                texts, body, measure = ("mkt_sms_render(c.email, c.phone, c.data) AS body", "b.body",
-                                        "mkt_sms_measure(b.body)")
-            else:
-                texts = ", ".join(f"{v} AS v{i}" for i, v in enumerate(renderer.values_sql))
-                body, measure = renderer.body_sql("b.v{}"), renderer.measure_sql("b.v{}")
-            insert = (
-                f"WITH b AS MATERIALIZED (SELECT c.id, c.phone, {country} AS country, {units} AS units, {texts}"
-                f" {recipients}), r AS MATERIALIZED (SELECT b.id, b.phone, b.country, b.units, {body} AS body,"
-                f" {measure} AS m FROM b) {columns}"
-                " SELECT :cid, r.id, :batch, r.phone, r.country, r.body, CASE WHEN r.m & 1 THEN 'UCS-2' ELSE 'GSM-7'"
-                " END, r.m >> 1, COALESCE(r.units * (r.m >> 1), 0),"
-                " CASE WHEN r.units IS NULL THEN 'suppressed' ELSE 'pending' END, :now FROM r"
-            )
-        else:  # one text for all: its encoding and segments are values of ours, written into the statement
-            insert = (
-                f"{columns} SELECT :cid, c.id, :batch, c.phone, {country}, NULL, '{fixed.encoding}',"
+        with _Pricing(conn, workspace_id, prices) as pricing:
+            conn.execute(f"INSERT INTO {snapshot} (rid, id, phone) {query.sql}", query.params)
+            last = conn.execute(f"SELECT MAX(rowid) FROM {snapshot}").fetchone()[0] or 0
+            pricing.resolve(f"SELECT phone FROM {snapshot}", size=last)
+            insert = _batch_statement(campaign["message"], renderer, snapshot, pricing)
+            return _write_batches(conn, campaign, insert, last, prices, track_links)
+    finally:
+        conn.execute(f"DROP TABLE IF EXISTS {snapshot}")
+
+
+def _batch_statement(message: str, renderer: Renderer, snapshot: str, pricing: _Pricing) -> str:
+    """The INSERT of one batch's message rows (parameters :start, :end, :cid, :batch, :now)."""
+    country, units = pricing.country("c.phone"), pricing.units("c.phone")
+    recipients = (f"FROM {snapshot} s JOIN contacts c ON c.rowid = s.rid AND c.id = s.id{pricing.join('c.phone')}"
+                  " WHERE s.rowid > :start AND s.rowid <= :end AND c.phone IS NOT NULL AND c.phone <> ''"
+                  " AND (c.sms_status IS NULL OR c.sms_status = 'SUBSCRIBED')")
+    columns = ("INSERT OR IGNORE INTO sms_messages (campaign_id, contact_id, batch, phone, country, body,"
+               " encoding, segments, price_units, status, created_at)")
+    if not renderer.has_tags:  # one text for all: its encoding and segments are values of ours
+        fixed = count_segments(message)
+        return (f"{columns} SELECT :cid, c.id, :batch, c.phone, {country}, NULL, '{fixed.encoding}',"
                 f" {int(fixed.segments)}, COALESCE(({units}) * {int(fixed.segments)}, 0),"
-                f" CASE WHEN ({units}) IS NULL THEN 'suppressed' ELSE 'pending' END, :now {recipients}"
-            )
-        size, start = batch_size(), 0
-        while start < last:
-            with _campaign_checked_here(conn), transaction(conn):
-                if not _still_queued(conn, cid):
-                    return False
-                batch = (conn.execute("SELECT MAX(batch) FROM sms_messages WHERE campaign_id = ?",
-                                      (cid,)).fetchone()[0] or 0) + 1
-                before = conn.total_changes  # (rowcount is -1 for a statement that starts with WITH)
-                conn.execute(insert, {"start": start, "end": start + size, "cid": cid, "batch": batch,
-                                      "now": clock.now()})
-                written = conn.total_changes - before
-                if written > 0 and track_links:  # short links change the text as sent: before the charge
-                    sms_links.shorten_batch(conn, workspace_id, cid, batch, campaign["message"], prices)
-                if written > 0:
-                    row = conn.execute("SELECT COUNT(*), COALESCE(SUM(price_units), 0) FROM sms_messages"
-                                       " WHERE campaign_id = ? AND batch = ? AND status = 'pending'",
-                                       (cid, batch)).fetchone()
-                    if row[1] > 0:
-                        sms_ledger.append(conn, workspace_id, "charge", -sms_ledger.from_units(row[1]),
-                                          f"Campaign '{campaign['name']}': {row[0]:,} messages (batch {batch})",
-                                          campaign_id=cid, batch=batch)
-            start += size
-            jobs.heartbeat(conn)
-            _pause()
-        with transaction(conn):
+                f" CASE WHEN ({units}) IS NULL THEN 'suppressed' ELSE 'pending' END, :now {recipients}")
+    # Two steps, each MATERIALIZED so that its columns are computed once per recipient: b
+    # reads the tags' texts (one json_extract each), r renders and measures from them.
+    # m packs a message's measure in one integer: segments * 2, plus 1 for UCS-2.
+    if renderer.values_sql is None:  # a field's values need Python to become text
+        texts, body, measure = "mkt_sms_render(c.email, c.phone, c.data) AS body", "b.body", "mkt_sms_measure(b.body)"
+    else:
+        texts = ", ".join(f"{v} AS v{i}" for i, v in enumerate(renderer.values_sql))
+        body, measure = renderer.body_sql("b.v{}"), renderer.measure_sql("b.v{}")
+    return (f"WITH b AS MATERIALIZED (SELECT c.id, c.phone, {country} AS country, {units} AS units, {texts}"
+            f" {recipients}), r AS MATERIALIZED (SELECT b.id, b.phone, b.country, b.units, {body} AS body,"
+            f" {measure} AS m FROM b) {columns}"
+            " SELECT :cid, r.id, :batch, r.phone, r.country, r.body, CASE WHEN r.m & 1 THEN 'UCS-2' ELSE 'GSM-7'"
+            " END, r.m >> 1, COALESCE(r.units * (r.m >> 1), 0),"
+            " CASE WHEN r.units IS NULL THEN 'suppressed' ELSE 'pending' END, :now FROM r")
+
+
+def _write_batches(conn: sqlite3.Connection, campaign: sqlite3.Row, insert: str, last: int,
+                   prices: dict[str, int], track_links: bool) -> bool:
+    """Snapshot rows 1..last, BATCH_SIZE at a time: each batch's rows and its charge in one
+    transaction that first checks the campaign is still QUEUED. False when it is not."""
+    from marketing_cli.services import sms_links
+
+    workspace_id, cid = campaign["workspace_id"], campaign["id"]
+    size, start = batch_size(), 0
+    while start < last:
+        with _campaign_checked_here(conn), transaction(conn):
             if not _still_queued(conn, cid):
                 return False
-            conn.execute("UPDATE sms_campaigns SET expanded_at = ?, updated_at = ? WHERE id = ?",
-                         (clock.now(), clock.now(), cid))
-        return True
-    finally:
-        for table in (snapshot, keys, price_table):
-            conn.execute(f"DROP TABLE IF EXISTS {table}")
+            batch = (conn.execute("SELECT MAX(batch) FROM sms_messages WHERE campaign_id = ?",
+                                  (cid,)).fetchone()[0] or 0) + 1
+            before = conn.total_changes  # (rowcount is -1 for a statement that starts with WITH)
+            conn.execute(insert, {"start": start, "end": start + size, "cid": cid, "batch": batch,
+                                  "now": clock.now()})
+            written = conn.total_changes - before
+            if written > 0 and track_links:  # short links change the text as sent: before the charge
+                sms_links.shorten_batch(conn, workspace_id, cid, batch, campaign["message"], prices)
+            if written > 0:
+                row = conn.execute("SELECT COUNT(*), COALESCE(SUM(price_units), 0) FROM sms_messages"
+                                   " WHERE campaign_id = ? AND batch = ? AND status = 'pending'",
+                                   (cid, batch)).fetchone()
+                if row[1] > 0:
+                    sms_ledger.append(conn, workspace_id, "charge", -sms_ledger.from_units(row[1]),
+                                      f"Campaign '{campaign['name']}': {row[0]:,} messages (batch {batch})",
+                                      campaign_id=cid, batch=batch)
+        start += size
+        jobs.heartbeat(conn)
+        _pause()
+    with transaction(conn):
+        if not _still_queued(conn, cid):
+            return False
+        conn.execute("UPDATE sms_campaigns SET expanded_at = ?, updated_at = ? WHERE id = ?",
+                     (clock.now(), clock.now(), cid))
+    return True
 
 
 def hand_off(conn: sqlite3.Connection, campaign: sqlite3.Row) -> bool:
