@@ -719,7 +719,7 @@ def expand_recipients(conn: sqlite3.Connection, campaign: sqlite3.Row) -> bool:
     """Phase 1: message rows and charges, batch by batch. False when the campaign was cancelled.
 
     Before the batches, three small steps keep the per-batch statement a plain join: the
-    audience is frozen into a snapshot (the contact's rowid, id and number); each distinct
+    audience is frozen into a snapshot (the contact's rowid and id); each distinct
     number prefix gets its country and price once (_Pricing); then each batch reads its slice
     of the snapshot, the contact by rowid (a contact deleted, unsubscribed from SMS or left
     without a number since the snapshot is skipped) and the prefix's row.
@@ -735,13 +735,17 @@ def expand_recipients(conn: sqlite3.Connection, campaign: sqlite3.Row) -> bool:
     track_links = sms_links.tracking_on(conn, workspace_id) and (
         renderer.has_tags or bool(sms_links.find_urls(campaign["message"])))
     snapshot = f"temp.sms_snapshot_{uuid.uuid4().hex}"  # our own name, never user text
-    query = resolve_audience(conn, workspace_id, json.loads(campaign["audience"]), "sms", "c.rowid, c.id, c.phone")
-    conn.execute(f"CREATE TABLE {snapshot} (rid INTEGER NOT NULL, id TEXT NOT NULL, phone TEXT NOT NULL)")
+    query = resolve_audience(conn, workspace_id, json.loads(campaign["audience"]), "sms", "c.rowid, c.id")
+    conn.execute(f"CREATE TABLE {snapshot} (rid INTEGER NOT NULL, id TEXT NOT NULL)")
     try:
         with _Pricing(conn, workspace_id, prices) as pricing:
-            conn.execute(f"INSERT INTO {snapshot} (rid, id, phone) {query.sql}", query.params)
+            # In rowid order: each batch then reads its contacts in table order and appends their
+            # ids to sms_messages' (campaign_id, contact_id) key. Without it, an index plan (by
+            # phone, without ANALYZE's statistics) made each batch's rows land all over the key:
+            # 3.4 s against 1.8 s at 200,000 recipients. With a table scan the order is free.
+            conn.execute(f"INSERT INTO {snapshot} (rid, id) {query.sql} ORDER BY c.rowid", query.params)
             last = conn.execute(f"SELECT MAX(rowid) FROM {snapshot}").fetchone()[0] or 0
-            pricing.resolve(f"SELECT phone FROM {snapshot}", size=last)
+            pricing.resolve(f"SELECT c.phone FROM {snapshot} s JOIN contacts c ON c.rowid = s.rid", size=last)
             insert = _batch_statement(campaign["message"], renderer, snapshot, pricing)
             return _write_batches(conn, campaign, insert, last, prices, track_links)
     finally:
