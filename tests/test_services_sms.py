@@ -261,6 +261,14 @@ def test_a_prefix_whose_first_number_does_not_parse_still_prices_the_others(
     assert (rows[US[1]]["country"], rows[US[1]]["price_units"]) == ("US", 830)
 
 
+def test_the_prefix_key_is_the_same_in_python_and_in_sql(conn: sqlite3.Connection) -> None:
+    """The seeks find keys with phone_key and the batches join on PHONE_KEY: were they to differ,
+    every number would silently fall back to a Python call (prices right, speed gone)."""
+    for number in [*US, *GB, *IN, "+1", "+12", "+3", "", "123", "+9198765432101", "+1é2345"]:
+        assert conn.execute(f"SELECT {sms.PHONE_KEY.format(number='?1')}", (number,)).fetchone()[0] \
+            == sms.phone_key(number), number
+
+
 @pytest.mark.parametrize("seeks", [1, 1_000])
 def test_prices_follow_each_number_whether_prefixes_are_sought_or_scanned(
         conn: sqlite3.Connection, ws: int, monkeypatch: pytest.MonkeyPatch, seeks: int) -> None:

@@ -272,6 +272,19 @@ def _single_region_codes() -> dict[str, str]:
             if len(regions) == 1 and regions[0] != "001"}
 
 
+# The SQL twin of country_of's memo: the characters of a stored number that fix its country
+# (the area code under +1, else the first 10). Expansion and the estimate resolve each
+# distinct key once in Python and join on it, instead of calling Python per recipient.
+PHONE_KEY = "CASE WHEN {number} GLOB '+1*' THEN substr({number}, 1, 5) ELSE substr({number}, 1, 10) END"
+_KEYS_CHUNK = 10_000
+KEY_SEEKS = 1_000  # seeks for distinct prefixes allowed at least, before one pass over the snapshot
+
+
+def phone_key(number: str) -> str:
+    """PHONE_KEY in Python (the same characters)."""
+    return number[:5] if number.startswith("+1") else number[:10]
+
+
 _PREFIXES: dict[str, str] = {}  # '+1415' -> 'US', '+447911123' -> 'GG': learnt from valid numbers
 _MAX_PREFIXES = 100_000
 
@@ -298,7 +311,7 @@ def country_of(number: str | None) -> str | None:
             return region
     region = _parse_country(number)
     if region is not None:
-        _remember(number[:5] if number[1:2] == "1" else number[:10], region)
+        _remember(phone_key(number), region)
     return region
 
 
@@ -306,19 +319,6 @@ def _remember(key: str, region: str) -> None:
     if len(_PREFIXES) >= _MAX_PREFIXES:
         _PREFIXES.clear()
     _PREFIXES[key] = region
-
-
-# The SQL twin of country_of's memo: the characters of a stored number that fix its country
-# (the area code under +1, else the first 10). Expansion and the estimate resolve each
-# distinct key once in Python and join on it, instead of calling Python per recipient.
-PHONE_KEY = "CASE WHEN {number} GLOB '+1*' THEN substr({number}, 1, 5) ELSE substr({number}, 1, 10) END"
-_KEYS_CHUNK = 10_000
-KEY_SEEKS = 1_000  # seeks for distinct prefixes allowed at least, before one pass over the snapshot
-
-
-def phone_key(number: str) -> str:
-    """PHONE_KEY in Python (the same characters)."""
-    return number[:5] if number.startswith("+1") else number[:10]
 
 
 class _Pricing:
@@ -335,7 +335,7 @@ class _Pricing:
         self.conn, self.workspace_id, self.prices = conn, workspace_id, prices
         suffix = uuid.uuid4().hex  # our own names, never user text
         self.keys, self.price_table = f"temp.sms_keys_{suffix}", f"temp.sms_prices_{suffix}"
-        _register_functions(conn)
+        conn.create_function("mkt_sms_country", 1, country_of, deterministic=True)
 
     def __enter__(self) -> Self:
         self.conn.execute(f"CREATE TABLE {self.keys} (key TEXT PRIMARY KEY, phone TEXT NOT NULL, country TEXT,"
@@ -555,23 +555,22 @@ def quote_message(conn: sqlite3.Connection, workspace_id: int, body: Any) -> dic
 
 # --- scheduling -------------------------------------------------------------------------
 
-def _register_functions(conn: sqlite3.Connection, renderer: Renderer | None = None) -> None:
-    conn.create_function("mkt_sms_country", 1, country_of, deterministic=True)
-    if renderer is not None:
-        conn.create_function("mkt_sms_render", 3, renderer.render, deterministic=True)
-        cache: dict[str, int] = {}
+def _register_renderer(conn: sqlite3.Connection, renderer: Renderer) -> None:
+    """mkt_sms_render and mkt_sms_measure: the merge-tag texts SQL cannot render or measure."""
+    conn.create_function("mkt_sms_render", 3, renderer.render, deterministic=True)
+    cache: dict[str, int] = {}
 
-        def measure(text: str) -> int:
-            """segments * 2, plus 1 for UCS-2 (one Python call per recipient, cached per text)."""
-            got = cache.get(text)
-            if got is None:
-                if len(cache) > 100_000:
-                    cache.clear()
-                result = count_segments(text)
-                got = cache[text] = result.segments * 2 + (result.encoding == "UCS-2")
-            return got
+    def measure(text: str) -> int:
+        """segments * 2, plus 1 for UCS-2 (one Python call per recipient, cached per text)."""
+        got = cache.get(text)
+        if got is None:
+            if len(cache) > 100_000:
+                cache.clear()
+            result = count_segments(text)
+            got = cache[text] = result.segments * 2 + (result.encoding == "UCS-2")
+        return got
 
-        conn.create_function("mkt_sms_measure", 1, measure, deterministic=True)
+    conn.create_function("mkt_sms_measure", 1, measure, deterministic=True)
 
 
 def estimate_cost(conn: sqlite3.Connection, workspace_id: int, message: str,
@@ -729,7 +728,8 @@ def expand_recipients(conn: sqlite3.Connection, campaign: sqlite3.Row) -> bool:
 
     workspace_id = campaign["workspace_id"]
     renderer = Renderer(conn, workspace_id, campaign["message"])
-    _register_functions(conn, renderer if renderer.has_tags else None)
+    if renderer.has_tags:
+        _register_renderer(conn, renderer)
     prices = price_units(conn, workspace_id)
     # Links can only appear through the message or a merge tag's value.
     track_links = sms_links.tracking_on(conn, workspace_id) and (
