@@ -73,9 +73,10 @@ def _rank(row: sqlite3.Row) -> int:
 def twilio_status(conn: sqlite3.Connection, params: dict[str, str], given_signature: str | None) -> dict[str, Any]:
     """A delivery report: move the message forward (never back), refund a failure the carrier
     never accepted. Answers what happened ({"changed": bool}); unknown messages change nothing."""
-    workspace_id = verify(conn, STATUS_PATH, params, given_signature)
-    with transaction(conn):
-        return _apply_status(conn, workspace_id, params, clock.now())
+    [result] = twilio_status_batch(conn, [(params, given_signature)])
+    if isinstance(result, MktError):
+        raise result
+    return result
 
 
 def twilio_status_batch(conn: sqlite3.Connection,
