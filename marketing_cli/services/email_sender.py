@@ -279,7 +279,7 @@ def send(conn: sqlite3.Connection, payload: dict[str, Any]) -> None:
                          (campaign_id,))
     if row is None or row["status"] != "SENDING":
         return
-    with transaction(conn):  # a runner that died mid-round: its messages go again (at most one round)
+    with transaction(conn):  # a runner that died mid-round: its messages go again (at most ROUNDS_IN_FLIGHT rounds)
         conn.execute("UPDATE email_messages SET status = 'queued' WHERE campaign_id = ? AND status = 'sending'",
                      (campaign_id,))
     run = _Send(conn, row)
