@@ -35,8 +35,8 @@ sys.path.insert(0, str(HERE))
 from common import median_seconds as median  # noqa: E402
 from common import row  # noqa: E402
 
-from marketing_cli import clock  # noqa: E402
 from marketing_cli.db import connect, transaction  # noqa: E402
+from marketing_cli.kernel import clock  # noqa: E402
 
 BATCH = 50_000
 DOMAINS = (["gmail.com"] * 30 + ["hotmail.com"] * 8 + ["outlook.com"] * 6 + ["yahoo.com"] * 8 + ["aol.com"] * 2
@@ -65,21 +65,22 @@ EVENTS = (  # (column, extra assignments, which ids): ids hash to 0-9999 through
 
 
 def _campaign(conn, ws: int) -> dict:  # noqa: ANN001
-    from marketing_cli.services import campaigns
+    from marketing_cli.services.email import campaigns
 
     created = campaigns.create_campaign(conn, ws, {"name": "Bench", "type": "AB_TESTING"})
     return {"id": created["id"], **{v["type"]: v["id"] for v in created["variants"]}}
 
 
 def build(path: Path, n: int) -> dict:
-    from marketing_cli.services import campaign_stats, workspaces
+    from marketing_cli.services.account import workspaces
+    from marketing_cli.services.email import stats
 
     conn = connect(path)
     ws = workspaces.create_workspace(conn, "Bench")["workspace"]["id"]
     campaign = _campaign(conn, ws)
     conn.execute("CREATE TEMP TABLE bench_domains (n INTEGER PRIMARY KEY, domain TEXT, provider TEXT)")
     conn.executemany("INSERT INTO bench_domains VALUES (?, ?, ?)",
-                     [(i, d, campaign_stats.provider_of(d)) for i, d in enumerate(DOMAINS)])
+                     [(i, d, stats.provider_of(d)) for i, d in enumerate(DOMAINS)])
     now = clock.now()
     for start in range(0, n, BATCH):
         with transaction(conn):
@@ -94,7 +95,7 @@ def build(path: Path, n: int) -> dict:
                 conn.execute(f"UPDATE email_messages SET {column} = ?{also} WHERE id IN (SELECT id FROM"
                              f" (SELECT id, (id * 7919) % 10000 AS h FROM email_messages WHERE id >= ? AND id < ?)"
                              f" WHERE {where})", (now, low, low + BATCH))
-    links = {v: list(campaign_stats.register_links(conn, campaign["id"], campaign[v],
+    links = {v: list(stats.register_links(conn, campaign["id"], campaign[v],
                                                    [f"https://shop.example/{v}/{i}" for i in range(8)]).values())
              for v in ("A", "B")}
     variant_of = {campaign["A"]: "A", campaign["B"]: "B"}
@@ -105,7 +106,7 @@ def build(path: Path, n: int) -> dict:
         device = rnd.choice(DEVICES)
         os_name, country = rnd.choice(OS_BY_DEVICE[device]), rnd.choice(COUNTRIES)
         for _ in range(rnd.choice((1, 1, 1, 2, 3))):
-            campaign_stats.record_click(conn, message_id, rnd.choice(links[variant_of[variant_id]]), device,
+            stats.record_click(conn, message_id, rnd.choice(links[variant_of[variant_id]]), device,
                                         os_name, country)
     conn.execute("ANALYZE")
     return {"conn": conn, "ws": ws, "campaign": campaign, "clickers": len(clickers)}
@@ -118,7 +119,7 @@ SCAN = (
 
 
 def run(quick: bool) -> list[dict]:
-    from marketing_cli.services import campaign_stats
+    from marketing_cli.services.email import stats
 
     n = 50_000 if quick else 1_000_000
     repeat = 9
@@ -128,13 +129,13 @@ def run(quick: bool) -> list[dict]:
         world = build(Path(tmp) / "bench.db", n)
         load_seconds = time.perf_counter() - started
         conn, ws, cid = world["conn"], world["ws"], world["campaign"]["id"]
-        result = campaign_stats.get_campaign_statistics(conn, ws, cid)
+        result = stats.get_campaign_statistics(conn, ws, cid)
         scanned = {r[0]: list(r[1:]) for r in conn.execute(SCAN, (cid,))}
         for v in result["variant_stats"]:  # the counters agree with the rows
-            assert [v[k] for k in campaign_stats.COUNTERS] == scanned[v["variant_id"]], (v, scanned)
+            assert [v[k] for k in stats.COUNTERS] == scanned[v["variant_id"]], (v, scanned)
         assert result["aggregate"]["clicked"] == world["clickers"]
         count_sql = "SELECT count(*) FROM email_messages WHERE campaign_id = ?"
-        t_stats = median(lambda: campaign_stats.get_campaign_statistics(conn, ws, cid), repeat)
+        t_stats = median(lambda: stats.get_campaign_statistics(conn, ws, cid), repeat)
         t_count = median(lambda: conn.execute(count_sql, (cid,)).fetchone(), repeat)
         t_scan = median(lambda: conn.execute(SCAN, (cid,)).fetchall(), 3)
         conn.close()

@@ -37,11 +37,12 @@ sys.path.insert(0, str(HERE))
 
 from common import median_seconds, row  # noqa: E402
 
-from marketing_cli import clock  # noqa: E402
 from marketing_cli.db import connect, transaction  # noqa: E402
-from marketing_cli.ids import new_id  # noqa: E402
+from marketing_cli.kernel import clock  # noqa: E402
+from marketing_cli.kernel.ids import new_id  # noqa: E402
+from marketing_cli.services.contacts.bulk import BATCH_SIZE as BATCH  # noqa: E402
+from marketing_cli.services.contacts.bulk import IMPORT_CACHE_KIB
 
-from marketing_cli.services.contacts_io import BATCH_SIZE as BATCH, IMPORT_CACHE_KIB  # noqa: E402
 PLANS = ("free", "basic", "pro", "enterprise")
 COUNTRIES = ("US", "GB", "FR", "DE", "ES", "IT", "NL", "BR", "MX", "CA", "AU", "IN", "JP", "SE", "PL")
 DOMAINS = tuple(f"mail{i}.example.com" for i in range(20)) + ("gmail.com", "yahoo.com", "outlook.com")
@@ -83,7 +84,8 @@ def write_csv(path: Path, n: int, seed: int = 7) -> None:
 
 def fresh_db(path: Path) -> tuple[object, int, dict[str, int]]:
     """A new database with one workspace, its allowance raised and the five bench fields."""
-    from marketing_cli.services import billing, fields, workspaces
+    from marketing_cli.services.account import billing, workspaces
+    from marketing_cli.services.contacts import fields
 
     for suffix in ("", "-wal", "-shm"):
         if os.path.exists(str(path) + suffix):
@@ -150,7 +152,7 @@ def median_ms(fn, repeat: int) -> float:  # noqa: ANN001
 
 
 def run(quick: bool) -> list[dict]:
-    from marketing_cli.services import contacts_io
+    from marketing_cli.services.contacts import bulk
 
     n = int(os.environ.get("MKT_BENCH_CONTACTS", 20_000 if quick else 1_000_000))
     out: list[dict] = []
@@ -170,7 +172,7 @@ def run(quick: bool) -> list[dict]:
         conn, ws, ids = fresh_db(db)
         started = time.perf_counter()
         with open(csv_path, newline="", encoding="utf-8") as handle:
-            summary = contacts_io.import_contacts(conn, ws, handle, batch_size=BATCH)
+            summary = bulk.import_contacts(conn, ws, handle, batch_size=BATCH)
         import_seconds = time.perf_counter() - started
         assert summary["created"] == n and summary["skipped"] == 0, summary
         bare_rate, import_rate = n / bare_seconds, n / import_seconds
@@ -215,7 +217,7 @@ def run(quick: bool) -> list[dict]:
 
 
 def _search_rows(conn, ws: int, ids: dict[str, int], n: int, repeat: int) -> list[dict]:
-    from marketing_cli.services.contact_search import search_contacts
+    from marketing_cli.services.contacts.search import search_contacts
 
     limit = 50
     target_email = f"user{n // 2}@{DOMAINS[(n // 2) % len(DOMAINS)]}"

@@ -30,7 +30,7 @@ CLIENTS = 4
 
 def _setup_db(directory: Path, contacts: int) -> tuple[Path, str]:
     from marketing_cli.db import connect
-    from marketing_cli.services import contacts_io
+    from marketing_cli.services.contacts import bulk
 
     db = directory / "bench.db"
     out = subprocess.run(python_cmd("-m", "marketing_cli", "--db", str(db), "init", "--name", "Bench", "--json"),
@@ -39,7 +39,7 @@ def _setup_db(directory: Path, contacts: int) -> tuple[Path, str]:
                               "100000000"), capture_output=True, check=True)
     csv_text = "email,first_name\n" + "".join(f"person{i}@example.com,Name{i}\n" for i in range(contacts))
     conn = connect(db)
-    contacts_io.import_contacts(conn, 1, csv_text.splitlines(keepends=True))
+    bulk.import_contacts(conn, 1, csv_text.splitlines(keepends=True))
     conn.close()
     return db, json.loads(out)["api_key"]
 

@@ -38,9 +38,9 @@ sys.path.insert(0, str(HERE))
 from common import median_seconds as median  # noqa: E402
 from common import row  # noqa: E402
 
-from marketing_cli import clock  # noqa: E402
 from marketing_cli.db import connect, transaction  # noqa: E402
-from marketing_cli.ids import new_id  # noqa: E402
+from marketing_cli.kernel import clock  # noqa: E402
+from marketing_cli.kernel.ids import new_id  # noqa: E402
 
 BATCH = 10_000
 COUNTRIES = ("US", "GB", "FR", "DE", "ES", "IT", "NL", "BR", "MX", "CA", "AU", "IN", "JP", "SE", "PL")
@@ -59,7 +59,8 @@ INSERT = (
 
 
 def build(path: Path, n: int) -> dict:
-    from marketing_cli.services import billing, fields, tags, workspaces
+    from marketing_cli.services.account import billing, workspaces
+    from marketing_cli.services.contacts import fields, tags
 
     conn = connect(path)
     ws = workspaces.create_workspace(conn, "Bench")["workspace"]["id"]
@@ -100,7 +101,7 @@ def build(path: Path, n: int) -> dict:
 
 
 def run(quick: bool) -> list[dict]:
-    from marketing_cli.services import audience, segments
+    from marketing_cli.services.contacts import audience, segments
 
     n = 20_000 if quick else 1_000_000
     repeat = 5

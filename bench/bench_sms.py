@@ -42,7 +42,7 @@ def varied_messages(n: int, seed: int = 7) -> list[str]:
 
 
 def bench_segments(n: int) -> list[dict]:
-    from marketing_cli.services.sms_segments import count_segments
+    from marketing_cli.services.sms.segments import count_segments
 
     messages = varied_messages(n)
     count_segments("warm up 😀 " * 20)
@@ -64,10 +64,12 @@ def bench_segments(n: int) -> list[dict]:
 def build(path: Path, n: int) -> tuple[Any, int]:
     """A workspace of n contacts with phone numbers: 90% US (many area codes), 8% GB, 2% IN
     (enabled without a price: suppressed), a first name each; sender ID and a large balance."""
-    from marketing_cli import clock
     from marketing_cli.db import connect
-    from marketing_cli.ids import new_id
-    from marketing_cli.services import fields, sms_ledger, workspaces
+    from marketing_cli.kernel import clock
+    from marketing_cli.kernel.ids import new_id
+    from marketing_cli.services.account import workspaces
+    from marketing_cli.services.contacts import fields
+    from marketing_cli.services.sms import ledger as sms_ledger
 
     conn = connect(path)
     ws = workspaces.create_workspace(conn, "Bench")["workspace"]["id"]
@@ -99,7 +101,7 @@ def build(path: Path, n: int) -> tuple[Any, int]:
 
 
 def make_campaign(conn: Any, ws: int, message: str) -> Any:
-    from marketing_cli.services import sms_campaigns
+    from marketing_cli.services.sms import campaigns as sms_campaigns
 
     c = sms_campaigns.create_campaign(conn, ws, {"name": "Bench"})
     sms_campaigns.update_campaign(conn, ws, c["id"], {"message": message, "audience": [{"type": "ENTIRE_AUDIENCE"}]})
@@ -112,7 +114,7 @@ def raw_insert(conn: Any, ws: int, body: str = "NULL") -> float:
     """The baseline: the same rows into a copy of sms_messages (the same columns and indexes,
     copied from the schema; no foreign key) in one INSERT ... SELECT. `body`: the SQL of the
     text stored per recipient (NULL: the campaign's message, as a plain campaign stores it)."""
-    from marketing_cli import clock
+    from marketing_cli.kernel import clock
 
     conn.execute("DROP TABLE IF EXISTS raw_messages")
     sql = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'sms_messages'").fetchone()[0]
@@ -138,7 +140,7 @@ def bench_expansion(sizes: tuple[int, int]) -> list[dict]:
     import tempfile
     import tracemalloc
 
-    from marketing_cli.services import sms_campaigns
+    from marketing_cli.services.sms import campaigns as sms_campaigns
 
     rows, peaks = [], {}
     for n in sizes:

@@ -91,11 +91,13 @@ def prepare(folder: Path, n: int, standin: str, public: str) -> tuple[Path, str,
     base URL at the `mkt serve` of part (c), and a campaign scheduled NOW; (db, campaign id, API key)."""
     from bench_sms import build
 
-    from marketing_cli.services import keys, sms_campaigns, sms_providers, workspaces
+    from marketing_cli.services.account import keys, workspaces
+    from marketing_cli.services.sms import campaigns as sms_campaigns
+    from marketing_cli.services.sms import providers
 
     db = folder / "twilio.db"
     conn, ws = build(db, n)
-    sms_providers.set_provider(conn, ws, "twilio", account_sid=SID, auth_token=TOKEN, base_url=standin)
+    providers.set_provider(conn, ws, "twilio", account_sid=SID, auth_token=TOKEN, base_url=standin)
     workspaces.update_operator_settings(conn, ws, tracking_url=public)
     key = keys.create_key(conn, ws, "bench")["key"]
     campaign = sms_campaigns.create_campaign(conn, ws, {"name": "Bench"})
@@ -122,7 +124,7 @@ def run_job(db: Path) -> float:
 
 def signed_requests(db: Path, port: int, public: str, count: int) -> list[bytes]:
     """`count` StatusCallbacks ('delivered') for handed-over messages, signed as Twilio signs them."""
-    from marketing_cli.services.sms_webhooks import STATUS_PATH, signature
+    from marketing_cli.services.sms.webhooks import STATUS_PATH, signature
 
     with sqlite3.connect(db) as conn:
         rows = conn.execute("SELECT provider_ref, phone FROM sms_messages WHERE provider = 'twilio'"
@@ -210,7 +212,7 @@ def callbacks(db: Path, port: int, public: str, campaign_id: str, key: str, coun
 def run(quick: bool) -> list[dict]:
     n = 3_000 if quick else 100_000
     seconds_of_callbacks = 3 if quick else 10
-    concurrency = 8  # mkt's default MKT_SMS_CONCURRENCY (services/pacing.py)
+    concurrency = 8  # mkt's default MKT_SMS_CONCURRENCY (kernel/pacing.py)
     standin, base = _standin()
     serve_port = free_port()
     public = f"http://127.0.0.1:{serve_port}"

@@ -217,6 +217,16 @@ def read_snapshot(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     conn.execute("COMMIT")
 
 
+def instance_secret(conn: sqlite3.Connection, name: str = "tracking") -> bytes:
+    """The installation's secret of that name, made (once, race-free) on first use."""
+    row = conn.execute("SELECT value FROM instance_secrets WHERE name = ?", (name,)).fetchone()
+    if row is not None:
+        return bytes(row[0])
+    with transaction(conn):
+        conn.execute("INSERT OR IGNORE INTO instance_secrets (name, value) VALUES (?, ?)", (name, os.urandom(32)))
+        return bytes(conn.execute("SELECT value FROM instance_secrets WHERE name = ?", (name,)).fetchone()[0])
+
+
 class Database:
     """A database file shared by threads: one connection per thread, opened on first use."""
 

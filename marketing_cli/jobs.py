@@ -55,9 +55,9 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from marketing_cli import clock
 from marketing_cli.db import connect, transaction
 from marketing_cli.errors import MktError
+from marketing_cli.kernel import clock
 from marketing_cli.leases import Renewer
 
 log = logging.getLogger("mkt.jobs")

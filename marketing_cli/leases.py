@@ -1,6 +1,6 @@
 """Leases held by a live process: a thread that renews one while the work it covers runs.
 
-A job lease (jobs.py) and the contacts import/export lock (services/contact_io_lock.py)
+A job lease (jobs.py) and the contacts import/export lock (services/contacts/io_lock.py)
 are rows with an expiry. The process doing the work renews the row from a thread of its
 own, on a connection of its own, every `interval` seconds (a third of the expiry), for
 as long as the work runs: however long one step of the work takes (a segment count of a

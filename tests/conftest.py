@@ -55,7 +55,7 @@ def conn(db_path: Path) -> Iterator[Any]:
 
 @pytest.fixture
 def workspace(conn: Any) -> dict[str, Any]:
-    from marketing_cli.services import workspaces
+    from marketing_cli.services.account import workspaces
 
     created = workspaces.create_workspace(conn, "Test workspace")
     return {"id": created["workspace"]["id"], "api_key": created["api_key"], **created["workspace"]}
@@ -111,7 +111,7 @@ def cli_json(cli: Callable[..., Any]) -> Callable[..., Any]:
 @pytest.fixture
 def segment_world(conn: Any, workspace: dict[str, Any]) -> dict[str, Any]:
     """Three contacts, a City field and a vip tag (the API and CLI segment tests)."""
-    from marketing_cli.services import fields, tags
+    from marketing_cli.services.contacts import fields, tags
     from tests.factories import filter_contact as add_contact
 
     ws = workspace["id"]
@@ -230,7 +230,7 @@ def _domains_test_env(monkeypatch: pytest.MonkeyPatch) -> None:
     Adding a domain generates an RSA-2048 key, 0.1-0.8 s on this machine: domains made in
     tests take real key pairs in turn from a pool of four made once per process, so two
     domains in a row still differ. test_services_domains checks the real generator."""
-    from marketing_cli.services import domains
+    from marketing_cli.services.email import domains
 
     monkeypatch.delenv("MKT_DNS_SERVER", raising=False)
     monkeypatch.delenv("MKT_SPF_MECHANISMS", raising=False)

@@ -11,27 +11,27 @@ import sqlite3
 from datetime import timedelta
 from typing import Any
 
-from marketing_cli import clock, ids
-from marketing_cli.ids import new_id
-from marketing_cli.services import workspaces
+from marketing_cli.kernel import clock, ids
+from marketing_cli.kernel.ids import new_id
+from marketing_cli.services.account import workspaces
 
 
 def workspace(conn: sqlite3.Connection, name: str = "Test workspace") -> dict[str, Any]:
     """A workspace with its first key: {"id", "api_key", ...Workspace}."""
-    from marketing_cli.services import workspaces
+    from marketing_cli.services.account import workspaces
 
     created = workspaces.create_workspace(conn, name)
     return {"id": created["workspace"]["id"], "api_key": created["api_key"], **created["workspace"]}
 
 
 def tag(conn: sqlite3.Connection, workspace_id: int, name: str) -> int:
-    from marketing_cli.services import tags
+    from marketing_cli.services.contacts import tags
 
     return tags.create_tag(conn, workspace_id, {"name": name})["id"]
 
 
 def field(conn: sqlite3.Connection, workspace_id: int, merge_tag: str, type_: str = "TEXT", **extra: Any) -> int:
-    from marketing_cli.services import fields
+    from marketing_cli.services.contacts import fields
 
     body = {"label": extra.pop("label", merge_tag.replace("_", " ").title()), "merge_tag": merge_tag,
             "type": type_, **extra}
@@ -41,7 +41,7 @@ def field(conn: sqlite3.Connection, workspace_id: int, merge_tag: str, type_: st
 def contact(conn: sqlite3.Connection, workspace_id: int, email: str | None = None, *,
             status: str = "SUBSCRIBED", tags: list[int] | None = None, **values: Any) -> dict[str, Any]:
     """A contact made by POST /v1/contacts/upsert's service; `values` are merge_tag=value."""
-    from marketing_cli.services import contacts
+    from marketing_cli.services.contacts import records as contacts
 
     body: dict[str, Any] = {"fields": values, "status": status}
     if email is not None:
@@ -54,7 +54,7 @@ def contact(conn: sqlite3.Connection, workspace_id: int, email: str | None = Non
 
 
 def segment(conn: sqlite3.Connection, workspace_id: int, name: str, filters: dict[str, Any]) -> dict[str, Any]:
-    from marketing_cli.services import segments
+    from marketing_cli.services.contacts import segments
 
     return segments.create_segment(conn, workspace_id, {"name": name, "filters": filters})
 
@@ -64,7 +64,7 @@ def segment(conn: sqlite3.Connection, workspace_id: int, name: str, filters: dic
 def campaign_sender(conn: sqlite3.Connection, workspace_id: int, domain: str = "example.com",
                     local_part: str = "news", display_name: str = "News Team") -> int:
     """A sender identity on the workspace's domain of that name (added if missing); returns its id."""
-    from marketing_cli.services import domains, senders
+    from marketing_cli.services.email import domains, senders
 
     existing = [d for d in domains.list_domains(conn, workspace_id) if d["domain_name"] == domain]
     domain_id = existing[0]["id"] if existing else domains.add_domain(conn, workspace_id, domain)["id"]
@@ -75,7 +75,7 @@ def campaign_sender(conn: sqlite3.Connection, workspace_id: int, domain: str = "
 def campaign(conn: sqlite3.Connection, workspace_id: int, name: str = "Spring sale",
              type_: str = "SINGLE_VARIANT") -> dict[str, Any]:
     """A DRAFT email campaign (POST /v1/campaigns's service)."""
-    from marketing_cli.services import campaigns
+    from marketing_cli.services.email import campaigns
 
     return campaigns.create_campaign(conn, workspace_id, {"name": name, "type": type_})
 
@@ -84,7 +84,7 @@ def ready_campaign(conn: sqlite3.Connection, workspace_id: int, *, html: str = "
                    subject: str = "Hello {{contact.first_name|friend}}", preview_text: str = "A preview",
                    reply_to: dict[str, str] | None = None, domain: str = "example.com") -> dict[str, Any]:
     """A SINGLE_VARIANT campaign with a sender, an audience, variant A's subject and HTML."""
-    from marketing_cli.services import campaign_html, campaigns
+    from marketing_cli.services.email import campaigns, variant_html
 
     created = campaign(conn, workspace_id)
     sender_body: dict[str, Any] = {"sender_identity_id": campaign_sender(conn, workspace_id, domain)}
@@ -93,7 +93,7 @@ def ready_campaign(conn: sqlite3.Connection, workspace_id: int, *, html: str = "
     campaigns.configure_campaign(conn, workspace_id, created["id"], {
         "sender": sender_body, "audience": {"type": "ENTIRE_AUDIENCE"},
         "variants": [{"type": "A", "subject": subject, "preview_text": preview_text}]})
-    campaign_html.set_variant_html(conn, workspace_id, created["id"], "A", {"html": html})
+    variant_html.set_variant_html(conn, workspace_id, created["id"], "A", {"html": html})
     return campaigns.get_campaign(conn, workspace_id, created["id"])
 # ---------------------------------------------------------------- email campaign statistics
 
@@ -101,7 +101,7 @@ def ready_campaign(conn: sqlite3.Connection, workspace_id: int, *, html: str = "
 def email_campaign(conn: sqlite3.Connection, workspace_id: int, name: str = "Launch",
                    type_: str = "SINGLE_VARIANT") -> dict[str, Any]:
     """A DRAFT email campaign: {"id", "variants": {"A": id, "B": id}} (B for AB_TESTING only)."""
-    from marketing_cli.services import campaigns
+    from marketing_cli.services.email import campaigns
 
     created = campaigns.create_campaign(conn, workspace_id, {"name": name, "type": type_})
     return {"id": created["id"], "variants": {v["type"]: v["id"] for v in created["variants"]}}
@@ -110,10 +110,10 @@ def email_campaign(conn: sqlite3.Connection, workspace_id: int, name: str = "Lau
 def email_recipients(conn: sqlite3.Connection, workspace_id: int, campaign: dict[str, Any], emails: list[str],
                      variant: str = "A") -> list[int]:
     """Contacts for `emails` (made through the contacts service) queued as messages of one variant."""
-    from marketing_cli.services import campaign_stats
+    from marketing_cli.services.email import stats
 
     pairs = [(contact(conn, workspace_id, email)["id"], email) for email in emails]
-    return campaign_stats.add_messages(conn, campaign["id"], campaign["variants"][variant], pairs)
+    return stats.add_messages(conn, campaign["id"], campaign["variants"][variant], pairs)
 
 
 # --- templates ---------------------------------------------------------------------------------
@@ -122,7 +122,7 @@ def code_template(conn: sqlite3.Connection, workspace_id: int, html: str, name: 
     """A CODE template imported from HTML (import_format html)."""
     import base64
 
-    from marketing_cli.services import templates
+    from marketing_cli.services.email import templates
 
     return templates.create_template(conn, workspace_id, {
         "name": name, "type": "code", "import_format": "html",
@@ -137,13 +137,13 @@ def domain(conn: sqlite3.Connection, workspace_id: int, name: str = "example.com
 
     The free plan allows one domain; call `allow_domains` first for more.
     """
-    from marketing_cli.services import domains
+    from marketing_cli.services.email import domains
 
     return domains.add_domain(conn, workspace_id, name)
 
 
 def allow_domains(conn: sqlite3.Connection, workspace_id: int, n: int = 10) -> None:
-    from marketing_cli.services import billing
+    from marketing_cli.services.account import billing
 
     billing.set_allowance(conn, workspace_id, "domains", n)
 
@@ -151,7 +151,7 @@ def allow_domains(conn: sqlite3.Connection, workspace_id: int, n: int = 10) -> N
 def sender(conn: sqlite3.Connection, workspace_id: int, domain_id: int | None = None, local_part: str = "news",
            display_name: str = "News Team") -> dict[str, Any]:
     """A sender identity (as get_sender_identity returns it); adds example.com when no domain is given."""
-    from marketing_cli.services import senders
+    from marketing_cli.services.email import senders
 
     if domain_id is None:
         domain_id = domain(conn, workspace_id)["id"]
@@ -163,7 +163,7 @@ def sender(conn: sqlite3.Connection, workspace_id: int, domain_id: int | None = 
 def verified_domain(conn: sqlite3.Connection, workspace_id: int, dns: Any, name: str = "example.com") -> dict[str, Any]:
     """A domain whose records `dns` (the conftest `dns_server` fixture) publishes, verified
     through the real DNS check."""
-    from marketing_cli.services import domains
+    from marketing_cli.services.email import domains
 
     added = domain(conn, workspace_id, name)
     dns.publish(added)
@@ -236,15 +236,15 @@ SMS_TEXT = "Hi {{contact.first_name}}, our autumn sale starts today. Reply STOP 
 def sms_ready(conn: sqlite3.Connection, workspace_id: int, *, balance: str | None = "50",
               sender: str | None = "ACME") -> None:
     """A phone_number field, and optionally a sender ID and a prepaid balance."""
-    from marketing_cli.services import sms_ledger
+    from marketing_cli.services.sms import ledger
 
     if conn.execute("SELECT 1 FROM fields WHERE workspace_id = ? AND merge_tag = 'phone_number'",
                     (workspace_id,)).fetchone() is None:
         field(conn, workspace_id, "phone_number", label="Phone")
     if sender:
-        sms_ledger.set_sender_id(conn, workspace_id, sender)
+        ledger.set_sender_id(conn, workspace_id, sender)
     if balance:
-        sms_ledger.add_balance(conn, workspace_id, balance)
+        ledger.add_balance(conn, workspace_id, balance)
 
 
 def sms_contacts(conn: sqlite3.Connection, workspace_id: int, phones: list[str], **values: Any) -> list[dict[str, Any]]:
@@ -256,7 +256,7 @@ def sms_contacts(conn: sqlite3.Connection, workspace_id: int, phones: list[str],
 def sms_campaign(conn: sqlite3.Connection, workspace_id: int, name: str = "Autumn sale", *,
                  message: str | None = SMS_TEXT, audience: Any = None) -> dict[str, Any]:
     """A DRAFT SMS campaign with a message and (by default) the entire audience."""
-    from marketing_cli.services import sms_campaigns
+    from marketing_cli.services.sms import campaigns as sms_campaigns
 
     created = sms_campaigns.create_campaign(conn, workspace_id, {"name": name})
     body: dict[str, Any] = {"audience": audience or [{"type": "ENTIRE_AUDIENCE"}]}
@@ -483,9 +483,9 @@ class TwilioStandIn:
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        from marketing_cli.services import sms_providers
+        from marketing_cli.services.sms import providers
 
-        sms_providers.close_clients()
+        providers.close_clients()
         self._server.shutdown()
         self._server.server_close()
         self._thread.join()
@@ -501,7 +501,8 @@ def workspace_world(conn: sqlite3.Connection, marker: str, *, email: str, phone:
     contact's email and phone are identifiers a caller may send, so they do not carry the marker."""
     import base64
 
-    from marketing_cli.services import campaign_html, campaigns, events, templates
+    from marketing_cli.services.contacts import events
+    from marketing_cli.services.email import campaigns, templates, variant_html
 
     ws = workspace(conn, f"{marker} workspace")
     wid = ws["id"]
@@ -524,7 +525,7 @@ def workspace_world(conn: sqlite3.Connection, marker: str, *, email: str, phone:
         "variants": [{"type": t, "subject": f"{marker} subject {t}", "preview_text": f"{marker} preview"}
                      for t in ("A", "B")]})
     for t in ("A", "B"):
-        campaign_html.set_variant_html(conn, wid, mail["id"], t, {"html": f"<p>Hello {marker} {t}</p>"})
+        variant_html.set_variant_html(conn, wid, mail["id"], t, {"html": f"<p>Hello {marker} {t}</p>"})
     sms = sms_campaign(conn, wid, f"{marker} sms", message=f"Hi {marker}, our sale starts today.",
                        audience=[{"type": "TAGS", "include_tag_ids": [vip]}])
     events.track_event(conn, wid, {"event_name": f"{marker}_signup", "email_address": email,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from marketing_cli.services import campaign_stats as stats
+from marketing_cli.services.email import stats
 from tests import factories
 from tests.conftest import error_of
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from marketing_cli import jobs
-from marketing_cli.services import campaign_html, campaign_test_email, campaigns
+from marketing_cli.services.email import campaigns, test_emails, variant_html
 from tests import factories as f
 from tests.conftest import error_of
 from tests.smtp_server import SmtpServer
@@ -48,7 +48,7 @@ def test_create_get_and_list(client: Any, auth: dict[str, str]) -> None:
     ("post", "/v1/campaigns/%20/variants/A/html", b"{nope", campaigns.ID_REQUIRED),
     ("post", "/v1/campaigns/{id}/variants/X/html", b"{nope", campaigns.VARIANT_TYPE_INVALID),
     ("post", "/v1/campaigns/{id}/variants/a/html", b"{nope", campaigns.INVALID_BODY),
-    ("post", "/v1/campaigns/{id}/variants/a/html", b'{"html": ""}', campaign_html.HTML_REQUIRED),
+    ("post", "/v1/campaigns/{id}/variants/a/html", b'{"html": ""}', variant_html.HTML_REQUIRED),
     ("post", "/v1/campaigns/ffffffffffffffffffffffff/variants/a/html", b'{"html": "<p>x</p>"}', campaigns.NOT_FOUND),
     ("post", "/v1/campaigns/{id}/variants/B/html", b'{"html": "<p>x</p>"}', campaigns.VARIANT_NOT_FOUND),
     ("get", "/v1/campaigns/{id}/variants/B/html", None, campaigns.VARIANT_NOT_FOUND),
@@ -58,10 +58,10 @@ def test_create_get_and_list(client: Any, auth: dict[str, str]) -> None:
     ("post", "/v1/campaigns/{id}/test", b'{"variant_type": "Z", "recipient": "a@example.org"}',
      campaigns.VARIANT_TYPE_INVALID),
     ("post", "/v1/campaigns/{id}/test", b'{"variant_type": "A", "recipient": "nope"}',
-     campaign_test_email.RECIPIENT_INVALID),
+     test_emails.RECIPIENT_INVALID),
     ("post", "/v1/campaigns/abc/test", b'{"variant_type": "A", "recipient": "a@example.org"}', campaigns.NOT_FOUND),
     ("post", "/v1/campaigns/{id}/test", b'{"variant_type": "A", "recipient": "a@example.org"}',
-     campaign_test_email.NO_SENDER),
+     test_emails.NO_SENDER),
 ])
 def test_error_messages(client: Any, auth: dict[str, str], method: str, path: str, body: bytes | None,
                         message: str) -> None:
@@ -98,11 +98,11 @@ def test_variant_html_set_get_lock_and_preview(client: Any, auth: dict[str, str]
     data = response.json()["data"]
     assert data["template_type"] == "CODE" and data["body_json"] is None and data["type"] == "A"
     assert "script" not in data["body_html"] and "onclick" not in data["body_html"]
-    assert data["warnings"] == [campaign_html.UNKNOWN_TAG_WARNING.format(tag="{{contact.nick}}")]
+    assert data["warnings"] == [variant_html.UNKNOWN_TAG_WARNING.format(tag="{{contact.nick}}")]
     got = client.get(f"/v1/campaigns/{made['id']}/variants/A/html", headers=auth).json()
     assert got == {"error": None, "data": {k: v for k, v in data.items() if k != "warnings"}}
     missing = client.get(f"/v1/campaigns/{made['id']}/variants/A/preview", headers=auth)
-    assert error_of(missing) == (404, campaign_html.NO_PREVIEW)
+    assert error_of(missing) == (404, variant_html.NO_PREVIEW)
     jobs.run_due(conn)
     preview = client.get(f"/v1/campaigns/{made['id']}/variants/A/preview", headers=auth)
     assert preview.status_code == 200 and preview.headers["content-type"].startswith("image/svg+xml")
@@ -112,7 +112,7 @@ def test_variant_html_set_get_lock_and_preview(client: Any, auth: dict[str, str]
     campaigns.set_campaign_status(conn, made["id"], "QUEUED")
     campaigns.set_campaign_status(conn, made["id"], "PREPROCESSING")
     locked = client.post(f"/v1/campaigns/{made['id']}/variants/A/html", headers=auth, json={"html": "<p>x</p>"})
-    assert error_of(locked) == (400, campaign_html.LOCKED)
+    assert error_of(locked) == (400, variant_html.LOCKED)
 
 
 def test_send_test_email_to_a_real_smtp_server(client: Any, auth: dict[str, str], conn: Any,
@@ -130,12 +130,12 @@ def test_send_test_email_to_a_real_smtp_server(client: Any, auth: dict[str, str]
 def test_test_email_rate_limit_is_429_with_retry_after(client: Any, auth: dict[str, str], conn: Any,
                                                       workspace: dict[str, Any], tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(campaign_test_email.LIMITS_ENV, "1,5,5")
+    monkeypatch.setenv(test_emails.LIMITS_ENV, "1,5,5")
     ready = f.ready_campaign(conn, workspace["id"])
     body = {"variant_type": "A", "recipient": "ops@example.org"}
     assert client.post(f"/v1/campaigns/{ready['id']}/test", headers=auth, json=body).status_code == 200
     response = client.post(f"/v1/campaigns/{ready['id']}/test", headers=auth, json=body)
-    assert error_of(response) == (429, campaign_test_email.PER_MINUTE) and response.headers["Retry-After"]
+    assert error_of(response) == (429, test_emails.PER_MINUTE) and response.headers["Retry-After"]
     assert len(list((tmp_path / "outbox").glob("*.eml"))) == 1
 
 
@@ -145,9 +145,9 @@ def test_state_messages_of_send_test_email(client: Any, auth: dict[str, str], co
     made = _create(client, auth)
     campaigns.configure_campaign(conn, ws, made["id"], {"sender": {"sender_identity_id": f.campaign_sender(conn, ws)}})
     url, body = f"/v1/campaigns/{made['id']}/test", {"variant_type": "A", "recipient": "a@example.org"}
-    assert error_of(client.post(url, headers=auth, json=body)) == (400, campaign_test_email.NO_SUBJECT)
+    assert error_of(client.post(url, headers=auth, json=body)) == (400, test_emails.NO_SUBJECT)
     campaigns.configure_campaign(conn, ws, made["id"], {"variants": [{"type": "A", "subject": "Subject"}]})
-    assert error_of(client.post(url, headers=auth, json=body)) == (400, campaign_test_email.NO_CONTENT)
+    assert error_of(client.post(url, headers=auth, json=body)) == (400, test_emails.NO_CONTENT)
     assert error_of(client.post(url, headers=auth, json={**body, "variant_type": "B"})) == \
         (400, campaigns.VARIANT_NOT_FOUND)
 

@@ -133,7 +133,7 @@ def test_search_is_not_taken_for_a_contact_id(client, auth, people):
 
 
 def test_other_workspace_sees_nothing(client, auth, people, conn):
-    from marketing_cli.services import workspaces
+    from marketing_cli.services.account import workspaces
 
     other = workspaces.create_workspace(conn, "Other")
     response = search(client, {"Authorization": f"Bearer {other['api_key']}"}, {})

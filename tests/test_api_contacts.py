@@ -106,7 +106,7 @@ def test_fixed_paths_win_over_contact_id(client, auth) -> None:
 
 
 def test_other_workspace_cannot_see_contact(client, auth, conn) -> None:
-    from marketing_cli.services import workspaces
+    from marketing_cli.services.account import workspaces
 
     other = workspaces.create_workspace(conn, "Other")
     created = client.post("/v1/contacts/upsert", json={"email_address": "a@example.com"}, headers=auth).json()["data"]
@@ -117,7 +117,7 @@ def test_other_workspace_cannot_see_contact(client, auth, conn) -> None:
 
 
 def test_huge_number_values_never_break_reads(client, auth, conn, workspace):
-    from marketing_cli.services import fields
+    from marketing_cli.services.contacts import fields
 
     fields.create_field(conn, workspace["id"], {"label": "Age", "merge_tag": "age", "type": "NUMBER"})
     r = client.post("/v1/contacts", headers=auth,

@@ -14,7 +14,9 @@ import pytest
 
 from marketing_cli.api import contacts_io as api_contacts_io
 from marketing_cli.db import connect
-from marketing_cli.services import contacts_io, fields, tags, workspaces
+from marketing_cli.services.account import workspaces
+from marketing_cli.services.contacts import bulk as contacts_io
+from marketing_cli.services.contacts import fields, tags
 from tests.factories import error_of
 
 SAMPLE = ("Email,First Name,Age\nann@example.com,Ann,30\nbad-address,Bob,2\nCy@Example.com,Cy,x\n"

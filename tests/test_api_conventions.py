@@ -19,7 +19,7 @@ def test_missing_and_invalid_keys(client: Any, method: str, path: str) -> None:
 
 
 def test_revoked_key_is_refused_at_once(client: Any, conn: Any, workspace: dict) -> None:
-    from marketing_cli.services import keys
+    from marketing_cli.services.account import keys
 
     created = keys.create_key(conn, workspace["id"], "soon revoked")
     headers = {"Authorization": f"Bearer {created['key']}"}
@@ -55,7 +55,7 @@ def test_body_over_limit_without_content_length_is_413(client: Any, auth: dict) 
 
 
 def test_unexpected_errors_are_500_with_the_error_body(client: Any, auth: dict, monkeypatch: Any) -> None:
-    from marketing_cli.services import merge_tags
+    from marketing_cli.services.contacts import merge_tags
 
     def broken(*args: Any) -> None:
         raise RuntimeError("bug")

@@ -94,7 +94,7 @@ MAY_SUCCEED = {
 
 def missing_world() -> dict[str, Any]:
     """Ids and identifiers that exist in no workspace: B's answer to A's must be the same."""
-    from marketing_cli.ids import new_id
+    from marketing_cli.kernel.ids import new_id
 
     hex_ids = {name: new_id() for name in ("contact", "campaign", "sms_campaign")}
     ints = {name: 10**6 + n for n, name in enumerate(("tag", "field", "segment", "domain", "sender", "template",
@@ -521,7 +521,7 @@ def test_an_unmapped_id_member_is_noticed() -> None:
 def test_the_sweep_finds_a_leak(client: Any, conn: sqlite3.Connection,
                                 worlds: tuple[dict[str, Any], dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> None:
     """A tag lookup that forgets the workspace shows A's tag to B: the checks above see it."""
-    from marketing_cli.services import contacts
+    from marketing_cli.services.contacts import records as contacts
 
     a, b = worlds
     real = contacts.tags_by_id

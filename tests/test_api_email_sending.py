@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from marketing_cli import jobs
-from marketing_cli.services import campaign_stats, domains
+from marketing_cli.services.email import domains
+from marketing_cli.services.email import stats as campaign_stats
 from tests import factories
 from tests.smtp_server import SmtpServer
 
@@ -30,7 +31,7 @@ WINDOWS = ("Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML,
 def sent(conn: sqlite3.Connection, workspace: dict[str, Any], monkeypatch: pytest.MonkeyPatch,
          client: Any, auth: dict[str, str]) -> dict[str, Any]:
     """A campaign sent through a real SMTP server to ann and bob; their parsed messages."""
-    from marketing_cli.services import domain_dns
+    from marketing_cli.services.email import dns_check as domain_dns
 
     monkeypatch.setattr(domain_dns, "check_records", lambda records: [
         {"purpose": r["purpose"], "type": r["type"], "host": r["host"], "found": [r["value"]], "verified": True,
@@ -156,7 +157,7 @@ def test_bounces_endpoint(client: Any, auth: dict[str, str], sent: dict[str, Any
 
 
 def test_soft_bounces_clean_after_the_limit(conn: sqlite3.Connection, workspace: dict[str, Any]) -> None:
-    from marketing_cli.services import bounces
+    from marketing_cli.services.email import bounces
 
     ws = workspace["id"]
     contact_id = factories.contact(conn, ws, "soft@example.org")["id"]

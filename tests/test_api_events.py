@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from marketing_cli.services import billing
+from marketing_cli.services.account import billing
 from tests.factories import error_of
 from tests.factories import row_contact as add_contact
 from tests.factories import row_field as add_field

@@ -24,7 +24,7 @@ from schemathesis.checks import positive_data_acceptance
 
 from marketing_cli.api.app import create_app
 from marketing_cli.db import connect
-from marketing_cli.services import workspaces
+from marketing_cli.services.account import workspaces
 from tests import factories
 
 pytestmark = pytest.mark.slow

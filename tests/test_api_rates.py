@@ -6,7 +6,7 @@ from tests.factories import error_of
 
 
 def test_public_prices_without_key(client: Any, workspace: dict, conn: Any) -> None:
-    from marketing_cli.services import workspaces
+    from marketing_cli.services.account import workspaces
 
     workspaces.update_operator_settings(conn, workspace["id"], sms_markup="2")
     r = client.get("/v1/sms-rates")
@@ -19,7 +19,7 @@ def test_public_prices_without_key(client: Any, workspace: dict, conn: Any) -> N
 
 
 def test_workspace_prices_with_key(client: Any, auth: dict, workspace: dict, conn: Any) -> None:
-    from marketing_cli.services import workspaces
+    from marketing_cli.services.account import workspaces
 
     workspaces.update_operator_settings(conn, workspace["id"], sms_markup="2")
     rates = client.get("/v1/sms-rates", headers=auth).json()["data"]["rates"]

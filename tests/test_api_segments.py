@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from marketing_cli import jobs
-from marketing_cli.services import billing, workspaces
+from marketing_cli.services.account import billing, workspaces
 from tests.factories import ENGAGED, error_of
 
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from marketing_cli import clock
-from marketing_cli.services import sms_campaigns as sms
+from marketing_cli.kernel import clock
+from marketing_cli.services.sms import campaigns as sms
 from tests import factories as f
 from tests.conftest import error_of
 

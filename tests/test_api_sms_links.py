@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from marketing_cli import jobs
-from marketing_cli.services import sms_campaigns as sms
-from marketing_cli.services import sms_links
-from marketing_cli.services.sms_segments import count_segments
+from marketing_cli.services.sms import campaigns as sms
+from marketing_cli.services.sms import links as sms_links
+from marketing_cli.services.sms.segments import count_segments
 from tests import factories as f
 
 US = ["+14155550101", "+14155550102"]

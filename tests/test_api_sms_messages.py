@@ -8,8 +8,8 @@ from typing import Any, Callable
 import pytest
 
 from marketing_cli import jobs
-from marketing_cli.services import sms_campaigns as sms
-from marketing_cli.services import sms_providers
+from marketing_cli.services.sms import campaigns as sms
+from marketing_cli.services.sms import providers as sms_providers
 from tests import factories as f
 
 US = ["+14155550101", "+14155550102", "+14155550103"]

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from marketing_cli import jobs
-from marketing_cli.services import sms_campaigns as sms
-from marketing_cli.services import sms_providers, sms_webhooks
+from marketing_cli.services.sms import campaigns as sms
+from marketing_cli.services.sms import providers
+from marketing_cli.services.sms import webhooks as sms_webhooks
 from tests import factories as f
 
 US = ["+14155550101", "+14155550102"]
@@ -33,7 +34,7 @@ def world(conn: sqlite3.Connection, workspace: dict[str, Any]) -> Any:
     conn.execute("UPDATE workspaces SET tracking_url = ? WHERE id = ?", (BASE, ws))
     contacts = f.sms_contacts(conn, ws, US)
     with f.TwilioStandIn() as server:
-        sms_providers.set_provider(conn, ws, "twilio", account_sid=f.TWILIO_SID, auth_token=f.TWILIO_TOKEN,
+        providers.set_provider(conn, ws, "twilio", account_sid=f.TWILIO_SID, auth_token=f.TWILIO_TOKEN,
                                    base_url=server.base_url)
         first = run_campaign(conn, ws, server, "First")
         yield {"ws": ws, "server": server, "first": first, "contacts": contacts}

@@ -47,7 +47,7 @@ def test_patch_errors(client: Any, auth: dict, body: str, status: int, message: 
 
 
 def test_conversion_tracking_needs_interaction_tracking(client: Any, auth: dict, conn: Any, workspace: dict) -> None:
-    from marketing_cli.services import billing
+    from marketing_cli.services.account import billing
 
     billing.set_plan(conn, workspace["id"], "pro")
     r = client.patch("/v1/workspace", headers=auth,
@@ -66,7 +66,7 @@ def test_workspace_that_no_longer_exists(client: Any, auth: dict, conn: Any, wor
 
 
 def test_other_workspace_is_unreachable(client: Any, conn: Any, workspace: dict) -> None:
-    from marketing_cli.services import workspaces
+    from marketing_cli.services.account import workspaces
 
     other = workspaces.create_workspace(conn, "Other")
     r = client.get("/v1/workspace", headers={"Authorization": f"Bearer {other['api_key']}"})

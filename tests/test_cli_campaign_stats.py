@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from marketing_cli.cli import campaign_stats as cli_stats
 from marketing_cli.cli.output import MktGroup
-from marketing_cli.services import campaign_stats as stats
+from marketing_cli.services.email import stats
 from tests import factories
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from marketing_cli.services import campaign_html, campaign_test_email, campaigns
+from marketing_cli.services.email import campaigns, test_emails, variant_html
 from tests import factories as f
 from tests.smtp_server import SmtpServer
 
@@ -93,7 +93,7 @@ def test_html_set_and_show(cli: Any, cli_json: Any, client: Any, auth: dict[str,
     page.write_text("<p onclick='x()'>Hello {{contact.nick}}</p><script>bad()</script>", encoding="utf-8")
     out = cli_json("campaigns", "html", "set", made["id"], "a", str(page))
     assert out["template_type"] == "CODE" and "<script" not in out["body_html"]
-    assert out["warnings"] == [campaign_html.UNKNOWN_TAG_WARNING.format(tag="{{contact.nick}}")]
+    assert out["warnings"] == [variant_html.UNKNOWN_TAG_WARNING.format(tag="{{contact.nick}}")]
     shown = cli_json("campaigns", "html", "show", made["id"], "A")
     assert shown == client.get(f"/v1/campaigns/{made['id']}/variants/A/html", headers=auth).json()["data"]
     raw = cli("campaigns", "html", "show", made["id"], "A")
@@ -111,7 +111,7 @@ def test_html_errors(cli: Any, cli_json: Any, ws: int, tmp_path: Path) -> None:
     empty = tmp_path / "empty.html"
     empty.write_text("  ")
     result = cli("campaigns", "html", "set", made["id"], "A", str(empty))
-    assert result.exit_code == 1 and result.stderr.strip() == campaign_html.HTML_REQUIRED
+    assert result.exit_code == 1 and result.stderr.strip() == variant_html.HTML_REQUIRED
     result = cli("campaigns", "html", "set", made["id"], "C", str(empty))
     assert result.exit_code == 1 and result.stderr.strip() == campaigns.VARIANT_TYPE_INVALID
     result = cli("campaigns", "html", "show", made["id"], "B")
@@ -139,8 +139,8 @@ def test_send_a_test_email_to_the_outbox_and_smtp(cli: Any, conn: Any, ws: int, 
 def test_test_email_errors(cli: Any, conn: Any, ws: int) -> None:
     made = f.campaign(conn, ws)
     result = cli("campaigns", "test", made["id"], "--variant", "A", "--to", "me@example.org")
-    assert result.exit_code == 1 and result.stderr.strip() == campaign_test_email.NO_SENDER
+    assert result.exit_code == 1 and result.stderr.strip() == test_emails.NO_SENDER
     result = cli("campaigns", "test", made["id"], "--variant", "A", "--to", "nope")
-    assert result.exit_code == 1 and result.stderr.strip() == campaign_test_email.RECIPIENT_INVALID
+    assert result.exit_code == 1 and result.stderr.strip() == test_emails.RECIPIENT_INVALID
     result = cli("campaigns", "test", made["id"], "--variant", "A", "--to", "a@example.org", "--smtp-url", "http://x")
     assert result.exit_code == 2 and "--smtp-url" in result.stderr

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from marketing_cli.services.contact_search import search_contacts
+from marketing_cli.services.contacts.search import search_contacts
 from tests.factories import row_contact as add_contact
 from tests.factories import row_field as add_field
 from tests.factories import row_tag as add_tag

@@ -10,7 +10,8 @@ from typing import Any, Callable
 
 import pytest
 
-from marketing_cli.services import contacts, contacts_io, fields, tags
+from marketing_cli.services.contacts import bulk, fields, tags
+from marketing_cli.services.contacts import records as contacts
 
 
 @pytest.fixture
@@ -86,7 +87,7 @@ def test_usage_errors(cli: Callable[..., Any], ws: int, sample: Path, tmp_path: 
 
 
 def test_import_refused_while_another_runs(cli: Callable[..., Any], ws: int, sample: Path, conn: Any) -> None:
-    contacts_io.acquire_io_lock(conn, ws, "import", "elsewhere")
+    bulk.acquire_io_lock(conn, ws, "import", "elsewhere")
     result = cli("contacts", "import", str(sample))
     assert result.exit_code == 1 and "Another contact import is running" in result.stderr
 
@@ -128,7 +129,7 @@ def test_refused_export_leaves_an_existing_file_alone(cli: Callable[..., Any], w
                                                        conn: Any) -> None:
     out = tmp_path / "keep.csv"
     out.write_text("precious\n")
-    contacts_io.acquire_io_lock(conn, ws, "import", "elsewhere")
+    bulk.acquire_io_lock(conn, ws, "import", "elsewhere")
     result = cli("contacts", "export", "--output", str(out))
     assert result.exit_code == 1 and "Another contact import is running" in result.stderr
     assert out.read_text() == "precious\n" and not (tmp_path / "keep.csv.part").exists()

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from marketing_cli.cli import events as events_cli
-from marketing_cli.services import billing, events
+from marketing_cli.services.account import billing
+from marketing_cli.services.contacts import events
 from tests.factories import row_contact as add_contact
 from tests.factories import row_field as add_field
 

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from marketing_cli.services import keys
+from marketing_cli.services.account import keys
 
 
 def init(cli_json: Any, name: str = "Acme") -> dict:

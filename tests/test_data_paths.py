@@ -18,7 +18,9 @@ from typing import Any
 
 import pytest
 
-from marketing_cli.services import contact_io_lock, contacts_io, limits, text_files
+from marketing_cli.kernel import limits, text_files
+from marketing_cli.services.contacts import bulk
+from marketing_cli.services.contacts import io_lock as contact_io_lock
 from tests.factories import error_of, field, segment, tag
 
 # -- limits: both faces, a 400 naming the limit, before any SQL -----------------------------
@@ -206,7 +208,8 @@ def _mkt(db: Path, *args: str, **kw: Any) -> subprocess.Popen[str]:
 @pytest.mark.slow
 def test_a_killed_import_blocks_for_seconds_not_minutes(conn: Any, workspace: dict[str, Any], db_path: Path,
                                                         tmp_path: Path) -> None:
-    from marketing_cli.services import billing, fields
+    from marketing_cli.services.account import billing
+    from marketing_cli.services.contacts import fields
 
     billing.set_allowance(conn, workspace["id"], "contacts", 1_000_000)
     big = tmp_path / "big.csv"
@@ -255,15 +258,15 @@ def test_a_live_import_keeps_its_lock_past_the_expiry(conn: Any, workspace: dict
         time.sleep(0.6)  # past the expiry, between two batches
         seen.append(contact_io_lock.io_in_progress(conn, workspace["id"]))
 
-    result = contacts_io.import_contacts(conn, workspace["id"], ["email\n", "a@example.com\n", "b@example.com\n"],
+    result = bulk.import_contacts(conn, workspace["id"], ["email\n", "a@example.com\n", "b@example.com\n"],
                                          batch_size=1, progress=slow)
     assert result["created"] == 2 and seen and all(seen)
     assert not contact_io_lock.io_in_progress(conn, workspace["id"])  # released at the end
 
 
 def test_an_expired_lock_is_taken_over(conn: Any, workspace: dict[str, Any]) -> None:
-    from marketing_cli import clock
     from marketing_cli.db import transaction
+    from marketing_cli.kernel import clock
 
     contact_io_lock.acquire_io_lock(conn, workspace["id"], "import", "dead:1:x")
     with pytest.raises(Exception) as refused:
@@ -285,7 +288,7 @@ def test_a_killed_server_mid_http_import_blocks_for_seconds(conn: Any, workspace
 
     import httpx
 
-    from marketing_cli.services import billing
+    from marketing_cli.services.account import billing
 
     billing.set_allowance(conn, workspace["id"], "contacts", 1_000_000)
     with socket.socket() as s:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from marketing_cli import db
-from marketing_cli.services import keys
+from marketing_cli.services.account import keys
 
 
 def test_new_database_gets_every_step(db_path: Path) -> None:

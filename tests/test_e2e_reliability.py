@@ -271,13 +271,13 @@ def test_sigterm_during_a_large_import_stops_quickly_and_tells_the_truth(tmp_pat
 def test_sigterm_during_a_long_search_stops_within_seconds(tmp_path: Path) -> None:
     """A request still running after the graceful-shutdown time gets 503 and the process exits."""
     from marketing_cli.db import connect
-    from marketing_cli.services import contacts_io
+    from marketing_cli.services.contacts import bulk
 
     db = tmp_path / "search.db"
     key = mkt(db, "init", "--name", "Searching")["api_key"]
     mkt(db, "billing", "allowance", "set", "contacts", "10000000")
     conn = connect(db)
-    contacts_io.import_contacts(conn, 1, _contacts_csv(150_000).decode().splitlines(keepends=True))
+    bulk.import_contacts(conn, 1, _contacts_csv(150_000).decode().splitlines(keepends=True))
     conn.close()
     server = Server(db, "--shutdown-timeout", "0.2")
     search = {"fields": [{"merge_tag": "email_address", "operator": "CONTAINS", "value": "example"}] * 100}  # the most a search may have

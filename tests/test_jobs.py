@@ -17,9 +17,10 @@ from typing import Any
 
 import pytest
 
-from marketing_cli import clock, jobs
+from marketing_cli import jobs
 from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
+from marketing_cli.kernel import clock
 
 
 class FakeClock:
@@ -378,7 +379,7 @@ def test_a_segment_count_longer_than_its_lease_keeps_it(conn: sqlite3.Connection
     can claim the job."""
     from marketing_cli import services
     from marketing_cli.db import connect
-    from marketing_cli.services import segment_filters, segments
+    from marketing_cli.services.contacts import segment_filters, segments
 
     services.load_job_handlers()
     segments.create_segment(conn, workspace["id"], {"name": "all", "filters": {

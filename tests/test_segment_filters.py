@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from marketing_cli.errors import MktError
-from marketing_cli.services import segment_filters as sf
+from marketing_cli.services.contacts import segment_filters as sf
 from tests.factories import ENGAGED, NOW, ago  # noqa: F401 - ENGAGED: the segment tests share it
 from tests.factories import build_filter_world as build_world
 from tests.factories import filter_contact as add_contact  # noqa: F401

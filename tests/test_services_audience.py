@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from marketing_cli.errors import MktError
-from marketing_cli.services import audience, billing, segments
+from marketing_cli.services.account import billing
+from marketing_cli.services.contacts import audience, segments
 from tests.factories import build_filter_world as build_world
 
 # The world (tests/test_segment_filters.py), eligibility per channel:

@@ -6,9 +6,9 @@ from decimal import Decimal
 
 import pytest
 
-from marketing_cli import clock
 from marketing_cli.errors import MktError
-from marketing_cli.services import billing
+from marketing_cli.kernel import clock
+from marketing_cli.services.account import billing
 
 
 def resources(conn: sqlite3.Connection, ws: int) -> dict[str, tuple[int, int]]:
@@ -63,7 +63,7 @@ def test_allowance_override_and_reset(conn: sqlite3.Connection, workspace: dict)
 
 
 def test_leaving_pro_turns_conversion_tracking_off(conn: sqlite3.Connection, workspace: dict) -> None:
-    from marketing_cli.services import workspaces
+    from marketing_cli.services.account import workspaces
 
     billing.set_plan(conn, workspace["id"], "pro")
     workspaces.update_workspace(conn, workspace["id"], {"name": "Shop", "conversion_tracking": True})

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from marketing_cli.services.bounce_reports import (
+from marketing_cli.services.email.bounce_reports import (
     NO_FEEDBACK_PART,
     NO_STATUS_PART,
     NOT_A_REPORT,

@@ -8,8 +8,8 @@ import pytest
 
 from marketing_cli import jobs
 from marketing_cli.errors import MktError
-from marketing_cli.services import campaign_html as h
-from marketing_cli.services import campaigns as c
+from marketing_cli.services.email import campaigns as c
+from marketing_cli.services.email import variant_html as h
 from tests import factories as f
 
 EMAIL = """<!DOCTYPE html><html><head><style>@media (max-width:600px){.col{width:100%!important}}</style></head>
@@ -168,7 +168,7 @@ def test_a_new_subject_redraws_the_preview(conn: Any, workspace: dict[str, Any],
 
 
 def test_html_from_a_code_template(conn: Any, workspace: dict[str, Any], campaign: dict[str, Any]) -> None:
-    from marketing_cli.services import templates
+    from marketing_cli.services.email import templates
 
     template_id = f.code_template(conn, workspace["id"], EMAIL)["id"]
     out = h.set_variant_html(conn, workspace["id"], campaign["id"], "A", {"template_id": template_id})
@@ -187,7 +187,7 @@ def test_html_from_a_code_template(conn: Any, workspace: dict[str, Any], campaig
 
 def test_an_editor_template_has_no_html_for_a_variant(conn: Any, workspace: dict[str, Any],
                                                       campaign: dict[str, Any]) -> None:
-    from marketing_cli.services import templates
+    from marketing_cli.services.email import templates
 
     editor = templates.create_template(conn, workspace["id"], {"name": "Drag and drop", "type": "editor"})["id"]
     assert err(h.set_variant_html, conn, workspace["id"], campaign["id"], "A", {"template_id": editor}) == \

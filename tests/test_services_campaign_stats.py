@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from marketing_cli.errors import MktError
-from marketing_cli.services import campaign_stats as stats
-from marketing_cli.services import contacts
+from marketing_cli.services.contacts import records
+from marketing_cli.services.email import stats
 from tests import factories
 
 ZERO = {"delivered": 0, "opened": 0, "clicked": 0, "bounced": 0, "unsubscribed": 0, "complained": 0}
@@ -149,7 +149,7 @@ def test_contact_statistics_follow_the_events(conn: Any, world: dict) -> None:
     stats.record_click(conn, m, sale, "desktop", "Windows", "FR", at="2026-11-20T11:30:00.000Z")
     stats.record_click(conn, m, sale, "desktop", "Windows", "FR", machine=True, at="2026-11-20T14:00:00.000Z")
     stats.record_bounce(conn, m, "soft")
-    shown = contacts.get_contact(conn, world["ws"], person["id"])
+    shown = records.get_contact(conn, world["ws"], person["id"])
     assert shown["statistics"] == {"total_opens": 2, "total_clicks": 1, "total_bounces": 1, "total_delivered": 1}
     assert shown["last_opened_at"] == "2026-11-20T12:00:00.000Z"
     assert shown["last_clicked_at"] == "2026-11-20T11:30:00.000Z"

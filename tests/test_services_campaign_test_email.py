@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from marketing_cli import clock
 from marketing_cli.errors import MktError
-from marketing_cli.services import campaign_html, campaigns
-from marketing_cli.services import campaign_test_email as t
+from marketing_cli.kernel import clock
+from marketing_cli.services.email import campaigns, variant_html
+from marketing_cli.services.email import test_emails as t
 from tests import factories as f
 from tests.smtp_server import SmtpServer
 
@@ -110,7 +110,7 @@ def test_campaign_state_messages_in_order(conn: Any, workspace: dict[str, Any], 
     campaigns.configure_campaign(conn, ws, cid, {"sender": {"sender_identity_id": f.campaign_sender(conn, ws)}})
     assert err(_send, conn, ws, cid, variant="B") == (400, campaigns.VARIANT_NOT_FOUND)
     assert err(_send, conn, ws, cid) == (400, t.NO_SUBJECT)
-    campaign_html.set_variant_html(conn, ws, cid, "A", {"html": "<p>Body</p>"})
+    variant_html.set_variant_html(conn, ws, cid, "A", {"html": "<p>Body</p>"})
     assert err(_send, conn, ws, cid) == (400, t.NO_SUBJECT)
     cid2 = f.campaign(conn, ws, "Second")["id"]
     campaigns.configure_campaign(conn, ws, cid2, {"sender": {"sender_identity_id": f.campaign_sender(conn, ws, local_part="x")},

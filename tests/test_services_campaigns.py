@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from marketing_cli.errors import MktError
-from marketing_cli.services import campaigns as c
+from marketing_cli.services.email import campaigns as c
 from tests import factories as f
 
 
@@ -242,7 +242,7 @@ def test_configure_needs_draft(conn: Any, world: dict[str, Any]) -> None:
 
 
 def test_configure_stores_audience_the_resolver_reads(conn: Any, world: dict[str, Any]) -> None:
-    from marketing_cli.services.audience import count_audience
+    from marketing_cli.services.contacts.audience import count_audience
 
     f.contact(conn, world["ws"], "a@example.com", tags=[world["vip"]])
     f.contact(conn, world["ws"], "b@example.com")

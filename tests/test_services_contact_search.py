@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from marketing_cli.errors import MktError
-from marketing_cli.services import contact_search
-from marketing_cli.services.contact_search import compile_search, search_contacts
+from marketing_cli.services.contacts import search
+from marketing_cli.services.contacts.search import compile_search, search_contacts
 from tests.factories import row_contact as add_contact
 from tests.factories import row_field as add_field
 from tests.factories import row_tag as add_tag
@@ -254,7 +254,7 @@ def test_empty_body_lists_everyone_with_defaults(people):
 
 
 def test_other_workspaces_are_invisible(conn, people):
-    from marketing_cli.services import workspaces
+    from marketing_cli.services.account import workspaces
 
     other = workspaces.create_workspace(conn, "Other")["workspace"]["id"]
     add_contact(conn, other, email="ann@example.com")
@@ -505,7 +505,7 @@ def test_empty_search_total_is_the_contact_count(conn, workspace, many):
 
 
 def test_defaults_are_documented_values():
-    assert (contact_search.DEFAULT_LIMIT, contact_search.MIN_LIMIT, contact_search.MAX_LIMIT) == (50, 10, 250)
+    assert (search.DEFAULT_LIMIT, search.MIN_LIMIT, search.MAX_LIMIT) == (50, 10, 250)
 
 
 # --- field definitions are remembered only while the database is unchanged
@@ -541,7 +541,7 @@ def test_field_changes_from_another_connection_are_seen(conn, db_path, workspace
 
 
 def test_field_cache_is_per_workspace(conn, workspace):
-    from marketing_cli.services import workspaces
+    from marketing_cli.services.account import workspaces
 
     other = workspaces.create_workspace(conn, "Other")["workspace"]["id"]
     add_field(conn, workspace["id"], "shoe", "NUMBER")
@@ -553,7 +553,7 @@ def test_field_cache_is_per_workspace(conn, workspace):
 
 def test_many_unknown_tags_are_summarised(conn, workspace):
     from marketing_cli.errors import MktError
-    from marketing_cli.services.contact_search import search_contacts
+    from marketing_cli.services.contacts.search import search_contacts
 
     with pytest.raises(MktError) as err:
         search_contacts(conn, workspace["id"], {"tags": list(range(1, 101))})

@@ -8,7 +8,9 @@ from typing import Any
 import pytest
 
 from marketing_cli.errors import MktError
-from marketing_cli.services import billing, contacts, fields, tags, workspaces
+from marketing_cli.services.account import billing, workspaces
+from marketing_cli.services.contacts import fields, tags
+from marketing_cli.services.contacts import records as contacts
 
 SMS_INVALID = ("The SMS status you provided is not valid. Valid SMS statuses are: SUBSCRIBED, UNSUBSCRIBED, "
                "CLEANED, or BLOCKED.")

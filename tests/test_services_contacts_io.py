@@ -1,4 +1,4 @@
-"""Contact import (CSV) and export (CSV, JSON Lines): services/contacts_io.py."""
+"""Contact import (CSV) and export (CSV, JSON Lines): services/bulk.py."""
 
 from __future__ import annotations
 
@@ -9,9 +9,11 @@ from typing import Any
 
 import pytest
 
-from marketing_cli import clock
 from marketing_cli.errors import MktError
-from marketing_cli.services import billing, contacts, contacts_io, fields, tags, workspaces
+from marketing_cli.kernel import clock
+from marketing_cli.services.account import billing, workspaces
+from marketing_cli.services.contacts import bulk, fields, tags
+from marketing_cli.services.contacts import records as contacts
 
 
 @pytest.fixture
@@ -33,7 +35,7 @@ def ws(conn: Any, workspace: dict[str, Any]) -> int:
 
 
 def run(conn: Any, ws: int, text: str, **kwargs: Any) -> dict[str, Any]:
-    return contacts_io.import_contacts(conn, ws, io.StringIO(text), **kwargs)
+    return bulk.import_contacts(conn, ws, io.StringIO(text), **kwargs)
 
 
 def by_email(conn: Any, ws: int, email: str) -> dict[str, Any]:
@@ -324,12 +326,12 @@ def test_allowance_rejects_new_contacts_beyond_it_but_not_updates(conn: Any, ws:
 # --- the io lock ----------------------------------------------------------------------
 
 def test_a_live_lock_refuses_import_and_export(conn: Any, ws: int) -> None:
-    contacts_io.acquire_io_lock(conn, ws, "export", "someone-else")
+    bulk.acquire_io_lock(conn, ws, "export", "someone-else")
     with pytest.raises(MktError) as err:
         run(conn, ws, "email\na@example.com\n")
     assert err.value.status == 409 and "Another contact export is running" in err.value.message
     with pytest.raises(MktError):
-        contacts_io.export_contacts(conn, ws, io.StringIO())
+        bulk.export_contacts(conn, ws, io.StringIO())
     assert count(conn, ws) == 0
     assert run(conn, ws, "email\na@example.com\n", dry_run=True)["created"] == 1  # a dry run needs no lock
 
@@ -345,7 +347,7 @@ def test_field_changes_are_refused_while_an_import_runs(conn: Any, ws: int) -> N
     refused = []
 
     def try_field_change(rows: int) -> None:
-        assert contacts_io.io_in_progress(conn, ws)
+        assert bulk.io_in_progress(conn, ws)
         with pytest.raises(MktError) as err:
             fields.create_field(conn, ws, {"label": "Mid", "merge_tag": "mid", "type": "TEXT"})
         refused.append((err.value.message, getattr(err.value, "detail", None)))
@@ -353,7 +355,7 @@ def test_field_changes_are_refused_while_an_import_runs(conn: Any, ws: int) -> N
     run(conn, ws, "email\na@example.com\nb@example.com\n", batch_size=1, progress=try_field_change)
     # The specification answers 400 "Validation error"; the cause is kept in `detail`.
     assert refused and set(refused) == {("Validation error", "An import or export is currently in progress.")}
-    assert not contacts_io.io_in_progress(conn, ws)
+    assert not bulk.io_in_progress(conn, ws)
     fields.create_field(conn, ws, {"label": "After", "merge_tag": "after", "type": "TEXT"})
 
 
@@ -363,7 +365,7 @@ def test_the_lock_is_released_when_an_import_fails(conn: Any, ws: int) -> None:
 
     with pytest.raises(RuntimeError):
         run(conn, ws, "email\na@example.com\nb@example.com\n", batch_size=1, progress=boom)
-    assert not contacts_io.io_in_progress(conn, ws)
+    assert not bulk.io_in_progress(conn, ws)
     assert not conn.in_transaction
 
 
@@ -386,7 +388,7 @@ def _seed(conn: Any, ws: int) -> None:
 def test_export_csv_header_and_values(conn: Any, ws: int) -> None:
     _seed(conn, ws)
     out = io.StringIO()
-    result = contacts_io.export_contacts(conn, ws, out)
+    result = bulk.export_contacts(conn, ws, out)
     assert result == {"exported": 3, "format": "csv"}
     rows = list(csv.DictReader(io.StringIO(out.getvalue())))
     assert list(rows[0]) == ["email_address", "first_name", "last_name", "city", "age", "vip", "birthday", "plan",
@@ -404,27 +406,27 @@ def test_export_csv_header_and_values(conn: Any, ws: int) -> None:
 def test_export_fields_option_and_unknown_field(conn: Any, ws: int) -> None:
     _seed(conn, ws)
     out = io.StringIO()
-    contacts_io.export_contacts(conn, ws, out, fields=["age", "email_address"])
+    bulk.export_contacts(conn, ws, out, fields=["age", "email_address"])
     lines = out.getvalue().splitlines()
     assert lines[0] == "age,email_address,status,sms_status,tags,created_at,updated_at"
     assert lines[1].startswith("41.5,ann@example.com,UNSUBSCRIBED,BLOCKED,vip;news,")
     with pytest.raises(MktError) as err:
-        contacts_io.export_contacts(conn, ws, io.StringIO(), fields=["shoe"])
+        bulk.export_contacts(conn, ws, io.StringIO(), fields=["shoe"])
     assert err.value.message == "We were unable to find a field with the merge_tag shoe"
     with pytest.raises(MktError):
-        contacts_io.export_contacts(conn, ws, io.StringIO(), fmt="xml")
+        bulk.export_contacts(conn, ws, io.StringIO(), fmt="xml")
 
 
 def test_export_jsonl_is_the_api_contact_shape_in_created_order(conn: Any, ws: int) -> None:
     _seed(conn, ws)
     out = io.StringIO()
-    contacts_io.export_contacts(conn, ws, out, fmt="jsonl", chunk_size=2)
+    bulk.export_contacts(conn, ws, out, fmt="jsonl", chunk_size=2)
     lines = [json.loads(line) for line in out.getvalue().splitlines()]
     assert [c["data"]["email_address"] for c in lines] == ["ann@example.com", "bob@example.com", "cy@example.com"]
     for line in lines:
         assert line == contacts.get_contact(conn, ws, line["id"])
     out = io.StringIO()
-    contacts_io.export_contacts(conn, ws, out, fmt="jsonl", fields=["age"])
+    bulk.export_contacts(conn, ws, out, fmt="jsonl", fields=["age"])
     assert json.loads(out.getvalue().splitlines()[1])["data"] == {"age": 7}
 
 
@@ -434,15 +436,15 @@ def test_export_streams_in_keyset_chunks_and_holds_the_lock(conn: Any, ws: int) 
     seen: list[int] = []
 
     def check(n: int) -> None:
-        assert contacts_io.io_in_progress(conn, ws)
+        assert bulk.io_in_progress(conn, ws)
         seen.append(n)
 
     out = io.StringIO()
-    contacts_io.export_contacts(conn, ws, out, chunk_size=4, progress=check)
+    bulk.export_contacts(conn, ws, out, chunk_size=4, progress=check)
     emails = [r["email_address"] for r in csv.DictReader(io.StringIO(out.getvalue()))]
     assert emails == [f"u{i:02d}@example.com" for i in range(25)]
     assert seen == [4, 8, 12, 16, 20, 24, 25]
-    assert not contacts_io.io_in_progress(conn, ws)
+    assert not bulk.io_in_progress(conn, ws)
 
 
 def test_export_never_shows_another_workspace(conn: Any, ws: int) -> None:
@@ -450,7 +452,7 @@ def test_export_never_shows_another_workspace(conn: Any, ws: int) -> None:
     run(conn, other, "email\nsecret@example.com\n")
     run(conn, ws, "email\nmine@example.com\n")
     out = io.StringIO()
-    contacts_io.export_contacts(conn, ws, out)
+    bulk.export_contacts(conn, ws, out)
     assert "mine@example.com" in out.getvalue() and "secret@example.com" not in out.getvalue()
 
 
@@ -468,7 +470,7 @@ def _comparable(conn: Any, ws: int) -> list[dict[str, Any]]:
 def test_export_then_import_reproduces_the_contacts(conn: Any, ws: int) -> None:
     _seed(conn, ws)
     out = io.StringIO()
-    contacts_io.export_contacts(conn, ws, out)
+    bulk.export_contacts(conn, ws, out)
 
     # Into a fresh workspace with the same field definitions...
     other = workspaces.create_workspace(conn, "Copy")["workspace"]["id"]

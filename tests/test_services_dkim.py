@@ -14,7 +14,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
 
-from marketing_cli.services.dkim import DEFAULT_HEADERS, DkimSigner, body_hash
+from marketing_cli.services.email.dkim import DEFAULT_HEADERS, DkimSigner, body_hash
 
 HEAD = (b"From: Ann Example <ann@example.com>\r\n"
         b"To: bob@example.org\r\n"

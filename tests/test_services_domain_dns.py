@@ -6,7 +6,8 @@ import socket
 
 import pytest
 
-from marketing_cli.services import domain_dns, domains
+from marketing_cli.services.email import dns_check as domain_dns
+from marketing_cli.services.email import domains
 from tests import factories as f
 
 

@@ -1,4 +1,4 @@
-"""services/domains.py: adding domains, their records and keys, reading them, the signing key."""
+"""services/email/domains.py: adding domains, their records and keys, reading them, the signing key."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding
 
 from marketing_cli.errors import MktError
-from marketing_cli.services import billing, domains
+from marketing_cli.services.account import billing
+from marketing_cli.services.email import domains
 from tests import factories as f
 
 REAL_NEW_KEY = domains._new_key  # taken before conftest's pool replaces it for each test

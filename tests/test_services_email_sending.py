@@ -12,9 +12,13 @@ from typing import Any
 import dkim
 import pytest
 
-from marketing_cli import clock, jobs
+from marketing_cli import jobs
 from marketing_cli.errors import MktError
-from marketing_cli.services import campaign_stats, domains, email_schedule, email_sender
+from marketing_cli.kernel import clock
+from marketing_cli.services.email import domains
+from marketing_cli.services.email import schedule as email_schedule
+from marketing_cli.services.email import sender as email_sender
+from marketing_cli.services.email import stats as campaign_stats
 from tests import factories
 from tests.smtp_server import SmtpServer
 
@@ -28,7 +32,7 @@ HTML = ('<html><head><style>p{color:#333}</style></head><body><p>Hi {{contact.fi
 @pytest.fixture
 def verified_dns(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every DNS record is found (the domains tests check real lookups against a DNS server)."""
-    from marketing_cli.services import domain_dns
+    from marketing_cli.services.email import dns_check as domain_dns
 
     monkeypatch.setattr(domain_dns, "check_records", lambda records: [
         {"purpose": r["purpose"], "type": r["type"], "host": r["host"], "found": [r["value"]], "verified": True,
@@ -93,7 +97,7 @@ def test_a_campaign_goes_from_draft_to_sent_through_smtp(conn: sqlite3.Connectio
     assert {p["service_provider"] for p in stats["delivered_by_provider"]} == {"Gmail", "Outlook"}
     failed = conn.execute("SELECT email, status, failure_reason FROM email_messages WHERE status = 'failed'").fetchall()
     assert [(r[0], r[1]) for r in failed] == [("refused@example.net", "failed")] and "550" in failed[0][2]
-    usage = {r["name"]: r["used"] for r in __import__("marketing_cli.services.billing", fromlist=["x"]).resources(conn, ws)}
+    usage = {r["name"]: r["used"] for r in __import__("marketing_cli.services.account.billing", fromlist=["x"]).resources(conn, ws)}
     assert usage["monthly_emails"] == 2 and usage["hourly_emails"] == 2
 
 
@@ -162,7 +166,7 @@ def test_links_that_do_not_parse_are_a_content_problem(conn: sqlite3.Connection,
 
 def test_no_recipients_and_monthly_allowance(conn: sqlite3.Connection, workspace: dict[str, Any],
                                              verified_dns: None) -> None:
-    from marketing_cli.services import billing
+    from marketing_cli.services.account import billing
 
     ws = workspace["id"]
     campaign = _world(conn, ws, [])
@@ -258,7 +262,7 @@ def test_a_campaign_cancelled_while_its_dead_runner_held_a_round_ends_with_nothi
 
 def test_ab_test_splits_the_test_share_and_sends_the_winner_to_the_rest(
         conn: sqlite3.Connection, workspace: dict[str, Any], verified_dns: None, smtp: SmtpServer, cli: Any) -> None:
-    from marketing_cli.services import campaign_html, campaigns
+    from marketing_cli.services.email import campaigns, variant_html
 
     ws = workspace["id"]
     for i in range(20):
@@ -268,7 +272,7 @@ def test_ab_test_splits_the_test_share_and_sends_the_winner_to_the_rest(
         "sender": {"sender_identity_id": factories.campaign_sender(conn, ws)}, "audience": {"type": "ENTIRE_AUDIENCE"},
         "variants": [{"type": "A", "subject": "Subject A"}, {"type": "B", "subject": "Subject B"}]})
     for kind in "AB":
-        campaign_html.set_variant_html(conn, ws, created["id"], kind, {"html": HTML})
+        variant_html.set_variant_html(conn, ws, created["id"], kind, {"html": HTML})
     for d in domains.list_domains(conn, ws):
         domains.verify_domain(conn, ws, d["id"])
     email_schedule.schedule_campaign(conn, ws, created["id"], {

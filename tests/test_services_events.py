@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from marketing_cli.errors import MktError
-from marketing_cli.services import billing, events
+from marketing_cli.services.account import billing
+from marketing_cli.services.contacts import events
 from tests.factories import row_contact as add_contact
 from tests.factories import row_field as add_field
 from tests.factories import row_tag as add_tag  # noqa: F401
@@ -114,7 +115,7 @@ def test_phone_without_country_code_and_no_default_region(conn, ws):
 
 
 def test_contact_of_another_workspace_is_not_found(conn, ws, ada):
-    from marketing_cli.services import workspaces
+    from marketing_cli.services.account import workspaces
 
     other = workspaces.create_workspace(conn, "Other")["workspace"]["id"]
     assert error(conn, other, {"email_address": "ada@example.com", "event_name": "x"})[0] == 400
@@ -244,7 +245,7 @@ def test_list_events_newest_last_with_filters_and_after_id(conn, ws, ada):
 
 
 def test_list_events_keeps_workspaces_apart(conn, ws, ada):
-    from marketing_cli.services import workspaces
+    from marketing_cli.services.account import workspaces
 
     events.append_event(conn, ws, ada, "TAG_ADDED", {})
     other = workspaces.create_workspace(conn, "Other")["workspace"]["id"]

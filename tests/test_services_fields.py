@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from marketing_cli import clock
 from marketing_cli.errors import MktError
-from marketing_cli.services import fields
-from marketing_cli.services.fields import FieldValidationError
+from marketing_cli.kernel import clock
+from marketing_cli.services.contacts import fields
+from marketing_cli.services.contacts.fields import FieldValidationError
 
 
 def create(conn: Any, ws: int, **body: Any) -> dict[str, Any]:
@@ -150,7 +150,7 @@ def test_update_messages(conn, workspace) -> None:
 
 
 def test_update_other_workspace_is_not_found(conn, workspace) -> None:
-    from marketing_cli.services import workspaces
+    from marketing_cli.services.account import workspaces
 
     other = workspaces.create_workspace(conn, "Other")["workspace"]["id"]
     f = create(conn, other)

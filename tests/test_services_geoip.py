@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from marketing_cli.services.geoip import UNKNOWN, GeoIP, GeoIPError
+from marketing_cli.kernel.geoip import UNKNOWN, GeoIP, GeoIPError
 
 # --- a minimal MaxMind DB writer (format 2.0: search tree, data section, metadata) --------
 

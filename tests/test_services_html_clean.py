@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from marketing_cli.services.html_clean import PREVIEW_SPAN, clean_html, inject_preview_span
+from marketing_cli.services.email.html_clean import PREVIEW_SPAN, clean_html, inject_preview_span
 
 TEMPLATES = Path(__file__).parent / "data" / "email_templates"
 

@@ -6,7 +6,7 @@ import sqlite3
 import pytest
 
 from marketing_cli.errors import MktError
-from marketing_cli.services import keys, workspaces
+from marketing_cli.services.account import keys, workspaces
 
 
 def test_keys_are_stored_only_as_hashes(conn: sqlite3.Connection, workspace: dict) -> None:
@@ -60,7 +60,7 @@ def test_a_key_reaches_only_its_workspace(conn: sqlite3.Connection, workspace: d
 
 
 def test_users_usage_counts_active_keys(conn: sqlite3.Connection, workspace: dict) -> None:
-    from marketing_cli.services import billing
+    from marketing_cli.services.account import billing
 
     assert billing.usage(conn, workspace["id"], "users") == 1
     extra = keys.create_key(conn, workspace["id"])
@@ -74,7 +74,7 @@ def test_last_used_at_is_stamped_at_most_once_a_minute(conn: sqlite3.Connection,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     from datetime import datetime, timezone
 
-    from marketing_cli import clock
+    from marketing_cli.kernel import clock
 
     moments = iter([datetime(2026, 11, 22, 10, 0, 0, tzinfo=timezone.utc),
                     datetime(2026, 11, 22, 10, 0, 30, tzinfo=timezone.utc),

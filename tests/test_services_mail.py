@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from marketing_cli.services import mail_message as mm
-from marketing_cli.services import mail_transport as mt
+from marketing_cli.services.email import message as mm
+from marketing_cli.services.email import transport as mt
 from tests.smtp_server import SmtpServer
 
 
@@ -135,7 +135,7 @@ def test_outbox_that_cannot_be_written_is_a_transport_error(tmp_path: Path) -> N
 
 
 def test_compiled_email_renders_text_without_parsing_html_per_recipient(conn: Any, workspace: dict[str, Any]) -> None:
-    from marketing_cli.services.merge_render import Renderer
+    from marketing_cli.services.contacts.merge_tags import Renderer
 
     html = ('<html><head><style>p{}</style></head><body><span style="display:none">{{preview_text}}</span>'
             '<h1>Hi {{contact.first_name|friend}} &amp; co</h1>'

@@ -5,7 +5,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from marketing_cli.services import merge_render as m
+from marketing_cli.kernel import merge as m
+from marketing_cli.services.contacts import merge_tags as tags
 from tests import factories as f
 
 
@@ -13,7 +14,7 @@ def test_contact_values_are_escaped_in_html_but_not_in_text(conn: Any, workspace
     ws = workspace["id"]
     f.contact(conn, ws, "ann@example.com", first_name='<b>Ann</b> & "Co"')
     row = conn.execute("SELECT * FROM contacts WHERE email = 'ann@example.com'").fetchone()
-    values = m.Renderer(conn, ws).values_for(row)
+    values = tags.Renderer(conn, ws).values_for(row)
     html = m.compile_template("<p>Hi {{contact.first_name}}, {{contact.email_address}}</p>", html=True)
     text = m.compile_template("Hi {{ contact.first_name }}")
     assert html.render(values) == "<p>Hi &lt;b&gt;Ann&lt;/b&gt; &amp; &quot;Co&quot;, ann@example.com</p>"
@@ -24,7 +25,7 @@ def test_defaults_fallbacks_and_empty_values(conn: Any, workspace: dict[str, Any
     ws = workspace["id"]
     f.field(conn, ws, "city", default_value="Paris")
     f.field(conn, ws, "plan")
-    renderer = m.Renderer(conn, ws)
+    renderer = tags.Renderer(conn, ws)
     template = m.compile_template("[{{contact.city}}] [{{contact.plan}}] [{{contact.plan|free}}] "
                                   "[{{ contact.first_name | there }}] [{{contact.city|Rome}}]")
     assert template.render(renderer.values_for(None)) == "[Paris] [] [free] [there] [Paris]"
@@ -40,13 +41,13 @@ def test_typed_values_render_as_text(conn: Any, workspace: dict[str, Any]) -> No
     f.field(conn, ws, "likes", "DROPDOWN_MULTIPLE", definition="tea,cake,jam")
     f.contact(conn, ws, "cy@example.com", age=41, vip=True, likes=["tea", "jam"])
     row = conn.execute("SELECT * FROM contacts WHERE email = 'cy@example.com'").fetchone()
-    out = m.compile_template("{{contact.age}}|{{contact.vip}}|{{contact.likes}}").render(m.Renderer(conn, ws)
+    out = m.compile_template("{{contact.age}}|{{contact.vip}}|{{contact.likes}}").render(tags.Renderer(conn, ws)
                                                                                         .values_for(row))
     assert out == "41|true|tea, jam"
 
 
 def test_workspace_system_and_action_tags(conn: Any, workspace: dict[str, Any]) -> None:
-    renderer = m.Renderer(conn, workspace["id"], preview_text="Sale <today>", now="2026-11-23T08:00:00.000Z")
+    renderer = tags.Renderer(conn, workspace["id"], preview_text="Sale <today>", now="2026-11-23T08:00:00.000Z")
     values = renderer.values_for(None, actions={"unsubscribe_url": "https://t.example/u/1?a=1&b=2"})
     template = m.compile_template('{{workspace.name}} {{preview_text}} {{current_date}} {{server_time}} '
                                   '<a href="{{unsubscribe_url}}">x</a> [{{view_online_url}}]', html=True)
@@ -55,25 +56,25 @@ def test_workspace_system_and_action_tags(conn: Any, workspace: dict[str, Any]) 
 
 
 def test_every_listed_merge_tag_is_known(conn: Any, workspace: dict[str, Any]) -> None:
-    from marketing_cli.services.merge_tags import list_merge_tags
+    from marketing_cli.services.contacts.merge_tags import list_merge_tags
 
     f.field(conn, workspace["id"], "city")
     listed = "".join(t["tag"] for t in list_merge_tags(conn, workspace["id"]))
-    assert m.find_unknown_tags(conn, workspace["id"], listed) == []
+    assert tags.find_unknown_tags(conn, workspace["id"], listed) == []
 
 
 def test_unknown_tags_are_reported_and_left_as_written(conn: Any, workspace: dict[str, Any]) -> None:
     ws = workspace["id"]
     text = "{{contact.nickname}} {{ nope | x }} {{contact.first_name}} {{contact.nickname}} {{#if}} {{ }}"
-    assert m.find_unknown_tags(conn, ws, text) == ["{{contact.nickname}}", "{{nope}}"]
-    rendered = m.compile_template(text).render(m.Renderer(conn, ws).values_for(None))
+    assert tags.find_unknown_tags(conn, ws, text) == ["{{contact.nickname}}", "{{nope}}"]
+    rendered = m.compile_template(text).render(tags.Renderer(conn, ws).values_for(None))
     assert rendered == "{{contact.nickname}} {{ nope | x }}  {{contact.nickname}} {{#if}} {{ }}"
 
 
 def test_a_tag_name_never_reaches_sql(conn: Any, workspace: dict[str, Any]) -> None:
     hostile = "{{contact.x'); DROP TABLE contacts; --}} {{contact.first_name|'; DROP TABLE fields; --}}"
-    assert m.find_unknown_tags(conn, workspace["id"], hostile) == []  # not even a tag
-    m.compile_template(hostile).render(m.Renderer(conn, workspace["id"]).values_for(None))
+    assert tags.find_unknown_tags(conn, workspace["id"], hostile) == []  # not even a tag
+    m.compile_template(hostile).render(tags.Renderer(conn, workspace["id"]).values_for(None))
     assert conn.execute("SELECT COUNT(*) FROM fields").fetchone()[0] > 0
 
 
@@ -84,7 +85,7 @@ def test_compiled_once_renders_many_fast(conn: Any, workspace: dict[str, Any]) -
     template = m.compile_template(html, html=True)
     assert len(template.parts) == 45 and set(template.names) == {"contact.first_name", "unsubscribe_url",
                                                                  "workspace.name"}
-    renderer = m.Renderer(conn, ws)
+    renderer = tags.Renderer(conn, ws)
     row = {"email": "a@example.com", "phone": None, "data": '{"%d": "Ann"}' % renderer.fields.by_tag["first_name"].id}
     started = time.perf_counter()
     for i in range(10_000):
@@ -95,7 +96,7 @@ def test_compiled_once_renders_many_fast(conn: Any, workspace: dict[str, Any]) -
 
 
 def test_a_value_cannot_make_a_link_active_content() -> None:
-    from marketing_cli.services.merge_render import Values, compile_template
+    from marketing_cli.kernel.merge import Values, compile_template
 
     html = compile_template('<a href="{{contact.website|https://example.org}}">site</a> '
                             "<img src='{{contact.avatar}}'> <p>{{contact.website}}</p>", html=True)

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from marketing_cli.services import merge_tags
+from marketing_cli.services.contacts import merge_tags
 
 
 def test_categories_and_live_fields(conn: sqlite3.Connection, workspace: dict) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from marketing_cli.errors import MktError
-from marketing_cli.services import rates, workspaces
+from marketing_cli.services.account import rates, workspaces
 
 
 def prices(value: dict) -> dict[str, str | None]:

@@ -10,9 +10,11 @@ from typing import Any
 
 import pytest
 
-from marketing_cli import clock, jobs
+from marketing_cli import jobs
 from marketing_cli.errors import MktError
-from marketing_cli.services import billing, segments
+from marketing_cli.kernel import clock
+from marketing_cli.services.account import billing
+from marketing_cli.services.contacts import segments
 from tests.factories import build_filter_world as build_world
 
 OPEN_RATE = {"condition": "AND", "filters": [{"type": "open_rate", "operator": "gte", "value": 50}]}

@@ -1,11 +1,11 @@
-"""services/senders.py: sender identities on the workspace's own domains."""
+"""services/email/senders.py: sender identities on the workspace's own domains."""
 
 from __future__ import annotations
 
 import pytest
 
 from marketing_cli.errors import MktError
-from marketing_cli.services import senders
+from marketing_cli.services.email import senders
 from tests import factories as f
 
 KEYS = {"id", "display_name", "local_part", "domain_name", "domain_id", "domain_verified", "created_at"}

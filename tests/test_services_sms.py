@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
-from marketing_cli import clock, jobs
+from marketing_cli import jobs
 from marketing_cli.errors import MktError
-from marketing_cli.services import sms_campaigns as sms
-from marketing_cli.services import sms_ledger
+from marketing_cli.kernel import clock
+from marketing_cli.services.sms import campaigns as sms
+from marketing_cli.services.sms import ledger as sms_ledger
 from tests import factories as f
 
 US = ["+14155550101", "+14155550102", "+14155550103"]
@@ -92,7 +93,7 @@ def test_the_scheduling_minimum_is_configurable(monkeypatch: pytest.MonkeyPatch)
 # --- quote ------------------------------------------------------------------------------
 
 def test_quote_prices_segments_at_the_workspace_price(conn: sqlite3.Connection, ws: int) -> None:
-    from marketing_cli.services import workspaces
+    from marketing_cli.services.account import workspaces
 
     workspaces.update_operator_settings(conn, ws, sms_markup="1.5")
     quote = sms.quote_message(conn, ws, {"message": "x" * 161, "to": "+447400123456"})
@@ -358,7 +359,7 @@ def test_statistics_count_each_recipients_first_click(conn: sqlite3.Connection, 
 
 def test_a_network_provider_gets_batches_and_its_refusals_are_recorded(
         conn: sqlite3.Connection, ws: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    from marketing_cli.services import sms_providers
+    from marketing_cli.services.sms import providers as sms_providers
 
     monkeypatch.setenv("MKT_SMS_BATCH_SIZE", "2")
     f.sms_contacts(conn, ws, US)
@@ -417,7 +418,7 @@ def test_fields_sql_cannot_render_fall_back_to_python_and_defaults_apply(conn: s
 ])
 def test_every_rendered_message_is_measured_like_the_segment_counter(conn: sqlite3.Connection, ws: int,
                                                                      message: str) -> None:
-    from marketing_cli.services.sms_segments import count_segments
+    from marketing_cli.services.sms.segments import count_segments
 
     f.field(conn, ws, "city", "TEXT", default_value="Zürich")
 

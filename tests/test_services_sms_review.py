@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from marketing_cli.services.sms_review import THRESHOLD, review_message
+from marketing_cli.services.sms.review import THRESHOLD, review_message
 
 ORDINARY = [
     "Hi Anna, your order #4521 has shipped and should arrive on Thursday.",

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from marketing_cli.services.sms_segments import count_segments
+from marketing_cli.services.sms.segments import count_segments
 
 CASES = json.loads((Path(__file__).parent / "data" / "sms-segments-twilio.json").read_text(encoding="utf-8"))
 

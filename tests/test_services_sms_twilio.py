@@ -11,8 +11,9 @@ import pytest
 
 from marketing_cli import jobs
 from marketing_cli.errors import MktError
-from marketing_cli.services import sms_campaigns as sms
-from marketing_cli.services import sms_ledger, sms_providers
+from marketing_cli.services.sms import campaigns as sms
+from marketing_cli.services.sms import ledger as sms_ledger
+from marketing_cli.services.sms import providers as sms_providers
 from tests import factories as f
 
 US = ["+14155550101", "+14155550102", "+14155550103"]
@@ -158,7 +159,7 @@ def test_an_unreachable_twilio_fails_the_messages_without_charging(conn: sqlite3
     assert ledger_sum(conn, campaign["id"]) == 0
 
 
-# --- rate and concurrency (MKT_SMS_RATE, MKT_SMS_CONCURRENCY; services/pacing.py) -----------
+# --- rate and concurrency (MKT_SMS_RATE, MKT_SMS_CONCURRENCY; kernel/pacing.py) -----------
 
 MANY = [f"+141555501{i:02d}" for i in range(50)]
 
@@ -198,7 +199,7 @@ def test_a_pacer_spaces_messages_across_threads() -> None:
     import time
     from concurrent.futures import ThreadPoolExecutor
 
-    from marketing_cli.services.pacing import Pacer
+    from marketing_cli.kernel.pacing import Pacer
 
     pacer = Pacer(500)
     started = time.monotonic()
@@ -228,7 +229,7 @@ def test_a_pacer_spaces_messages_across_threads() -> None:
 ])
 def test_bad_pacing_values_are_refused_by_name(monkeypatch: pytest.MonkeyPatch, name: str, value: str,
                                                message: str) -> None:
-    from marketing_cli.services import pacing
+    from marketing_cli.kernel import pacing
 
     monkeypatch.setenv(name, value)
     with pytest.raises(MktError) as err:
@@ -237,7 +238,7 @@ def test_bad_pacing_values_are_refused_by_name(monkeypatch: pytest.MonkeyPatch, 
 
 
 def test_pacing_defaults_and_good_values(monkeypatch: pytest.MonkeyPatch) -> None:
-    from marketing_cli.services import pacing
+    from marketing_cli.kernel import pacing
 
     for name in ("MKT_SMS_CONCURRENCY", "MKT_SMS_RATE", "MKT_SEND_CONCURRENCY", "MKT_SEND_RATE"):
         monkeypatch.delenv(name, raising=False)

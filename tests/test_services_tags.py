@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from marketing_cli.errors import MktError
-from marketing_cli.services import tags, workspaces
+from marketing_cli.services.account import workspaces
+from marketing_cli.services.contacts import tags
 
 
 def test_create_and_list(conn, workspace) -> None:

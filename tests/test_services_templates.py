@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from marketing_cli.errors import MktError
-from marketing_cli.services import template_url, template_zip, templates
+from marketing_cli.services.email import template_url, template_zip, templates
 from tests import factories
 
 B64 = base64.b64encode(b"<p>Hello {{contact.first_name}}</p>").decode("ascii")

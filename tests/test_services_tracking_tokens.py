@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import sqlite3
 
-from marketing_cli.services import tracking_tokens as tt
+from marketing_cli import db
+from marketing_cli.kernel import tokens as tt
 
 
 def test_round_trip_and_lengths(conn: sqlite3.Connection) -> None:
-    secret = tt.instance_secret(conn)
+    secret = db.instance_secret(conn)
     for number in (1, 255, 2**40, 2**62):
         token = tt.make_token(secret, "open", number)
         assert tt.read_token(secret, "open", token) == number
@@ -17,12 +18,12 @@ def test_round_trip_and_lengths(conn: sqlite3.Connection) -> None:
 
 
 def test_secret_is_made_once_and_kept(conn: sqlite3.Connection) -> None:
-    first = tt.instance_secret(conn)
-    assert len(first) == 32 and tt.instance_secret(conn) == first
+    first = db.instance_secret(conn)
+    assert len(first) == 32 and db.instance_secret(conn) == first
 
 
 def test_forged_replayed_or_malformed_tokens_are_refused(conn: sqlite3.Connection) -> None:
-    secret = tt.instance_secret(conn)
+    secret = db.instance_secret(conn)
     token = tt.make_token(secret, "open", 41)
     assert tt.read_token(secret, "click", token) is None                 # another kind
     assert tt.read_token(b"x" * 32, "open", token) is None               # another installation
@@ -38,7 +39,7 @@ def test_tracking_url_setting(conn: sqlite3.Connection, monkeypatch) -> None:  #
     import pytest
 
     from marketing_cli.errors import MktError
-    from marketing_cli.services import workspaces
+    from marketing_cli.services.account import workspaces
     from tests import factories
 
     ws = factories.workspace(conn)["id"]

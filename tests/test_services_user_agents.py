@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from marketing_cli.services import user_agents
-from marketing_cli.services.user_agents import DEVICE_TYPES, classify
+from marketing_cli.kernel import user_agents
+from marketing_cli.kernel.user_agents import DEVICE_TYPES, classify
 
 HUMANS = [
     # desktop

@@ -7,8 +7,8 @@ from datetime import date
 
 import pytest
 
-from marketing_cli.services import values
-from marketing_cli.services.values import Field, normalize_email, normalize_phone, normalize_value
+from marketing_cli.services.contacts import values
+from marketing_cli.services.contacts.values import Field, normalize_email, normalize_phone, normalize_value
 
 
 def make(type_: str, definition: str | None = None, tag: str = "thing") -> Field:
@@ -194,7 +194,7 @@ def test_is_phone_region() -> None:
 def test_numbers_beyond_64_bits_become_doubles() -> None:
     import pytest
 
-    from marketing_cli.services.values import Field, normalize_value
+    from marketing_cli.services.contacts.values import Field, normalize_value
 
     field = Field(id=9, label="Big", merge_tag="big", type="NUMBER", options=(), default_value=None,
                   required=False, immutable=False, default_region=None, order=9)

@@ -5,7 +5,7 @@ import sqlite3
 import pytest
 
 from marketing_cli.errors import MktError
-from marketing_cli.services import billing, workspaces
+from marketing_cli.services.account import billing, workspaces
 
 
 def test_create_workspace_has_builtin_fields_free_plan_and_key(conn: sqlite3.Connection) -> None:

@@ -14,7 +14,7 @@ import pytest
 from marketing_cli import db as db_module
 from marketing_cli.db import connect, storage_error
 from marketing_cli.errors import MktError
-from marketing_cli.services import fields
+from marketing_cli.services.contacts import fields
 from tests.conftest import error_of
 
 READ_ONLY = ("The database is read-only: nothing was written. Check the permissions of the database file "

@@ -13,7 +13,7 @@ from starlette.routing import Route
 
 from marketing_cli.api.auth import require_workspace
 from marketing_cli.api.responses import INVALID_BODY, envelope_b, read_json
-from marketing_cli.services import audience
+from marketing_cli.services.contacts import audience
 
 
 async def count_audience(request: Request) -> Response:

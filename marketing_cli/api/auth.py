@@ -8,7 +8,7 @@ from collections import deque
 from starlette.requests import Request
 
 from marketing_cli.errors import MktError
-from marketing_cli.services import keys
+from marketing_cli.services.account import keys
 
 
 def db_conn(request: Request):  # noqa: ANN201 - sqlite3.Connection

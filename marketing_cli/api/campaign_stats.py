@@ -9,13 +9,13 @@ from starlette.routing import Route
 from marketing_cli.api.auth import require_workspace
 from marketing_cli.api.calls import call
 from marketing_cli.api.responses import envelope_a
-from marketing_cli.services import campaign_stats
+from marketing_cli.services.email import stats
 
 
 async def get_campaign_statistics(request: Request) -> Response:
     workspace_id = require_workspace(request)
     campaign_id = request.path_params["campaign_id"]
-    return envelope_a(await call(request, campaign_stats.get_campaign_statistics, workspace_id, campaign_id))
+    return envelope_a(await call(request, stats.get_campaign_statistics, workspace_id, campaign_id))
 
 
 routes = [

@@ -14,7 +14,7 @@ from starlette.routing import Route
 from marketing_cli.api.auth import require_workspace
 from marketing_cli.api.calls import call
 from marketing_cli.api.responses import envelope_a, read_json
-from marketing_cli.services import campaign_html, campaign_test_email, campaigns
+from marketing_cli.services.email import campaigns, test_emails, variant_html
 
 
 async def create_campaign(request: Request) -> Response:
@@ -47,19 +47,19 @@ async def set_variant_html(request: Request) -> Response:
     campaign_id = campaigns.check_campaign_id(request.path_params["campaign_id"])
     variant_type = campaigns.check_variant_type(request.path_params["variant_type"])
     body = await read_json(request, campaigns.INVALID_BODY)
-    return envelope_a(await call(request, campaign_html.set_variant_html, workspace_id, campaign_id, variant_type,
+    return envelope_a(await call(request, variant_html.set_variant_html, workspace_id, campaign_id, variant_type,
                                  body))
 
 
 async def get_variant_html(request: Request) -> Response:
     workspace_id = require_workspace(request)
-    return envelope_a(await call(request, campaign_html.get_variant_html, workspace_id,
+    return envelope_a(await call(request, variant_html.get_variant_html, workspace_id,
                                  request.path_params["campaign_id"], request.path_params["variant_type"]))
 
 
 async def get_variant_preview(request: Request) -> Response:
     workspace_id = require_workspace(request)
-    content_type, body = await call(request, campaign_html.get_variant_preview, workspace_id,
+    content_type, body = await call(request, variant_html.get_variant_preview, workspace_id,
                                     request.path_params["campaign_id"], request.path_params["variant_type"])
     return Response(body, media_type=content_type, headers={"Cache-Control": "private, max-age=60"})
 
@@ -68,7 +68,7 @@ async def send_test_email(request: Request) -> Response:
     workspace_id = require_workspace(request)
     campaign_id = campaigns.check_campaign_id(request.path_params["campaign_id"])
     body = await read_json(request, campaigns.INVALID_BODY)
-    return envelope_a(await call(request, campaign_test_email.send_test_email, workspace_id, campaign_id, body))
+    return envelope_a(await call(request, test_emails.send_test_email, workspace_id, campaign_id, body))
 
 
 routes = [

@@ -8,7 +8,7 @@ from starlette.responses import Response
 from marketing_cli.api.auth import require_workspace
 from marketing_cli.api.calls import call
 from marketing_cli.api.responses import envelope_b, read_json
-from marketing_cli.services import contact_search
+from marketing_cli.services.contacts import search as contact_search
 
 
 async def search_contacts(request: Request) -> Response:

@@ -19,7 +19,7 @@ from marketing_cli.api.calls import call
 from marketing_cli.api.contact_search import search_contacts
 from marketing_cli.api.contacts_io import export_contacts, import_contacts
 from marketing_cli.api.responses import envelope_b, read_json
-from marketing_cli.services import contacts
+from marketing_cli.services.contacts import records as contacts
 
 
 async def create_contact(request: Request) -> Response:

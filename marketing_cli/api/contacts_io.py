@@ -1,5 +1,5 @@
 """POST /v1/contacts/import and GET /v1/contacts/export (extensions, envelope B / a stream):
-the HTTP twins of `mkt contacts import` / `mkt contacts export` over services/contacts_io.py.
+the HTTP twins of `mkt contacts import` / `mkt contacts export` over services/bulk.py.
 
 Routed from api/contacts.py, above the `/{contact_id}` paths. Both take seconds at scale,
 so the service runs in worker threads and the event loop keeps serving other requests:
@@ -25,8 +25,8 @@ from marketing_cli.api.auth import require_workspace
 from marketing_cli.api.responses import envelope_b, read_body
 from marketing_cli.db import connect
 from marketing_cli.errors import MktError
-from marketing_cli.ids import parse_int_id
-from marketing_cli.services import contacts_io
+from marketing_cli.kernel.ids import parse_int_id
+from marketing_cli.services.contacts import bulk
 
 IMPORT_MAX_BYTES = 64 * 1024 * 1024  # a CSV file, not a JSON body: 64 MiB (docs/api.md)
 CSV_TYPES = ("text/csv", "application/csv", "text/plain", "application/octet-stream")
@@ -64,22 +64,22 @@ async def import_contacts(request: Request) -> Response:
     ignore_unknown = _flag(request, "ignore_unknown")
     tag_ids = _tag_ids(request)
     status = request.query_params.get("status", "SUBSCRIBED")
-    batch_size = contacts_io.check_batch_size(request.query_params.get("batch_size", contacts_io.BATCH_SIZE))
+    batch_size = bulk.check_batch_size(request.query_params.get("batch_size", bulk.BATCH_SIZE))
     try:
-        mapping = contacts_io.parse_column_map(request.query_params.getlist("map"))
+        mapping = bulk.parse_column_map(request.query_params.getlist("map"))
     except ValueError as exc:
         raise MktError(400, f"Invalid query parameter 'map': {exc}.") from None
     raw = await read_body(request, max_bytes=IMPORT_MAX_BYTES, timeout_factor=10)
     if not raw.strip():
         raise MktError(400, EMPTY_BODY)
-    text = contacts_io.decode_text(raw)  # all of it up front: bad UTF-8 is refused before any write
+    text = bulk.decode_text(raw)  # all of it up front: bad UTF-8 is refused before any write
     del raw
     db = request.app.state.db
     stop = StopOnShutdown(getattr(request.state, "shutting_down", None))
 
     def run() -> dict[str, Any]:
         # newline="": the csv module sees the line endings as sent, as with a file opened for it.
-        return contacts_io.import_contacts(
+        return bulk.import_contacts(
             db.conn(), workspace_id, io.StringIO(text, newline=""), mapping=mapping,
             ignore_unknown=ignore_unknown, tag_ids=tag_ids, default_status=status, dry_run=dry_run,
             batch_size=batch_size, progress=stop.progress)
@@ -156,7 +156,7 @@ class ExportStream(StreamingResponse):
     generator is never closed under it.
     """
 
-    def __init__(self, export: contacts_io.ContactExport, conn: sqlite3.Connection) -> None:
+    def __init__(self, export: bulk.ContactExport, conn: sqlite3.Connection) -> None:
         self.export = export
         self.conn = conn
         self.pieces = export.chunks(conn)
@@ -181,10 +181,10 @@ class ExportStream(StreamingResponse):
 
 
 def _begin_export(path: Any, workspace_id: int, fmt: str,
-                  fields: list[str] | None) -> tuple[contacts_io.ContactExport, sqlite3.Connection]:
+                  fields: list[str] | None) -> tuple[bulk.ContactExport, sqlite3.Connection]:
     conn = connect(path, upgrade=False)
     try:
-        return contacts_io.begin_export(conn, workspace_id, fmt=fmt, fields=fields), conn
+        return bulk.begin_export(conn, workspace_id, fmt=fmt, fields=fields), conn
     except BaseException:
         conn.close()
         raise

@@ -10,7 +10,7 @@ from marketing_cli.api.auth import require_workspace
 from marketing_cli.api.calls import call
 from marketing_cli.api.responses import envelope_b, read_json
 from marketing_cli.errors import MktError
-from marketing_cli.services import events
+from marketing_cli.services.contacts import events
 
 
 async def track_event(request: Request) -> Response:

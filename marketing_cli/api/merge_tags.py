@@ -9,7 +9,7 @@ from starlette.routing import Route
 from marketing_cli.api.auth import require_workspace
 from marketing_cli.api.calls import call
 from marketing_cli.api.responses import envelope_a
-from marketing_cli.services import merge_tags
+from marketing_cli.services.contacts import merge_tags
 
 
 async def list_merge_tags(request: Request) -> Response:

@@ -9,7 +9,7 @@ from starlette.routing import Route
 from marketing_cli.api.auth import RateLimiter, optional_workspace
 from marketing_cli.api.calls import call
 from marketing_cli.api.responses import envelope_a
-from marketing_cli.services import rates
+from marketing_cli.services.account import rates
 
 PUBLIC_LIMIT = (
     "You have exceeded the rate limit of 60 requests per minute. "

@@ -21,7 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from marketing_cli.db import storage_error
 from marketing_cli.encoding import dumps_bytes
 from marketing_cli.errors import MktError
-from marketing_cli.services.inputs import decode_json
+from marketing_cli.kernel.inputs import decode_json
 
 log = logging.getLogger("mkt.api")
 

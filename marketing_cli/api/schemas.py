@@ -24,22 +24,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from marketing_cli.ids import HEX24_PATTERN
-from marketing_cli.services import (
-    audience,
-    bounces,
-    campaigns,
-    contact_search,
-    contacts,
-    domains,
-    events,
-    segment_filters,
-    segments,
-    senders,
-    tags,
-    templates,
-    values,
-)
+from marketing_cli.kernel.ids import HEX24_PATTERN
+from marketing_cli.services.contacts import audience, events, segment_filters, segments, tags, values
+from marketing_cli.services.contacts import records as contacts
+from marketing_cli.services.contacts import search as contact_search
+from marketing_cli.services.email import bounces, campaigns, domains, senders, templates
 
 Schema = dict[str, Any]
 
@@ -406,7 +395,7 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
 
 def _sms_operations() -> dict[tuple[str, str], dict[str, Any]]:
     try:
-        from marketing_cli.services import sms_campaigns as sms
+        from marketing_cli.services.sms import campaigns as sms
     except ImportError:  # the SMS branch is not merged
         return {}
     campaign = obj({"id": HEX_ID, "name": {"type": ["string", "null"]}, "message": {"type": ["string", "null"]},

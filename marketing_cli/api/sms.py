@@ -15,7 +15,7 @@ from starlette.routing import Route
 from marketing_cli.api.auth import require_workspace
 from marketing_cli.api.calls import call
 from marketing_cli.api.responses import envelope_a, read_json
-from marketing_cli.services import sms_campaigns as sms
+from marketing_cli.services.sms import campaigns as sms
 
 
 def _id(request: Request) -> str:

@@ -10,7 +10,7 @@ from starlette.routing import Route
 
 from marketing_cli.api.calls import call
 from marketing_cli.errors import MktError
-from marketing_cli.services import sms_links
+from marketing_cli.services.sms import links as sms_links
 
 NO_STORE = {"Cache-Control": "no-store, max-age=0"}
 

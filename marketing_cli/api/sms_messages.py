@@ -9,7 +9,7 @@ from starlette.routing import Route
 from marketing_cli.api.auth import require_workspace
 from marketing_cli.api.calls import call
 from marketing_cli.api.responses import envelope_a
-from marketing_cli.services import sms_messages
+from marketing_cli.services.sms import messages as sms_messages
 
 
 async def list_messages(request: Request) -> Response:

@@ -9,7 +9,7 @@ from starlette.routing import Route
 from marketing_cli.api.auth import require_workspace
 from marketing_cli.api.calls import call
 from marketing_cli.api.responses import envelope_b, read_json
-from marketing_cli.services import tags
+from marketing_cli.services.contacts import tags
 
 
 async def list_tags(request: Request) -> Response:

@@ -13,7 +13,7 @@ from starlette.routing import Route
 
 from marketing_cli.api.calls import call
 from marketing_cli.errors import MktError
-from marketing_cli.services import tracking
+from marketing_cli.services.email import tracking
 
 NO_STORE = {"Cache-Control": "no-store, max-age=0"}
 

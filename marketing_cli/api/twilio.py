@@ -15,7 +15,7 @@ from starlette.routing import Route
 from marketing_cli.api.calls import call
 from marketing_cli.api.responses import error_response, read_body
 from marketing_cli.errors import MktError
-from marketing_cli.services import sms_webhooks
+from marketing_cli.services.sms import webhooks as sms_webhooks
 
 
 async def _params(request: Request) -> dict[str, str]:

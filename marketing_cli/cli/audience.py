@@ -48,7 +48,7 @@ def audience_count(
     as_json: JsonOption = False,
 ) -> None:
     """Count the eligible recipients of an audience on a channel, without sending anything."""
-    from marketing_cli.services import audience as audience_service
+    from marketing_cli.services.contacts import audience as audience_service
 
     if audience is not None:
         if audience_type or include_tag or include_segment or exclude_tag or exclude_segment:

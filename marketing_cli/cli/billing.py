@@ -11,7 +11,7 @@ from marketing_cli.cli.registry import HELP
 from marketing_cli.cli.state import state
 from marketing_cli.cli.workspace import render_billing
 from marketing_cli.errors import MktError
-from marketing_cli.services import billing
+from marketing_cli.services.account import billing
 
 app = typer.Typer(help=HELP["billing"], no_args_is_help=True)
 plan_app = typer.Typer(help="The workspace's plan.", no_args_is_help=True)

@@ -24,7 +24,7 @@ def bounces_add(
     as_json: JsonOption = False,
 ) -> None:
     """Record one bounce or complaint (POST /v1/bounces)."""
-    from marketing_cli.services import bounces
+    from marketing_cli.services.email import bounces
 
     body = {"email_address": email, "type": kind, **({"campaign_id": campaign_id} if campaign_id else {})}
     s = state(ctx)
@@ -40,7 +40,7 @@ def bounces_import(
     as_json: JsonOption = False,
 ) -> None:
     """Read bounce (DSN) and complaint (ARF) reports and apply them, all or nothing."""
-    from marketing_cli.services import bounces
+    from marketing_cli.services.email import bounces
 
     loaded = []
     for path in files:

@@ -34,7 +34,7 @@ def campaigns_schedule(
     as_json: JsonOption = False,
 ) -> None:
     """Queue a DRAFT campaign for sending, now or later (POST /v1/campaigns/:id/schedule)."""
-    from marketing_cli.services import email_schedule
+    from marketing_cli.services.email import schedule as email_schedule
 
     if now == (at is not None):
         raise usage_error("Give exactly one of --now or --at TIMESTAMP.")
@@ -51,7 +51,7 @@ def campaigns_schedule(
 
 def campaigns_cancel(ctx: typer.Context, campaign_id: CampaignId, as_json: JsonOption = False) -> None:
     """Stop a queued or sending campaign: nothing more goes out (POST /v1/campaigns/:id/cancel)."""
-    from marketing_cli.services import email_schedule
+    from marketing_cli.services.email import schedule as email_schedule
 
     s = state(ctx)
     emit(email_schedule.cancel_campaign(s.conn(), s.workspace_id(), campaign_id), as_json,
@@ -60,7 +60,7 @@ def campaigns_cancel(ctx: typer.Context, campaign_id: CampaignId, as_json: JsonO
 
 def campaigns_resume(ctx: typer.Context, campaign_id: CampaignId, as_json: JsonOption = False) -> None:
     """Send a campaign paused after transport errors again (POST /v1/campaigns/:id/resume)."""
-    from marketing_cli.services import email_schedule
+    from marketing_cli.services.email import schedule as email_schedule
 
     s = state(ctx)
     emit(email_schedule.resume_campaign(s.conn(), s.workspace_id(), campaign_id), as_json,
@@ -80,7 +80,7 @@ def campaigns_watch(ctx: typer.Context, campaign_id: CampaignId,
                     once: Annotated[bool, typer.Option("--once", help="Print the progress once and exit.")] = False,
                     as_json: JsonOption = False) -> None:
     """Follow a send with a progress bar (sent / total, rate, ETA, errors) until it ends."""
-    from marketing_cli.services import campaigns
+    from marketing_cli.services.email import campaigns
 
     s = state(ctx)
     view = campaigns.get_campaign(s.conn(), s.workspace_id(), campaign_id)

@@ -30,7 +30,7 @@ def campaigns_stats(
     as_json: JsonOption = False,
 ) -> None:
     """Show an email campaign's statistics: rates, breakdowns, links and variants."""
-    from marketing_cli.services import campaign_stats
+    from marketing_cli.services.email import stats as campaign_stats
 
     s = state(ctx)
     emit(campaign_stats.get_campaign_statistics(s.conn(), s.workspace_id(), campaign_id), as_json, render)

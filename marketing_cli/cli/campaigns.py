@@ -74,7 +74,7 @@ def campaigns_create(
     as_json: JsonOption = False,
 ) -> None:
     """Create an email campaign in DRAFT with its empty variant(s) (POST /v1/campaigns)."""
-    from marketing_cli.services import campaigns
+    from marketing_cli.services.email import campaigns
 
     s = state(ctx)
     emit(campaigns.create_campaign(s.conn(), s.workspace_id(), {"name": name, "type": campaign_type}), as_json,
@@ -90,7 +90,7 @@ def campaigns_list(
     as_json: JsonOption = False,
 ) -> None:
     """List the workspace's email campaigns, newest first (GET /v1/campaigns)."""
-    from marketing_cli.services import campaigns
+    from marketing_cli.services.email import campaigns
 
     s = state(ctx)
     result = campaigns.list_campaigns(s.conn(), s.workspace_id(), page=page, limit=limit, status=status)
@@ -106,7 +106,7 @@ def campaigns_list(
 @app.command("show")
 def campaigns_show(ctx: typer.Context, campaign_id: CampaignId, as_json: JsonOption = False) -> None:
     """Show one campaign's configuration and status (GET /v1/campaigns/:id)."""
-    from marketing_cli.services import campaigns
+    from marketing_cli.services.email import campaigns
 
     s = state(ctx)
     emit(campaigns.get_campaign(s.conn(), s.workspace_id(), campaign_id), as_json, render_campaign)
@@ -157,7 +157,7 @@ def campaigns_configure(
     as_json: JsonOption = False,
 ) -> None:
     """Configure a DRAFT campaign's sender, audience and variants (PATCH /v1/campaigns/:id/configure)."""
-    from marketing_cli.services import campaigns
+    from marketing_cli.services.email import campaigns
 
     payload: dict[str, Any] = {}
     if body is not None:
@@ -199,7 +199,7 @@ def campaigns_html_set(
     as_json: JsonOption = False,
 ) -> None:
     """Set a variant's HTML, cleaned (POST /v1/campaigns/:id/variants/:type/html)."""
-    from marketing_cli.services import campaign_html
+    from marketing_cli.services.email import variant_html
 
     if (source is None) == (template_id is None):
         raise usage_error("Give the HTML as FILE (or -) or --template TID, one of the two.")
@@ -211,17 +211,17 @@ def campaigns_html_set(
         lines += [f"warning: {w}" for w in r["warnings"]]
         return "\n".join(lines)
 
-    emit(campaign_html.set_variant_html(s.conn(), s.workspace_id(), campaign_id, variant, payload), as_json, human)
+    emit(variant_html.set_variant_html(s.conn(), s.workspace_id(), campaign_id, variant, payload), as_json, human)
 
 
 @html_app.command("show")
 def campaigns_html_show(ctx: typer.Context, campaign_id: CampaignId, variant: VariantType,
                         as_json: JsonOption = False) -> None:
     """Print a variant's stored HTML (GET /v1/campaigns/:id/variants/:type/html)."""
-    from marketing_cli.services import campaign_html
+    from marketing_cli.services.email import variant_html
 
     s = state(ctx)
-    result = campaign_html.get_variant_html(s.conn(), s.workspace_id(), campaign_id, variant)
+    result = variant_html.get_variant_html(s.conn(), s.workspace_id(), campaign_id, variant)
     if as_json:
         emit(result, True)
         return
@@ -240,8 +240,8 @@ def campaigns_test(
     as_json: JsonOption = False,
 ) -> None:
     """Send a test email of one variant (POST /v1/campaigns/:id/test)."""
-    from marketing_cli.services import campaign_test_email
-    from marketing_cli.services.mail_transport import open_transport
+    from marketing_cli.services.email import test_emails
+    from marketing_cli.services.email.transport import open_transport
 
     s = state(ctx)
     try:
@@ -249,7 +249,7 @@ def campaigns_test(
     except ValueError as exc:
         raise usage_error(f"--smtp-url: {exc}") from None
     with transport:
-        emit(campaign_test_email.send_test_email(s.conn(), s.workspace_id(), campaign_id,
+        emit(test_emails.send_test_email(s.conn(), s.workspace_id(), campaign_id,
                                                  {"variant_type": variant, "recipient": to}, transport=transport),
              as_json, lambda message: message)
 

@@ -73,7 +73,7 @@ def contacts_create(
     as_json: JsonOption = False,
 ) -> None:
     """Create a contact (POST /v1/contacts); --status and --field email_address=... are required."""
-    from marketing_cli.services import contacts
+    from marketing_cli.services.contacts import records as contacts
 
     s = state(ctx)
     request = _body(body)
@@ -100,7 +100,7 @@ def contacts_upsert(
     as_json: JsonOption = False,
 ) -> None:
     """Create or update a contact found by email and/or phone (POST /v1/contacts/upsert)."""
-    from marketing_cli.services import contacts
+    from marketing_cli.services.contacts import records as contacts
 
     s = state(ctx)
     request = _body(body)
@@ -118,7 +118,7 @@ def contacts_upsert(
 @app.command("get")
 def contacts_get(ctx: typer.Context, contact_id: ContactId, as_json: JsonOption = False) -> None:
     """Show one contact by id (GET /v1/contacts/:id)."""
-    from marketing_cli.services import contacts
+    from marketing_cli.services.contacts import records as contacts
 
     s = state(ctx)
     emit(contacts.get_contact(s.conn(), s.workspace_id(), contact_id), as_json, render_contact)
@@ -132,7 +132,7 @@ def contacts_by_phone(
     as_json: JsonOption = False,
 ) -> None:
     """Find the contact with a phone number (GET /v1/contacts/by-phone)."""
-    from marketing_cli.services import contacts
+    from marketing_cli.services.contacts import records as contacts
 
     s = state(ctx)
     emit(contacts.get_contact_by_phone(s.conn(), s.workspace_id(), phone_number), as_json, render_contact)
@@ -146,7 +146,7 @@ def contacts_tag(
     as_json: JsonOption = False,
 ) -> None:
     """Add tags to a contact; tags it already has are ignored (POST /v1/contacts/:id/tags/add)."""
-    from marketing_cli.services import contacts
+    from marketing_cli.services.contacts import records as contacts
 
     s = state(ctx)
     emit(contacts.add_contact_tags(s.conn(), s.workspace_id(), contact_id, {"tag_ids": tag_ids}), as_json,
@@ -161,7 +161,7 @@ def contacts_untag(
     as_json: JsonOption = False,
 ) -> None:
     """Remove tags from a contact (POST /v1/contacts/:id/tags/remove)."""
-    from marketing_cli.services import contacts
+    from marketing_cli.services.contacts import records as contacts
 
     s = state(ctx)
     emit(contacts.remove_contact_tags(s.conn(), s.workspace_id(), contact_id, {"tag_ids": tag_ids}), as_json,

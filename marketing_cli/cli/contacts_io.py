@@ -1,6 +1,6 @@
 """`mkt contacts import` / `mkt contacts export`: bulk CSV in, CSV or JSON Lines out.
 
-The work is in services/contacts_io.py; these commands open files, draw the progress bar
+The work is in services/contacts/bulk.py; these commands open files, draw the progress bar
 (on stderr, only when it is a terminal and never with --json) and print the summary.
 """
 
@@ -22,7 +22,7 @@ SHOWN_ERRORS = 20
 
 
 def _parse_map(items: list[str]) -> dict[str, str]:
-    from marketing_cli.services.contacts_io import parse_column_map
+    from marketing_cli.services.contacts.bulk import parse_column_map
 
     try:
         return parse_column_map(items)
@@ -59,14 +59,14 @@ def contacts_import(
     as_json: JsonOption = False,
 ) -> None:
     """Import contacts from a CSV file: upsert by email in batches, reporting bad rows by line."""
-    from marketing_cli.services import contacts_io
+    from marketing_cli.services.contacts import bulk as contacts_io
 
     mapping = _parse_map(map_ or [])
     batch_size = contacts_io.check_batch_size(batch_size)  # before the file is read, as over HTTP
     s = state(ctx)
     conn, workspace_id = s.conn(), s.workspace_id()
     with ExitStack() as stack:
-        # One check for both faces (services/text_files.py): the whole file is UTF-8, or
+        # One check for both faces (kernel/text_files.py): the whole file is UTF-8, or
         # nothing is imported and the error names the line and byte offset.
         if file == "-":
             buffer = getattr(sys.stdin, "buffer", None)
@@ -132,7 +132,7 @@ def contacts_export(
     as_json: JsonOption = False,
 ) -> None:
     """Export every contact of the workspace as CSV or JSON Lines (streamed, any size)."""
-    from marketing_cli.services import contacts_io
+    from marketing_cli.services.contacts import bulk as contacts_io
 
     chosen = [t.strip() for t in fields.split(",") if t.strip()] if fields else None
     s = state(ctx)
@@ -151,7 +151,7 @@ def contacts_export(
             raise MktError(400, f"Cannot write {output}: {exc.strerror or exc}.") from None
         progress = None
         if not as_json and err_console.is_terminal:
-            from marketing_cli.services import billing
+            from marketing_cli.services.account import billing
 
             total = billing.usage(conn, workspace_id, "contacts")
             bar = stack.enter_context(_progress("Exporting", total))

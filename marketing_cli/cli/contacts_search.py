@@ -70,7 +70,7 @@ def contacts_search(
     as_json: JsonOption = False,
 ) -> None:
     """Search contacts by field filters, tags and status, a page at a time."""
-    from marketing_cli.services.contact_search import search_contacts
+    from marketing_cli.services.contacts.search import search_contacts
 
     if body == "-":
         body = sys.stdin.read()

@@ -78,7 +78,7 @@ def domains_add(
     as_json: JsonOption = False,
 ) -> None:
     """Add a sending domain: generates its DKIM key and the DNS records to publish."""
-    from marketing_cli.services import domains
+    from marketing_cli.services.email import domains
 
     s = state(ctx)
     emit(domains.add_domain(s.conn(), s.workspace_id(), domain), as_json, render_domain)
@@ -87,7 +87,7 @@ def domains_add(
 @app.command("list")
 def domains_list(ctx: typer.Context, as_json: JsonOption = False) -> None:
     """List the workspace's sending domains (GET /v1/domains)."""
-    from marketing_cli.services import domains
+    from marketing_cli.services.email import domains
 
     s = state(ctx)
     emit(domains.list_domains(s.conn(), s.workspace_id()), as_json, render_list)
@@ -96,7 +96,7 @@ def domains_list(ctx: typer.Context, as_json: JsonOption = False) -> None:
 @app.command("show")
 def domains_show(ctx: typer.Context, domain_id: DomainId, as_json: JsonOption = False) -> None:
     """Show a domain and the DNS records to publish (GET /v1/domains/:id)."""
-    from marketing_cli.services import domains
+    from marketing_cli.services.email import domains
 
     s = state(ctx)
     emit(domains.get_domain(s.conn(), s.workspace_id(), domain_id), as_json, render_domain)
@@ -105,7 +105,7 @@ def domains_show(ctx: typer.Context, domain_id: DomainId, as_json: JsonOption = 
 @app.command("verify")
 def domains_verify(ctx: typer.Context, domain_id: DomainId, as_json: JsonOption = False) -> None:
     """Look the domain's records up in DNS and store what was found (exit 0 also when some are missing)."""
-    from marketing_cli.services import domains
+    from marketing_cli.services.email import domains
 
     s = state(ctx)
     report = domains.verify_domain_report(s.conn(), s.workspace_id(), domain_id)

@@ -31,7 +31,7 @@ def events_track(
     as_json: JsonOption = False,
 ) -> None:
     """Record a custom event for a contact (like POST /v1/events)."""
-    from marketing_cli.services import events
+    from marketing_cli.services.contacts import events
 
     body: dict[str, Any] = {"event_name": name}
     if email is not None:
@@ -61,7 +61,7 @@ def events_log(
     as_json: JsonOption = False,
 ) -> None:
     """Show the automation event log, newest last; --follow keeps watching."""
-    from marketing_cli.services import events
+    from marketing_cli.services.contacts import events
 
     s = state(ctx)
     conn, workspace_id = s.conn(), s.workspace_id()

@@ -39,7 +39,7 @@ def render_field(f: dict[str, Any]) -> Any:
 @app.command("list")
 def fields_list(ctx: typer.Context, as_json: JsonOption = False) -> None:
     """List the workspace's fields in display order (GET /v1/fields)."""
-    from marketing_cli.services import fields
+    from marketing_cli.services.contacts import fields
 
     s = state(ctx)
     emit(fields.list_fields(s.conn(), s.workspace_id()), as_json, lambda rows: table(
@@ -61,7 +61,7 @@ def fields_create(
     as_json: JsonOption = False,
 ) -> None:
     """Create a custom field (POST /v1/fields)."""
-    from marketing_cli.services import fields
+    from marketing_cli.services.contacts import fields
 
     s = state(ctx)
     body: dict[str, Any] = {"label": label, "merge_tag": merge_tag, "type": type_, "required": required}
@@ -89,7 +89,7 @@ def fields_update(
     as_json: JsonOption = False,
 ) -> None:
     """Update a field (PATCH /v1/fields/:id); options left out keep their values."""
-    from marketing_cli.services import fields
+    from marketing_cli.services.contacts import fields
 
     s = state(ctx)
     conn, workspace_id = s.conn(), s.workspace_id()

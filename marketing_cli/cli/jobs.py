@@ -23,7 +23,7 @@ def jobs_run(
 ) -> None:
     """Run every job that is due once, then exit (for cron)."""
     from marketing_cli import jobs, services
-    from marketing_cli.services import pacing
+    from marketing_cli.kernel import pacing
 
     pacing.check_environment()  # a bad MKT_SEND_* / MKT_SMS_* value: exit 1 before any job runs
     services.load_job_handlers()

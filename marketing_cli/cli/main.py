@@ -77,7 +77,7 @@ def init(
     as_json: JsonOption = False,
 ) -> None:
     """Create the database if missing, a new workspace and its first API key."""
-    from marketing_cli.services import workspaces
+    from marketing_cli.services.account import workspaces
 
     result = workspaces.create_workspace(state(ctx).conn(), name)
 
@@ -123,7 +123,7 @@ def serve(
     import os
 
     from marketing_cli.cli.serve import run_server
-    from marketing_cli.services import pacing
+    from marketing_cli.kernel import pacing
 
     pacing.check_environment()  # a bad MKT_SEND_* / MKT_SMS_* value: exit 1 before serving
     if geoip:

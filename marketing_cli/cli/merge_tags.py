@@ -7,7 +7,7 @@ import typer
 from marketing_cli.cli.output import JsonOption, emit, table
 from marketing_cli.cli.registry import HELP
 from marketing_cli.cli.state import state
-from marketing_cli.services import merge_tags
+from marketing_cli.services.contacts import merge_tags
 
 app = typer.Typer(help=HELP["merge_tags"], no_args_is_help=True)
 

@@ -54,7 +54,7 @@ class MktGroup(TyperGroup):
     _listing = False
 
     def main(self, args: Sequence[str] | None = None, *a: Any, **kw: Any) -> Any:
-        from marketing_cli.services.inputs import check_text
+        from marketing_cli.kernel.inputs import check_text
 
         try:
             for arg in sys.argv[1:] if args is None else args:
@@ -166,7 +166,7 @@ def json_option(text: str | None, option: str, *, member: str | None = None, exp
     """
     if text is None:
         return None
-    from marketing_cli.services.inputs import check_unicode, parse_json
+    from marketing_cli.kernel.inputs import check_unicode, parse_json
 
     if text == "-":
         text = sys.stdin.read()

@@ -10,7 +10,7 @@ import typer
 from marketing_cli.cli.output import JsonOption, emit, table
 from marketing_cli.cli.registry import HELP
 from marketing_cli.cli.state import state
-from marketing_cli.services import rates
+from marketing_cli.services.account import rates
 
 app = typer.Typer(help=HELP["rates"], no_args_is_help=True)
 

@@ -55,7 +55,7 @@ def segments_create(
     as_json: JsonOption = False,
 ) -> None:
     """Create a segment (POST /v1/segments); its member count is queued."""
-    from marketing_cli.services import segments
+    from marketing_cli.services.contacts import segments
 
     s = state(ctx)
     body = {"name": name, "filters": _filters(filters, filters_file)}
@@ -65,7 +65,7 @@ def segments_create(
 @app.command("list")
 def segments_list(ctx: typer.Context, as_json: JsonOption = False) -> None:
     """List the workspace's segments (GET /v1/segments)."""
-    from marketing_cli.services import segments
+    from marketing_cli.services.contacts import segments
 
     s = state(ctx)
     emit(segments.list_segments(s.conn(), s.workspace_id()), as_json, lambda rows: table(
@@ -77,7 +77,7 @@ def segments_list(ctx: typer.Context, as_json: JsonOption = False) -> None:
 @app.command("show")
 def segments_show(ctx: typer.Context, segment_id: SegmentId, as_json: JsonOption = False) -> None:
     """Show one segment (GET /v1/segments/:id)."""
-    from marketing_cli.services import segments
+    from marketing_cli.services.contacts import segments
 
     s = state(ctx)
     emit(segments.get_segment(s.conn(), s.workspace_id(), segment_id), as_json, render_segment)
@@ -92,7 +92,7 @@ def segments_members(
     as_json: JsonOption = False,
 ) -> None:
     """List the contacts that match the segment now (GET /v1/segments/:id/members)."""
-    from marketing_cli.services import segments
+    from marketing_cli.services.contacts import segments
 
     s = state(ctx)
     result = segments.segment_members(s.conn(), s.workspace_id(), segment_id, page=page, limit=limit)
@@ -107,7 +107,7 @@ def segments_members(
 @app.command("refresh")
 def segments_refresh(ctx: typer.Context, segment_id: SegmentId, as_json: JsonOption = False) -> None:
     """Queue a recount of the segment's members (POST /v1/segments/:id/refresh)."""
-    from marketing_cli.services import segments
+    from marketing_cli.services.contacts import segments
 
     s = state(ctx)
     emit(segments.refresh_segment(s.conn(), s.workspace_id(), segment_id), as_json,

@@ -28,7 +28,7 @@ def senders_add(
     as_json: JsonOption = False,
 ) -> None:
     """Add a sender identity on one of your domains (POST /v1/sender-identities)."""
-    from marketing_cli.services import senders
+    from marketing_cli.services.email import senders
 
     s = state(ctx)
     body = {"domain_id": domain_id, "local_part": local_part, "display_name": display_name}
@@ -40,7 +40,7 @@ def senders_add(
 @app.command("list")
 def senders_list(ctx: typer.Context, as_json: JsonOption = False) -> None:
     """List the workspace's sender identities (GET /v1/sender-identities)."""
-    from marketing_cli.services import senders
+    from marketing_cli.services.email import senders
 
     s = state(ctx)
     emit(senders.list_sender_identities(s.conn(), s.workspace_id()), as_json, _rows)
@@ -53,7 +53,7 @@ def senders_show(
     as_json: JsonOption = False,
 ) -> None:
     """Show one sender identity (GET /v1/sender-identities/:id)."""
-    from marketing_cli.services import senders
+    from marketing_cli.services.email import senders
 
     s = state(ctx)
     emit(senders.show_sender_identity(s.conn(), s.workspace_id(), sender_id), as_json, lambda x: _rows([x]))

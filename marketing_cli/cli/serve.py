@@ -65,7 +65,7 @@ def raise_open_file_limit() -> int:
 
 def _bootstrap(db_path: Path, base_url: str) -> None:
     """On a database with no workspace, create one so the server is usable at once."""
-    from marketing_cli.services import workspaces
+    from marketing_cli.services.account import workspaces
 
     conn = connect(db_path)
     try:

@@ -42,7 +42,7 @@ def render_campaign(c: dict[str, Any]) -> Any:
 def sms_create(ctx: typer.Context, name: Annotated[str, typer.Argument(help="The campaign's name (1-255 characters).")],
                as_json: JsonOption = False) -> None:
     """Create an SMS campaign in DRAFT (POST /v1/sms-campaigns)."""
-    from marketing_cli.services import sms_campaigns
+    from marketing_cli.services.sms import campaigns as sms_campaigns
 
     s = state(ctx)
     emit(sms_campaigns.create_campaign(s.conn(), s.workspace_id(), {"name": name}), as_json, render_campaign)
@@ -57,7 +57,7 @@ def sms_list(
     as_json: JsonOption = False,
 ) -> None:
     """List SMS campaigns, newest first (GET /v1/sms-campaigns)."""
-    from marketing_cli.services import sms_campaigns
+    from marketing_cli.services.sms import campaigns as sms_campaigns
 
     s = state(ctx)
     result = sms_campaigns.list_campaigns(s.conn(), s.workspace_id(), page=page, limit=limit, status=status)
@@ -75,7 +75,7 @@ def sms_list(
 @app.command("show")
 def sms_show(ctx: typer.Context, campaign_id: CampaignId, as_json: JsonOption = False) -> None:
     """Show an SMS campaign (GET /v1/sms-campaigns/:id)."""
-    from marketing_cli.services import sms_campaigns
+    from marketing_cli.services.sms import campaigns as sms_campaigns
 
     s = state(ctx)
     emit(sms_campaigns.get_campaign(s.conn(), s.workspace_id(), campaign_id), as_json, render_campaign)
@@ -92,7 +92,7 @@ def sms_update(
     as_json: JsonOption = False,
 ) -> None:
     """Change a DRAFT campaign's name, message or audience (PATCH /v1/sms-campaigns/:id)."""
-    from marketing_cli.services import sms_campaigns
+    from marketing_cli.services.sms import campaigns as sms_campaigns
 
     body: dict[str, Any] = {}
     if name is not None:
@@ -116,7 +116,7 @@ def sms_schedule(
     as_json: JsonOption = False,
 ) -> None:
     """Queue a DRAFT campaign, now or later (POST /v1/sms-campaigns/:id/schedule)."""
-    from marketing_cli.services import sms_campaigns
+    from marketing_cli.services.sms import campaigns as sms_campaigns
 
     if now == (at is not None):
         raise usage_error("Give exactly one of --now and --at TIMESTAMP.")
@@ -130,7 +130,7 @@ def sms_schedule(
 @app.command("cancel")
 def sms_cancel(ctx: typer.Context, campaign_id: CampaignId, as_json: JsonOption = False) -> None:
     """Cancel a QUEUED campaign; messages never handed to a provider are refunded."""
-    from marketing_cli.services import sms_campaigns
+    from marketing_cli.services.sms import campaigns as sms_campaigns
 
     s = state(ctx)
     emit(sms_campaigns.cancel_campaign(s.conn(), s.workspace_id(), campaign_id), as_json,
@@ -140,7 +140,7 @@ def sms_cancel(ctx: typer.Context, campaign_id: CampaignId, as_json: JsonOption 
 @app.command("archive")
 def sms_archive(ctx: typer.Context, campaign_id: CampaignId, as_json: JsonOption = False) -> None:
     """Archive a DRAFT, COMPLETED or CANCELLED campaign."""
-    from marketing_cli.services import sms_campaigns
+    from marketing_cli.services.sms import campaigns as sms_campaigns
 
     s = state(ctx)
     emit(sms_campaigns.archive_campaign(s.conn(), s.workspace_id(), campaign_id), as_json,
@@ -177,7 +177,7 @@ def render_stats(r: dict[str, Any]) -> Any:
 @app.command("stats")
 def sms_stats(ctx: typer.Context, campaign_id: CampaignId, as_json: JsonOption = False) -> None:
     """A campaign's statistics and real cost (GET /v1/sms-campaigns/:id/statistics)."""
-    from marketing_cli.services import sms_campaigns
+    from marketing_cli.services.sms import campaigns as sms_campaigns
 
     s = state(ctx)
     emit(sms_campaigns.campaign_statistics(s.conn(), s.workspace_id(), campaign_id), as_json, render_stats)
@@ -191,7 +191,7 @@ def sms_quote(
     as_json: JsonOption = False,
 ) -> None:
     """Encoding, segments and price of a message (POST /v1/sms/quote)."""
-    from marketing_cli.services import sms_campaigns
+    from marketing_cli.services.sms import campaigns as sms_campaigns
 
     s = state(ctx)
     body: dict[str, Any] = {"message": message}
@@ -224,7 +224,7 @@ def sms_review(
     as_json: JsonOption = False,
 ) -> None:
     """Run the automated review on a message: score and the rules that fired (no network)."""
-    from marketing_cli.services.sms_review import review_message
+    from marketing_cli.services.sms.review import review_message
 
     def human(r: dict[str, Any]) -> Any:
         verdict = "FLAGGED" if r["flagged"] else "passes"
@@ -242,7 +242,7 @@ def sms_outbox(
     as_json: JsonOption = False,
 ) -> None:
     """Messages the outbox provider took (the default SMS provider)."""
-    from marketing_cli.services.sms_providers import list_outbox
+    from marketing_cli.services.sms.providers import list_outbox
 
     s = state(ctx)
     emit(list_outbox(s.conn(), s.workspace_id(), campaign_id=campaign, limit=limit), as_json,
@@ -258,7 +258,7 @@ def balance_add(
     as_json: JsonOption = False,
 ) -> None:
     """Credit the prepaid SMS balance (operator only; a ledger top-up)."""
-    from marketing_cli.services import sms_ledger
+    from marketing_cli.services.sms import ledger as sms_ledger
 
     s = state(ctx)
     emit(sms_ledger.add_balance(s.conn(), s.workspace_id(), amount, reason), as_json,
@@ -268,7 +268,7 @@ def balance_add(
 @balance_app.command("show")
 def balance_show(ctx: typer.Context, as_json: JsonOption = False) -> None:
     """Show the prepaid SMS balance."""
-    from marketing_cli.services import sms_ledger
+    from marketing_cli.services.sms import ledger as sms_ledger
 
     s = state(ctx)
     emit(sms_ledger.show_balance(s.conn(), s.workspace_id()), as_json, lambda r: f"SMS balance: ${r['balance']}")
@@ -282,7 +282,7 @@ def balance_history(
     as_json: JsonOption = False,
 ) -> None:
     """The SMS ledger: top-ups, charges and refunds, with the balance after each."""
-    from marketing_cli.services import sms_ledger
+    from marketing_cli.services.sms import ledger as sms_ledger
 
     s = state(ctx)
     emit(sms_ledger.ledger_history(s.conn(), s.workspace_id(), campaign_id=campaign, limit=limit), as_json,
@@ -296,7 +296,7 @@ def sender_set(ctx: typer.Context,
                value: Annotated[str, typer.Argument(help="1-11 letters, digits or spaces, or an E.164 number.")],
                as_json: JsonOption = False) -> None:
     """Set the workspace's SMS sender ID (operator only)."""
-    from marketing_cli.services import sms_ledger
+    from marketing_cli.services.sms import ledger as sms_ledger
 
     s = state(ctx)
     emit(sms_ledger.set_sender_id(s.conn(), s.workspace_id(), value), as_json,
@@ -306,7 +306,7 @@ def sender_set(ctx: typer.Context,
 @sender_app.command("show")
 def sender_show(ctx: typer.Context, as_json: JsonOption = False) -> None:
     """Show the workspace's SMS sender ID."""
-    from marketing_cli.services import sms_ledger
+    from marketing_cli.services.sms import ledger as sms_ledger
 
     s = state(ctx)
     emit(sms_ledger.get_sender_id(s.conn(), s.workspace_id()), as_json,
@@ -331,20 +331,20 @@ def provider_set(
     as_json: JsonOption = False,
 ) -> None:
     """Choose the workspace's SMS provider (operator only)."""
-    from marketing_cli.services import sms_providers
+    from marketing_cli.services.sms import providers
 
     s = state(ctx)
-    emit(sms_providers.set_provider(s.conn(), s.workspace_id(), provider, account_sid=account_sid,
+    emit(providers.set_provider(s.conn(), s.workspace_id(), provider, account_sid=account_sid,
                                     auth_token=auth_token, base_url=base_url), as_json, _render_provider)
 
 
 @provider_app.command("show")
 def provider_show(ctx: typer.Context, as_json: JsonOption = False) -> None:
     """Show the workspace's SMS provider, account SID and base URL (never the token)."""
-    from marketing_cli.services import sms_providers
+    from marketing_cli.services.sms import providers
 
     s = state(ctx)
-    emit(sms_providers.show_provider(s.conn(), s.workspace_id()), as_json, _render_provider)
+    emit(providers.show_provider(s.conn(), s.workspace_id()), as_json, _render_provider)
 
 
 @app.command("messages")
@@ -358,7 +358,7 @@ def sms_messages_cmd(
     as_json: JsonOption = False,
 ) -> None:
     """A campaign's messages and their states (GET /v1/sms-campaigns/:id/messages)."""
-    from marketing_cli.services import sms_messages
+    from marketing_cli.services.sms import messages as sms_messages
 
     s = state(ctx)
     result = sms_messages.list_messages(s.conn(), s.workspace_id(), campaign_id, status=status, page=page, limit=limit)

@@ -20,7 +20,7 @@ def tags_create(
     as_json: JsonOption = False,
 ) -> None:
     """Create a tag (POST /v1/tags)."""
-    from marketing_cli.services import tags
+    from marketing_cli.services.contacts import tags
 
     s = state(ctx)
     emit(tags.create_tag(s.conn(), s.workspace_id(), {"name": name}), as_json,
@@ -30,7 +30,7 @@ def tags_create(
 @app.command("list")
 def tags_list(ctx: typer.Context, as_json: JsonOption = False) -> None:
     """List the workspace's tags (GET /v1/tags)."""
-    from marketing_cli.services import tags
+    from marketing_cli.services.contacts import tags
 
     s = state(ctx)
     emit(tags.list_tags(s.conn(), s.workspace_id()), as_json,

@@ -78,7 +78,7 @@ def templates_create(
     as_json: JsonOption = False,
 ) -> None:
     """Create a template: an editor document, or HTML from a file, a ZIP archive or a URL (POST /v1/templates)."""
-    from marketing_cli.services import templates
+    from marketing_cli.services.email import templates
 
     body = _body(name, editor, body_json, html, zip_file, url)
     s = state(ctx)
@@ -88,7 +88,7 @@ def templates_create(
 @app.command("list")
 def templates_list(ctx: typer.Context, as_json: JsonOption = False) -> None:
     """List the workspace's templates, without their content (GET /v1/templates)."""
-    from marketing_cli.services import templates
+    from marketing_cli.services.email import templates
 
     s = state(ctx)
     emit(templates.list_templates(s.conn(), s.workspace_id()), as_json,
@@ -105,7 +105,7 @@ def templates_show(
     as_json: JsonOption = False,
 ) -> None:
     """Show one template (GET /v1/templates/:id); --html prints its HTML."""
-    from marketing_cli.services import templates
+    from marketing_cli.services.email import templates
 
     if html and as_json:
         raise usage_error("--html and --json cannot be used together.")
@@ -125,7 +125,7 @@ def templates_asset(
         "--output", "-o", metavar="FILE", help="Write the file here instead of to stdout.")] = None,
 ) -> None:
     """Write one file kept from a template's ZIP archive (GET /v1/templates/:id/assets/:path)."""
-    from marketing_cli.services import templates
+    from marketing_cli.services.email import templates
 
     s = state(ctx)
     _, data = templates.template_asset(s.conn(), s.workspace_id(), template_id, path)

@@ -9,7 +9,7 @@ import typer
 from marketing_cli.cli.output import JsonOption, emit, pairs, table
 from marketing_cli.cli.registry import HELP
 from marketing_cli.cli.state import state
-from marketing_cli.services import workspaces
+from marketing_cli.services.account import workspaces
 
 app = typer.Typer(help=HELP["workspace"], no_args_is_help=True)
 

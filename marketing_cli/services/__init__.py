@@ -10,10 +10,10 @@ these functions and nothing else; no module here imports typer or Starlette.
 # faces that run jobs (`mkt jobs run`, serve's worker) load them with load_job_handlers();
 # marketing_cli/jobs.py itself names no service. A new resource with jobs adds one line.
 JOB_MODULES: tuple[str, ...] = (
-    "marketing_cli.services.segments",
-    "marketing_cli.services.campaign_html",
-    "marketing_cli.services.email_sender",
-    "marketing_cli.services.sms_campaigns",
+    "marketing_cli.services.contacts.segments",
+    "marketing_cli.services.email.variant_html",
+    "marketing_cli.services.email.sender",
+    "marketing_cli.services.sms.campaigns",
 )
 
 

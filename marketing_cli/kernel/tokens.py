@@ -1,0 +1,55 @@
+"""Per-recipient tracking tokens: unguessable, unforgeable, and free to check.
+
+A token is the message row's integer id followed by a truncated HMAC-SHA256 of
+(kind, id) under the installation's secret, written in URL-safe base64 without padding:
+
+    token = b64url(id as 5..8 bytes || HMAC(secret, kind || id)[:mac_bytes])
+
+- Nothing in a token tells anything about another recipient's: ids are not secret, but a
+  token for id N+1 needs the MAC, which needs the secret (2^-80 per guess with 10 bytes).
+- Checking a token is one HMAC and a primary-key lookup: no token index, no table scan.
+- `kind` separates uses (open pixel, click, unsubscribe, SMS link): a token made for one
+  cannot be replayed as another.
+
+The secret is 32 random bytes made on first use and kept in the database
+(`instance_secrets`, read by db.instance_secret), so tokens stay valid across restarts and between `mkt serve` and
+`mkt jobs run` on the same file.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+
+EMAIL_MAC_BYTES = 10   # 80 bits: email links can afford a long token
+SMS_MAC_BYTES = 6      # 48 bits: SMS links pay per character (docs/sms.md)
+
+
+def _mac(secret: bytes, kind: str, number: int, size: int) -> bytes:
+    return hmac.new(secret, kind.encode() + b":" + str(number).encode(), hashlib.sha256).digest()[:size]
+
+
+def _id_bytes(number: int) -> bytes:
+    return number.to_bytes(max(5, (number.bit_length() + 7) // 8), "big")
+
+
+def make_token(secret: bytes, kind: str, number: int, mac_bytes: int = EMAIL_MAC_BYTES) -> str:
+    raw = _id_bytes(number) + _mac(secret, kind, number, mac_bytes)
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+def read_token(secret: bytes, kind: str, token: str, mac_bytes: int = EMAIL_MAC_BYTES) -> int | None:
+    """The id a token was made for, or None when it is malformed or forged."""
+    if not isinstance(token, str) or not 8 <= len(token) <= 40 or not token.isascii():
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+    except ValueError:
+        return None
+    if len(raw) < 5 + mac_bytes:
+        return None
+    number = int.from_bytes(raw[:-mac_bytes], "big")
+    if _id_bytes(number) != raw[:-mac_bytes]:  # one spelling per id: no alternate encodings
+        return None
+    return number if hmac.compare_digest(raw[-mac_bytes:], _mac(secret, kind, number, mac_bytes)) else None

@@ -1,0 +1,250 @@
+"""Plans, subscriptions, add-ons, allowances and live usage.
+
+Usage is read from `usage_counters`, which triggers and services keep current as data
+changes, so `resources` never counts rows: reading it costs the same at ten contacts or
+ten million. Standing resources (contacts, segments, domains, users, automations) use
+period ''; monthly_emails and events count the current calendar month ('YYYY-MM');
+hourly_emails counts the current hour ('YYYY-MM-DDTHH') and so resets every hour.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from marketing_cli.db import transaction
+from marketing_cli.errors import MktError
+from marketing_cli.kernel import clock
+
+RESOURCES = ("contacts", "monthly_emails", "domains", "users", "segments", "automations", "events", "hourly_emails")
+MONTHLY = {"monthly_emails", "events"}
+HOURLY = {"hourly_emails"}
+CENTS = Decimal("0.01")
+
+
+def period_of(resource: str, moment: datetime | None = None) -> str:
+    if resource not in MONTHLY and resource not in HOURLY:
+        return ""
+    stamp = (moment or clock.utcnow()).isoformat()  # 'YYYY-MM-DDTHH:...' and cheaper than strftime
+    return stamp[:7] if resource in MONTHLY else stamp[:13]
+
+
+def bump_usage(conn: sqlite3.Connection, workspace_id: int, resource: str, amount: int = 1) -> None:
+    """Add `amount` to the current period's counter (call inside the write transaction)."""
+    conn.execute(
+        "INSERT INTO usage_counters (workspace_id, resource, period, used) VALUES (?, ?, ?, ?)"
+        " ON CONFLICT (workspace_id, resource, period) DO UPDATE SET used = used + excluded.used",
+        (workspace_id, resource, period_of(resource), amount),
+    )
+
+
+def _plan(conn: sqlite3.Connection, name: str) -> sqlite3.Row:
+    row = conn.execute("SELECT * FROM plans WHERE name = ?", (name,)).fetchone()
+    if row is None:
+        names = ", ".join(r["name"] for r in conn.execute("SELECT name FROM plans ORDER BY id"))
+        raise MktError(400, f"There is no plan named '{name}'. Plans: {names}.")
+    return row
+
+
+def plan_of(conn: sqlite3.Connection, workspace_id: int) -> sqlite3.Row:
+    row = conn.execute(
+        "SELECT p.* FROM plans p JOIN subscriptions s ON s.plan_id = p.id WHERE s.workspace_id = ?",
+        (workspace_id,),
+    ).fetchone()
+    if row is None:
+        return _plan(conn, "free")
+    return row
+
+
+def start_subscription(conn: sqlite3.Connection, workspace_id: int, plan_name: str) -> None:
+    plan = _plan(conn, plan_name)
+    conn.execute(
+        "INSERT INTO subscriptions (workspace_id, plan_id, status, current_period_start)"
+        " VALUES (?, ?, 'active', ?)"
+        " ON CONFLICT (workspace_id) DO UPDATE SET plan_id = excluded.plan_id, status = 'active',"
+        " current_period_start = excluded.current_period_start, current_period_end = NULL,"
+        " cancel_at_period_end = 0",
+        (workspace_id, plan["id"], clock.now()),
+    )
+
+
+_LIMITS_AND_USAGE = """
+    SELECT 'plan' AS source, a.resource, a.allowed AS amount, '' AS period FROM plan_allowances a
+        JOIN subscriptions s ON s.plan_id = a.plan_id WHERE s.workspace_id = :ws
+    UNION ALL
+    SELECT 'addon', a.resource, a.amount * sa.quantity, '' FROM subscription_addons sa
+        JOIN addons a ON a.id = sa.addon_id WHERE sa.workspace_id = :ws AND a.resource IS NOT NULL
+    UNION ALL
+    SELECT 'override', resource, allowed, '' FROM allowance_overrides WHERE workspace_id = :ws
+    UNION ALL
+    SELECT 'used', resource, used, period FROM usage_counters WHERE workspace_id = :ws
+"""
+
+
+def _limits_and_usage(conn: sqlite3.Connection, workspace_id: int) -> tuple[dict[str, int], dict[str, int]]:
+    """(allowed, used) per resource, in one query: the plan's allowance plus add-ons, unless
+    the operator overrode it; usage of the current period only."""
+    stamp = clock.utcnow().isoformat()
+    periods = {r: stamp[:7] if r in MONTHLY else stamp[:13] if r in HOURLY else "" for r in RESOURCES}
+    allowed = dict.fromkeys(RESOURCES, 0)
+    used = dict.fromkeys(RESOURCES, 0)
+    overrides = {}
+    for source, resource, amount, period in conn.execute(_LIMITS_AND_USAGE, {"ws": workspace_id}):
+        if resource not in allowed:
+            continue
+        if source == "used":
+            if periods[resource] == period:
+                used[resource] = amount
+        elif source == "override":
+            overrides[resource] = amount
+        else:
+            allowed[resource] += amount
+    allowed.update(overrides)
+    return allowed, used
+
+
+def usage(conn: sqlite3.Connection, workspace_id: int, resource: str) -> int:
+    row = conn.execute(
+        "SELECT used FROM usage_counters WHERE workspace_id = ? AND resource = ? AND period = ?",
+        (workspace_id, resource, period_of(resource)),
+    ).fetchone()
+    return row["used"] if row else 0
+
+
+def remaining(conn: sqlite3.Connection, workspace_id: int, resource: str) -> int:
+    """How many more units of `resource` the workspace may use now (never negative)."""
+    allowed, used = _limits_and_usage(conn, workspace_id)
+    return max(0, allowed[resource] - used[resource])
+
+
+def resources(conn: sqlite3.Connection, workspace_id: int) -> list[dict[str, Any]]:
+    allowed, used = _limits_and_usage(conn, workspace_id)
+    return [{"name": r, "used": used[r], "allowed": allowed[r]} for r in RESOURCES]
+
+
+_SUBSCRIPTION = (
+    "SELECT s.*, p.name AS plan_name, p.price AS plan_price,"
+    " EXISTS (SELECT 1 FROM subscription_addons sa WHERE sa.workspace_id = s.workspace_id) AS has_addons"
+    " FROM subscriptions s JOIN plans p ON p.id = s.plan_id WHERE s.workspace_id = ?"
+)
+
+
+def subscription(conn: sqlite3.Connection, workspace_id: int) -> dict[str, Any] | None:
+    return subscription_view(conn, conn.execute(_SUBSCRIPTION, (workspace_id,)).fetchone())
+
+
+def subscription_view(conn: sqlite3.Connection, row: sqlite3.Row | None) -> dict[str, Any] | None:
+    """The Subscription object from a row of `_SUBSCRIPTION` (None: no active subscription)."""
+    if row is None or row["status"] != "active":
+        return None
+    addons = []
+    total = Decimal(row["plan_price"])
+    if row["has_addons"]:
+        for a in conn.execute(
+            "SELECT sa.id, sa.addon_id, a.name, a.price, sa.quantity FROM subscription_addons sa"
+            " JOIN addons a ON a.id = sa.addon_id WHERE sa.workspace_id = ? ORDER BY sa.id",
+            (row["workspace_id"],),
+        ):
+            price = Decimal(a["price"])
+            total += price * a["quantity"]
+            addons.append(
+                {"id": a["id"], "addon_id": a["addon_id"], "name": a["name"], "price": price, "quantity": a["quantity"]}
+            )
+    return {
+        "plan_id": row["plan_id"],
+        "plan_name": row["plan_name"],
+        "status": row["status"],
+        "current_period_start": row["current_period_start"],
+        "current_period_end": row["current_period_end"],
+        "cancel_at_period_end": bool(row["cancel_at_period_end"]),
+        "next_invoice_total": total.quantize(CENTS),
+        "addons": addons,
+    }
+
+
+def get_billing(conn: sqlite3.Connection, workspace_id: int) -> dict[str, Any]:
+    return {"subscription": subscription(conn, workspace_id), "resources": resources(conn, workspace_id)}
+
+
+def _require_workspace(conn: sqlite3.Connection, workspace_id: int) -> None:
+    if conn.execute("SELECT 1 FROM workspaces WHERE id = ?", (workspace_id,)).fetchone() is None:
+        raise MktError(404, "The workspace does not exist.")
+
+
+def set_plan(conn: sqlite3.Connection, workspace_id: int, plan_name: str) -> dict[str, Any]:
+    """Move to a plan of the catalog. Leaving a plan with conversion tracking turns it off."""
+    with transaction(conn):
+        _require_workspace(conn, workspace_id)
+        plan = _plan(conn, plan_name)
+        start_subscription(conn, workspace_id, plan_name)
+        if not plan["conversion_tracking"]:
+            conn.execute("UPDATE workspaces SET conversion_tracking = 0 WHERE id = ?", (workspace_id,))
+        return get_billing(conn, workspace_id)
+
+
+def set_allowance(conn: sqlite3.Connection, workspace_id: int, resource: str, allowed: int | None) -> dict[str, Any]:
+    """Override one allowance; None removes the override (back to plan and add-ons)."""
+    if resource not in RESOURCES:
+        raise MktError(400, f"There is no resource named '{resource}'. Resources: {', '.join(RESOURCES)}.")
+    if allowed is not None and allowed < 0:
+        raise MktError(400, "An allowance must be 0 or more.")
+    with transaction(conn):
+        _require_workspace(conn, workspace_id)
+        if allowed is None:
+            conn.execute(
+                "DELETE FROM allowance_overrides WHERE workspace_id = ? AND resource = ?", (workspace_id, resource)
+            )
+        else:
+            conn.execute(
+                "INSERT INTO allowance_overrides (workspace_id, resource, allowed) VALUES (?, ?, ?)"
+                " ON CONFLICT (workspace_id, resource) DO UPDATE SET allowed = excluded.allowed",
+                (workspace_id, resource, allowed),
+            )
+        return get_billing(conn, workspace_id)
+
+
+def list_addons(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    return [
+        {"id": r["id"], "name": r["name"], "price": Decimal(r["price"]), "resource": r["resource"], "amount": r["amount"]}
+        for r in conn.execute("SELECT * FROM addons ORDER BY id")
+    ]
+
+
+def list_plans(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    plans = []
+    for p in conn.execute("SELECT * FROM plans ORDER BY id").fetchall():
+        limits = {r["resource"]: r["allowed"] for r in conn.execute(
+            "SELECT resource, allowed FROM plan_allowances WHERE plan_id = ?", (p["id"],))}
+        plans.append({
+            "id": p["id"],
+            "name": p["name"],
+            "price": Decimal(p["price"]),
+            "conversion_tracking": bool(p["conversion_tracking"]),
+            "allowances": {r: limits.get(r, 0) for r in RESOURCES},
+        })
+    return plans
+
+
+def set_addon(conn: sqlite3.Connection, workspace_id: int, addon_name: str, quantity: int) -> dict[str, Any]:
+    """Set how many units of an add-on the subscription carries (0 removes it)."""
+    if quantity < 0:
+        raise MktError(400, "An add-on quantity must be 0 or more.")
+    with transaction(conn):
+        _require_workspace(conn, workspace_id)
+        addon = conn.execute("SELECT id FROM addons WHERE name = ?", (addon_name,)).fetchone()
+        if addon is None:
+            names = ", ".join(r["name"] for r in conn.execute("SELECT name FROM addons ORDER BY id"))
+            raise MktError(400, f"There is no add-on named '{addon_name}'. Add-ons: {names}.")
+        if quantity == 0:
+            conn.execute(
+                "DELETE FROM subscription_addons WHERE workspace_id = ? AND addon_id = ?", (workspace_id, addon["id"])
+            )
+        else:
+            conn.execute(
+                "INSERT INTO subscription_addons (workspace_id, addon_id, quantity) VALUES (?, ?, ?)"
+                " ON CONFLICT (workspace_id, addon_id) DO UPDATE SET quantity = excluded.quantity",
+                (workspace_id, addon["id"], quantity),
+            )
+        return get_billing(conn, workspace_id)

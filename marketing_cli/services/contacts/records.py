@@ -1,0 +1,490 @@
+"""Contacts: create, upsert, read (by id, by phone), tag and untag; the contact renderer.
+
+Storage (schema.sql step 2): email and phone are columns (lookup keys, normalised by
+values.py); every other field value lives in `contacts.data`, a JSON object keyed by the
+field's id as text. `render_contacts` turns rows back into the API's shapes, keyed by
+merge tag, with one query for the tags of all rows.
+
+Rules the specification leaves open, as decided here (docs/api.md, "Contacts"):
+- `data` / `fields` list every field of the workspace, null when the contact has no value.
+- A phone number belongs to at most one contact of a workspace (create answers 409, upsert
+  the "different contacts" message), so a lookup by phone is never ambiguous.
+- Full replace (upsert with partial_update false) replaces every field value, the phone
+  number included; values left out fall back to the field's default_value.
+- Automation events (part 6) are appended to contact_events in the same transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from marketing_cli.db import transaction
+from marketing_cli.errors import MktError
+from marketing_cli.kernel import clock
+from marketing_cli.kernel.ids import new_id, parse_hex_id
+from marketing_cli.kernel.inputs import int_list, member, require_object
+from marketing_cli.services.account import billing
+from marketing_cli.services.contacts.events import append_events
+from marketing_cli.services.contacts.tags import tags_by_id
+from marketing_cli.services.contacts.values import (
+    EMAIL_TAG,
+    PHONE_TAG,
+    Field,
+    FieldMap,
+    is_empty,
+    load_fields,
+    normalize_email,
+    normalize_phone,
+    normalize_value,
+)
+
+STATUSES = ("SUBSCRIBED", "UNSUBSCRIBED", "UNCONFIRMED", "CLEANED", "COMPLAINED")
+SMS_STATUSES = ("SUBSCRIBED", "UNSUBSCRIBED", "CLEANED", "BLOCKED")
+
+INVALID_BODY = "Invalid request body."
+# Create Contact
+NO_FIELDS = "Please provide at least one field for the contact."
+STATUS_REQUIRED = "Contact status is required."
+STATUS_INVALID = "The status you provided is not valid."
+SMS_STATUS_INVALID = ("The SMS status you provided is not valid. Valid SMS statuses are: SUBSCRIBED, UNSUBSCRIBED, "
+                      "CLEANED, or BLOCKED.")
+EMAIL_REQUIRED = "An email address is required."
+FIELD_REQUIRED = "Field '{label}' is required."
+UNKNOWN_MERGE_TAG = "We were unable to find a field with the merge_tag {tag}"
+# Upsert Contact
+UPSERT_EMAIL_REQUIRED = "Email address is required for upsert operation."
+UPSERT_IDENTITY_REQUIRED = "A valid email address or phone number is required for upsert operation."
+DIFFERENT_CONTACTS = "The email address and phone number belong to different contacts in your workspace."
+NO_PHONE_FIELD = "Phone field not found in workspace configuration."
+PHONE_INVALID = "phone number is invalid"
+EMAIL_CANNOT_CHANGE = ("The phone number belongs to a contact with a different email address; an email address "
+                       "cannot be changed through upsert.")
+# Get Contact by Phone Number
+BY_PHONE_REQUIRED = "Phone number is required. Please provide a valid phone number."
+BY_PHONE_INVALID = "Phone number is invalid. Please provide a valid phone number."
+BY_PHONE_NOT_FOUND = "We couldn't find a contact with that phone number."
+# Add / remove tags, get by id
+CONTACT_ID_INVALID = "The contact ID you provided is not valid."
+NO_TAG_IDS = "Please provide at least one tag ID to add or remove."
+CONTACT_NOT_FOUND = "We couldn't find a contact with that ID."
+# Ours
+BILLING_LIMIT = "Billing limit error"
+EMAIL_TAKEN = "A contact with the email address {email} already exists in this workspace."
+PHONE_TAKEN = "A contact with the phone number {phone} already exists in this workspace."
+
+SHAPES = ("full", "detail", "search", "by_phone")
+
+
+# --- rendering -----------------------------------------------------------------------
+
+def _values_by_tag(fields: FieldMap, row: sqlite3.Row) -> dict[str, Any]:
+    raw = row["data"]
+    stored = json.loads(raw) if raw and raw != "{}" else {}
+    out: dict[str, Any] = {}
+    for f in fields.by_tag.values():
+        if f.merge_tag == EMAIL_TAG:
+            out[EMAIL_TAG] = row["email"]
+        elif f.merge_tag == PHONE_TAG:
+            out[PHONE_TAG] = row["phone"]
+        else:
+            out[f.merge_tag] = stored.get(str(f.id))
+    return out
+
+
+def _tags_of(conn: sqlite3.Connection, contact_ids: list[str]) -> dict[str, list[dict[str, Any]]]:
+    tags: dict[str, list[dict[str, Any]]] = {cid: [] for cid in contact_ids}
+    if not contact_ids:
+        return tags
+    for r in conn.execute(
+        "SELECT ct.contact_id, t.id, t.name FROM contact_tags ct JOIN tags t ON t.id = ct.tag_id"
+        " WHERE ct.contact_id IN (SELECT value FROM json_each(?)) ORDER BY ct.contact_id, t.id",
+        (json.dumps(contact_ids),),
+    ):
+        tags[r["contact_id"]].append({"id": r["id"], "name": r["name"]})
+    return tags
+
+
+def render_contacts(conn: sqlite3.Connection, workspace_id: int, rows: Sequence[sqlite3.Row],
+                    shape: str = "full", fields: FieldMap | None = None) -> list[dict[str, Any]]:
+    """The API view of contact rows (`SELECT * FROM contacts ...` rows of this workspace).
+
+    shape: "full" (create, upsert, tags add/remove), "detail" (GET by id: full plus
+    last_opened_at/last_clicked_at), "search" (no sms_status, no score), "by_phone"
+    (values under `fields`). One query loads the tags of all rows.
+    """
+    if shape not in SHAPES:
+        raise ValueError(f"unknown contact shape {shape!r}")
+    fields = fields or load_fields(conn, workspace_id)
+    tags = _tags_of(conn, [r["id"] for r in rows])
+    out = []
+    for r in rows:
+        view: dict[str, Any] = {"id": r["id"], "status": r["status"]}
+        if shape != "search":
+            view["sms_status"] = r["sms_status"] or "SUBSCRIBED"
+            view["score"] = r["score"]
+        view["tags"] = tags[r["id"]]
+        view["fields" if shape == "by_phone" else "data"] = _values_by_tag(fields, r)
+        if shape != "by_phone":
+            view["statistics"] = {
+                "total_opens": r["total_opens"],
+                "total_clicks": r["total_clicks"],
+                "total_bounces": r["total_bounces"],
+                "total_delivered": r["total_delivered"],
+            }
+        if shape != "full":
+            view["last_opened_at"] = r["last_opened_at"]
+            view["last_clicked_at"] = r["last_clicked_at"]
+        view["created_at"] = r["created_at"]
+        view["updated_at"] = r["updated_at"]
+        out.append(view)
+    return out
+
+
+def _render_one(conn: sqlite3.Connection, workspace_id: int, contact_id: str, shape: str,
+                fields: FieldMap | None = None) -> dict[str, Any]:
+    row = conn.execute("SELECT * FROM contacts WHERE id = ? AND workspace_id = ?",
+                       (contact_id, workspace_id)).fetchone()
+    return render_contacts(conn, workspace_id, [row], shape, fields)[0]
+
+
+# --- shared checks -------------------------------------------------------------------
+
+def _status(body: dict[str, Any]) -> str | None:
+    status = member(body, "status", str)
+    if status is not None and status not in STATUSES:
+        raise MktError(400, STATUS_INVALID)
+    return status
+
+
+def _sms_status(body: dict[str, Any]) -> str | None:
+    sms_status = member(body, "sms_status", str)
+    if sms_status is not None and sms_status not in SMS_STATUSES:
+        raise MktError(400, SMS_STATUS_INVALID)
+    return sms_status
+
+
+def _allows_no_email(conn: sqlite3.Connection, workspace_id: int) -> bool:
+    row = conn.execute("SELECT allow_contacts_without_email FROM workspaces WHERE id = ?", (workspace_id,)).fetchone()
+    return bool(row and row[0])
+
+
+def _email(raw: Any) -> str:
+    try:
+        return normalize_email(raw)
+    except ValueError as exc:
+        raise MktError(400, str(exc)) from None
+
+
+def _phone(fields: FieldMap, raw: Any, message: str = PHONE_INVALID) -> str:
+    assert fields.phone is not None
+    try:
+        return normalize_phone(raw, fields.phone.default_region)
+    except ValueError:
+        raise MktError(400, message) from None
+
+
+def _check_known(fields: FieldMap, given: dict[str, Any]) -> None:
+    for tag in given:
+        if tag not in fields.by_tag:
+            raise MktError(400, UNKNOWN_MERGE_TAG.format(tag=tag))
+
+
+def _parse_values(fields: FieldMap, given: dict[str, Any]) -> dict[str, Any]:
+    """{field id as text: stored value or None} for the custom values in `given`."""
+    parsed: dict[str, Any] = {}
+    for tag, raw in given.items():
+        if tag in (EMAIL_TAG, PHONE_TAG):
+            continue
+        f = fields.by_tag[tag]
+        try:
+            parsed[str(f.id)] = normalize_value(f, raw)
+        except ValueError as exc:
+            raise MktError(400, str(exc)) from None
+    return parsed
+
+
+def _default_of(f: Field) -> Any:
+    if f.default_value is None or f.merge_tag in (EMAIL_TAG, PHONE_TAG):
+        return None
+    try:
+        return normalize_value(f, f.default_value)
+    except ValueError:  # the definition changed since the default was set
+        return None
+
+
+def _complete(fields: FieldMap, parsed: dict[str, Any]) -> dict[str, Any]:
+    """Create / full replace: the given values plus defaults for fields without one."""
+    data = {k: v for k, v in parsed.items() if v is not None}
+    for f in fields.by_tag.values():
+        key = str(f.id)
+        if key not in data:
+            default = _default_of(f)
+            if default is not None:
+                data[key] = default
+    return data
+
+
+def _require(fields: FieldMap, data: dict[str, Any], phone: str | None, only: Iterable[str] | None = None) -> None:
+    """Every required field (email aside: its own rules) has a value; `only` limits the check."""
+    wanted = set(only) if only is not None else None
+    for f in fields.by_tag.values():
+        if not f.required or f.merge_tag == EMAIL_TAG or (wanted is not None and f.merge_tag not in wanted):
+            continue
+        has = phone is not None if f.merge_tag == PHONE_TAG else data.get(str(f.id)) is not None
+        if not has:
+            raise MktError(400, FIELD_REQUIRED.format(label=f.label))
+
+
+def _dump(data: dict[str, Any]) -> str:
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+
+def _insert(conn: sqlite3.Connection, workspace_id: int, *, email: str | None, phone: str | None, status: str,
+            sms_status: str | None, data: dict[str, Any], tag_ids: list[int]) -> str:
+    if billing.remaining(conn, workspace_id, "contacts") <= 0:
+        raise MktError(400, BILLING_LIMIT)
+    contact_id = new_id()
+    now = clock.now()
+    conn.execute(
+        "INSERT INTO contacts (id, workspace_id, email, phone, status, sms_status, data, created_at, updated_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (contact_id, workspace_id, email, phone, status, sms_status, _dump(data), now, now),
+    )
+    conn.executemany("INSERT OR IGNORE INTO contact_tags (contact_id, tag_id) VALUES (?, ?)",
+                     [(contact_id, t) for t in tag_ids])
+    if status == "UNCONFIRMED":
+        append_events(conn, workspace_id, contact_id,
+                       [("CONTACT_SUBSCRIBED_PENDING", {"email_address": email, "phone_number": phone,
+                                                        "status": status})])
+    return contact_id
+
+
+def _find(conn: sqlite3.Connection, workspace_id: int, column: str, value: str | None) -> sqlite3.Row | None:
+    if value is None:
+        return None
+    sql = {"email": "SELECT * FROM contacts WHERE workspace_id = ? AND email = ?",
+           "phone": "SELECT * FROM contacts WHERE workspace_id = ? AND phone = ? ORDER BY created_at, id LIMIT 1"}
+    return conn.execute(sql[column], (workspace_id, value)).fetchone()
+
+
+# --- create --------------------------------------------------------------------------
+
+def create_contact(conn: sqlite3.Connection, workspace_id: int, body: Any) -> dict[str, Any]:
+    """POST /v1/contacts: a new contact (201)."""
+    body = require_object(body, INVALID_BODY)
+    given = member(body, "fields", dict)
+    if not given:
+        raise MktError(400, NO_FIELDS)
+    status = _status(body)
+    if status is None:
+        raise MktError(400, STATUS_REQUIRED)
+    sms_status = _sms_status(body)
+    tag_ids = list(dict.fromkeys(int_list(body, "tags") or []))
+    with transaction(conn):
+        fields = load_fields(conn, workspace_id)
+        email_raw = given.get(EMAIL_TAG)
+        phone_raw = given.get(PHONE_TAG) if fields.phone else None
+        if is_empty(email_raw) and (is_empty(phone_raw) or not _allows_no_email(conn, workspace_id)):
+            raise MktError(400, EMAIL_REQUIRED)
+        _check_known(fields, given)
+        email = None if is_empty(email_raw) else _email(email_raw)
+        phone = None if is_empty(phone_raw) else _phone(fields, phone_raw)
+        data = _complete(fields, _parse_values(fields, given))
+        _require(fields, data, phone)
+        tags_by_id(conn, workspace_id, tag_ids)
+        if email is not None and _find(conn, workspace_id, "email", email) is not None:
+            raise MktError(409, EMAIL_TAKEN.format(email=email))
+        if phone is not None and _find(conn, workspace_id, "phone", phone) is not None:
+            raise MktError(409, PHONE_TAKEN.format(phone=phone))
+        contact_id = _insert(conn, workspace_id, email=email, phone=phone, status=status, sms_status=sms_status,
+                             data=data, tag_ids=tag_ids)
+        return _render_one(conn, workspace_id, contact_id, "full", fields)
+
+
+# --- upsert --------------------------------------------------------------------------
+
+def upsert_contact(conn: sqlite3.Connection, workspace_id: int, body: Any) -> dict[str, Any]:
+    """POST /v1/contacts/upsert: find by email and/or phone, then create, replace or merge."""
+    body = require_object(body, INVALID_BODY)
+    email_raw = member(body, "email_address", str)
+    phone_raw = member(body, "phone_number", str)
+    given = dict(member(body, "fields", dict) or {})
+    tag_ids = int_list(body, "tags")
+    if tag_ids is not None:
+        tag_ids = list(dict.fromkeys(tag_ids))
+    status = _status(body)
+    sms_status = _sms_status(body)
+    partial = bool(member(body, "partial_update", bool))
+
+    with transaction(conn):
+        fields = load_fields(conn, workspace_id)
+        given.pop(EMAIL_TAG, None)  # the top-level email_address is the only one
+        inner_phone = given.pop(PHONE_TAG, None) if fields.phone else None
+        if is_empty(phone_raw) and not is_empty(inner_phone):
+            phone_raw = inner_phone  # fields.phone_number counts when there is no top-level one
+        if is_empty(email_raw):
+            if not _allows_no_email(conn, workspace_id):
+                raise MktError(400, UPSERT_EMAIL_REQUIRED)
+            if is_empty(phone_raw):
+                raise MktError(400, UPSERT_IDENTITY_REQUIRED)
+        if not is_empty(phone_raw) and fields.phone is None:
+            raise MktError(400, NO_PHONE_FIELD)
+        email = None if is_empty(email_raw) else _email(email_raw)
+        phone = None if is_empty(phone_raw) else _phone(fields, phone_raw)
+        _check_known(fields, given)
+        parsed = _parse_values(fields, given)
+        tag_names = tags_by_id(conn, workspace_id, tag_ids or [])
+
+        by_email = _find(conn, workspace_id, "email", email)
+        by_phone = _find(conn, workspace_id, "phone", phone)
+        if by_email is not None and by_phone is not None and by_email["id"] != by_phone["id"]:
+            raise MktError(400, DIFFERENT_CONTACTS)
+        row = by_email or by_phone
+        if row is not None and email is not None and row["email"] not in (None, email):
+            raise MktError(400, EMAIL_CANNOT_CHANGE)
+
+        if row is None:
+            data = _complete(fields, parsed)
+            _require(fields, data, phone)
+            contact_id = _insert(conn, workspace_id, email=email, phone=phone, status=status or "SUBSCRIBED",
+                                 sms_status=sms_status, data=data, tag_ids=tag_ids or [])
+        else:
+            contact_id = row["id"]
+            _update(conn, workspace_id, fields, row, email=email, phone=phone, parsed=parsed, given=given,
+                    status=status, sms_status=sms_status, tag_ids=tag_ids, tag_names=tag_names, partial=partial)
+        return _render_one(conn, workspace_id, contact_id, "full", fields)
+
+
+def _update(conn: sqlite3.Connection, workspace_id: int, fields: FieldMap, row: sqlite3.Row, *,
+            email: str | None, phone: str | None, parsed: dict[str, Any], given: dict[str, Any],
+            status: str | None, sms_status: str | None, tag_ids: list[int] | None, tag_names: dict[int, str],
+            partial: bool) -> None:
+    old_data = json.loads(row["data"] or "{}")
+    if partial:
+        data = dict(old_data)
+        for key, value in parsed.items():
+            if value is None:
+                data.pop(key, None)
+            else:
+                data[key] = value
+        new_phone = phone if phone is not None else row["phone"]
+        _require(fields, data, new_phone, only=given)
+        new_status = status or row["status"]
+    else:
+        data = _complete(fields, parsed)
+        new_phone = phone
+        _require(fields, data, new_phone)
+        new_status = status or "SUBSCRIBED"
+        if tag_ids is None:
+            tag_ids = []  # full replace: tags left out means no tags
+    new_email = email if email is not None else row["email"]
+    new_sms = sms_status if sms_status is not None else row["sms_status"]
+
+    events: list[tuple[str, dict[str, Any]]] = []
+    for f in fields.by_tag.values():
+        if f.merge_tag == EMAIL_TAG:
+            old, new = row["email"], new_email
+        elif f.merge_tag == PHONE_TAG:
+            old, new = row["phone"], new_phone
+        else:
+            old, new = old_data.get(str(f.id)), data.get(str(f.id))
+        if old != new or type(old) is not type(new):
+            events.append(("FIELD_UPDATED", {"field_id": f.id, "merge_tag": f.merge_tag, "old": old, "new": new}))
+
+    if tag_ids is not None:
+        current = {r["id"]: r["name"] for r in conn.execute(
+            "SELECT t.id, t.name FROM contact_tags ct JOIN tags t ON t.id = ct.tag_id WHERE ct.contact_id = ?"
+            " ORDER BY t.id", (row["id"],))}
+        added = [t for t in tag_ids if t not in current]
+        removed = [t for t in current if t not in tag_names]
+        conn.executemany("INSERT OR IGNORE INTO contact_tags (contact_id, tag_id) VALUES (?, ?)",
+                         [(row["id"], t) for t in added])
+        conn.executemany("DELETE FROM contact_tags WHERE contact_id = ? AND tag_id = ?",
+                         [(row["id"], t) for t in removed])
+        events += [("TAG_ADDED", {"tag_id": t, "tag_name": tag_names[t]}) for t in added]
+        events += [("TAG_REMOVED", {"tag_id": t, "tag_name": current[t]}) for t in removed]
+
+    changed = bool(events) or new_status != row["status"] or new_sms != row["sms_status"]
+    if changed:
+        conn.execute(
+            "UPDATE contacts SET email = ?, phone = ?, status = ?, sms_status = ?, data = ?, updated_at = ?"
+            " WHERE id = ? AND workspace_id = ?",
+            (new_email, new_phone, new_status, new_sms, _dump(data), clock.now(), row["id"], workspace_id),
+        )
+        append_events(conn, workspace_id, row["id"], events)
+
+
+# --- reading -------------------------------------------------------------------------
+
+def _row(conn: sqlite3.Connection, workspace_id: int, contact_id: Any) -> sqlite3.Row:
+    contact_id = parse_hex_id(contact_id, CONTACT_ID_INVALID)
+    row = conn.execute("SELECT * FROM contacts WHERE id = ? AND workspace_id = ?",
+                       (contact_id, workspace_id)).fetchone()
+    if row is None:
+        raise MktError(404, CONTACT_NOT_FOUND)
+    return row
+
+
+def get_contact(conn: sqlite3.Connection, workspace_id: int, contact_id: Any) -> dict[str, Any]:
+    """GET /v1/contacts/:id: the full contact plus last_opened_at / last_clicked_at."""
+    return render_contacts(conn, workspace_id, [_row(conn, workspace_id, contact_id)], "detail")[0]
+
+
+def get_contact_by_phone(conn: sqlite3.Connection, workspace_id: int, phone_number: Any) -> dict[str, Any]:
+    """GET /v1/contacts/by-phone?phone_number=...: the by-phone shape (values under `fields`)."""
+    if is_empty(phone_number) or not isinstance(phone_number, str):
+        raise MktError(400, BY_PHONE_REQUIRED)
+    fields = load_fields(conn, workspace_id)
+    if fields.phone is None:
+        raise MktError(404, BY_PHONE_NOT_FOUND)
+    row = _find(conn, workspace_id, "phone", _phone(fields, phone_number, BY_PHONE_INVALID))
+    if row is None:
+        raise MktError(404, BY_PHONE_NOT_FOUND)
+    return render_contacts(conn, workspace_id, [row], "by_phone", fields)[0]
+
+
+# --- tags ----------------------------------------------------------------------------
+
+def check_contact_id(contact_id: Any) -> str:
+    """The path id when it is a contact id (24 hex); 400 otherwise."""
+    return parse_hex_id(contact_id, CONTACT_ID_INVALID)
+
+
+def _tag_ids(body: Any) -> list[int]:
+    body = require_object(body, INVALID_BODY)
+    tag_ids = int_list(body, "tag_ids")
+    if not tag_ids:
+        raise MktError(400, NO_TAG_IDS)
+    return list(dict.fromkeys(tag_ids))
+
+
+def add_contact_tags(conn: sqlite3.Connection, workspace_id: int, contact_id: Any, body: Any) -> dict[str, Any]:
+    """POST /v1/contacts/:id/tags/add: TAG_ADDED for each tag not already on the contact."""
+    return _change_tags(conn, workspace_id, contact_id, body, add=True)
+
+
+def remove_contact_tags(conn: sqlite3.Connection, workspace_id: int, contact_id: Any, body: Any) -> dict[str, Any]:
+    """POST /v1/contacts/:id/tags/remove: TAG_REMOVED for each tag actually removed."""
+    return _change_tags(conn, workspace_id, contact_id, body, add=False)
+
+
+def _change_tags(conn: sqlite3.Connection, workspace_id: int, contact_id: Any, body: Any, *,
+                 add: bool) -> dict[str, Any]:
+    contact_id = parse_hex_id(contact_id, CONTACT_ID_INVALID)
+    tag_ids = _tag_ids(body)
+    with transaction(conn):
+        row = _row(conn, workspace_id, contact_id)
+        names = tags_by_id(conn, workspace_id, tag_ids)
+        present = {r[0] for r in conn.execute("SELECT tag_id FROM contact_tags WHERE contact_id = ?", (row["id"],))}
+        changed = [t for t in tag_ids if (t not in present) == add]
+        if changed:
+            sql = ("INSERT INTO contact_tags (contact_id, tag_id) VALUES (?, ?)" if add
+                   else "DELETE FROM contact_tags WHERE contact_id = ? AND tag_id = ?")
+            conn.executemany(sql, [(row["id"], t) for t in changed])
+            conn.execute("UPDATE contacts SET updated_at = ? WHERE id = ?", (clock.now(), row["id"]))
+            kind = "TAG_ADDED" if add else "TAG_REMOVED"
+            append_events(conn, workspace_id, row["id"], [(kind, {"tag_id": t, "tag_name": names[t]}) for t in changed])
+        return _render_one(conn, workspace_id, row["id"], "full")

@@ -1,0 +1,137 @@
+"""Bounces and complaints: POST /v1/bounces and `mkt bounces import` (CONTRACT section 7).
+
+    hard bounce   the contact's status becomes CLEANED
+    soft bounce   counted; the SOFT_BOUNCE_LIMIT-th soft bounce in a row of campaigns cleans it too
+    complaint     the contact's status becomes COMPLAINED
+
+Each counts in the campaign's `bounced` / `complained` (and its variant's) when it can be
+attributed to a message: by the original Message-ID or the `X-Mkt-Message` token of a
+report, by `campaign_id` and address, or else the last campaign sent to the address.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from marketing_cli.db import instance_secret, transaction
+from marketing_cli.errors import MktError
+from marketing_cli.kernel import clock
+from marketing_cli.kernel.inputs import member, require_object
+from marketing_cli.kernel.tokens import read_token
+from marketing_cli.services.email import campaigns, stats
+
+INVALID_BODY = "Invalid request body."
+EMAIL_REQUIRED = "Please provide the email_address that bounced."
+TYPE_INVALID = "The bounce type must be 'hard', 'soft' or 'complaint'."
+NO_CONTACT = "We couldn't find a contact with the email address '{email}'."
+SOFT_BOUNCE_LIMIT = 3
+TYPES = ("hard", "soft", "complaint")
+
+
+def _contact(conn: sqlite3.Connection, workspace_id: int, email: str) -> sqlite3.Row | None:
+    return conn.execute("SELECT id, status FROM contacts WHERE workspace_id = ? AND email = ?",
+                        (workspace_id, email.strip().lower())).fetchone()
+
+
+def _message_for(conn: sqlite3.Connection, workspace_id: int, contact_id: str, campaign_id: str | None) -> int | None:
+    sql = ("SELECT m.id FROM email_messages m JOIN campaigns c ON c.id = m.campaign_id"
+           " WHERE m.contact_id = ? AND c.workspace_id = ?")
+    params: list[Any] = [contact_id, workspace_id]
+    if campaign_id is not None:
+        sql += " AND m.campaign_id = ?"
+        params.append(campaign_id)
+    row = conn.execute(sql + " ORDER BY m.id DESC LIMIT 1", params).fetchone()
+    return None if row is None else row[0]
+
+
+def apply_bounce(conn: sqlite3.Connection, workspace_id: int, contact: sqlite3.Row, kind: str,
+                 message_id: int | None) -> dict[str, Any]:
+    """Record one bounce or complaint (inside the caller's transaction); the answer of POST /v1/bounces."""
+    counted = False
+    if message_id is not None:
+        counted = (stats.record_complaint(conn, message_id) if kind == "complaint"
+                   else stats.record_bounce(conn, message_id, kind))
+    new_status = {"hard": "CLEANED", "complaint": "COMPLAINED"}.get(kind)
+    if kind == "soft" and _soft_in_a_row(conn, contact["id"]) >= SOFT_BOUNCE_LIMIT:
+        new_status = "CLEANED"
+    if new_status and contact["status"] != new_status:
+        conn.execute("UPDATE contacts SET status = ?, updated_at = ? WHERE id = ?",
+                     (new_status, clock.now(), contact["id"]))
+    status = new_status or contact["status"]
+    campaign = None if message_id is None else conn.execute(
+        "SELECT campaign_id FROM email_messages WHERE id = ?", (message_id,)).fetchone()[0]
+    return {"contact_id": contact["id"], "type": kind, "contact_status": status, "campaign_id": campaign,
+            "counted": counted}
+
+
+def _soft_in_a_row(conn: sqlite3.Connection, contact_id: str) -> int:
+    """Soft bounces of the contact's latest messages, up to the first one that did not bounce."""
+    count = 0
+    for row in conn.execute("SELECT bounce_type FROM email_messages WHERE contact_id = ?"
+                            " ORDER BY id DESC LIMIT ?", (contact_id, SOFT_BOUNCE_LIMIT)):
+        if row["bounce_type"] != "soft":
+            break
+        count += 1
+    return count
+
+
+def record_bounce(conn: sqlite3.Connection, workspace_id: int, body: Any) -> dict[str, Any]:
+    """POST /v1/bounces: {email_address, type: hard|soft|complaint, campaign_id?}."""
+    body = require_object(body, INVALID_BODY)
+    email = member(body, "email_address", str)
+    if not email or not email.strip():
+        raise MktError(400, EMAIL_REQUIRED)
+    kind = body.get("type")
+    if kind not in TYPES:
+        raise MktError(400, TYPE_INVALID)
+    campaign_id = body.get("campaign_id")
+    with transaction(conn):
+        if campaign_id is not None:
+            campaign_id = campaigns.campaign_row(conn, workspace_id, campaign_id)["id"]
+        contact = _contact(conn, workspace_id, email)
+        if contact is None:
+            raise MktError(404, NO_CONTACT.format(email=email.strip()))
+        return apply_bounce(conn, workspace_id, contact, kind, _message_for(conn, workspace_id, contact["id"],
+                                                                            campaign_id))
+
+
+def import_reports(conn: sqlite3.Connection, workspace_id: int, files: list[tuple[str, bytes]]) -> dict[str, Any]:
+    """`mkt bounces import`: every report of every file, in one transaction; a summary per file."""
+    from marketing_cli.services.email.bounce_reports import parse_report
+
+    results = []
+    secret = instance_secret(conn)
+    with transaction(conn):
+        for name, data in files:
+            report = parse_report(data)
+            entries = [_import_entry(conn, workspace_id, secret, entry) for entry in report["bounces"]]
+            results.append({"file": name, "report_type": report["report_type"], "error": report["error"],
+                            "entries": entries})
+    applied = [e for r in results for e in r["entries"] if e.get("applied")]
+    return {"files": results, "applied": len(applied),
+            "hard": sum(e["type"] == "hard" for e in applied), "soft": sum(e["type"] == "soft" for e in applied),
+            "complaints": sum(e["type"] == "complaint" for e in applied)}
+
+
+def _import_entry(conn: sqlite3.Connection, workspace_id: int, secret: bytes, entry: dict[str, Any]) -> dict[str, Any]:
+    """Apply one report entry: to the message it names (token, then Message-ID), else to the
+    contact with its address (and the last campaign sent to it)."""
+    message_id = read_token(secret, "m", entry["mkt_message_token"]) if entry.get("mkt_message_token") else None
+    if message_id is None and entry.get("original_message_id"):
+        message_id = stats.message_for_smtp_id(conn, entry["original_message_id"])
+    message = None if message_id is None else conn.execute(
+        "SELECT m.contact_id, m.email FROM email_messages m JOIN campaigns c ON c.id = m.campaign_id"
+        " WHERE m.id = ? AND c.workspace_id = ?", (message_id, workspace_id)).fetchone()
+    if message is not None and message["contact_id"] is not None:
+        email = message["email"]
+        contact = conn.execute("SELECT id, status FROM contacts WHERE id = ?", (message["contact_id"],)).fetchone()
+    else:
+        email = entry.get("email_address")
+        contact = _contact(conn, workspace_id, email) if email else None
+        message_id = None if contact is None else _message_for(conn, workspace_id, contact["id"], None)
+    if contact is None:
+        return {"email_address": email, "type": entry["type"], "applied": False,
+                "reason": "no contact with this address in the workspace"}
+    return {"email_address": email, "applied": True, **apply_bounce(conn, workspace_id, contact, entry["type"],
+                                                                     message_id)}

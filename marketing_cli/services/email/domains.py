@@ -1,0 +1,253 @@
+"""Sending domains: `mkt domains` and /v1/domains.
+
+Adding a domain generates its DKIM key pair (RSA-2048; the PKCS#8 PEM private key stays in
+the row for the sender to sign with, no answer ever shows it) and the DNS records the
+operator must publish, in this order:
+
+    purpose      type   host                          value                              mandatory
+    spf          TXT    <domain>                      v=spf1 <MKT_SPF_MECHANISMS> ~all  no
+    dkim         TXT    <selector>._domainkey.<dom>   v=DKIM1; k=rsa; p=<SPKI DER b64>  yes
+    dmarc        TXT    _dmarc.<domain>               v=DMARC1; p=none                   no
+    return_path  CNAME  <domain_code>.<domain>        <domain>                           no
+
+Only DKIM is mandatory: it is the one record no one else can publish, and a valid DKIM
+signature with `d=` the sender's domain is what DMARC alignment needs. The others are
+recommended and checked the same way (docs/sending-domains.md says why each exists).
+How a published record is matched lives in services/dns_check.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import ipaddress
+import os
+import re
+import secrets
+import sqlite3
+from typing import Any
+
+from marketing_cli.db import transaction
+from marketing_cli.errors import MktError
+from marketing_cli.kernel import clock
+from marketing_cli.kernel.ids import parse_int_id
+from marketing_cli.kernel.inputs import member, require_object
+from marketing_cli.services.account import billing
+
+INVALID_BODY = "Invalid request body."
+INVALID_ID = "Please provide a valid domain ID."
+NOT_FOUND = "We were unable to find the domain."
+NAME_REQUIRED = "Please provide a domain name."
+INVALID_NAME = "Please provide a valid domain name, such as example.com."
+DUPLICATE = "The domain {name} has already been added to this workspace."
+BILLING_LIMIT = "Billing limit error"
+
+NAME_MEMBERS = ("domain_name", "domain", "name")
+DEFAULT_SPF_MECHANISMS = "a mx"
+DKIM_SELECTOR = "mkt"
+MAX_NAME = 230  # DNS allows 253: room for `mkt<n>._domainkey.` and the return-path label in front
+_LABEL = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
+
+
+def normalise_domain_name(value: Any) -> str:
+    """A domain name as DNS stores it: IDNA (xn--) form, lower case, no trailing dot.
+
+    Refused: IP addresses, single labels, labels that are not letters, digits and inner
+    hyphens (no underscores), numeric top-level labels, names over 230 characters
+    (every record's host, `mkt._domainkey.<name>` included, must fit DNS's 253).
+    """
+    if value is None or (isinstance(value, str) and not value.strip()):
+        raise MktError(400, NAME_REQUIRED)
+    if not isinstance(value, str):
+        raise MktError(400, INVALID_NAME)
+    import idna
+
+    text = value.strip()
+    text = text[:-1] if text.endswith(".") else text
+    if len(text) > 4 * MAX_NAME:  # far past any name; spares the IDNA codec a huge input
+        raise MktError(400, INVALID_NAME)
+    try:
+        ipaddress.ip_address(text.strip("[]"))
+    except ValueError:
+        pass
+    else:
+        raise MktError(400, INVALID_NAME)
+    try:
+        name = idna.encode(text, uts46=True).decode("ascii")
+    except (idna.IDNAError, UnicodeError, ValueError):
+        raise MktError(400, INVALID_NAME) from None
+    labels = name.split(".")
+    if (len(name) > MAX_NAME or len(labels) < 2 or labels[-1].isdigit()
+            or not all(_LABEL.fullmatch(label) for label in labels)):
+        raise MktError(400, INVALID_NAME)
+    return name
+
+
+def _record(row: sqlite3.Row) -> dict[str, Any]:
+    record = {"type": row["type"], "host": row["host"], "value": row["value"]}
+    if row["type"] == "MX":
+        record["priority"] = row["priority"]
+    record["mandatory"] = bool(row["mandatory"])
+    record["verified"] = bool(row["verified"])
+    return record
+
+
+def domain_view(conn: sqlite3.Connection, row: sqlite3.Row) -> dict[str, Any]:
+    """The Domain of the specification; never the private key."""
+    records = conn.execute("SELECT * FROM dns_records WHERE domain_id = ? ORDER BY position", (row["id"],))
+    return {
+        "id": row["id"],
+        "domain_code": row["domain_code"],
+        "domain_name": row["domain_name"],
+        "verified": bool(row["verified"]),
+        "dns_records": [_record(r) for r in records],
+    }
+
+
+def _row(conn: sqlite3.Connection, workspace_id: int, domain_id: Any) -> sqlite3.Row:
+    domain_id = parse_int_id(domain_id, INVALID_ID)
+    row = conn.execute("SELECT * FROM domains WHERE id = ? AND workspace_id = ?", (domain_id, workspace_id)).fetchone()
+    if row is None:
+        raise MktError(404, NOT_FOUND)
+    return row
+
+
+def _new_key() -> tuple[str, str]:
+    """(PKCS#8 PEM private key, base64 SubjectPublicKeyInfo DER public key) of a new RSA-2048 pair."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                            serialization.NoEncryption()).decode("ascii")
+    der = key.public_key().public_bytes(serialization.Encoding.DER,
+                                        serialization.PublicFormat.SubjectPublicKeyInfo)
+    return pem, base64.b64encode(der).decode("ascii")
+
+
+def _spf_value() -> str:
+    mechanisms = " ".join(os.environ.get("MKT_SPF_MECHANISMS", "").split()) or DEFAULT_SPF_MECHANISMS
+    return f"v=spf1 {mechanisms} ~all"
+
+
+def _records(name: str, selector: str, code: str, public_key: str) -> list[tuple[str, str, str, str, int]]:
+    """(purpose, type, host, value, mandatory) of every record a new domain needs, in display order."""
+    return [
+        ("spf", "TXT", name, _spf_value(), 0),
+        ("dkim", "TXT", f"{selector}._domainkey.{name}", f"v=DKIM1; k=rsa; p={public_key}", 1),
+        ("dmarc", "TXT", f"_dmarc.{name}", "v=DMARC1; p=none", 0),
+        ("return_path", "CNAME", f"{code}.{name}", name, 0),
+    ]
+
+
+def _selector(conn: sqlite3.Connection, name: str) -> str:
+    """`mkt`, unless another workspace of this database already publishes that name's `mkt`
+    key: then `mkt2`, `mkt3` ..., so two workspaces sending for one domain never ask for
+    the same DKIM host with different keys."""
+    taken = {r["dkim_selector"] for r in conn.execute("SELECT dkim_selector FROM domains WHERE domain_name = ?",
+                                                      (name,))}
+    selector, n = DKIM_SELECTOR, 1
+    while selector in taken:
+        n += 1
+        selector = f"{DKIM_SELECTOR}{n}"
+    return selector
+
+
+def _new_code(conn: sqlite3.Connection) -> str:
+    """A random public code that is also a DNS label (it names the return-path host)."""
+    while True:
+        code = "mkt" + secrets.token_hex(4)
+        if conn.execute("SELECT 1 FROM domains WHERE domain_code = ?", (code,)).fetchone() is None:
+            return code
+
+
+def _check_can_add(conn: sqlite3.Connection, workspace_id: int, name: str) -> None:
+    if conn.execute("SELECT 1 FROM domains WHERE workspace_id = ? AND domain_name = ?",
+                    (workspace_id, name)).fetchone() is not None:
+        raise MktError(400, DUPLICATE.format(name=name))
+    if billing.remaining(conn, workspace_id, "domains") == 0:
+        raise MktError(400, BILLING_LIMIT)
+
+
+def add_domain(conn: sqlite3.Connection, workspace_id: int, name: Any) -> dict[str, Any]:
+    """`mkt domains add` / POST /v1/domains: a new, unverified domain with its DNS records."""
+    name = normalise_domain_name(name)
+    _check_can_add(conn, workspace_id, name)  # refuse before paying for a key
+    pem, public_key = _new_key()  # 0.1-0.8 s: made before the write lock is taken
+    now = clock.now()
+    with transaction(conn):
+        _check_can_add(conn, workspace_id, name)
+        selector, code = _selector(conn, name), _new_code(conn)
+        domain_id = conn.execute(
+            "INSERT INTO domains (workspace_id, domain_name, domain_code, dkim_selector, dkim_private_key,"
+            " verified, created_at, updated_at) VALUES (?, ?, ?, ?, ?, 0, ?, ?)",
+            (workspace_id, name, code, selector, pem, now, now),
+        ).lastrowid
+        conn.executemany(
+            "INSERT INTO dns_records (domain_id, position, purpose, type, host, value, priority, mandatory, verified)"
+            " VALUES (?, ?, ?, ?, ?, ?, NULL, ?, 0)",
+            [(domain_id, i, *record) for i, record in enumerate(_records(name, selector, code, public_key))],
+        )
+        return get_domain(conn, workspace_id, domain_id)
+
+
+def create_domain(conn: sqlite3.Connection, workspace_id: int, body: Any) -> dict[str, Any]:
+    """POST /v1/domains {"domain_name": "example.com"} (`domain` and `name` are read as well)."""
+    body = require_object(body, INVALID_BODY)
+    key = next((k for k in NAME_MEMBERS if body.get(k) is not None), NAME_MEMBERS[0])
+    return add_domain(conn, workspace_id, member(body, key, str))
+
+
+def list_domains(conn: sqlite3.Connection, workspace_id: int) -> list[dict[str, Any]]:
+    """GET /v1/domains: every domain of the workspace, oldest first."""
+    rows = conn.execute("SELECT * FROM domains WHERE workspace_id = ? ORDER BY id", (workspace_id,)).fetchall()
+    return [domain_view(conn, r) for r in rows]
+
+
+def get_domain(conn: sqlite3.Connection, workspace_id: int, domain_id: Any) -> dict[str, Any]:
+    """GET /v1/domains/:id: 400 for an id that is not a positive integer, 404 outside the workspace."""
+    return domain_view(conn, _row(conn, workspace_id, domain_id))
+
+
+def verify_domain(conn: sqlite3.Connection, workspace_id: int, domain_id: Any) -> dict[str, Any]:
+    """POST /v1/domains/:id/verify: look every record up in DNS and store what was found."""
+    return verify_domain_report(conn, workspace_id, domain_id)["domain"]
+
+
+def verify_domain_report(conn: sqlite3.Connection, workspace_id: int, domain_id: Any) -> dict[str, Any]:
+    """{"domain": Domain after the check, "checks": [per record: host, type, found values, error]}.
+
+    The lookups run outside any transaction (a slow DNS server must not hold the write
+    lock). A definite answer (the record, a wrong value, no such name) sets the record's
+    `verified`; a failed lookup (timeout, SERVFAIL, no resolver) leaves it as the last
+    check found it. The domain is verified when every mandatory record is.
+    """
+    from marketing_cli.services.email import dns_check
+
+    row = _row(conn, workspace_id, domain_id)
+    records = conn.execute("SELECT * FROM dns_records WHERE domain_id = ? ORDER BY position", (row["id"],)).fetchall()
+    checks = dns_check.check_records([dict(r) for r in records])
+    with transaction(conn):
+        row = _row(conn, workspace_id, row["id"])
+        for record, check in zip(records, checks):
+            if check["verified"] is not None:
+                conn.execute("UPDATE dns_records SET verified = ? WHERE id = ?", (int(check["verified"]), record["id"]))
+        verified = conn.execute("SELECT COUNT(*) = 0 FROM dns_records WHERE domain_id = ? AND mandatory AND NOT verified",
+                                (row["id"],)).fetchone()[0]
+        now = clock.now()
+        conn.execute("UPDATE domains SET verified = ?, checked_at = ?, updated_at = ? WHERE id = ?",
+                     (verified, now, now, row["id"]))
+        domain = get_domain(conn, workspace_id, row["id"])
+    return {"domain": domain, "checks": checks}
+
+
+def dkim_signing_key(conn: sqlite3.Connection, domain_id: int) -> tuple[str, str, str]:
+    """(domain_name, selector, PKCS#8 PEM private key) for signing mail from the domain.
+
+    For the sender only (no workspace check: the caller has the domain through a sender
+    identity it already checked); 404 when the domain does not exist.
+    """
+    row = conn.execute("SELECT domain_name, dkim_selector, dkim_private_key FROM domains WHERE id = ?",
+                       (domain_id,)).fetchone()
+    if row is None:
+        raise MktError(404, NOT_FOUND)
+    return row["domain_name"], row["dkim_selector"], row["dkim_private_key"]

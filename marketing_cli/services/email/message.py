@@ -1,0 +1,138 @@
+"""Building an email: a MIME message with an HTML part and a plain-text part made from it.
+
+    build_message(...) -> email.message.EmailMessage (policy SMTP: CRLF, folded headers)
+
+        multipart/alternative
+          text/plain; charset=utf-8   html_to_text(html)
+          text/html;  charset=utf-8   the rendered HTML
+
+Headers: From (the sender identity), To, Subject, Date (UTC), Message-ID on the sender's
+domain, Reply-To when given, and any extra headers the caller passes (List-Unsubscribe...).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from email import policy
+from email.headerregistry import Address
+from email.message import EmailMessage
+from email.utils import format_datetime, make_msgid
+from html.parser import HTMLParser
+from typing import Any
+
+from marketing_cli.kernel import clock
+
+_BLOCKS = frozenset({"p", "div", "br", "tr", "table", "h1", "h2", "h3", "h4", "h5", "h6", "li", "ul", "ol",
+                     "blockquote", "hr", "section", "article", "header", "footer", "center"})
+_SKIP = frozenset({"style", "script", "head", "title"})
+_SPACES = re.compile(r"[ \t\r\f\v\u00a0]+")
+_BLANK_LINES = re.compile(r"\n\s*\n(\s*\n)+")
+
+
+_VOID = frozenset({"br", "hr", "img", "meta", "link", "input", "col", "area", "base", "wbr", "source"})
+
+
+class _TextParser(HTMLParser):
+    """Collects the visible text; skips head, style, script and elements styled display:none
+    (the hidden preview span belongs to the HTML part only)."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.out: list[str] = []
+        self.skip = 0
+        self.hidden: list[bool] = []
+        self.links: list[str | None] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        attributes = dict(attrs)
+        if tag in _VOID:
+            self.handle_startendtag(tag, attrs)
+            return
+        hidden = tag in _SKIP or "display:none" in (attributes.get("style") or "").replace(" ", "").lower()
+        self.hidden.append(hidden)
+        self.skip += hidden
+        if tag in _BLOCKS:
+            self.out.append("\n")
+        if tag == "a":
+            self.links.append(attributes.get("href"))
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in _VOID:
+            return
+        if self.hidden:
+            self.skip -= self.hidden.pop()
+        if tag in _BLOCKS:
+            self.out.append("\n")
+        if tag == "a" and self.links:
+            href = self.links.pop()
+            if href and href.startswith(("http://", "https://", "{{")) and not self.skip:
+                if not "".join(self.out[-3:]).rstrip().endswith(href):
+                    self.out.append(f" ({href})")
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in ("br", "hr"):
+            self.out.append("\n")
+        elif tag == "img" and not self.skip:
+            alt = dict(attrs).get("alt")
+            if alt:
+                self.out.append(alt)
+
+    def handle_data(self, data: str) -> None:
+        if not self.skip:
+            self.out.append(data)
+
+
+def html_to_text(html: str) -> str:
+    """Readable plain text from email HTML: blocks on their own lines, links as `text (url)`."""
+    parser = _TextParser()
+    parser.feed(html or "")
+    parser.close()
+    lines = [_SPACES.sub(" ", line).strip() for line in "".join(parser.out).split("\n")]
+    text = "\n".join(lines).strip()
+    return _BLANK_LINES.sub("\n\n", text) + "\n"
+
+
+def address(display_name: str | None, local_part: str, domain_name: str) -> Address:
+    return Address(display_name or "", local_part, domain_name)
+
+
+def build_message(*, sender: Address, to: str, subject: str, html: str, text: str | None = None,
+                  reply_to: Address | None = None, headers: Mapping[str, str] | None = None,
+                  message_id: str | None = None) -> EmailMessage:
+    """A multipart/alternative message ready for SMTP (bytes: `bytes(message)` or `as_bytes()`)."""
+    message = EmailMessage(policy=policy.SMTP)
+    message["From"] = sender
+    message["To"] = to
+    message["Subject"] = subject
+    message["Date"] = format_datetime(clock.utcnow())
+    message["Message-ID"] = message_id or make_msgid(domain=sender.domain)
+    if reply_to is not None:
+        message["Reply-To"] = reply_to
+    for name, value in (headers or {}).items():
+        message[name] = value
+    message.set_content(text if text is not None else html_to_text(html), subtype="plain", charset="utf-8")
+    message.add_alternative(html, subtype="html", charset="utf-8")
+    return message
+
+
+class CompiledEmail:
+    """A variant compiled once for many recipients: subject, HTML and plain-text templates.
+
+    The plain-text template is made ONCE from the HTML source (tags survive the conversion
+    as text), so a recipient costs three template renders and no HTML parsing:
+    `render(values) -> (subject, html, text)`. Subjects lose line breaks (no header can be
+    injected through a value).
+    """
+
+    __slots__ = ("subject", "html", "text")
+
+    def __init__(self, subject: str, html: str) -> None:
+        from marketing_cli.kernel.merge import compile_template
+
+        self.subject = compile_template(subject)
+        self.html = compile_template(html, html=True)
+        self.text = compile_template(html_to_text(html))
+
+    def render(self, values: Any) -> tuple[str, str, str]:
+        return " ".join(self.subject.render(values).split()), self.html.render(values), self.text.render(values)

@@ -1,0 +1,201 @@
+"""Scheduling, cancelling and resuming email campaigns (CONTRACT section 7).
+
+    DRAFT --schedule--> QUEUED --(due) preprocess job--> PREPROCESSING --> IN_REVIEW --> SENDING --> SENT
+                          |            (audience frozen)           (content re-checked)
+                          +--cancel--> CANCELLED  <--cancel-- PREPROCESSING / IN_REVIEW / SENDING / PAUSED
+
+Scheduling checks everything a send needs before anything is queued, so a scheduled
+campaign fails only for reasons that arise later (a transport that refuses). The checks
+run in this order, each with its message: campaign id, body, schedule type and time
+(the Schedule SMS Campaign messages), DRAFT, sender, verified sending domain, audience,
+each variant's subject and HTML, each variant's content (merge tags the workspace does
+not define, no `{{unsubscribe_url}}`, links that do not parse), the A/B test settings,
+recipients, and the `monthly_emails` and `hourly_emails` allowances. The jobs live in
+services/email/sender.py.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any
+from urllib.parse import urlsplit
+
+from marketing_cli import jobs
+from marketing_cli.db import transaction
+from marketing_cli.errors import MktError
+from marketing_cli.kernel import clock
+from marketing_cli.kernel.inputs import require_object
+from marketing_cli.kernel.merge import TAG
+from marketing_cli.services.account import billing
+from marketing_cli.services.contacts import audience
+from marketing_cli.services.contacts.merge_tags import find_unknown_tags
+from marketing_cli.services.email import campaigns, senders
+from marketing_cli.services.email.compose import tracked_links
+
+INVALID_BODY = "Invalid request body."
+SCHEDULE_TYPE = "Invalid schedule type. Must be 'NOW' or 'LATER'."
+AT_REQUIRED = "Scheduled date and time is required when schedule type is 'LATER'."
+AT_INVALID = "Invalid scheduled date format. Please provide a valid ISO 8601 UTC timestamp."
+AT_PAST = "Scheduled date must be in the future."
+ONLY_DRAFT = "Only draft campaigns can be scheduled."
+NO_SENDER = "Please configure a sender identity before scheduling this campaign."
+UNVERIFIED = ("The sending domain {domain} is not verified yet: publish its DNS records, then run "
+              "`mkt domains verify {domain_id}` (POST /v1/domains/{domain_id}/verify).")
+NO_AUDIENCE = "Please configure an audience for this campaign before scheduling."
+NO_SUBJECT = "Variant {type} needs a subject before scheduling."
+NO_HTML = "Variant {type} needs HTML content before scheduling."
+UNKNOWN_TAGS = "Variant {type} uses merge tags this workspace does not define: {tags}."
+NO_UNSUBSCRIBE = "Variant {type} has no unsubscribe link: add {{{{unsubscribe_url}}}} to its HTML."
+BAD_LINK = "Variant {type} has a link that is not a valid URL: {url}"
+AB_ONLY = "Only A/B testing campaigns take ab_test settings."
+AB_PERCENTAGE = "ab_test.test_percentage must be an integer from 1 to 100."
+AB_CRITERION = "ab_test.winner_criterion must be 'OPENS' or 'CLICKS'."
+AB_WAIT = "ab_test.wait_minutes must be an integer from 0 to 43200 (30 days)."
+NO_RECIPIENTS = "The audience of this campaign has no subscribed recipients with an email address."
+MONTHLY_LIMIT = ("This campaign would send {count} emails, but your plan allows {left} more this month "
+                 "(monthly_emails). Please upgrade your plan or reduce the audience.")
+HOURLY_LIMIT = "Your plan's hourly email allowance (hourly_emails) is used up for this hour. Please try again later."
+NOT_CANCELLABLE = "Only queued or sending campaigns can be cancelled."
+NOT_PAUSED = "Only paused campaigns can be resumed."
+DEFAULT_AB_TEST = {"test_percentage": 20, "winner_criterion": "OPENS", "wait_minutes": 240}
+ACTIVE = ("QUEUED", "PREPROCESSING", "IN_REVIEW", "SENDING", "PAUSED")
+
+
+def _scheduled_at(body: dict[str, Any]) -> str | None:
+    kind = body.get("schedule_type")
+    if kind not in ("NOW", "LATER"):
+        raise MktError(400, SCHEDULE_TYPE)
+    if kind == "NOW":
+        return None
+    value = body.get("scheduled_at")
+    if value is None or value == "":
+        raise MktError(400, AT_REQUIRED)
+    try:
+        moment = clock.parse_ts(value)
+    except (ValueError, TypeError):
+        raise MktError(400, AT_INVALID) from None
+    if moment <= clock.utcnow():
+        raise MktError(400, AT_PAST)
+    return clock.format_ts(moment)
+
+
+def content_problems(conn: sqlite3.Connection, workspace_id: int, variant: sqlite3.Row) -> list[str]:
+    """What keeps a variant from being sent, as messages (empty when it is ready)."""
+    kind = variant["type"]
+    if not (variant["subject"] or "").strip():
+        return [NO_SUBJECT.format(type=kind)]
+    html = variant["body_html"] or ""
+    if not html.strip():
+        return [NO_HTML.format(type=kind)]
+    problems = []
+    unknown = find_unknown_tags(conn, workspace_id, variant["subject"] + "\n" + html)
+    if unknown:
+        problems.append(UNKNOWN_TAGS.format(type=kind, tags=", ".join(unknown)))
+    if not any(m.group(1) == "unsubscribe_url" for m in TAG.finditer(html)):
+        problems.append(NO_UNSUBSCRIBE.format(type=kind))
+    for url in tracked_links(html):
+        if not _parses(url):
+            problems.append(BAD_LINK.format(type=kind, url=url))
+            break
+    return problems
+
+
+def _parses(url: str) -> bool:
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError:
+        return False
+    return bool(parts.hostname) and not any(ch.isspace() for ch in url)
+
+
+def _ab_test(row: sqlite3.Row, value: Any) -> dict[str, Any] | None:
+    if row["type"] != "AB_TESTING":
+        if value is not None:
+            raise MktError(400, AB_ONLY)
+        return None
+    settings = {**DEFAULT_AB_TEST, **require_object(value if value is not None else {}, AB_PERCENTAGE)}
+    percentage, criterion, wait = (settings["test_percentage"], settings["winner_criterion"],
+                                   settings["wait_minutes"])
+    if isinstance(percentage, bool) or not isinstance(percentage, int) or not 1 <= percentage <= 100:
+        raise MktError(400, AB_PERCENTAGE)
+    if criterion not in ("OPENS", "CLICKS"):
+        raise MktError(400, AB_CRITERION)
+    if isinstance(wait, bool) or not isinstance(wait, int) or not 0 <= wait <= 43200:
+        raise MktError(400, AB_WAIT)
+    return {"test_percentage": percentage, "winner_criterion": criterion, "wait_minutes": wait}
+
+
+def _check_ready(conn: sqlite3.Connection, workspace_id: int, row: sqlite3.Row) -> int:
+    """Every check on the campaign's own settings; returns the number of recipients."""
+    sender = senders.get_sender_identity(conn, workspace_id, row["sender_identity_id"]) \
+        if row["sender_identity_id"] is not None else None
+    if sender is None:
+        raise MktError(400, NO_SENDER)
+    if not sender["domain_verified"]:
+        raise MktError(400, UNVERIFIED.format(domain=sender["domain_name"], domain_id=sender["domain_id"]))
+    if not row["audience"]:
+        raise MktError(400, NO_AUDIENCE)
+    for variant in conn.execute("SELECT * FROM campaign_variants WHERE campaign_id = ? ORDER BY type", (row["id"],)):
+        problems = content_problems(conn, workspace_id, variant)
+        if problems:
+            raise MktError(400, problems[0], "\n".join(problems[1:]) or None)
+    return audience.count_audience(conn, workspace_id, json.loads(row["audience"]), "email")
+
+
+def _check_allowances(conn: sqlite3.Connection, workspace_id: int, count: int) -> None:
+    if count == 0:
+        raise MktError(400, NO_RECIPIENTS)
+    left = billing.remaining(conn, workspace_id, "monthly_emails")
+    if count > left:
+        raise MktError(400, MONTHLY_LIMIT.format(count=count, left=left))
+    if billing.remaining(conn, workspace_id, "hourly_emails") == 0:
+        raise MktError(400, HOURLY_LIMIT)
+
+
+def schedule_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id: Any, body: Any) -> dict[str, Any]:
+    """POST /v1/campaigns/:id/schedule: DRAFT -> QUEUED, the preprocess job due at the time."""
+    with transaction(conn):
+        row = campaigns.campaign_row(conn, workspace_id, campaign_id)
+        body = require_object(body, INVALID_BODY)
+        scheduled_at = _scheduled_at(body)
+        if row["status"] != "DRAFT":
+            raise MktError(400, ONLY_DRAFT)
+        count = _check_ready(conn, workspace_id, row)
+        ab_test = _ab_test(row, body.get("ab_test"))
+        _check_allowances(conn, workspace_id, count)
+        campaigns.set_campaign_status(conn, row["id"], "QUEUED")
+        conn.execute("UPDATE campaigns SET scheduled_at = ?, ab_test = ? WHERE id = ?",
+                     (scheduled_at, json.dumps(ab_test) if ab_test else None, row["id"]))
+        jobs.enqueue(conn, "email.preprocess", {"campaign_id": row["id"]}, workspace_id=workspace_id,
+                     dedupe_key=f"email.preprocess:{row['id']}", run_at=scheduled_at)
+    answer: dict[str, Any] = {"id": row["id"], "status": "QUEUED"}
+    if scheduled_at is not None:
+        answer["scheduled_at"] = scheduled_at
+    return answer
+
+
+def cancel_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id: Any) -> dict[str, Any]:
+    """POST /v1/campaigns/:id/cancel: nothing not yet handed to the transport goes out afterwards."""
+    with transaction(conn):
+        row = campaigns.campaign_row(conn, workspace_id, campaign_id)
+        if row["status"] not in ACTIVE:
+            raise MktError(400, NOT_CANCELLABLE)
+        campaigns.set_campaign_status(conn, row["id"], "CANCELLED")
+        conn.execute("UPDATE email_messages SET status = 'cancelled' WHERE campaign_id = ? AND status = 'queued'",
+                     (row["id"],))
+        conn.execute("DELETE FROM email_ab_holdout WHERE campaign_id = ?", (row["id"],))
+    return {"id": row["id"], "status": "CANCELLED"}
+
+
+def resume_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id: Any) -> dict[str, Any]:
+    """POST /v1/campaigns/:id/resume: a campaign PAUSED after transport errors sends again."""
+    with transaction(conn):
+        row = campaigns.campaign_row(conn, workspace_id, campaign_id)
+        if row["status"] != "PAUSED":
+            raise MktError(400, NOT_PAUSED)
+        campaigns.set_campaign_status(conn, row["id"], "SENDING")
+        jobs.enqueue(conn, "email.send", {"campaign_id": row["id"]}, workspace_id=workspace_id,
+                     dedupe_key=f"email.send:{row['id']}")
+    return {"id": row["id"], "status": "SENDING"}

@@ -1,0 +1,407 @@
+"""The email send, as jobs: freeze the audience, review, send at speed, pick an A/B winner.
+
+    email.preprocess   QUEUED -> PREPROCESSING: one email_messages row per recipient
+                       (A/B: the test share split evenly, the rest held back), then
+                       IN_REVIEW (content checked again) -> SENDING, and email.send queued
+    email.send         rounds of `concurrency` messages: claim (queued -> sending, one
+                       transaction), render + sign + hand to the transport in parallel,
+                       record every answer (one transaction); until none is left -> SENT.
+                       Two rounds are claimed at once, so the pool always has the next
+                       round queued while a round is recorded and the next one claimed.
+    email.ab_winner    after the test share went out and `wait_minutes` passed: the variant
+                       with the higher unique open (or click) rate, ties A, goes to the rest
+
+Crash safety. A message is marked `sending` before it is handed over and `delivered` (or
+failed) right after the server answered, a round at a time; a runner that dies leaves at
+most ROUNDS_IN_FLIGHT rounds (2 x `concurrency` messages) in `sending`, and those are sent
+again when the job is taken over (the only messages that can arrive twice; CONTRACT
+section 7). A message the server accepted and whose round was recorded is never sent again.
+A cancel is seen after each round: the messages of a claimed round not yet handed to the
+transport are given back (cancelled), so at most the round in the transport's hands goes out.
+The freeze is idempotent: recipients are ranked by a keyed hash of their id (the same
+order on every run), written in batches with INSERT OR IGNORE, so a rerun after a crash
+completes the same assignment.
+
+Transport answers: 250 -> delivered; 5xx -> failed at once (the campaign goes on); 4xx or
+a connection problem -> tried again after a backoff (30 s, 2 min), failed after
+MAX_ATTEMPTS. After PAUSE_AFTER_ERRORS consecutive transport errors the campaign is
+PAUSED (`mkt campaigns resume`). Rate (messages per second) and concurrency are
+MKT_SEND_RATE (default 0: as fast as the transport takes them) and MKT_SEND_CONCURRENCY
+(default 10), read and checked by kernel/pacing.py (shared with SMS).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import timedelta
+from typing import Any
+
+from marketing_cli import jobs
+from marketing_cli.db import instance_secret, transaction
+from marketing_cli.errors import MktError
+from marketing_cli.kernel import clock, pacing
+from marketing_cli.kernel.tokens import make_token
+from marketing_cli.services.account import billing, workspaces
+from marketing_cli.services.contacts.merge_tags import Renderer
+from marketing_cli.services.email import campaigns, domains, senders, stats
+from marketing_cli.services.email.compose import CompiledVariant, Recipient, compile_variant, tracked_links
+from marketing_cli.services.email.dkim import DkimSigner
+from marketing_cli.services.email.schedule import content_problems
+from marketing_cli.services.email.transport import TransportError, database_file, open_transport
+
+FREEZE_BATCH = 5_000
+MAX_ATTEMPTS = 3
+RETRY_DELAYS = (30, 120)
+PAUSE_AFTER_ERRORS = 20
+ROUNDS_IN_FLIGHT = 2  # claimed and queued at once (the crash window: ROUNDS_IN_FLIGHT x concurrency)
+HALTED = "Not sent: the campaign stopped sending."  # a claimed message given back untouched
+
+
+def _campaign(conn: sqlite3.Connection, campaign_id: str) -> sqlite3.Row | None:
+    return conn.execute("SELECT * FROM campaigns WHERE id = ?", (campaign_id,)).fetchone()
+
+
+def _variants(conn: sqlite3.Connection, campaign_id: str) -> dict[str, sqlite3.Row]:
+    return {r["type"]: r for r in conn.execute("SELECT * FROM campaign_variants WHERE campaign_id = ?", (campaign_id,))}
+
+
+# --------------------------------------------------------------------------- freezing the audience
+
+def _rank(salt: str) -> Any:
+    key = salt.encode()
+
+    def rank(contact_id: str) -> int:
+        return int.from_bytes(hashlib.blake2b(contact_id.encode(), digest_size=7, key=key).digest(), "big")
+    return rank
+
+
+def freeze_audience(conn: sqlite3.Connection, row: sqlite3.Row) -> int:
+    """Write one message per recipient (A/B: test share split, the rest held back); returns the total."""
+    from marketing_cli.services.contacts.audience import resolve_audience
+
+    query = resolve_audience(conn, row["workspace_id"], json.loads(row["audience"]), "email", "c.id, c.email")
+    variants = _variants(conn, row["id"])
+    conn.create_function("mkt_rank", 1, _rank(row["id"]), deterministic=True)
+    conn.create_function("mkt_provider", 1, stats.provider_of, deterministic=True)
+    table = "temp.mkt_freeze"  # fixed name of ours, per connection
+    conn.execute(f"DROP TABLE IF EXISTS {table}")
+    conn.execute(f"CREATE TABLE {table} (position INTEGER PRIMARY KEY, id TEXT NOT NULL, email TEXT NOT NULL)")
+    try:
+        conn.execute(f"INSERT INTO {table} (id, email) SELECT id, email FROM ({query.sql}) ORDER BY mkt_rank(id)",
+                     query.params)
+        total = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+        for low, high, target in _shares(row, total):
+            for start in range(low, high, FREEZE_BATCH):
+                _freeze_batch(conn, row["id"], target and variants[target]["id"], start, min(high, start + FREEZE_BATCH))
+                jobs.heartbeat(conn)
+    finally:
+        conn.execute(f"DROP TABLE IF EXISTS {table}")
+    return total
+
+
+def _shares(row: sqlite3.Row, total: int) -> list[tuple[int, int, str | None]]:
+    """Position ranges (1-based, half-open) and their variant; None = held back for the winner."""
+    if row["type"] != "AB_TESTING":
+        return [(1, total + 1, "A")]
+    ab = json.loads(row["ab_test"] or "{}") or {"test_percentage": 100}
+    test = total if ab["test_percentage"] >= 100 else round(total * ab["test_percentage"] / 100)
+    half = (test + 1) // 2
+    return [(1, half + 1, "A"), (half + 1, test + 1, "B"), (test + 1, total + 1, None)]
+
+
+def _freeze_batch(conn: sqlite3.Connection, campaign_id: str, variant_id: str | None, start: int, end: int) -> None:
+    with transaction(conn):
+        if variant_id is None:
+            conn.execute("INSERT OR IGNORE INTO email_ab_holdout (campaign_id, contact_id, email)"
+                         " SELECT ?, id, email FROM temp.mkt_freeze WHERE position >= ? AND position < ?",
+                         (campaign_id, start, end))
+            return
+        conn.execute(
+            "INSERT OR IGNORE INTO email_messages (campaign_id, variant_id, contact_id, email, domain, provider,"
+            " created_at) SELECT ?, ?, id, email, lower(substr(email, instr(email, '@') + 1)),"
+            " mkt_provider(lower(substr(email, instr(email, '@') + 1))), ?"
+            " FROM temp.mkt_freeze WHERE position >= ? AND position < ?",
+            (campaign_id, variant_id, clock.now(), start, end))
+
+
+@jobs.handler("email.preprocess")
+def preprocess(conn: sqlite3.Connection, payload: dict[str, Any]) -> None:
+    campaign_id = payload["campaign_id"]
+    row = _campaign(conn, campaign_id)
+    if row is None or row["status"] not in ("QUEUED", "PREPROCESSING"):
+        return  # cancelled, or already past this step
+    if row["status"] == "QUEUED":
+        campaigns.set_campaign_status(conn, campaign_id, "PREPROCESSING")
+    freeze_audience(conn, row)
+    campaigns.set_campaign_status(conn, campaign_id, "IN_REVIEW")
+    problems = [p for v in _variants(conn, campaign_id).values()
+                for p in content_problems(conn, row["workspace_id"], v)]
+    with transaction(conn):
+        if problems:  # the content was checked at schedule time; this catches what changed since
+            conn.execute("DELETE FROM email_messages WHERE campaign_id = ?", (campaign_id,))
+            conn.execute("DELETE FROM email_ab_holdout WHERE campaign_id = ?", (campaign_id,))
+            campaigns.set_campaign_status(conn, campaign_id, "DRAFT", detail=" ".join(problems))
+            return
+        campaigns.set_campaign_status(conn, campaign_id, "SENDING")
+        conn.execute("UPDATE campaigns SET send_started_at = ? WHERE id = ?", (clock.now(), campaign_id))
+        jobs.enqueue(conn, "email.send", {"campaign_id": campaign_id}, workspace_id=row["workspace_id"],
+                     dedupe_key=f"email.send:{campaign_id}")
+
+
+# --------------------------------------------------------------------------- sending
+
+class _Send:
+    """Everything one send job needs, built once: compiled variants, values, transports."""
+
+    def __init__(self, conn: sqlite3.Connection, row: sqlite3.Row) -> None:
+        ws = row["workspace_id"]
+        sender = senders.get_sender_identity(conn, ws, row["sender_identity_id"])
+        if sender is None:
+            raise MktError(400, "The campaign's sender identity no longer exists.")
+        domain_name, selector, key = domains.dkim_signing_key(conn, sender["domain_id"])
+        signer = DkimSigner(domain_name, selector, key)
+        track = bool(conn.execute("SELECT interaction_tracking FROM workspaces WHERE id = ?", (ws,)).fetchone()[0])
+        base = workspaces.tracking_base_url(conn, ws)
+        reply_to = json.loads(row["reply_to"]) if row["reply_to"] else None
+        self.secret = instance_secret(conn)
+        self.variants: dict[str, CompiledVariant] = {}
+        self.renderers: dict[str, Renderer] = {}
+        for variant in _variants(conn, row["id"]).values():
+            links = stats.register_links(conn, row["id"], variant["id"], tracked_links(variant["body_html"]))
+            self.variants[variant["id"]] = compile_variant(
+                variant, sender, reply_to, tracking_base=base, campaign_id=row["id"], track=track,
+                link_ids=links, sign=signer.sign)
+            self.renderers[variant["id"]] = Renderer(conn, ws, preview_text=variant["preview_text"] or "")
+        # The envelope sender (MAIL FROM, where bounces go) is on the domain's return-path
+        # host, which its CNAME record points at the domain (docs/sending-domains.md).
+        code = domains.get_domain(conn, ws, sender["domain_id"])["domain_code"]
+        self.envelope_from = f"bounces@{code}.{sender['domain_name']}"
+        pace = pacing.read_pace(pacing.EMAIL)
+        self.concurrency, self.pacer = pace.concurrency, pacing.Pacer(pace.rate)
+        self._local = threading.local()
+        self._transports: list[Any] = []
+        self._lock = threading.Lock()
+        self.db_path = database_file(conn)
+        self.halt = threading.Event()  # set when the campaign left SENDING: claimed messages are given back
+
+    def build(self, message: sqlite3.Row) -> bytes:
+        """The signed message of one claimed row (merge tags for its contact, its own URLs)."""
+        compiled = self.variants[message["variant_id"]]
+        token = make_token(self.secret, "m", message["id"])
+        contact = None if message["data"] is None else {
+            "email": message["contact_email"], "phone": message["phone"], "data": message["data"]}
+        values = self.renderers[message["variant_id"]].values_for(contact, extra=compiled.urls(token))
+        return compiled.build(Recipient(message["id"], message["email"], token), values)
+
+    def transport(self) -> Any:
+        transport = getattr(self._local, "transport", None)
+        if transport is None:
+            transport = self._local.transport = open_transport(db_path=self.db_path)
+            with self._lock:
+                self._transports.append(transport)
+        return transport
+
+    def smtp_id(self, message: sqlite3.Row) -> str:
+        return self.variants[message["variant_id"]].smtp_message_id(message["id"])
+
+    def deliver(self, message: sqlite3.Row) -> tuple[int, str | None, bool]:
+        """Build, sign and hand one message to this thread's transport: (message id, error or
+        None, permanent). Building in the pool's threads overlaps one message's rendering and
+        signing with the others' network waits."""
+        if self.halt.is_set():
+            return message["id"], HALTED, False
+        raw = self.build(message)
+        try:
+            self.transport().send(raw, self.envelope_from, [message["email"]])
+        except TransportError as exc:
+            return message["id"], str(exc), exc.permanent
+        return message["id"], None, False
+
+    def close(self) -> None:
+        for transport in self._transports:
+            transport.close()
+
+
+_CLAIM = ("SELECT m.id, m.variant_id, m.email, m.attempts, c.email AS contact_email, c.phone, c.data"
+          " FROM email_messages m LEFT JOIN contacts c ON c.id = m.contact_id"
+          " WHERE m.campaign_id = ? AND m.status = 'queued' AND (m.retry_at IS NULL OR m.retry_at <= ?)"
+          " ORDER BY m.id LIMIT ?")
+
+
+def _claim(conn: sqlite3.Connection, campaign_id: str, size: int) -> list[sqlite3.Row]:
+    with transaction(conn):
+        if conn.execute("SELECT status FROM campaigns WHERE id = ?", (campaign_id,)).fetchone()[0] != "SENDING":
+            return []
+        rows = conn.execute(_CLAIM, (campaign_id, clock.now(), size)).fetchall()
+        conn.executemany("UPDATE email_messages SET status = 'sending', attempts = attempts + 1 WHERE id = ?",
+                         [(r["id"],) for r in rows])
+    return rows
+
+
+def _record(conn: sqlite3.Connection, run: _Send, row_of: dict[int, sqlite3.Row],
+            results: list[tuple[int, str | None, bool]], workspace_id: int) -> int:
+    """Write a round's answers in one transaction; returns the number of temporary errors."""
+    temporary = delivered = 0
+    now = clock.utcnow()
+    with transaction(conn):
+        for message_id, error, permanent in results:
+            if error is HALTED:  # never handed over: cancelled with its campaign, or queued again
+                conn.execute("UPDATE email_messages SET attempts = attempts - 1, status = CASE WHEN (SELECT status"
+                             " FROM campaigns WHERE id = email_messages.campaign_id) = 'CANCELLED' THEN 'cancelled'"
+                             " ELSE 'queued' END WHERE id = ? AND status = 'sending'", (message_id,))
+            elif error is None:
+                delivered += stats.record_delivery(conn, message_id,
+                                                            smtp_message_id=run.smtp_id(row_of[message_id]))
+            elif permanent or row_of[message_id]["attempts"] + 1 >= MAX_ATTEMPTS:
+                stats.record_failure(conn, message_id, error[:500])
+            else:
+                temporary += 1
+                delay = RETRY_DELAYS[min(row_of[message_id]["attempts"], len(RETRY_DELAYS) - 1)]
+                conn.execute("UPDATE email_messages SET status = 'queued', failure_reason = ?, retry_at = ?"
+                             " WHERE id = ? AND status = 'sending'",
+                             (error[:500], clock.format_ts(now + timedelta(seconds=delay)), message_id))
+        if delivered:
+            billing.bump_usage(conn, workspace_id, "monthly_emails", delivered)
+            billing.bump_usage(conn, workspace_id, "hourly_emails", delivered)
+    return temporary
+
+
+@jobs.handler("email.send")
+def send(conn: sqlite3.Connection, payload: dict[str, Any]) -> None:
+    campaign_id = payload["campaign_id"]
+    row = _campaign(conn, campaign_id)
+    if row is not None and row["status"] == "CANCELLED":  # cancelled while a runner that then died sent
+        with transaction(conn):
+            conn.execute("UPDATE email_messages SET status = 'cancelled' WHERE campaign_id = ? AND status = 'sending'",
+                         (campaign_id,))
+    if row is None or row["status"] != "SENDING":
+        return
+    with transaction(conn):  # a runner that died mid-round: its messages go again (at most ROUNDS_IN_FLIGHT rounds)
+        conn.execute("UPDATE email_messages SET status = 'queued' WHERE campaign_id = ? AND status = 'sending'",
+                     (campaign_id,))
+    run = _Send(conn, row)
+    try:
+        _send_rounds(conn, row, run)
+    finally:
+        run.close()
+
+
+def _send_rounds(conn: sqlite3.Connection, row: sqlite3.Row, run: _Send) -> None:
+    """Claim, deliver and record rounds of `concurrency` messages until none is due.
+
+    ROUNDS_IN_FLIGHT rounds are claimed at once: while the pool delivers one, the next one
+    is already queued behind it, so the threads never wait for the database (recording a
+    round and claiming the next) and the server never waits for a round's slowest message.
+    """
+    ws = row["workspace_id"]
+    errors_in_a_row = 0
+    rounds = 1 if run.pacer.interval else ROUNDS_IN_FLIGHT  # a paced send is held by its rate, not by the pool
+    in_flight: deque[tuple[list[sqlite3.Row], list[Future[tuple[int, str | None, bool]]]]] = deque()
+    stop: str | None = None  # "hour" (hourly_emails used up) or "done" (nothing due, or no longer SENDING)
+
+    def record_oldest() -> tuple[list[tuple[int, str | None, bool]], int]:
+        """Wait for the oldest round's answers and record them: (answers, temporary errors)."""
+        claimed, futures = in_flight.popleft()
+        results = [future.result() for future in futures]
+        return results, _record(conn, run, {m["id"]: m for m in claimed}, results, ws)
+
+    with ThreadPoolExecutor(max_workers=run.concurrency, thread_name_prefix="mkt-send") as pool:
+        while True:
+            jobs.heartbeat(conn)
+            while stop is None and len(in_flight) < rounds:
+                if billing.remaining(conn, ws, "hourly_emails") == 0:
+                    stop = "hour"
+                    break
+                claimed = _claim(conn, row["id"], run.concurrency)
+                if not claimed:
+                    stop = "done"
+                    break
+                run.pacer.wait(len(claimed))
+                in_flight.append((claimed, [pool.submit(run.deliver, m) for m in claimed]))
+            if not in_flight:
+                if stop == "hour":
+                    _again_at(conn, row, _next_hour())
+                else:
+                    _finish_or_wait(conn, row)
+                return
+            results, temporary = record_oldest()
+            current = conn.execute("SELECT status FROM campaigns WHERE id = ?", (row["id"],)).fetchone()
+            if current is None or current[0] != "SENDING":  # cancelled meanwhile: send nothing more
+                run.halt.set()
+                stop = "done"
+            errors_in_a_row = errors_in_a_row + temporary if temporary == len(results) else 0
+            if errors_in_a_row >= PAUSE_AFTER_ERRORS:
+                while in_flight:  # what was already handed over is recorded before the pause
+                    record_oldest()
+                campaigns.set_campaign_status(conn, row["id"], "PAUSED",
+                                              detail=f"Paused after {errors_in_a_row} transport errors in a row: "
+                                                     f"{results[-1][1]}")
+                return
+
+
+def _next_hour() -> str:
+    now = clock.utcnow()
+    return clock.format_ts(now.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1))
+
+
+def _again_at(conn: sqlite3.Connection, row: sqlite3.Row, run_at: str, job: str = "email.send") -> None:
+    jobs.enqueue(conn, job, {"campaign_id": row["id"]}, workspace_id=row["workspace_id"],
+                 dedupe_key=f"{job}:{row['id']}", run_at=run_at)
+
+
+def _finish_or_wait(conn: sqlite3.Connection, row: sqlite3.Row) -> None:
+    """No message is due now: wait for retries, for the A/B winner, or end the send (SENT)."""
+    with transaction(conn):
+        retry = conn.execute("SELECT min(retry_at) FROM email_messages WHERE campaign_id = ? AND status = 'queued'",
+                             (row["id"],)).fetchone()[0]
+        if retry is not None:
+            _again_at(conn, row, retry)
+            return
+        if conn.execute("SELECT 1 FROM email_ab_holdout WHERE campaign_id = ? LIMIT 1", (row["id"],)).fetchone():
+            wait = json.loads(row["ab_test"])["wait_minutes"]
+            _again_at(conn, row, clock.format_ts(clock.utcnow() + timedelta(minutes=wait)), "email.ab_winner")
+            return
+        if conn.execute("SELECT status FROM campaigns WHERE id = ?", (row["id"],)).fetchone()[0] == "SENDING":
+            campaigns.set_campaign_status(conn, row["id"], "SENT")
+            conn.execute("UPDATE campaigns SET sent_at = ? WHERE id = ?", (clock.now(), row["id"]))
+
+
+# --------------------------------------------------------------------------- the A/B winner
+
+def winner_rates(conn: sqlite3.Connection, campaign_id: str, criterion: str) -> dict[str, float]:
+    """Each variant's unique open (or click) rate among its delivered messages."""
+    column = "opened" if criterion == "OPENS" else "clicked"  # one of two fixed names of ours
+    rates = {}
+    for r in conn.execute(f"SELECT v.type, coalesce(k.delivered, 0) AS delivered, coalesce(k.{column}, 0) AS hits"
+                          " FROM campaign_variants v LEFT JOIN email_campaign_counters k"
+                          " ON k.campaign_id = v.campaign_id AND k.variant_id = v.id"
+                          " WHERE v.campaign_id = ? ORDER BY v.type", (campaign_id,)):
+        rates[r["type"]] = r["hits"] / r["delivered"] if r["delivered"] else 0.0
+    return rates
+
+
+@jobs.handler("email.ab_winner")
+def pick_winner(conn: sqlite3.Connection, payload: dict[str, Any]) -> None:
+    row = _campaign(conn, payload["campaign_id"])
+    if row is None or row["status"] != "SENDING" or not row["ab_test"]:
+        return
+    settings = json.loads(row["ab_test"])
+    rates = winner_rates(conn, row["id"], settings["winner_criterion"])
+    winner = "B" if rates.get("B", 0.0) > rates.get("A", 0.0) else "A"
+    variant_id = _variants(conn, row["id"])[winner]["id"]
+    conn.create_function("mkt_provider", 1, stats.provider_of, deterministic=True)
+    with transaction(conn):
+        conn.execute(
+            "INSERT OR IGNORE INTO email_messages (campaign_id, variant_id, contact_id, email, domain, provider,"
+            " created_at) SELECT campaign_id, ?, contact_id, email, lower(substr(email, instr(email, '@') + 1)),"
+            " mkt_provider(lower(substr(email, instr(email, '@') + 1))), ? FROM email_ab_holdout"
+            " WHERE campaign_id = ?", (variant_id, clock.now(), row["id"]))
+        conn.execute("DELETE FROM email_ab_holdout WHERE campaign_id = ?", (row["id"],))
+        decision = {**settings, "winner": winner, "rates": rates, "decided_at": clock.now()}
+        conn.execute("UPDATE campaigns SET ab_test = ? WHERE id = ?", (json.dumps(decision), row["id"]))
+        _again_at(conn, row, clock.now())

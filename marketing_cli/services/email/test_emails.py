@@ -1,0 +1,153 @@
+"""Send Test Email: one variant, rendered for one address, through the mail transport.
+
+Checks run in the specification's order; then the send is counted against the
+workspace's limits (default 5 a minute (429), 30 an hour, 100 a day; the operator setting
+MKT_TEST_EMAIL_LIMITS="MINUTE,HOUR,DAY" changes them) in `test_email_sends`, inside one
+transaction, so two requests at once cannot both pass the last free place. The message is
+sent outside that transaction (an SMTP conversation must not hold the write lock); when
+the transport fails, the place is given back and the answer is 502.
+
+Merge tags are rendered for the workspace's contact with the recipient's address when
+there is one, else with the fields' default values. The action links
+({{unsubscribe_url}} ...) of a test email point at inert `/test-email/...` pages of the
+public URL: a test recipient is not on the campaign's list.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from datetime import timedelta
+from typing import Any
+
+from marketing_cli.db import transaction
+from marketing_cli.errors import MktError
+from marketing_cli.kernel import clock
+from marketing_cli.services.contacts.values import normalize_email
+from marketing_cli.services.email.campaigns import (
+    INVALID_BODY,
+    campaign_row,
+    check_campaign_id,
+    check_variant_type,
+    sender_identity,
+    variant_row,
+)
+
+RECIPIENT_INVALID = "Please provide a valid recipient email address."
+NO_SENDER = "Please configure a sender identity before sending test emails."
+NO_SUBJECT = "The variant must have a subject before sending test emails."
+NO_CONTENT = "The variant must have email content before sending test emails."
+PER_MINUTE = "You are sending test emails too quickly. Please wait a moment and try again."
+PER_HOUR = "You have exceeded the hourly test email limit. Please try again later."
+PER_DAY = "You have exceeded the daily test email limit. Please try again tomorrow."
+SEND_FAILED = "The test email could not be sent: {reason}."
+SENT = "A test email of variant {type} was sent to {recipient}."
+DEFAULT_LIMITS = (5, 30, 100)  # per minute, per hour, per day
+LIMITS_ENV = "MKT_TEST_EMAIL_LIMITS"
+
+
+def limits() -> tuple[int, int, int]:
+    """(per minute, per hour, per day): MKT_TEST_EMAIL_LIMITS="5,30,100", else the defaults."""
+    raw = os.environ.get(LIMITS_ENV, "")
+    parts = [p.strip() for p in raw.split(",")]
+    if len(parts) == 3 and all(p.isdigit() for p in parts):
+        return int(parts[0]), int(parts[1]), int(parts[2])
+    return DEFAULT_LIMITS
+
+
+def record_test_send(conn: sqlite3.Connection, workspace_id: int, recipient: str, *,
+                     campaign_id: str | None = None, at: str | None = None) -> int:
+    """Count one test send (at `at`, default now); prunes rows older than a day."""
+    now = clock.utcnow()
+    with transaction(conn):
+        conn.execute("DELETE FROM test_email_sends WHERE workspace_id = ? AND sent_at < ?",
+                     (workspace_id, clock.format_ts(now - timedelta(days=1))))
+        return conn.execute("INSERT INTO test_email_sends (workspace_id, campaign_id, recipient, sent_at)"
+                            " VALUES (?, ?, ?, ?)", (workspace_id, campaign_id, recipient,
+                                                     at or clock.format_ts(now))).lastrowid
+
+
+def _check_limits(conn: sqlite3.Connection, workspace_id: int) -> None:
+    now = clock.utcnow()
+    per_minute, per_hour, per_day = limits()
+    for window, limit, status, message in ((timedelta(minutes=1), per_minute, 429, PER_MINUTE),
+                                           (timedelta(hours=1), per_hour, 400, PER_HOUR),
+                                           (timedelta(days=1), per_day, 400, PER_DAY)):
+        used = conn.execute("SELECT COUNT(*) FROM test_email_sends WHERE workspace_id = ? AND sent_at > ?",
+                            (workspace_id, clock.format_ts(now - window))).fetchone()[0]
+        if used >= limit:
+            raise MktError(status, message)
+
+
+def _recipient(body: dict[str, Any]) -> str:
+    try:
+        return normalize_email(body.get("recipient"))
+    except ValueError:
+        raise MktError(400, RECIPIENT_INVALID) from None
+
+
+def _action_links() -> dict[str, str]:
+    from marketing_cli.services.email.variant_html import public_url
+
+    base = public_url()
+    return {"unsubscribe_url": f"{base}/test-email/unsubscribe", "view_online_url": f"{base}/test-email/view-online",
+            "preferences_url": f"{base}/test-email/preferences"}
+
+
+def build_test_message(conn: sqlite3.Connection, workspace_id: int, campaign: sqlite3.Row, variant: sqlite3.Row,
+                       sender: dict[str, Any], recipient: str) -> Any:
+    """The MIME message of a test email, merge tags rendered for the recipient."""
+    import json
+
+    from marketing_cli.services.contacts.merge_tags import Renderer
+    from marketing_cli.services.email.message import CompiledEmail, address, build_message
+
+    renderer = Renderer(conn, workspace_id, preview_text=variant["preview_text"] or "")
+    contact = conn.execute("SELECT email, phone, data FROM contacts WHERE workspace_id = ? AND email = ?",
+                           (workspace_id, recipient)).fetchone()
+    values = renderer.values_for(contact, actions=_action_links())
+    subject, html, text = CompiledEmail(variant["subject"], variant["body_html"]).render(values)
+    reply = json.loads(campaign["reply_to"]) if campaign["reply_to"] else None
+    return build_message(
+        sender=address(sender["display_name"], sender["local_part"], sender["domain_name"]),
+        to=recipient, subject=subject, html=html, text=text,
+        reply_to=address(reply["display_name"], reply["local_part"], reply["domain_name"]) if reply else None,
+        headers={"X-Mkt-Test": "1", "X-Mkt-Campaign": campaign["id"]})
+
+
+def send_test_email(conn: sqlite3.Connection, workspace_id: int, campaign_id: Any, body: Any, *,
+                    transport: Any = None) -> str:
+    """POST /v1/campaigns/:id/test: {variant_type, recipient} -> a confirmation sentence."""
+    from marketing_cli.services.email.transport import TransportError, database_file, open_transport
+
+    campaign_id = check_campaign_id(campaign_id)
+    if not isinstance(body, dict):
+        raise MktError(400, INVALID_BODY)
+    variant_type = check_variant_type(body.get("variant_type"))
+    recipient = _recipient(body)
+    campaign = campaign_row(conn, workspace_id, campaign_id)
+    sender = sender_identity(conn, workspace_id, campaign["sender_identity_id"])
+    if sender is None:
+        raise MktError(400, NO_SENDER)
+    variant = variant_row(conn, campaign_id, variant_type)
+    if not (variant["subject"] or "").strip():
+        raise MktError(400, NO_SUBJECT)
+    if not (variant["body_html"] or "").strip():
+        raise MktError(400, NO_CONTENT)
+    message = build_test_message(conn, workspace_id, campaign, variant, sender, recipient)
+    with transaction(conn):
+        _check_limits(conn, workspace_id)
+        place = record_test_send(conn, workspace_id, recipient, campaign_id=campaign_id)
+    own = transport is None
+    try:
+        if own:
+            transport = open_transport(db_path=database_file(conn))
+        transport.send(message, f"{sender['local_part']}@{sender['domain_name']}", [recipient])
+    except (TransportError, ValueError) as exc:  # ValueError: MKT_SMTP_URL is not an SMTP URL
+        with transaction(conn):
+            conn.execute("DELETE FROM test_email_sends WHERE id = ?", (place,))
+        raise MktError(502, SEND_FAILED.format(reason=exc)) from None
+    finally:
+        if own and transport is not None:
+            transport.close()
+    return SENT.format(type=variant_type, recipient=recipient)

@@ -1,0 +1,99 @@
+"""What the tracking URLs do (CONTRACT section 7): opens, clicks, unsubscribes.
+
+    GET  {base}/t/o/{token}            the open pixel: a 1x1 GIF, counts the recipient's open
+    GET  {base}/t/c/{token}/{link_id}  a tracked link: 302 to the original URL, counts the click
+    GET  {base}/t/u/{token}            the unsubscribe page (a form that POSTs back)
+    POST {base}/t/u/{token}            unsubscribes (RFC 8058 one-click body, or the page's form)
+
+A token is the message id and its MAC (kernel/tokens.py); a forged or
+malformed one changes nothing: the pixel is still answered (a mail client shows no broken
+image and learns nothing), a link or unsubscribe URL answers 404. The User-Agent gives
+the device type, OS and whether a machine (a privacy proxy, a link scanner) made the
+request (kernel/user_agents.py): machine opens and clicks are stored but do not count
+in `opened` / `clicked`. The country comes from the GeoIP database named by MKT_GEOIP
+(`mkt serve --geoip PATH`), "Unknown" without one.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from html import escape
+
+from marketing_cli.db import instance_secret, transaction
+from marketing_cli.errors import MktError
+from marketing_cli.kernel import clock
+from marketing_cli.kernel.geoip import country_of
+from marketing_cli.kernel.tokens import read_token
+from marketing_cli.kernel.user_agents import classify
+from marketing_cli.services.contacts import events
+from marketing_cli.services.email import stats
+
+PIXEL_GIF = (b"GIF89a\x01\x00\x01\x00\x80\x00\x00\x00\x00\x00\xff\xff\xff!\xf9\x04\x01\x00\x00\x00\x00"
+             b",\x00\x00\x00\x00\x01\x00\x01\x00\x00\x02\x02D\x01\x00;")
+LINK_NOT_FOUND = "This link is not valid."
+UNSUBSCRIBE_EVENT = "CONTACT_UNSUBSCRIBED"
+
+
+def _message(conn: sqlite3.Connection, token: str) -> sqlite3.Row | None:
+    message_id = read_token(instance_secret(conn), "m", token)
+    if message_id is None:
+        return None
+    return conn.execute("SELECT m.*, c.workspace_id FROM email_messages m JOIN campaigns c ON c.id = m.campaign_id"
+                        " WHERE m.id = ?", (message_id,)).fetchone()
+
+
+def track_open(conn: sqlite3.Connection, token: str, user_agent: str | None) -> bytes:
+    """The pixel's bytes; the open counts when the token is genuine."""
+    message = _message(conn, token)
+    if message is not None:
+        stats.record_open(conn, message["id"], machine=classify(user_agent).machine)
+    return PIXEL_GIF
+
+
+def track_click(conn: sqlite3.Connection, token: str, link_id: str, user_agent: str | None,
+                ip: str | None) -> str:
+    """The original URL to redirect to; the click counts. 404 for a forged token or link."""
+    message = _message(conn, token)
+    if message is None or not link_id.isdigit() or len(link_id) > 18:
+        raise MktError(404, LINK_NOT_FOUND)
+    link = conn.execute("SELECT url FROM email_links WHERE id = ? AND campaign_id = ? AND variant_id = ?",
+                        (int(link_id), message["campaign_id"], message["variant_id"])).fetchone()
+    if link is None:
+        raise MktError(404, LINK_NOT_FOUND)
+    kind = classify(user_agent)
+    stats.record_click(conn, message["id"], int(link_id), kind.device_type, kind.os_family,
+                                country_of(ip), machine=kind.machine)
+    return link["url"]
+
+
+def unsubscribe_page(conn: sqlite3.Connection, token: str, *, done: bool = False) -> str:
+    message = _message(conn, token)
+    if message is None:
+        raise MktError(404, LINK_NOT_FOUND)
+    address = escape(message["email"])
+    if done:
+        body = f"<h1>You are unsubscribed</h1><p>{address} will not receive these emails any more.</p>"
+    else:
+        body = (f"<h1>Unsubscribe</h1><p>Stop sending emails to {address}?</p>"
+                '<form method="post"><input type="hidden" name="List-Unsubscribe" value="One-Click">'
+                '<button type="submit">Unsubscribe</button></form>')
+    return ('<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" '
+            'content="width=device-width,initial-scale=1"><title>Unsubscribe</title><style>body{font-family:'
+            'system-ui,sans-serif;max-width:32rem;margin:4rem auto;padding:0 1rem}button{font-size:1rem;'
+            f'padding:.5rem 1rem}}</style></head><body>{body}</body></html>')
+
+
+def unsubscribe(conn: sqlite3.Connection, token: str) -> str:
+    """Set the contact UNSUBSCRIBED (once), count it in the campaign, log the event; the page."""
+    message = _message(conn, token)
+    if message is None:
+        raise MktError(404, LINK_NOT_FOUND)
+    with transaction(conn):
+        first = stats.record_unsubscribe(conn, message["id"])
+        if first and message["contact_id"] is not None:
+            changed = conn.execute("UPDATE contacts SET status = 'UNSUBSCRIBED', updated_at = ? WHERE id = ?"
+                                   " AND status != 'UNSUBSCRIBED'", (clock.now(), message["contact_id"])).rowcount
+            if changed:
+                events.append_events(conn, message["workspace_id"], message["contact_id"], [
+                    (UNSUBSCRIBE_EVENT, {"campaign_id": message["campaign_id"], "channel": "email"})])
+    return unsubscribe_page(conn, token, done=True)

@@ -1,0 +1,215 @@
+"""Where mail goes: an SMTP server (MKT_SMTP_URL) or the outbox folder.
+
+    smtp://[user:password@]host[:port][?starttls=1]     plain SMTP (port 25), STARTTLS when asked
+    smtps://[user:password@]host[:port]                  SMTP over TLS (port 465)
+
+Optional query members: `cafile=PATH` (trust this CA bundle for TLS, e.g. a local
+server's self-signed certificate), `verify=0` (no certificate check; local testing only),
+`timeout=SECONDS` (default 30). User and password are percent-decoded.
+
+Without MKT_SMTP_URL every message is written as `<time>-<random>.eml` to the outbox
+folder: MKT_OUTBOX, else `outbox/` beside the database file.
+
+`open_transport(...)` gives an object with `send(message, sender, recipients) -> str` and
+`close()` (also a context manager). The SMTP transport keeps its connection open between
+messages (the sending work sends thousands through one) and reconnects once if the server
+dropped it. Failures are `TransportError`; `permanent` is True for a 5xx refusal.
+"""
+
+from __future__ import annotations
+
+import os
+import smtplib
+import ssl
+import uuid
+from dataclasses import dataclass
+from email.message import EmailMessage
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from marketing_cli.kernel import clock
+
+
+class TransportError(Exception):
+    def __init__(self, message: str, *, permanent: bool = False) -> None:
+        super().__init__(message)
+        self.permanent = permanent
+
+
+@dataclass(frozen=True)
+class SmtpSettings:
+    host: str
+    port: int
+    tls: bool          # smtps://: TLS from the first byte
+    starttls: bool
+    username: str | None
+    password: str | None
+    cafile: str | None
+    verify: bool
+    timeout: float
+
+
+_TRUE = ("1", "true", "yes", "on")
+
+
+def parse_smtp_url(url: str) -> SmtpSettings:
+    """MKT_SMTP_URL read into settings; ValueError when it is not an smtp:// or smtps:// URL."""
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("smtp", "smtps") or not parts.hostname:
+        raise ValueError(f"MKT_SMTP_URL must look like smtp://host:port or smtps://host:port, not {url!r}")
+    query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+    tls = parts.scheme == "smtps"
+    try:
+        port = parts.port or (465 if tls else 25)
+        timeout = float(query.get("timeout", 30))
+    except ValueError:
+        raise ValueError(f"MKT_SMTP_URL has a bad port or timeout: {url!r}") from None
+    return SmtpSettings(
+        host=parts.hostname, port=port, tls=tls,
+        starttls=not tls and query.get("starttls", "0").lower() in _TRUE,
+        username=unquote(parts.username) if parts.username else None,
+        password=unquote(parts.password) if parts.password else None,
+        cafile=query.get("cafile"), verify=query.get("verify", "1").lower() in _TRUE, timeout=timeout)
+
+
+def _ssl_context(settings: SmtpSettings) -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=settings.cafile)
+    if not settings.verify:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+class SmtpTransport:
+    """One SMTP connection, opened on first send and kept for the next ones."""
+
+    def __init__(self, settings: SmtpSettings) -> None:
+        self.settings = settings
+        self._smtp: smtplib.SMTP | None = None
+
+    def _connect(self) -> smtplib.SMTP:
+        s = self.settings
+        try:
+            if s.tls:
+                smtp: smtplib.SMTP = smtplib.SMTP_SSL(s.host, s.port, timeout=s.timeout, context=_ssl_context(s))
+            else:
+                smtp = smtplib.SMTP(s.host, s.port, timeout=s.timeout)
+            try:
+                smtp.ehlo()
+                if s.starttls:
+                    smtp.starttls(context=_ssl_context(s))
+                    smtp.ehlo()
+                if s.username:
+                    smtp.login(s.username, s.password or "")
+            except BaseException:
+                smtp.close()
+                raise
+        except smtplib.SMTPAuthenticationError as exc:
+            raise TransportError(f"the SMTP server refused the login ({exc.smtp_code})") from None
+        except (OSError, smtplib.SMTPException) as exc:
+            raise TransportError(f"cannot reach the SMTP server {s.host}:{s.port}: {exc}") from None
+        return smtp
+
+    def send(self, message: EmailMessage | bytes, sender: str, recipients: list[str]) -> str:
+        """Hand one message to the server; returns the server's queue answer. TransportError on failure."""
+        data = message if isinstance(message, bytes) else message.as_bytes()
+        for attempt in (1, 2):
+            if self._smtp is None:
+                self._smtp = self._connect()
+            try:
+                refused = self._smtp.sendmail(sender, recipients, data)
+            except smtplib.SMTPServerDisconnected:
+                self._smtp = None
+                if attempt == 2:
+                    raise TransportError("the SMTP server closed the connection") from None
+                continue
+            except smtplib.SMTPRecipientsRefused as exc:
+                code, text = next(iter(exc.recipients.values()))
+                raise TransportError(f"the SMTP server refused the recipient: {code} {_text(text)}",
+                                     permanent=500 <= code < 600) from None
+            except smtplib.SMTPResponseException as exc:
+                self.close()
+                raise TransportError(f"the SMTP server refused the message: {exc.smtp_code} {_text(exc.smtp_error)}",
+                                     permanent=500 <= exc.smtp_code < 600) from None
+            except (OSError, smtplib.SMTPException) as exc:
+                self.close()
+                raise TransportError(f"sending failed: {exc}") from None
+            if refused:
+                code, text = next(iter(refused.values()))
+                raise TransportError(f"the SMTP server refused a recipient: {code} {_text(text)}",
+                                     permanent=500 <= code < 600)
+            return "accepted"
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        smtp, self._smtp = self._smtp, None
+        if smtp is not None:
+            try:
+                smtp.quit()
+            except (OSError, smtplib.SMTPException):
+                smtp.close()
+
+    def __enter__(self) -> SmtpTransport:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _text(raw: bytes | str) -> str:
+    return raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+
+
+class OutboxTransport:
+    """Each message becomes one .eml file in a folder (created on first use)."""
+
+    def __init__(self, folder: str | os.PathLike[str]) -> None:
+        self.folder = Path(folder)
+
+    def send(self, message: EmailMessage | bytes, sender: str, recipients: list[str]) -> str:
+        data = message if isinstance(message, bytes) else message.as_bytes()
+        stamp = clock.now().replace(":", "").replace("-", "").replace(".", "")
+        path = self.folder / f"{stamp}-{uuid.uuid4().hex[:12]}.eml"
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            temporary = path.with_suffix(".tmp")
+            temporary.write_bytes(data)
+            temporary.replace(path)  # a reader never sees half a file
+        except OSError as exc:
+            raise TransportError(f"cannot write to the outbox {self.folder}: {exc.strerror}") from None
+        return str(path)
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> OutboxTransport:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def outbox_folder(db_path: str | os.PathLike[str] | None) -> Path:
+    """MKT_OUTBOX, else `outbox/` beside the database file."""
+    env = os.environ.get("MKT_OUTBOX")
+    if env:
+        return Path(env)
+    return (Path(db_path).resolve().parent if db_path else Path.cwd()) / "outbox"
+
+
+def database_file(conn: Any) -> str | None:
+    """The main database file of a connection (None for an in-memory one)."""
+    for row in conn.execute("PRAGMA database_list"):
+        if row[1] == "main":
+            return row[2] or None
+    return None
+
+
+def open_transport(*, smtp_url: str | None = None, db_path: str | os.PathLike[str] | None = None
+                   ) -> SmtpTransport | OutboxTransport:
+    """The transport of this process: `smtp_url` or MKT_SMTP_URL when set, else the outbox folder."""
+    url = smtp_url or os.environ.get("MKT_SMTP_URL")
+    if url:
+        return SmtpTransport(parse_smtp_url(url))
+    return OutboxTransport(outbox_folder(db_path))

@@ -1,0 +1,274 @@
+"""SMS providers: where a campaign's messages go once they are charged.
+
+A provider takes a batch of `Outgoing` messages and answers one `Receipt` per message:
+its own reference and whether it took the message. Expansion hands messages over in
+batches (docs/sms.md):
+
+    pending --claim (transaction)--> sending --provider.send--> sent (handed_at, provider_ref)
+
+A provider whose `in_database` is True (the outbox) writes inside the claim's own
+transaction, so a crash can never leave a message handed over but not marked; a network
+provider (Twilio, a later step) is called between two transactions, so a crash between
+them can send at most one batch twice (CONTRACT section 7's bound).
+
+The default provider is the outbox: an `sms_outbox` table that `mkt sms outbox` lists.
+`get_provider(conn, workspace_id)` is the one place that picks a workspace's provider.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from marketing_cli.kernel import clock, pacing
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    message_id: int
+    campaign_id: str
+    sender: str
+    to: str
+    body: str
+    segments: int
+
+
+@dataclass(frozen=True)
+class Receipt:
+    message_id: int
+    accepted: bool
+    reference: str | None = None
+    error: str | None = None
+    code: str | None = None
+
+
+class SmsProvider(Protocol):
+    name: str
+    in_database: bool
+
+    def send(self, conn: sqlite3.Connection, workspace_id: int, messages: list[Outgoing]) -> list[Receipt]: ...
+
+
+class OutboxProvider:
+    """Messages land in `sms_outbox` (one row per message, written at most once)."""
+
+    name = "outbox"
+    in_database = True
+
+    def send(self, conn: sqlite3.Connection, workspace_id: int, messages: list[Outgoing]) -> list[Receipt]:
+        now = clock.now()
+        conn.executemany(
+            "INSERT OR IGNORE INTO sms_outbox (workspace_id, message_id, campaign_id, sender, recipient, body,"
+            " segments, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [(workspace_id, m.message_id, m.campaign_id, m.sender, m.to, m.body, m.segments, now) for m in messages],
+        )
+        return [Receipt(m.message_id, True, f"outbox:{m.message_id}") for m in messages]
+
+    def send_claimed(self, conn: sqlite3.Connection, workspace_id: int, campaign_id: str, sender: str,
+                     message: str) -> str:
+        """The same as `send` for every message of the campaign in state 'sending', in one SQL
+        statement (expansion's fast path); returns the reference prefix ('outbox:<message id>')."""
+        conn.execute(
+            "INSERT OR IGNORE INTO sms_outbox (workspace_id, message_id, campaign_id, sender, recipient, body, segments,"
+            " created_at) SELECT ?, id, campaign_id, ?, phone, COALESCE(body, ?), segments, ? FROM sms_messages"
+            " WHERE campaign_id = ? AND status = 'sending'",
+            (workspace_id, sender, message, clock.now(), campaign_id),
+        )
+        return "outbox:"
+
+
+DEFAULT_TWILIO_URL = "https://api.twilio.com"
+_SID = re.compile(r"^AC[0-9a-fA-F]{32}$")
+RETRIES = 4              # a 429, 5xx or network error is tried this many more times
+BACKOFF_SECONDS = 0.5    # doubled at each retry (Retry-After when Twilio gives one, capped at 30 s)
+# Requests in flight at once over one pooled client, and requests per second: MKT_SMS_CONCURRENCY
+# (default 8) and MKT_SMS_RATE (default 0, unlimited), read by kernel/pacing.py.
+
+
+class TwilioProvider:
+    """Twilio's Messages API over one pooled httpx client (CONTRACT section 8).
+
+    A 2xx answer's `sid` becomes the message's provider_ref; a 4xx (other than 429) fails the
+    message at once with Twilio's `code` and `message`; 429, 5xx and network errors are tried
+    again with exponential backoff, and fail the message when the retries run out.
+    """
+
+    name = "twilio"
+    in_database = False
+
+    def __init__(self, account_sid: str, auth_token: str, base_url: str, status_callback: str | None,
+                 *, concurrency: int = pacing.SMS.default_concurrency, rate: float = 0.0, retries: int = RETRIES,
+                 backoff: float = BACKOFF_SECONDS) -> None:
+        self.account_sid = account_sid
+        self._auth = (account_sid, auth_token)
+        self.url = f"{base_url.rstrip('/')}/2010-04-01/Accounts/{account_sid}/Messages.json"
+        self.status_callback = status_callback
+        self.concurrency = max(1, concurrency)
+        self.pacer = pacing.Pacer(rate)
+        self.retries = retries
+        self.backoff = backoff
+
+    def __repr__(self) -> str:  # never the token
+        return f"TwilioProvider(account_sid={self.account_sid!r}, url={self.url!r})"
+
+    def _post(self, client: Any, m: Outgoing) -> Receipt:
+        import time
+
+        import httpx
+
+        form = {"To": m.to, "From": m.sender, "Body": m.body}
+        if self.status_callback:
+            form["StatusCallback"] = self.status_callback
+        last_code, last_error = "network", "No answer from Twilio."
+        retry_after: float | None = None
+        for attempt in range(self.retries + 1):
+            if attempt:
+                delay = retry_after if retry_after is not None else self.backoff * (2 ** (attempt - 1))
+                time.sleep(min(30.0, delay))
+                retry_after = None
+            self.pacer.wait()  # every request counts against the rate, retries included
+            try:
+                response = client.post(self.url, data=form, auth=self._auth)
+            except httpx.HTTPError as exc:
+                last_code, last_error = "network", f"No answer from Twilio ({type(exc).__name__})."
+                continue
+            payload = _json(response)
+            if 200 <= response.status_code < 300:
+                sid = payload.get("sid") if isinstance(payload, dict) else None
+                if isinstance(sid, str) and sid:
+                    return Receipt(m.message_id, True, sid)
+                return Receipt(m.message_id, False, None, "Twilio's answer had no sid.", "invalid_answer")
+            code = str(payload.get("code")) if isinstance(payload, dict) and payload.get("code") is not None \
+                else str(response.status_code)
+            message = payload.get("message") if isinstance(payload, dict) and isinstance(payload.get("message"), str) \
+                else f"HTTP {response.status_code}"
+            if response.status_code == 429 or response.status_code >= 500:
+                last_code, last_error = code, message
+                header = response.headers.get("Retry-After", "")
+                retry_after = float(header) if header.isdigit() else None
+                continue
+            return Receipt(m.message_id, False, None, message, code)
+        return Receipt(m.message_id, False, None, last_error, last_code)
+
+    def send(self, conn: sqlite3.Connection, workspace_id: int, messages: list[Outgoing]) -> list[Receipt]:
+        from concurrent.futures import ThreadPoolExecutor
+
+        client = _client(self.concurrency)
+        if self.concurrency == 1 or len(messages) == 1:
+            return [self._post(client, m) for m in messages]
+        with ThreadPoolExecutor(max_workers=min(self.concurrency, len(messages))) as pool:
+            return list(pool.map(lambda m: self._post(client, m), messages))
+
+
+def _json(response: Any) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        return None
+
+
+_clients: dict[int, Any] = {}
+
+
+def _client(concurrency: int) -> Any:
+    """One pooled httpx client per process (and pool size), kept for the process's life."""
+    import httpx
+
+    client = _clients.get(concurrency)
+    if client is None:
+        client = httpx.Client(timeout=httpx.Timeout(30.0, connect=10.0),
+                              limits=httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency))
+        _clients[concurrency] = client
+    return client
+
+
+def _settings(conn: sqlite3.Connection, workspace_id: int) -> sqlite3.Row | None:
+    return conn.execute("SELECT * FROM sms_provider_settings WHERE workspace_id = ?", (workspace_id,)).fetchone()
+
+
+def status_callback_url(conn: sqlite3.Connection, workspace_id: int) -> str:
+    from marketing_cli.services.account.workspaces import tracking_base_url
+
+    return f"{tracking_base_url(conn, workspace_id)}/webhooks/twilio/status"
+
+
+def get_provider(conn: sqlite3.Connection, workspace_id: int) -> SmsProvider:
+    """The workspace's provider: the outbox unless `mkt sms provider set twilio` chose Twilio."""
+    row = _settings(conn, workspace_id)
+    if row is None or row["provider"] != "twilio":
+        return OutboxProvider()
+    pace = pacing.read_pace(pacing.SMS)
+    return TwilioProvider(row["account_sid"], row["auth_token"], row["base_url"] or DEFAULT_TWILIO_URL,
+                          status_callback_url(conn, workspace_id), concurrency=pace.concurrency, rate=pace.rate,
+                          retries=RETRIES, backoff=BACKOFF_SECONDS)
+
+
+def show_provider(conn: sqlite3.Connection, workspace_id: int) -> dict[str, Any]:
+    """`mkt sms provider show`: the provider, account SID and base URL, never the token."""
+    row = _settings(conn, workspace_id)
+    if row is None or row["provider"] != "twilio":
+        return {"provider": "outbox", "account_sid": None, "base_url": None}
+    return {"provider": "twilio", "account_sid": row["account_sid"], "base_url": row["base_url"]}
+
+
+def set_provider(conn: sqlite3.Connection, workspace_id: int, provider: Any, *, account_sid: Any = None,
+                 auth_token: Any = None, base_url: Any = None) -> dict[str, Any]:
+    """`mkt sms provider set outbox|twilio` (operator only); answers what `show` answers."""
+    from urllib.parse import urlsplit
+
+    from marketing_cli.db import transaction
+    from marketing_cli.errors import MktError
+
+    if provider == "outbox":
+        if account_sid is not None or auth_token is not None or base_url is not None:
+            raise MktError(400, "The outbox provider takes no account SID, auth token or base URL.")
+        with transaction(conn):
+            conn.execute("DELETE FROM sms_provider_settings WHERE workspace_id = ?", (workspace_id,))
+        return show_provider(conn, workspace_id)
+    if provider != "twilio":
+        raise MktError(400, f"The provider must be outbox or twilio, not '{provider}'.")
+    if not isinstance(account_sid, str) or not _SID.match(account_sid.strip()):
+        raise MktError(400, "The Twilio account SID must be AC followed by 32 hexadecimal characters.")
+    if not isinstance(auth_token, str) or not auth_token.strip() or any(ch.isspace() for ch in auth_token.strip()):
+        raise MktError(400, "The Twilio auth token must be a non-empty string without spaces.")
+    url = DEFAULT_TWILIO_URL if base_url is None else base_url
+    parts = urlsplit(url.strip()) if isinstance(url, str) else None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+        raise MktError(400, "The Twilio base URL must be an http:// or https:// URL without a query.")
+    url = url.strip().rstrip("/")
+    from marketing_cli.kernel import clock as _clock
+
+    with transaction(conn):
+        conn.execute(
+            "INSERT INTO sms_provider_settings (workspace_id, provider, account_sid, auth_token, base_url, updated_at)"
+            " VALUES (?, 'twilio', ?, ?, ?, ?) ON CONFLICT (workspace_id) DO UPDATE SET provider = 'twilio',"
+            " account_sid = excluded.account_sid, auth_token = excluded.auth_token, base_url = excluded.base_url,"
+            " updated_at = excluded.updated_at",
+            (workspace_id, account_sid.strip(), auth_token.strip(), url, _clock.now()))
+    return show_provider(conn, workspace_id)
+
+
+def list_outbox(conn: sqlite3.Connection, workspace_id: int, *, campaign_id: str | None = None,
+                limit: int = 50) -> list[dict[str, Any]]:
+    """`mkt sms outbox`: the newest messages the outbox provider took."""
+    from marketing_cli.errors import MktError
+
+    if not 1 <= limit <= 1000:
+        raise MktError(400, "The limit must be between 1 and 1000.")
+    sql = "SELECT * FROM sms_outbox WHERE workspace_id = ?"
+    params: list[Any] = [workspace_id]
+    if campaign_id is not None:
+        sql += " AND campaign_id = ?"
+        params.append(campaign_id)
+    rows = conn.execute(sql + " ORDER BY id DESC LIMIT ?", (*params, limit)).fetchall()
+    return [{"id": r["id"], "message_id": r["message_id"], "campaign_id": r["campaign_id"], "from": r["sender"],
+             "to": r["recipient"], "body": r["body"], "segments": r["segments"], "created_at": r["created_at"]}
+            for r in rows]
+
+
+def close_clients() -> None:
+    """Close the pooled httpx clients (tests, and a process that is shutting down)."""
+    while _clients:
+        _clients.popitem()[1].close()
