@@ -321,7 +321,7 @@ def filter_contact(conn: sqlite3.Connection, ws: int, email: str | None, *, phon
 
 
 def build_filter_world(conn: sqlite3.Connection) -> dict[str, Any]:
-    """(tests/test_segment_filters.py and the segment and audience tests) Two workspaces; in the first, five contacts (a-e) covering every operator."""
+    """(tests/contacts/test_segment_filters.py and the segment and audience tests) Two workspaces; in the first, five contacts (a-e) covering every operator."""
     ws = workspaces.create_workspace(conn, "Segments")["workspace"]["id"]
     other = workspaces.create_workspace(conn, "Other")["workspace"]["id"]
     f = {

@@ -3,7 +3,7 @@
 `openapi_document(app)` walks the app's routes (so a new route is in the document by
 itself) and takes each operation's request and response schemas from api/schemas.py. A
 route without a declaration there is still listed, marked `x-mkt-undeclared`, and
-tests/test_api_openapi.py fails until it is declared. Served without a key at
+tests/platform/test_api_openapi.py fails until it is declared. Served without a key at
 `GET /v1/openapi.json`, rendered for people at `GET /docs` by Redoc (vendored in static/,
 MIT licence), printed by `mkt openapi`.
 """

@@ -2,7 +2,7 @@
 
 The single declaration that api/openapi.py turns into the OpenAPI document: the routes
 themselves come from the app (a new route appears in the document by itself, and
-tests/test_api_openapi.py fails until it is declared here), and the limits, enums and
+tests/platform/test_api_openapi.py fails until it is declared here), and the limits, enums and
 names below are the services' own constants, so a change there changes the document.
 
 An operation is a dict:

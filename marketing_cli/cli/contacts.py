@@ -168,6 +168,8 @@ def contacts_untag(
          render_contact)
 
 
-# `contacts import` / `contacts export` (contacts_io.py) and `contacts search`
-# (contacts_search.py) register their commands on `app`.
-from marketing_cli.cli import contacts_io, contacts_search  # noqa: E402,F401,I001
+# `contacts import` / `contacts export` (contacts_io.py) and `contacts search` (contacts_search.py).
+from marketing_cli.cli import contacts_io, contacts_search  # noqa: E402
+
+contacts_io.register(app)
+contacts_search.register(app)

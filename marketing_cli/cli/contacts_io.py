@@ -2,6 +2,7 @@
 
 The work is in services/contacts/bulk.py; these commands open files, draw the progress bar
 (on stderr, only when it is a terminal and never with --json) and print the summary.
+`register(app)` adds them to the `contacts` typer app (cli/contacts.py calls it).
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from marketing_cli.cli.contacts import app
 from marketing_cli.cli.output import JsonOption, emit, err_console, pairs, table
 from marketing_cli.cli.state import state
 from marketing_cli.errors import MktError
@@ -37,7 +37,6 @@ def _progress(label: str, total: int | None) -> Any:
     return Progress(*columns, console=err_console, transient=True)
 
 
-@app.command("import")
 def contacts_import(
     ctx: typer.Context,
     file: Annotated[str, typer.Argument(metavar="FILE.csv", help="CSV file with a header row; '-' reads stdin.")],
@@ -121,7 +120,6 @@ def _import_report(result: dict[str, Any], errors_path: str | None) -> Any:
     return Group(*parts)
 
 
-@app.command("export")
 def contacts_export(
     ctx: typer.Context,
     fmt: Annotated[str, typer.Option("--format", help="csv or jsonl.")] = "csv",
@@ -170,3 +168,8 @@ def contacts_export(
     result["output"] = output
     emit(result, as_json, lambda r: f"Exported {r['exported']} contacts to {output} ({r['format']}).")
 
+
+def register(app: typer.Typer) -> None:
+    """Add import and export to the contacts app."""
+    app.command("import")(contacts_import)
+    app.command("export")(contacts_export)

@@ -1,4 +1,4 @@
-"""`mkt contacts search`: the CLI twin of POST /v1/contacts/search (registers on `contacts`)."""
+"""`mkt contacts search`: the CLI twin of POST /v1/contacts/search (`register(app)` adds it to `contacts`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from marketing_cli.cli.contacts import app
 from marketing_cli.cli.output import JsonOption, emit, json_option, table
 from marketing_cli.cli.state import state
 
@@ -48,7 +47,6 @@ def _human(result: dict[str, Any]) -> Any:
     )
 
 
-@app.command("search")
 def contacts_search(
     ctx: typer.Context,
     where: Annotated[Optional[list[str]], typer.Option("--where", "-w", metavar="'TAG OP VALUE'",
@@ -90,3 +88,8 @@ def contacts_search(
                 request[name] = value
     s = state(ctx)
     emit(search_contacts(s.conn(), s.workspace_id(), request), as_json, _human)
+
+
+def register(app: typer.Typer) -> None:
+    """Add search to the contacts app."""
+    app.command("search")(contacts_search)

@@ -6,7 +6,7 @@ cap) and decodes it with `decode_text`; the CLI checks the file in a first strea
 (`open_text`: binary chunks, constant memory, then reopened as text; standard input is
 spooled to a temporary file while it is checked). A bad byte anywhere is one 400 naming
 the line and the byte offset (counted from 0 in the file as sent), and nothing is
-written: both faces answer the same file the same way (tests/test_data_paths.py).
+written: both faces answer the same file the same way (tests/contacts/test_data_paths.py).
 
 A byte-order mark at the start is dropped (Excel writes one); line endings are kept as
 sent (`newline=""`), which the csv module needs.

@@ -9,7 +9,7 @@ while the work runs a thread of the holder renews it every RENEW_SECONDS
 (marketing_cli/leases.py), however long one step takes (a batch, a slow export client).
 When the holder dies (SIGKILL, power cut), renewals stop: within LOCK_SECONDS the lock is
 expired, and the next import, export or field change takes it over.
-tests/test_data_paths.py kills an import with SIGKILL and shows it.
+tests/contacts/test_data_paths.py kills an import with SIGKILL and shows it.
 """
 
 from __future__ import annotations

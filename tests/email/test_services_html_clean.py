@@ -9,7 +9,7 @@ import pytest
 
 from marketing_cli.services.email.html_clean import PREVIEW_SPAN, clean_html, inject_preview_span
 
-TEMPLATES = Path(__file__).parent / "data" / "email_templates"
+TEMPLATES = Path(__file__).parent.parent / "data" / "email_templates"
 
 
 def read_template(name: str) -> str:

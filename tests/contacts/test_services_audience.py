@@ -13,7 +13,7 @@ from marketing_cli.services.account import billing
 from marketing_cli.services.contacts import audience, segments
 from tests.factories import build_filter_world as build_world
 
-# The world (tests/test_segment_filters.py), eligibility per channel:
+# The world (tests/contacts/test_segment_filters.py), eligibility per channel:
 #   a  SUBSCRIBED, email, phone, sms NULL           email yes  sms yes    tags t1 t2
 #   b  SUBSCRIBED, email, phone, sms UNSUBSCRIBED   email yes  sms no     tags t1
 #   c  UNSUBSCRIBED, email, no phone                email no   sms no     no tags

@@ -117,7 +117,7 @@ def test_senders_errors(cli, cli_json, workspace, conn):
 @pytest.mark.slow
 def test_a_real_mkt_process_verifies_through_mkt_dns_server(db_path, workspace, dns_server):
     """`python -m marketing_cli` in its own process: MKT_DNS_SERVER read from the environment."""
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "MKT_DNS_SERVER": dns_server.address}
 
     def mkt(*args):

@@ -9,7 +9,7 @@ import pytest
 
 from marketing_cli.services.sms.segments import count_segments
 
-CASES = json.loads((Path(__file__).parent / "data" / "sms-segments-twilio.json").read_text(encoding="utf-8"))
+CASES = json.loads((Path(__file__).parent.parent / "data" / "sms-segments-twilio.json").read_text(encoding="utf-8"))
 
 
 def test_the_reference_file_holds_48_cases() -> None:

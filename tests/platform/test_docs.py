@@ -8,7 +8,7 @@ import typer
 
 from marketing_cli.cli.main import app
 
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
 def walk(command: object, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], object]]:

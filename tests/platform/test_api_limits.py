@@ -1,6 +1,6 @@
 """The server's limits in-process: log redaction, the serve defaults, help without `<bool>`.
 
-The limits themselves are exercised against a real server in tests/test_e2e_reliability.py.
+The limits themselves are exercised against a real server in tests/platform/test_e2e_reliability.py.
 """
 
 from __future__ import annotations

@@ -45,8 +45,8 @@ def api_routes(app: Any) -> list[tuple[str, str]]:
     found = []
     for route in app.routes:
         # The tracking paths answer a person's browser with small pages, not the API's
-        # error body (tests/test_api_email_sending.py checks them); so do SMS short links
-        # (tests/test_api_sms_links.py).
+        # error body (tests/email/test_api_email_sending.py checks them); so do SMS short links
+        # (tests/sms/test_api_sms_links.py).
         if isinstance(route, Route) and "/t/" not in route.path and not route.path.endswith("/s/{token}"):
             for method in sorted(route.methods or []):
                 if method != "HEAD":

@@ -18,7 +18,7 @@ import pytest
 
 from tests import factories as f
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import inspect
 import sys
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
+BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 
 def test_every_bench_module_defines_run() -> None:

@@ -200,7 +200,7 @@ def test_cli_schedules_watches_and_imports_bounces(cli: Any, cli_json: Any, sent
     again = cli("campaigns", "schedule", campaign_id, "--now")
     assert again.exit_code == 1 and again.stderr.strip() == "Only draft campaigns can be scheduled."
     message_id = sent["messages"]["ann@gmail.com"]["Message-ID"]
-    report = (Path(__file__).parent / "data" / "reports" / "postfix_hard.eml").read_bytes()
+    report = (Path(__file__).parent.parent / "data" / "reports" / "postfix_hard.eml").read_bytes()
     report = report.replace(b"<66f0c2a1e4b0a1b2c3d4e5f6.1@example.com>", message_id.encode())
     report = report.replace(b"nobody@example.org", b"someone-else@example.org")  # attributed by Message-ID alone
     report = report.replace(b"Nobody@Example.org", b"someone-else@example.org")

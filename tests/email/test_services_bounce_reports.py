@@ -17,7 +17,7 @@ from marketing_cli.services.email.bounce_reports import (
     parse_report,
 )
 
-REPORTS = Path(__file__).parent / "data" / "reports"
+REPORTS = Path(__file__).parent.parent / "data" / "reports"
 
 
 def load(name: str) -> bytes:
