@@ -37,6 +37,10 @@ Hardening beyond the diagram:
   lost its lease to stop; the lease is checked on complete/fail, so a worker that lost it
   never overwrites the new owner's result.
 - Finished jobs are pruned: done after 7 days, failed after 30.
+- A job that fails for good (no attempts left, a permanent error, or a worker that died on
+  the last attempt) calls its type's `@gave_up` hook in the same transaction that marks it
+  failed, so the work it stood for (a campaign in QUEUED or SENDING) never waits forever
+  for a job that will not run again. A hook that raises is logged; the job stays failed.
 """
 
 from __future__ import annotations
@@ -72,7 +76,9 @@ KEEP_FAILED = timedelta(days=30)
 STATUSES = ("queued", "running", "done", "failed")
 
 Handler = Callable[[sqlite3.Connection, dict[str, Any]], Any]
+GaveUp = Callable[[sqlite3.Connection, dict[str, Any], str], Any]
 _handlers: dict[str, Handler] = {}
+_gave_up: dict[str, GaveUp] = {}
 _schedulers: list[Callable[[sqlite3.Connection], Any]] = []
 _loaded_plugins = False
 # (job id, lease owner, lease seconds, renewer) of the job this thread is running, for heartbeat().
@@ -86,6 +92,32 @@ def handler(job_type: str) -> Callable[[Handler], Handler]:
         return fn
 
     return register
+
+
+def gave_up(job_type: str) -> Callable[[GaveUp], GaveUp]:
+    """Register fn(conn, job, error), run inside the transaction that fails a job of that type for good.
+
+    `job` is what the handler got (id, workspace_id, attempt and the payload's members).
+    """
+    def register(fn: GaveUp) -> GaveUp:
+        _gave_up[job_type] = fn
+        return fn
+
+    return register
+
+
+def _call_gave_up(conn: sqlite3.Connection, job: sqlite3.Row, error: str) -> None:
+    fn = _gave_up.get(job["type"])
+    if fn is None:
+        return
+    conn.execute("SAVEPOINT gave_up")
+    try:
+        fn(conn, {"id": job["id"], "workspace_id": job["workspace_id"], "attempt": job["attempts"],
+                  **json.loads(job["payload"])}, error)
+    except Exception:  # noqa: BLE001 - the job stays failed; the hook's own writes are undone
+        conn.execute("ROLLBACK TO gave_up")
+        log.exception("the gave-up hook of job %s (%s) failed", job["id"], job["type"])
+    conn.execute("RELEASE gave_up")
 
 
 def scheduler(fn: Callable[[sqlite3.Connection], Any]) -> Callable[[sqlite3.Connection], Any]:
@@ -176,13 +208,14 @@ def claim(conn: sqlite3.Connection, owner: str, lease_seconds: int = DEFAULT_LEA
     stamp = clock.format_ts(now)
     with transaction(conn):
         # A worker died holding the lease of the job's last allowed attempt: give up on it.
-        conn.execute(
+        for dead in conn.execute(
             "UPDATE jobs SET status = 'failed', lease_owner = NULL, lease_expires_at = NULL, finished_at = ?,"
             " updated_at = ?, last_error = 'The worker running this job stopped before it finished (lease expired'"
             " || ' after attempt ' || attempts || ' of ' || max_attempts || ').'"
-            " WHERE status = 'running' AND lease_expires_at < ? AND attempts >= max_attempts",
+            " WHERE status = 'running' AND lease_expires_at < ? AND attempts >= max_attempts RETURNING *",
             (stamp, stamp, stamp),
-        )
+        ).fetchall():
+            _call_gave_up(conn, dead, dead["last_error"])
         row = conn.execute(
             "SELECT id FROM jobs WHERE ((status = 'queued' AND run_at <= ?)"
             " OR (status = 'running' AND lease_expires_at < ?))"
@@ -250,16 +283,17 @@ def fail(conn: sqlite3.Connection, job_id: int, owner: str, error: str, *, perma
     """
     now = clock.utcnow()
     with transaction(conn):
-        row = conn.execute("SELECT attempts, max_attempts, dedupe_key FROM jobs WHERE id = ? AND lease_owner = ?"
-                           " AND status = 'running'", (job_id, owner)).fetchone()
+        row = conn.execute("SELECT * FROM jobs WHERE id = ? AND lease_owner = ? AND status = 'running'",
+                           (job_id, owner)).fetchone()
         if row is None:  # the lease was lost to another worker: its result stands
             return "lost"
         status = "queued" if row["attempts"] < row["max_attempts"] and not permanent else "failed"
+        superseded = False
         if status == "queued" and row["dedupe_key"] is not None and conn.execute(
             "SELECT 1 FROM jobs WHERE dedupe_key = ? AND status = 'queued'", (row["dedupe_key"],)
         ).fetchone() is not None:
             # A newer twin is already queued and will do the same work: this one ends here.
-            status = "failed"
+            status, superseded = "failed", True
             error = f"{error} (a newer queued job with the same key takes over)"
         conn.execute(
             "UPDATE jobs SET status = ?, lease_owner = NULL, lease_expires_at = NULL, last_error = ?, run_at = ?,"
@@ -273,6 +307,8 @@ def fail(conn: sqlite3.Connection, job_id: int, owner: str, error: str, *, perma
                 job_id,
             ),
         )
+        if status == "failed" and not superseded:
+            _call_gave_up(conn, row, error[:2000])
     return status
 
 

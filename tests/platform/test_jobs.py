@@ -404,3 +404,78 @@ def test_a_segment_count_longer_than_its_lease_keeps_it(conn: sqlite3.Connection
 
 def db_path_of(conn: sqlite3.Connection) -> str:
     return conn.execute("PRAGMA database_list").fetchone()[2]
+
+
+@pytest.fixture
+def gave_up() -> Iterator[list[tuple[dict[str, Any], str]]]:
+    """Gave-up hooks for the test handlers: each records (job, error) and writes a row of its own."""
+    seen: list[tuple[dict[str, Any], str]] = []
+
+    def record(conn: sqlite3.Connection, job: dict[str, Any], error: str) -> None:
+        conn.execute("INSERT INTO instance_secrets (name, value) VALUES (?, x'00')", (f"gave-up-{job['id']}",))
+        seen.append((job, error))
+
+    def broken(conn: sqlite3.Connection, job: dict[str, Any], error: str) -> None:
+        conn.execute("INSERT INTO instance_secrets (name, value) VALUES ('broken', x'00')")
+        raise RuntimeError("hook failed")
+
+    def wrong(conn: sqlite3.Connection, job: dict[str, Any]) -> None:
+        raise MktError(400, "Wrong.")
+
+    for name in ("test.ok", "test.flaky", "test.bad"):
+        jobs.gave_up(name)(record)
+    jobs.gave_up("test.broken")(broken)
+    jobs.handler("test.broken")(wrong)
+    yield seen
+    for name in ("test.ok", "test.flaky", "test.bad", "test.broken"):
+        jobs._gave_up.pop(name, None)
+    jobs._handlers.pop("test.broken", None)
+
+
+def _marked(conn: sqlite3.Connection, job_id: int) -> bool:
+    return conn.execute("SELECT 1 FROM instance_secrets WHERE name = ?", (f"gave-up-{job_id}",)).fetchone() is not None
+
+
+def test_gave_up_runs_once_when_the_last_attempt_fails(conn: sqlite3.Connection, fake_clock: FakeClock,
+                                                       calls: list[dict[str, Any]],
+                                                       gave_up: list[tuple[dict[str, Any], str]]) -> None:
+    job_id = jobs.enqueue(conn, "test.flaky", {"n": 7}, max_attempts=2)
+    jobs.run_due(conn)
+    assert gave_up == [] and not _marked(conn, job_id)  # a retry is still to come
+    fake_clock.advance(5)
+    jobs.run_due(conn)
+    assert [(j["id"], j["n"], e) for j, e in gave_up] == [(job_id, 7, "RuntimeError: boom 2")]
+    assert _marked(conn, job_id)  # written in the transaction that failed the job
+
+
+def test_gave_up_runs_on_a_permanent_error_and_on_a_dead_last_worker(
+        conn: sqlite3.Connection, fake_clock: FakeClock, calls: list[dict[str, Any]],
+        gave_up: list[tuple[dict[str, Any], str]]) -> None:
+    bad = jobs.enqueue(conn, "test.bad")
+    jobs.run_due(conn)
+    dead = jobs.enqueue(conn, "test.ok", max_attempts=1)
+    jobs.claim(conn, "A", lease_seconds=5)
+    fake_clock.advance(6)
+    assert jobs.claim(conn, "B", lease_seconds=5) is None
+    assert [(j["id"], e) for j, e in gave_up] == [
+        (bad, "The input is wrong."),
+        (dead, "The worker running this job stopped before it finished (lease expired after attempt 1 of 1).")]
+    assert _marked(conn, bad) and _marked(conn, dead)
+
+
+def test_a_superseded_job_does_not_give_up(conn: sqlite3.Connection, fake_clock: FakeClock,
+                                           calls: list[dict[str, Any]],
+                                           gave_up: list[tuple[dict[str, Any], str]]) -> None:
+    first = jobs.enqueue(conn, "test.flaky", dedupe_key="k")
+    claimed = jobs.claim(conn, "A")
+    jobs.enqueue(conn, "test.flaky", dedupe_key="k")  # queued while the first runs
+    assert jobs.fail(conn, claimed["id"], "A", "boom") == "failed"
+    assert claimed["id"] == first and gave_up == []
+
+
+def test_a_failing_hook_leaves_the_job_failed_and_writes_nothing(
+        conn: sqlite3.Connection, gave_up: list[tuple[dict[str, Any], str]]) -> None:
+    job_id = jobs.enqueue(conn, "test.broken")
+    assert jobs.run_due(conn) == {"processed": 1, "failed": 1}
+    assert job(conn, job_id)["status"] == "failed"
+    assert conn.execute("SELECT 1 FROM instance_secrets WHERE name = 'broken'").fetchone() is None
