@@ -23,7 +23,7 @@ from email import policy
 from email.message import EmailMessage
 from pathlib import Path
 
-from common import REPO, free_port, row
+from common import REPO, free_port, row, run_measured
 
 BODY = ("<html><head><style>@media (max-width:600px){.c{width:100%!important}}</style></head><body>"
         "<table class='c' width='600' align='center' cellpadding='0' cellspacing='0'>"
@@ -99,14 +99,7 @@ def _prepare(folder: Path, count: int) -> tuple[Path, str]:
 def _send(db: Path, port: int) -> tuple[float, int]:
     """(seconds, peak RSS in KiB) of one `mkt jobs run` that freezes and sends the campaign."""
     env = {**os.environ, "MKT_SMTP_URL": f"smtp://127.0.0.1:{port}"}
-    started = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "marketing_cli", "--db", str(db), "jobs", "run"], cwd=REPO, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _, status, usage = os.wait4(proc.pid, 0)
-    seconds = time.perf_counter() - started
-    if status != 0:
-        raise RuntimeError(f"mkt jobs run failed with status {status}")
-    return seconds, usage.ru_maxrss
+    return run_measured([sys.executable, "-m", "marketing_cli", "--db", str(db), "jobs", "run"], env=env)
 
 
 def run(quick: bool) -> list[dict]:

@@ -106,3 +106,34 @@ def median_seconds(fn: Callable[[], object], repeat: int, warmup: int = 1) -> fl
 
 def python_cmd(*args: str) -> list[str]:
     return [sys.executable, *args]
+
+
+def _high_water_kib(pid: int) -> int:
+    """VmHWM of a live process: the peak RSS of its own address space (reset at exec, unlike
+    getrusage's ru_maxrss, which keeps the forking parent's peak)."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except (FileNotFoundError, ProcessLookupError):
+        pass
+    return 0
+
+
+def run_measured(cmd: Sequence[str], *, env: dict[str, str] | None = None, cwd: Path = REPO,
+                 interval: float = 0.02) -> tuple[float, int]:
+    """(seconds, peak RSS in KiB) of a command, its memory read from /proc while it runs.
+
+    RuntimeError when it exits with a non-zero status.
+    """
+    started = time.perf_counter()
+    proc = subprocess.Popen(list(cmd), env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    peak = 0
+    while proc.poll() is None:
+        peak = max(peak, _high_water_kib(proc.pid))
+        time.sleep(interval)
+    seconds = time.perf_counter() - started
+    if proc.returncode != 0:
+        raise RuntimeError(f"{cmd[0]} ... failed with status {proc.returncode}")
+    return seconds, peak

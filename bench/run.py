@@ -7,6 +7,11 @@ same run on the same machine (the machine is shared and noisy, so only ratios ar
 
 Every `bench/bench_*.py` module defines `run(quick: bool) -> list[dict]`, one dict per row:
 name, value, unit, baseline, baseline_value, ratio, target, ok.
+
+Each module runs in a fresh interpreter of its own (`run.py --child NAME`), never in this
+process: a module's data, caches and memory cannot leak into the next one's figures (a
+child forked from a large parent used to inherit the parent's peak RSS: the email bench
+read 1,123 MiB after the contacts bench), and one module's crash cannot take the table down.
 """
 
 from __future__ import annotations
@@ -14,9 +19,10 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import subprocess
 import sys
+import tempfile
 import time
-import traceback
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -39,6 +45,17 @@ def load(path: Path):  # noqa: ANN201
     assert spec.loader is not None
     spec.loader.exec_module(module)
     return module
+
+
+def run_child(short: str, path: Path, quick: bool) -> list[dict]:
+    """Run one module in a new interpreter and read its rows back (RuntimeError when it fails)."""
+    with tempfile.TemporaryDirectory(prefix="mkt-bench-") as tmp:
+        out = Path(tmp) / "rows.json"
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--child", str(path), "--rows-to", str(out)]
+        done = subprocess.run(cmd + (["--quick"] if quick else []), cwd=HERE.parent)
+        if done.returncode != 0 or not out.exists():
+            raise RuntimeError(f"bench {short} failed (exit status {done.returncode})")
+        return json.loads(out.read_text())
 
 
 def fmt(value: float) -> str:
@@ -66,7 +83,12 @@ def main() -> int:
                         "contacts, segments, dkim, sms, sms_twilio, email_send ...)")
     parser.add_argument("--markdown", action="store_true", help="also print the table as Markdown")
     parser.add_argument("--save", type=Path, help="write the rows as JSON to this file")
+    parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)  # run one module here (see run_child)
+    parser.add_argument("--rows-to", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child:
+        args.rows_to.write_text(json.dumps(load(args.child).run(args.quick)))
+        return 0
     only = set(args.only.split(",")) if args.only else None
 
     from rich.console import Console
@@ -79,9 +101,9 @@ def main() -> int:
         started = time.perf_counter()
         console.print(f"[bold]bench {short}[/] ({'quick' if args.quick else 'full'}) ...")
         try:
-            module_rows = load(path).run(args.quick)
-        except Exception:  # noqa: BLE001 - one broken module must not hide the others' rows
-            console.print(traceback.format_exc())
+            module_rows = run_child(short, path, args.quick)
+        except RuntimeError as exc:  # one broken module must not hide the others' rows
+            console.print(str(exc))
             broken.append(short)
             continue
         for row in module_rows:
