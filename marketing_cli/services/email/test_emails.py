@@ -15,8 +15,8 @@ public URL: a test recipient is not on the campaign's list.
 {{view_online_url}} is the exception: it is `{tracking base}/t/v/{token}`, like a sent
 message's, and that page (services/email/view_online.py) shows the test rendering. A test
 email has no message row, so its token names what the rendering needs instead: the
-variant id and the id of the contact it was rendered for (24 zero bytes' worth of hex for
-none), packed into one 24-byte number and signed under its own kind (`test-view`), so
+variant id and the id of the contact it was rendered for (12 zero bytes for none),
+packed into one 24-byte number and signed under its own kind (`test-view`), so
 it can never be read as a message's token, nor one of those as it. Nothing is stored:
 the link works for as long as the variant exists, and shows the variant as it is then.
 """
@@ -108,7 +108,7 @@ def view_token(secret: bytes, variant_id: str, contact_id: str | None) -> str:
 def read_view_token(secret: bytes, token: str) -> tuple[str, str | None] | None:
     """(variant id, contact id or None) of a genuine test view token; None for anything else."""
     number = read_token(secret, VIEW_KIND, token)
-    if number is None or number.bit_length() > 16 * _ID_BYTES:
+    if number is None or number.bit_length() > 8 * 2 * _ID_BYTES:
         return None
     packed = number.to_bytes(2 * _ID_BYTES, "big").hex()
     variant_id, contact_id = packed[:2 * _ID_BYTES], packed[2 * _ID_BYTES:]
@@ -127,7 +127,7 @@ def _action_links(conn: sqlite3.Connection, workspace_id: int, variant_id: str, 
 
 
 def rendering_values(conn: sqlite3.Connection, workspace_id: int, variant: sqlite3.Row,
-                contact: sqlite3.Row | None) -> Values:
+                     contact: sqlite3.Row | None) -> Values:
     """A test rendering's values: `contact` (a contacts row: id, email, phone, data) or the
     fields' defaults; the test action links. The view-online page renders with the same."""
     from marketing_cli.services.contacts.merge_tags import Renderer
