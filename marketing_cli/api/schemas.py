@@ -381,6 +381,10 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/t/u/{token}"): {"summary": "Unsubscribe (RFC 8058 one-click, or the page's form)",
                                "errors": TRACKING_404, "envelope": None,
                                "auth": "none", "media": {"text/html": {"type": "string"}}},
+    ("GET", "/t/v/{token}"): {"summary": "View online: the message (or test email) as its recipient got it, "
+                                         "tracked links and open pixel included; 410 when its contact was deleted",
+                              "errors": {**TRACKING_404, "410": {"text/html": {"type": "string"}}}, "envelope": None, "auth": "none",
+                              "media": {"text/html": {"type": "string"}}},
     # SMS (public: the short links in sent messages, and Twilio's signed webhooks)
     ("GET", "/s/{token}"): {"summary": "SMS short link: records the click and redirects to the original URL",
                             "errors": TRACKING_404, "envelope": None, "auth": "none", "status": 302, "media": {}},

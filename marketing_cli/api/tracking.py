@@ -1,4 +1,5 @@
-"""The tracking paths (CONTRACT section 7), answered without an API key.
+"""The tracking paths (CONTRACT section 7), answered without an API key: the open pixel
+(/t/o/), tracked links (/t/c/), the unsubscribe page (/t/u/) and the view-online page (/t/v/).
 
 They live below the workspace's tracking base URL; a base URL with a path (a reverse
 proxy's `https://example.com/mkt`) is served too, with or without that prefix forwarded.
@@ -13,13 +14,27 @@ from starlette.routing import Route
 
 from marketing_cli.api.calls import call
 from marketing_cli.errors import MktError
-from marketing_cli.services.email import tracking
+from marketing_cli.services.email import tracking, view_online
 
 NO_STORE = {"Cache-Control": "no-store, max-age=0"}
+# The view-online page is campaign HTML with a contact's values in it, served on the API's
+# own origin: it may load images, styles and fonts (as a mail client does) and nothing else
+# runs (no script, no form, no frame, no plugin); `sandbox` gives it an opaque origin on top.
+# No cache keeps it out of shared caches; no Referer keeps its token (in the URL) from the
+# hosts of its images and links.
+VIEW_ONLINE_CSP = ("default-src 'none'; img-src http: https: data:; style-src 'unsafe-inline' http: https:; "
+                   "font-src http: https: data:; media-src http: https:; form-action 'none'; "
+                   "frame-ancestors 'none'; base-uri 'none'; "
+                   "sandbox allow-popups allow-popups-to-escape-sandbox allow-top-navigation-by-user-activation")
+VIEW_ONLINE_HEADERS = {**NO_STORE, "Content-Security-Policy": VIEW_ONLINE_CSP, "X-Content-Type-Options": "nosniff",
+                       "Referrer-Policy": "no-referrer", "X-Frame-Options": "DENY",
+                       "X-Robots-Tag": "noindex, nofollow"}
 
 
 def _not_found(exc: MktError) -> Response:
-    return HTMLResponse(f"<!doctype html><title>Not found</title><p>{exc.message}</p>", 404, headers=NO_STORE)
+    """A small page with the error's status (404, or 410 for a message whose contact is gone)."""
+    title = "Not found" if exc.status == 404 else "No longer available"
+    return HTMLResponse(f"<!doctype html><title>{title}</title><p>{exc.message}</p>", exc.status, headers=NO_STORE)
 
 
 async def open_pixel(request: Request) -> Response:
@@ -50,11 +65,20 @@ async def unsubscribe(request: Request) -> Response:
     return HTMLResponse(page, headers=NO_STORE)
 
 
+async def view_online_page(request: Request) -> Response:
+    try:
+        page = await call(request, view_online.view_online_page, request.path_params["token"])
+    except MktError as exc:
+        return _not_found(exc)
+    return HTMLResponse(page, headers=VIEW_ONLINE_HEADERS)
+
+
 def _routes(prefix: str) -> list[Route]:
     return [
         Route(prefix + "/t/o/{token}", open_pixel, methods=["GET"]),
         Route(prefix + "/t/c/{token}/{link_id}", click, methods=["GET"]),
         Route(prefix + "/t/u/{token}", unsubscribe, methods=["GET", "POST"]),
+        Route(prefix + "/t/v/{token}", view_online_page, methods=["GET"]),
     ]
 
 

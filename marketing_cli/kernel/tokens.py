@@ -5,6 +5,9 @@ A token is the message row's integer id followed by a truncated HMAC-SHA256 of
 
     token = b64url(id as 5..8 bytes || HMAC(secret, kind || id)[:mac_bytes])
 
+(The id is any non-negative integer: a test email's view-online token packs two 12-byte
+ids into one, 24 bytes, and is 46 characters long; services/email/test_emails.py.)
+
 - Nothing in a token tells anything about another recipient's: ids are not secret, but a
   token for id N+1 needs the MAC, which needs the secret (2^-80 per guess with 10 bytes).
 - Checking a token is one HMAC and a primary-key lookup: no token index, no table scan.
@@ -24,6 +27,7 @@ import hmac
 
 EMAIL_MAC_BYTES = 10   # 80 bits: email links can afford a long token
 SMS_MAC_BYTES = 6      # 48 bits: SMS links pay per character (docs/sms.md)
+MAX_TOKEN_LENGTH = 48  # characters: a 24-byte id and an email MAC; longer input is refused unread
 
 
 def _mac(secret: bytes, kind: str, number: int, size: int) -> bytes:
@@ -41,7 +45,7 @@ def make_token(secret: bytes, kind: str, number: int, mac_bytes: int = EMAIL_MAC
 
 def read_token(secret: bytes, kind: str, token: str, mac_bytes: int = EMAIL_MAC_BYTES) -> int | None:
     """The id a token was made for, or None when it is malformed or forged."""
-    if not isinstance(token, str) or not 8 <= len(token) <= 40 or not token.isascii():
+    if not isinstance(token, str) or not 8 <= len(token) <= MAX_TOKEN_LENGTH or not token.isascii():
         return None
     try:
         raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))

@@ -43,7 +43,7 @@ def _slow(server: SmtpServer, seconds: float) -> None:
     handler.handle_DATA = slowly
 
 
-def _prepare(tmp_path: Path, *, schedule: bool = True) -> tuple[Path, str]:
+def _prepare(tmp_path: Path, *, schedule: bool = True, html: str = HTML) -> tuple[Path, str]:
     db = tmp_path / "send.db"
     mkt(db, "init", "--name", "Kill test")
     csv = tmp_path / "people.csv"
@@ -59,7 +59,7 @@ def _prepare(tmp_path: Path, *, schedule: bool = True) -> tuple[Path, str]:
     mkt(db, "campaigns", "configure", campaign["id"], "--sender-id", str(sender["id"]), "--subject-a", "Hello there",
         "--audience-type", "ENTIRE_AUDIENCE")
     page = tmp_path / "body.html"
-    page.write_text(HTML)
+    page.write_text(html)
     mkt(db, "campaigns", "html", "set", campaign["id"], "A", str(page))
     if schedule:
         mkt(db, "campaigns", "schedule", campaign["id"], "--now")
@@ -135,5 +135,47 @@ def test_mkt_serve_sends_tracks_and_unsubscribes(tmp_path: Path, monkeypatch: py
             stats = httpx.get(f"{server.base}/v1/campaigns/{campaign_id}/statistics", headers=headers).json()["data"]
             assert {k: stats["aggregate"][k] for k in ("delivered", "opened", "clicked", "unsubscribed")} == \
                 {"delivered": RECIPIENTS, "opened": 1, "clicked": 1, "unsubscribed": 1}
+        finally:
+            assert server.stop() == 0
+
+
+def test_the_view_online_link_of_a_received_message_shows_that_message(tmp_path: Path) -> None:
+    """Sent by `mkt serve`'s worker through a real SMTP server; the link in each received
+    message, fetched from the same server, answers that recipient's message."""
+    import email
+    import re
+    from email import policy
+
+    import httpx
+
+    from tests.conftest import Server
+
+    html = ("<p>Hi {{contact.first_name}} <a href='https://example.org/x'>x</a>"
+            " <a href='{{view_online_url}}'>View online</a> <a href='{{unsubscribe_url}}'>u</a></p>")
+    db, campaign_id = _prepare(tmp_path, schedule=False, html=html)
+    key = mkt(db, "keys", "create", "--name", "e2e")["key"]
+    with SmtpServer() as smtp:
+        server = Server(db, "--smtp-url", smtp.url)
+        try:
+            mkt(db, "workspace", "update", "--tracking-url", server.base + "/mkt")  # a base with a path
+            headers = {"Authorization": f"Bearer {key}"}
+            httpx.post(f"{server.base}/v1/campaigns/{campaign_id}/schedule", headers=headers,
+                       json={"schedule_type": "NOW"}).raise_for_status()
+            deadline = time.monotonic() + 60
+            while len(smtp.messages) < RECIPIENTS and time.monotonic() < deadline:
+                time.sleep(0.1)
+            received = {m.rcpt_tos[0]: email.message_from_bytes(m.raw, policy=policy.default)
+                        for m in smtp.messages}
+            for address, name in (("p007@example.org", "P7"), ("p101@example.org", "P101")):
+                part = received[address].get_body(("html",)).get_content().replace("\r\n", "\n")
+                url = re.search(r'href="([^"]+/t/v/[^"]+)"', part).group(1)
+                assert url.startswith(server.base + "/mkt/t/v/")
+                page = httpx.get(url)  # no key: the link as the recipient's browser follows it
+                assert page.status_code == 200 and page.headers["content-type"] == "text/html; charset=utf-8"
+                assert page.text == part and f"Hi {name} " in page.text
+                click = re.search(r'href="([^"]+/t/c/[^"]+)"', page.text).group(1)
+                assert httpx.get(click, follow_redirects=False).headers["location"] == "https://example.org/x"
+            forged = url[:-2] + ("AA" if not url.endswith("AA") else "BB")
+            assert httpx.get(forged).status_code == 404
         finally:
             assert server.stop() == 0

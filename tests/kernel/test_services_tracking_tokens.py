@@ -15,6 +15,9 @@ def test_round_trip_and_lengths(conn: sqlite3.Connection) -> None:
         assert tt.read_token(secret, "open", token) == number
     assert len(tt.make_token(secret, "click", 123_456)) == 20
     assert len(tt.make_token(secret, "sms", 123_456, tt.SMS_MAC_BYTES)) == 15
+    two_ids = int.from_bytes(bytes(range(1, 25)), "big")  # a test email's view token: 24 bytes
+    assert len(tt.make_token(secret, "test-view", two_ids)) == 46 <= tt.MAX_TOKEN_LENGTH
+    assert tt.read_token(secret, "test-view", tt.make_token(secret, "test-view", two_ids)) == two_ids
 
 
 def test_secret_is_made_once_and_kept(conn: sqlite3.Connection) -> None:
@@ -31,7 +34,7 @@ def test_forged_replayed_or_malformed_tokens_are_refused(conn: sqlite3.Connectio
     assert tt.read_token(secret, "open", neighbour) is None              # made without the secret
     flipped = token[:-1] + ("A" if token[-1] != "A" else "B")
     assert tt.read_token(secret, "open", flipped) is None
-    for junk in ("", "short", "!" * 20, "é" * 20, "A" * 41, None):
+    for junk in ("", "short", "!" * 20, "é" * 20, "A" * 41, "A" * (tt.MAX_TOKEN_LENGTH + 1), None):
         assert tt.read_token(secret, "open", junk) is None  # type: ignore[arg-type]
 
 

@@ -76,7 +76,7 @@ def test_security_per_operation(document: dict[str, Any]) -> None:
     paths = document["paths"]
     assert paths["/v1/tags"]["get"]["security"] == [{"bearer": []}]
     assert paths["/v1/sms-rates"]["get"]["security"] == [{}, {"bearer": []}]
-    for public in ("/v1/openapi.json", "/docs", "/t/o/{token}", "/t/u/{token}"):
+    for public in ("/v1/openapi.json", "/docs", "/t/o/{token}", "/t/u/{token}", "/t/v/{token}"):
         assert paths[public]["get"]["security"] == [], public
     keyless = [p for p, ops in paths.items() for op in ops.values() if not op["security"]]
     assert all(p.startswith(("/t/", "/s/", "/webhooks/", "/docs", "/v1/openapi.json")) for p in keyless), keyless

@@ -69,6 +69,14 @@ def rewrite_links(html: str, link_ids: Mapping[str, int]) -> str:
     return _HREF.sub(replace, html)
 
 
+def message_urls(base: str, token: str) -> dict[str, str]:
+    """One recipient's URLs under the tracking base: the action merge tags and the tracking
+    placeholders (the view-online page renders with the same ones as the message)."""
+    return {"unsubscribe_url": f"{base}/t/u/{token}", "preferences_url": f"{base}/t/u/{token}",
+            "view_online_url": f"{base}/t/v/{token}", "__click_base": f"{base}/t/c/{token}",
+            "__open_url": f"{base}/t/o/{token}"}
+
+
 def add_pixel(html: str) -> str:
     ends = list(_BODY_END.finditer(html))
     if not ends:
@@ -128,10 +136,7 @@ class CompiledVariant:
 
     def urls(self, token: str) -> dict[str, str]:
         """The per-recipient URLs: actions (merge tags) and the tracking placeholders."""
-        base = self.base
-        return {"unsubscribe_url": f"{base}/t/u/{token}", "preferences_url": f"{base}/t/u/{token}",
-                "view_online_url": f"{base}/t/v/{token}", "__click_base": f"{base}/t/c/{token}",
-                "__open_url": f"{base}/t/o/{token}"}
+        return message_urls(self.base, token)
 
     def smtp_message_id(self, message_id: int) -> str:
         return f"{message_id}.{self.campaign_id}@{self.domain}"

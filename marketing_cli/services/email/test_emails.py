@@ -11,6 +11,14 @@ Merge tags are rendered for the workspace's contact with the recipient's address
 there is one, else with the fields' default values. The action links
 ({{unsubscribe_url}} ...) of a test email point at inert `/test-email/...` pages of the
 public URL: a test recipient is not on the campaign's list.
+
+{{view_online_url}} is the exception: it is `{tracking base}/t/v/{token}`, like a sent
+message's, and that page (services/email/view_online.py) shows the test rendering. A test
+email has no message row, so its token names what the rendering needs instead: the
+variant id and the id of the contact it was rendered for (12 zero bytes for none),
+packed into one 24-byte number and signed under its own kind (`test-view`), so
+it can never be read as a message's token, nor one of those as it. Nothing is stored:
+the link works for as long as the variant exists, and shows the variant as it is then.
 """
 
 from __future__ import annotations
@@ -20,9 +28,11 @@ import sqlite3
 from datetime import timedelta
 from typing import Any
 
-from marketing_cli.db import transaction
+from marketing_cli.db import instance_secret, transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
+from marketing_cli.kernel.merge import Values
+from marketing_cli.kernel.tokens import make_token, read_token
 from marketing_cli.services.contacts.values import normalize_email
 from marketing_cli.services.email.campaigns import (
     INVALID_BODY,
@@ -44,6 +54,9 @@ SEND_FAILED = "The test email could not be sent: {reason}."
 SENT = "A test email of variant {type} was sent to {recipient}."
 DEFAULT_LIMITS = (5, 30, 100)  # per minute, per hour, per day
 LIMITS_ENV = "MKT_TEST_EMAIL_LIMITS"
+VIEW_KIND = "test-view"  # the token kind of a test email's view-online link
+_ID_BYTES = 12           # a 24-hex id (kernel/ids.py)
+_NO_CONTACT = "00" * _ID_BYTES
 
 
 def limits() -> tuple[int, int, int]:
@@ -86,12 +99,42 @@ def _recipient(body: dict[str, Any]) -> str:
         raise MktError(400, RECIPIENT_INVALID) from None
 
 
-def _action_links() -> dict[str, str]:
+def view_token(secret: bytes, variant_id: str, contact_id: str | None) -> str:
+    """The token of a test email's view-online link: the variant and the contact it was rendered for."""
+    packed = bytes.fromhex(variant_id) + bytes.fromhex(contact_id or _NO_CONTACT)
+    return make_token(secret, VIEW_KIND, int.from_bytes(packed, "big"))
+
+
+def read_view_token(secret: bytes, token: str) -> tuple[str, str | None] | None:
+    """(variant id, contact id or None) of a genuine test view token; None for anything else."""
+    number = read_token(secret, VIEW_KIND, token)
+    if number is None or number.bit_length() > 8 * 2 * _ID_BYTES:
+        return None
+    packed = number.to_bytes(2 * _ID_BYTES, "big").hex()
+    variant_id, contact_id = packed[:2 * _ID_BYTES], packed[2 * _ID_BYTES:]
+    return variant_id, None if contact_id == _NO_CONTACT else contact_id
+
+
+def _action_links(conn: sqlite3.Connection, workspace_id: int, variant_id: str, contact_id: str | None
+                  ) -> dict[str, str]:
+    from marketing_cli.services.account.workspaces import tracking_base_url
     from marketing_cli.services.email.variant_html import public_url
 
     base = public_url()
-    return {"unsubscribe_url": f"{base}/test-email/unsubscribe", "view_online_url": f"{base}/test-email/view-online",
+    view = f"{tracking_base_url(conn, workspace_id)}/t/v/{view_token(instance_secret(conn), variant_id, contact_id)}"
+    return {"unsubscribe_url": f"{base}/test-email/unsubscribe", "view_online_url": view,
             "preferences_url": f"{base}/test-email/preferences"}
+
+
+def rendering_values(conn: sqlite3.Connection, workspace_id: int, variant: sqlite3.Row,
+                     contact: sqlite3.Row | None) -> Values:
+    """A test rendering's values: `contact` (a contacts row: id, email, phone, data) or the
+    fields' defaults; the test action links. The view-online page renders with the same."""
+    from marketing_cli.services.contacts.merge_tags import Renderer
+
+    renderer = Renderer(conn, workspace_id, preview_text=variant["preview_text"] or "")
+    links = _action_links(conn, workspace_id, variant["id"], contact["id"] if contact is not None else None)
+    return renderer.values_for(contact, actions=links)
 
 
 def build_test_message(conn: sqlite3.Connection, workspace_id: int, campaign: sqlite3.Row, variant: sqlite3.Row,
@@ -99,13 +142,11 @@ def build_test_message(conn: sqlite3.Connection, workspace_id: int, campaign: sq
     """The MIME message of a test email, merge tags rendered for the recipient."""
     import json
 
-    from marketing_cli.services.contacts.merge_tags import Renderer
     from marketing_cli.services.email.message import CompiledEmail, address, build_message
 
-    renderer = Renderer(conn, workspace_id, preview_text=variant["preview_text"] or "")
-    contact = conn.execute("SELECT email, phone, data FROM contacts WHERE workspace_id = ? AND email = ?",
+    contact = conn.execute("SELECT id, email, phone, data FROM contacts WHERE workspace_id = ? AND email = ?",
                            (workspace_id, recipient)).fetchone()
-    values = renderer.values_for(contact, actions=_action_links())
+    values = rendering_values(conn, workspace_id, variant, contact)
     subject, html, text = CompiledEmail(variant["subject"], variant["body_html"]).render(values)
     reply = json.loads(campaign["reply_to"]) if campaign["reply_to"] else None
     return build_message(

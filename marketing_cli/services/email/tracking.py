@@ -4,6 +4,7 @@
     GET  {base}/t/c/{token}/{link_id}  a tracked link: 302 to the original URL, counts the click
     GET  {base}/t/u/{token}            the unsubscribe page (a form that POSTs back)
     POST {base}/t/u/{token}            unsubscribes (RFC 8058 one-click body, or the page's form)
+    GET  {base}/t/v/{token}            the message as its recipient got it (services/email/view_online.py)
 
 A token is the message id and its MAC (kernel/tokens.py); a forged or
 malformed one changes nothing: the pixel is still answered (a mail client shows no broken
