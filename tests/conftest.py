@@ -30,6 +30,15 @@ os.environ["NO_COLOR"] = "1"
 os.environ["TERM"] = "dumb"
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _job_handlers() -> None:
+    """The services' job handlers, registered as `mkt jobs run` and serve's worker register them,
+    so a test that runs jobs does not depend on which test module imported a service first."""
+    from marketing_cli import services
+
+    services.load_job_handlers()
+
+
 @pytest.fixture(autouse=True)
 def _env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MKT_DB", str(tmp_path / "mkt.db"))
