@@ -782,3 +782,22 @@ CREATE INDEX sms_messages_pending ON sms_messages(campaign_id, id) WHERE status 
 CREATE INDEX sms_messages_sending ON sms_messages(campaign_id, id) WHERE status = 'sending';
 CREATE INDEX sms_messages_provider_ref ON sms_messages(provider_ref) WHERE provider_ref IS NOT NULL;
 CREATE INDEX sms_messages_phone ON sms_messages(phone, handed_at) WHERE handed_at IS NOT NULL;
+
+-- version: 13
+-- The mail transport of each workspace (`mkt mail transport set`, operator only): no row is
+-- the outbox folder beside the database, so a fresh install mails nobody. smtp_url is kept
+-- without its password; smtp_password is a secret, as sms_provider_settings.auth_token is: no
+-- command output, API answer or log line shows it. MKT_SMTP_URL / MKT_OUTBOX (and the
+-- --smtp-url / --outbox flags) override the row for the process that sets them.
+CREATE TABLE mail_transport_settings (
+    workspace_id INTEGER PRIMARY KEY REFERENCES workspaces(id) ON DELETE CASCADE,
+    transport TEXT NOT NULL CHECK (transport IN ('smtp', 'outbox')),
+    smtp_url TEXT,                         -- smtp[s]://[user@]host[:port][?...], no password
+    smtp_password TEXT,                    -- as written in the URL (percent-encoded)
+    outbox_path TEXT,                      -- absolute; NULL: outbox/ beside the database
+    updated_at TEXT NOT NULL
+);
+-- Messages of a campaign that went to an outbox folder, not to their recipients (counted in
+-- `delivered` all the same), and the folder they went to: statistics and progress name them.
+ALTER TABLE campaigns ADD COLUMN outbox_delivered INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE campaigns ADD COLUMN outbox_path TEXT;

@@ -538,3 +538,31 @@ def workspace_world(conn: sqlite3.Connection, marker: str, *, email: str, phone:
                 "sms_campaign": sms["id"], "event": event_id},
         "hex_ids": [person["id"], mail["id"], sms["id"], *(v["id"] for v in mail["variants"])],
     }
+
+
+# --- the mail transport (branch transport) ---------------------------------------------------
+
+UNSUBSCRIBE_HTML = '<p>Hello {{contact.first_name|there}}</p><p><a href="{{unsubscribe_url}}">Unsubscribe</a></p>'
+
+
+def sendable_campaign(conn: sqlite3.Connection, workspace_id: int, emails: list[str]) -> dict[str, Any]:
+    """A ready campaign to `emails` (subscribed contacts) whose domain counts as verified, as
+    if its DNS records had been found (the domains tests check real lookups)."""
+    from marketing_cli.db import transaction
+
+    for address in emails:
+        contact(conn, workspace_id, address)
+    made = ready_campaign(conn, workspace_id, html=UNSUBSCRIBE_HTML)
+    with transaction(conn):
+        conn.execute("UPDATE domains SET verified = 1 WHERE workspace_id = ?", (workspace_id,))
+    return made
+
+
+def send_now(conn: sqlite3.Connection, workspace_id: int, campaign_id: str) -> dict[str, int]:
+    """Schedule the campaign NOW and run the due jobs in this process (what `mkt jobs run` does)."""
+    from marketing_cli import jobs, services
+    from marketing_cli.services.email import schedule
+
+    services.load_job_handlers()
+    schedule.schedule_campaign(conn, workspace_id, campaign_id, {"schedule_type": "NOW"})
+    return jobs.run_due(conn)

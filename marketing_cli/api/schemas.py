@@ -137,9 +137,18 @@ SEGMENT_FILTER = obj({
 SEGMENT = obj({"id": INT_ID, "name": {"type": "string", "maxLength": 64}}, ("id", "name"))
 SEGMENT_FILTERS = obj({"condition": enum(("AND", "OR")),
                        "filters": array(SEGMENT_FILTER, maxItems=segment_filters.MAX_FILTERS)})
+# Messages written to an outbox folder instead of being sent (they count in `delivered`).
+OUTBOX_DELIVERIES: Schema = {
+    "type": ["object", "null"], "required": ["delivered", "path"],
+    "properties": {"delivered": {"type": "integer", "minimum": 1}, "path": {"type": "string"}},
+    "description": "Extension: how many of the delivered messages were written to the server's outbox folder "
+                   "(at `path`) rather than sent to their recipients; null when none was."}
 CAMPAIGN = obj({"id": HEX_ID, "name": {"type": "string"}, "type": enum(campaigns.TYPES),
                 "status": enum(campaigns.STATUSES),
                 "variants": array(obj({"id": HEX_ID, "type": enum(campaigns.VARIANT_TYPES)}, ("id", "type"))),
+                "progress": obj({"total": {"type": "integer"}, "sent": {"type": "integer"},
+                                 "delivered": {"type": "integer"}, "failed": {"type": "integer"},
+                                 "outbox": OUTBOX_DELIVERIES}),
                 "created_at": TIMESTAMP, "updated_at": TIMESTAMP}, ("id", "name", "type", "status", "variants"))
 # PATCH .../configure answers the configuration view: the campaign without its status.
 CAMPAIGN_CONFIGURATION = {**CAMPAIGN, "required": ["id", "name", "type", "variants"]}
@@ -313,9 +322,13 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/v1/campaigns/{campaign_id}/test"): {"summary": "Send a test email of a variant", "envelope": "A",
                                                    "body": obj({"recipient": {"type": "string"},
                                                                 "variant_type": enum(campaigns.VARIANT_TYPES)}),
-                                                   "data": ANY},
+                                                   "data": {"type": "string", "description": (
+                                                       "A confirmation sentence: `... was sent to ADDRESS.`, or "
+                                                       "`... was written to the outbox at PATH: nothing was sent.` "
+                                                       "when the workspace's mail transport is the outbox.")}},
     ("GET", "/v1/campaigns/{campaign_id}/statistics"): {"summary": "An email campaign's statistics",
-                                                        "envelope": "A", "data": ANY},
+                                                        "envelope": "A",
+                                                        "data": obj({"outbox": OUTBOX_DELIVERIES}, ("outbox",))},
     ("POST", "/v1/campaigns/{campaign_id}/schedule"): {"summary": "Schedule an email campaign (NOW or LATER)",
                                                        "envelope": "A", "body": EMAIL_SCHEDULE, "data": ANY},
     ("POST", "/v1/campaigns/{campaign_id}/cancel"): {"summary": "Cancel a queued or sending campaign",

@@ -72,7 +72,9 @@ def progress_line(view: dict[str, Any]) -> str:
     if not p:
         return f"{view['status']}: not started."
     eta = f", about {p['eta_seconds']} s left" if p.get("eta_seconds") is not None else ""
-    return (f"{view['status']}: {p['sent']:,}/{p['total']:,} sent ({p['delivered']:,} delivered, "
+    outbox = p.get("outbox")
+    where = f" ({outbox['delivered']:,} of them to the outbox at {outbox['path']}, not to recipients)" if outbox else ""
+    return (f"{view['status']}: {p['sent']:,}/{p['total']:,} sent ({p['delivered']:,} delivered{where}, "
             f"{p['failed']:,} failed), {p['rate_per_second']}/s{eta}.")
 
 
@@ -95,7 +97,8 @@ def campaigns_watch(ctx: typer.Context, campaign_id: CampaignId,
         task = bar.add_task(view["status"], total=None, rate=0, failed=0)
         while True:
             p = view.get("progress") or {"sent": 0, "total": None, "rate_per_second": 0, "failed": 0}
-            bar.update(task, description=view["status"], completed=p["sent"], total=p["total"],
+            where = " to the outbox, not to recipients" if p.get("outbox") else ""
+            bar.update(task, description=view["status"] + where, completed=p["sent"], total=p["total"],
                        rate=p["rate_per_second"], failed=p["failed"])
             if view["status"] in FINAL:
                 break

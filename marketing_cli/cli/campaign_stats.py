@@ -57,6 +57,8 @@ def render(data: dict[str, Any]) -> Any:
     from rich.panel import Panel
 
     parts = [Panel(_aggregate(data["aggregate"]), title="Campaign statistics", expand=False)]
+    if data.get("outbox"):
+        parts.append(outbox_note(data["outbox"]))
     for key, label_key, count_key, title in BREAKDOWNS:
         rows = data[key]
         if rows:
@@ -68,6 +70,12 @@ def render(data: dict[str, Any]) -> Any:
     if len(data["variant_stats"]) > 1:
         parts.append(Panel(_variants(data["variant_stats"]), title="Variants", expand=False))
     return Group(*parts)
+
+
+def outbox_note(outbox: dict[str, Any]) -> str:
+    """Deliveries that were files, not mail: counted in delivered, but nobody received them."""
+    return (f"{outbox['delivered']:,} of the delivered messages were delivered to the outbox at {outbox['path']}, "
+            "not to recipients.")
 
 
 def _grid() -> Any:

@@ -236,22 +236,23 @@ def campaigns_test(
     to: Annotated[str, typer.Option("--to", metavar="ADDR", help="The address to send the test email to.")],
     smtp_url: Annotated[Optional[str], typer.Option(
         "--smtp-url", envvar="MKT_SMTP_URL", help="smtp://[user:pass@]host:port[?starttls=1] or smtps://...; "
-                                                 "without it the message goes to the outbox folder.")] = None,
+                                                 "without it, the workspace's transport (`mkt mail transport show`).")
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Send a test email of one variant (POST /v1/campaigns/:id/test)."""
     from marketing_cli.services.email import test_emails
-    from marketing_cli.services.email.transport import open_transport
+    from marketing_cli.services.email.transport import parse_smtp_url
 
+    if smtp_url:
+        try:
+            parse_smtp_url(smtp_url)
+        except ValueError as exc:
+            raise usage_error(f"--smtp-url: {exc}") from None
     s = state(ctx)
-    try:
-        transport = open_transport(smtp_url=smtp_url, db_path=s.db_path)
-    except ValueError as exc:
-        raise usage_error(f"--smtp-url: {exc}") from None
-    with transport:
-        emit(test_emails.send_test_email(s.conn(), s.workspace_id(), campaign_id,
-                                                 {"variant_type": variant, "recipient": to}, transport=transport),
-             as_json, lambda message: message)
+    emit(test_emails.send_test_email(s.conn(), s.workspace_id(), campaign_id,
+                                     {"variant_type": variant, "recipient": to}, smtp_url=smtp_url),
+         as_json, lambda message: message)
 
 
 # Commands whose code lives beside their own views (one module each).

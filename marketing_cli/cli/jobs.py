@@ -21,13 +21,20 @@ def jobs_run(
                     "(renewed every third of it while this process lives).")] = 30,
     as_json: JsonOption = False,
 ) -> None:
-    """Run every job that is due once, then exit (for cron)."""
+    """Run every job that is due once, then exit (for cron). Where mail and SMS go is printed on stderr first."""
+    from rich.console import Console
+
     from marketing_cli import jobs, services
+    from marketing_cli.cli.mail import transport_lines
     from marketing_cli.kernel import pacing
 
     pacing.check_environment()  # a bad MKT_SEND_* / MKT_SMS_* value: exit 1 before any job runs
     services.load_job_handlers()
-    result = jobs.run_due(state(ctx).conn(), lease_seconds=lease_seconds)
+    conn = state(ctx).conn()
+    banner = Console(stderr=True, highlight=False)  # stderr: stdout stays the result (--json for cron)
+    for line in transport_lines(conn):
+        banner.print(line, markup=False, soft_wrap=True)
+    result = jobs.run_due(conn, lease_seconds=lease_seconds)
     emit(result, as_json, lambda r: f"{r['processed']} job(s) processed, {r['failed']} failed.")
 
 

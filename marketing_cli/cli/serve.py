@@ -105,6 +105,7 @@ def run_server(db_path: Path, *, host: str, port: int, smtp_url: str | None, out
     app = create_app(db_path, worker=True, worker_interval=worker_interval, lease_seconds=lease_seconds,
                      body_timeout=body_timeout)
     console.print(f"mkt serving {db_path} on http://{host}:{port}/v1 (Ctrl+C to stop)")
+    print_transports(db_path)
     # uvicorn shuts down gracefully on SIGINT/SIGTERM, then re-raises the signal it caught
     # with the previous handlers restored: these make that a clean exit with status 0.
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -112,6 +113,18 @@ def run_server(db_path: Path, *, host: str, port: int, smtp_url: str | None, out
     uvicorn.run(app, host=host, port=port, **uvicorn_settings(
         max_connections=max_connections, header_timeout=header_timeout, shutdown_timeout=shutdown_timeout))
     console.print("mkt serve stopped.")
+
+
+def print_transports(db_path: Path) -> None:
+    """Where mail and SMS go from this process (cli/mail.py), one line each, on stderr."""
+    from marketing_cli.cli.mail import transport_lines
+
+    conn = connect(db_path)
+    try:
+        for line in transport_lines(conn):
+            console.print(line, markup=False)
+    finally:
+        conn.close()
 
 
 def _exit_cleanly(signum: int, frame: object) -> None:

@@ -37,7 +37,7 @@ def test_a_new_campaign_has_zero_statistics_and_one_entry_per_variant(conn: Any,
     assert result == {
         "aggregate": ZERO, "clicks_by_country": [], "clicks_by_device_type": [], "clicks_by_os": [],
         "delivered_by_provider": [], "link_activity": [],
-        "variant_stats": [{"variant_id": single["variants"]["A"], **ZERO}],
+        "variant_stats": [{"variant_id": single["variants"]["A"], **ZERO}], "outbox": None,
     }
     variants = stats.get_campaign_statistics(conn, workspace["id"], ab["id"])["variant_stats"]
     assert variants == [{"variant_id": ab["variants"]["A"], **ZERO}, {"variant_id": ab["variants"]["B"], **ZERO}]

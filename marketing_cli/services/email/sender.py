@@ -48,11 +48,11 @@ from marketing_cli.kernel import clock, pacing
 from marketing_cli.kernel.tokens import make_token
 from marketing_cli.services.account import billing, workspaces
 from marketing_cli.services.contacts.merge_tags import Renderer
-from marketing_cli.services.email import campaigns, domains, senders, stats
+from marketing_cli.services.email import campaigns, domains, senders, stats, transport_settings
 from marketing_cli.services.email.compose import CompiledVariant, Recipient, compile_variant, tracked_links
 from marketing_cli.services.email.dkim import DkimSigner
 from marketing_cli.services.email.schedule import content_problems
-from marketing_cli.services.email.transport import TransportError, database_file, open_transport
+from marketing_cli.services.email.transport import TransportError
 
 FREEZE_BATCH = 5_000
 MAX_ATTEMPTS = 3
@@ -186,7 +186,11 @@ class _Send:
         self._local = threading.local()
         self._transports: list[Any] = []
         self._lock = threading.Lock()
-        self.db_path = database_file(conn)
+        self.campaign_id = row["id"]
+        # The workspace's transport as this process sees it (flags and variables first); an
+        # outbox folder is counted on the campaign, so statistics can say where mail went.
+        self.selection = transport_settings.selection(conn, ws)
+        self.outbox = str(self.selection.folder) if self.selection.kind == "outbox" else None
         self.halt = threading.Event()  # set when the campaign left SENDING: claimed messages are given back
 
     def build(self, message: sqlite3.Row) -> bytes:
@@ -201,7 +205,7 @@ class _Send:
     def transport(self) -> Any:
         transport = getattr(self._local, "transport", None)
         if transport is None:
-            transport = self._local.transport = open_transport(db_path=self.db_path)
+            transport = self._local.transport = self.selection.open()
             with self._lock:
                 self._transports.append(transport)
         return transport
@@ -268,6 +272,8 @@ def _record(conn: sqlite3.Connection, run: _Send, row_of: dict[int, sqlite3.Row]
         if delivered:
             billing.bump_usage(conn, workspace_id, "monthly_emails", delivered)
             billing.bump_usage(conn, workspace_id, "hourly_emails", delivered)
+            if run.outbox is not None:
+                stats.count_outbox_deliveries(conn, run.campaign_id, delivered, run.outbox)
     return temporary
 
 

@@ -84,7 +84,7 @@ def get_campaign_statistics(conn: sqlite3.Connection, workspace_id: int, campaig
     """GET /v1/campaigns/:id/statistics: the email campaign statistics object."""
     campaign_id = check_campaign_id(campaign_id)
     with read_snapshot(conn):
-        found = conn.execute("SELECT 1 FROM campaigns WHERE id = ? AND workspace_id = ?",
+        found = conn.execute("SELECT outbox_delivered, outbox_path FROM campaigns WHERE id = ? AND workspace_id = ?",
                              (campaign_id, workspace_id)).fetchone()
         if found is None:
             raise MktError(400, NOT_FOUND)
@@ -112,6 +112,7 @@ def get_campaign_statistics(conn: sqlite3.Connection, workspace_id: int, campaig
         "delivered_by_provider": [{"service_provider": k, "delivery_count": n} for k, n in breakdowns["provider"]],
         "link_activity": [{"url": r["url"], "total_clicks": r["total"], "unique_clicks": r["uniq"]} for r in links],
         "variant_stats": [{"variant_id": v["id"], **{name: v[name] for name in COUNTERS}} for v in variants],
+        "outbox": outbox_deliveries(found),
     }
 
 
@@ -339,4 +340,23 @@ def campaign_progress(conn: sqlite3.Connection, row: sqlite3.Row) -> dict[str, A
     left = max(0, total - delivered - failed)
     return {"total": total, "sent": delivered + failed, "delivered": delivered, "failed": failed,
             "remaining": left, "rate_per_second": round(rate, 1),
-            "eta_seconds": None if rate == 0 or row["status"] != "SENDING" else round(left / rate)}
+            "eta_seconds": None if rate == 0 or row["status"] != "SENDING" else round(left / rate),
+            "outbox": outbox_deliveries(row)}
+
+
+# ---------------------------------------------------------------- deliveries to an outbox folder
+
+
+def outbox_deliveries(row: sqlite3.Row) -> dict[str, Any] | None:
+    """The `outbox` member of statistics and progress: {"delivered", "path"} of the campaign's
+    messages that were written to an outbox folder rather than sent (they count in
+    `delivered` too), or None when none was."""
+    if not row["outbox_delivered"]:
+        return None
+    return {"delivered": row["outbox_delivered"], "path": row["outbox_path"]}
+
+
+def count_outbox_deliveries(conn: sqlite3.Connection, campaign_id: str, count: int, folder: str) -> None:
+    """`count` more of the campaign's messages went to the outbox `folder` (in the sender's transaction)."""
+    conn.execute("UPDATE campaigns SET outbox_delivered = outbox_delivered + ?, outbox_path = ? WHERE id = ?",
+                 (count, folder, campaign_id))

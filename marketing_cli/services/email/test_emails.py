@@ -5,7 +5,9 @@ workspace's limits (default 5 a minute (429), 30 an hour, 100 a day; the operato
 MKT_TEST_EMAIL_LIMITS="MINUTE,HOUR,DAY" changes them) in `test_email_sends`, inside one
 transaction, so two requests at once cannot both pass the last free place. The message is
 sent outside that transaction (an SMTP conversation must not hold the write lock); when
-the transport fails, the place is given back and the answer is 502.
+the transport fails, the place is given back and the answer is 502. The transport is the
+workspace's (services/email/transport_settings.py); when it is the outbox folder the answer
+says the message was written there, not sent.
 
 Merge tags are rendered for the workspace's contact with the recipient's address when
 there is one, else with the fields' default values. The action links
@@ -52,6 +54,8 @@ PER_HOUR = "You have exceeded the hourly test email limit. Please try again late
 PER_DAY = "You have exceeded the daily test email limit. Please try again tomorrow."
 SEND_FAILED = "The test email could not be sent: {reason}."
 SENT = "A test email of variant {type} was sent to {recipient}."
+WRITTEN = ("A test email of variant {type} for {recipient} was written to the outbox at {folder}: "
+           "nothing was sent.")
 DEFAULT_LIMITS = (5, 30, 100)  # per minute, per hour, per day
 LIMITS_ENV = "MKT_TEST_EMAIL_LIMITS"
 VIEW_KIND = "test-view"  # the token kind of a test email's view-online link
@@ -157,9 +161,12 @@ def build_test_message(conn: sqlite3.Connection, workspace_id: int, campaign: sq
 
 
 def send_test_email(conn: sqlite3.Connection, workspace_id: int, campaign_id: Any, body: Any, *,
-                    transport: Any = None) -> str:
-    """POST /v1/campaigns/:id/test: {variant_type, recipient} -> a confirmation sentence."""
-    from marketing_cli.services.email.transport import TransportError, database_file, open_transport
+                    transport: Any = None, smtp_url: str | None = None) -> str:
+    """POST /v1/campaigns/:id/test: {variant_type, recipient} -> a confirmation sentence.
+
+    Through `transport` when given, else the workspace's (`smtp_url`: a command's --smtp-url)."""
+    from marketing_cli.services.email import transport_settings
+    from marketing_cli.services.email.transport import OutboxTransport, TransportError
 
     campaign_id = check_campaign_id(campaign_id)
     if not isinstance(body, dict):
@@ -182,7 +189,7 @@ def send_test_email(conn: sqlite3.Connection, workspace_id: int, campaign_id: An
     own = transport is None
     try:
         if own:
-            transport = open_transport(db_path=database_file(conn))
+            transport = transport_settings.selection(conn, workspace_id, smtp_url=smtp_url).open()
         transport.send(message, f"{sender['local_part']}@{sender['domain_name']}", [recipient])
     except (TransportError, ValueError) as exc:  # ValueError: MKT_SMTP_URL is not an SMTP URL
         with transaction(conn):
@@ -191,4 +198,6 @@ def send_test_email(conn: sqlite3.Connection, workspace_id: int, campaign_id: An
     finally:
         if own and transport is not None:
             transport.close()
+    if isinstance(transport, OutboxTransport):
+        return WRITTEN.format(type=variant_type, recipient=recipient, folder=transport.folder)
     return SENT.format(type=variant_type, recipient=recipient)

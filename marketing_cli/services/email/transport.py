@@ -1,4 +1,4 @@
-"""Where mail goes: an SMTP server (MKT_SMTP_URL) or the outbox folder.
+"""Where mail goes: an SMTP server or the outbox folder, and which of the two a process uses.
 
     smtp://[user:password@]host[:port][?starttls=1]     plain SMTP (port 25), STARTTLS when asked
     smtps://[user:password@]host[:port]                  SMTP over TLS (port 465)
@@ -7,13 +7,24 @@ Optional query members: `cafile=PATH` (trust this CA bundle for TLS, e.g. a loca
 server's self-signed certificate), `verify=0` (no certificate check; local testing only),
 `timeout=SECONDS` (default 30). User and password are percent-decoded.
 
-Without MKT_SMTP_URL every message is written as `<time>-<random>.eml` to the outbox
-folder: MKT_OUTBOX, else `outbox/` beside the database file.
+The outbox writes every message as `<time>-<random>.eml` to a folder: nothing leaves the
+machine. `select_transport` picks one, first match wins:
 
-`open_transport(...)` gives an object with `send(message, sender, recipients) -> str` and
-`close()` (also a context manager). The SMTP transport keeps its connection open between
-messages (the sending work sends thousands through one) and reconnects once if the server
-dropped it. Failures are `TransportError`; `permanent` is True for a 5xx refusal.
+    1. an SMTP URL given to the process: `--smtp-url` (serve, campaigns test) or MKT_SMTP_URL
+    2. the workspace's stored transport (`mkt mail transport set`, services/email/transport_settings.py)
+    3. an outbox folder given to the process: `--outbox` (serve) or MKT_OUTBOX
+    4. the outbox folder `outbox/` beside the database file (a fresh install mails nobody)
+
+as CONTRACT section 3 has it: the flag and MKT_SMTP_URL override a stored transport; the
+outbox folder of the process is where mail goes when none of the three names a server
+(a stored "outbox" without a folder of its own writes there too).
+
+and answers a `Selection` that says which and why (`source`), and prints its URL only with the
+password masked. `Selection.open()` (or `open_transport(...)`) gives an object with
+`send(message, sender, recipients) -> str` and `close()` (also a context manager). The SMTP
+transport keeps its connection open between messages (the sending work sends thousands
+through one) and reconnects once if the server dropped it. Failures are `TransportError`;
+`permanent` is True for a 5xx refusal.
 """
 
 from __future__ import annotations
@@ -22,11 +33,11 @@ import os
 import smtplib
 import ssl
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from email.message import EmailMessage
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit, urlunsplit
 
 from marketing_cli.kernel import clock
 
@@ -44,7 +55,7 @@ class SmtpSettings:
     tls: bool          # smtps://: TLS from the first byte
     starttls: bool
     username: str | None
-    password: str | None
+    password: str | None = field(repr=False)  # a secret: never in a log line or a traceback
     cafile: str | None
     verify: bool
     timeout: float
@@ -57,14 +68,14 @@ def parse_smtp_url(url: str) -> SmtpSettings:
     """MKT_SMTP_URL read into settings; ValueError when it is not an smtp:// or smtps:// URL."""
     parts = urlsplit(url.strip())
     if parts.scheme not in ("smtp", "smtps") or not parts.hostname:
-        raise ValueError(f"MKT_SMTP_URL must look like smtp://host:port or smtps://host:port, not {url!r}")
+        raise ValueError(f"MKT_SMTP_URL must look like smtp://host:port or smtps://host:port, not {mask_url(url)!r}")
     query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
     tls = parts.scheme == "smtps"
     try:
         port = parts.port or (465 if tls else 25)
         timeout = float(query.get("timeout", 30))
     except ValueError:
-        raise ValueError(f"MKT_SMTP_URL has a bad port or timeout: {url!r}") from None
+        raise ValueError(f"MKT_SMTP_URL has a bad port or timeout: {mask_url(url)!r}") from None
     return SmtpSettings(
         host=parts.hostname, port=port, tls=tls,
         starttls=not tls and query.get("starttls", "0").lower() in _TRUE,
@@ -190,12 +201,30 @@ class OutboxTransport:
         self.close()
 
 
+def mask_url(url: str) -> str:
+    """The URL with its password shown as `****`: the only form of an SMTP URL that is printed."""
+    text = url.strip()
+    try:
+        parts = urlsplit(text)
+    except ValueError:
+        return "<not a URL>"
+    userinfo, at, hostport = parts.netloc.rpartition("@")
+    if not at or ":" not in userinfo:
+        return text
+    return urlunsplit(parts._replace(netloc=f"{userinfo.split(':', 1)[0]}:****@{hostport}"))
+
+
+def default_outbox_folder(db_path: str | os.PathLike[str] | None) -> Path:
+    """`outbox/` beside the database file (the working directory for an in-memory database)."""
+    return (Path(db_path).resolve().parent if db_path else Path.cwd()) / "outbox"
+
+
 def outbox_folder(db_path: str | os.PathLike[str] | None) -> Path:
     """MKT_OUTBOX, else `outbox/` beside the database file."""
     env = os.environ.get("MKT_OUTBOX")
     if env:
         return Path(env)
-    return (Path(db_path).resolve().parent if db_path else Path.cwd()) / "outbox"
+    return default_outbox_folder(db_path)
 
 
 def database_file(conn: Any) -> str | None:
@@ -206,10 +235,57 @@ def database_file(conn: Any) -> str | None:
     return None
 
 
+SMTP_ENV = "MKT_SMTP_URL"
+OUTBOX_ENV = "MKT_OUTBOX"
+SOURCES = (SMTP_ENV, OUTBOX_ENV, "workspace", "default")
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The transport a process uses (for one workspace) and why: `source` is one of SOURCES."""
+
+    kind: str                      # "smtp" or "outbox"
+    source: str
+    smtp_url: str | None = None    # with its password: print `shown_url`, never this
+    folder: Path | None = None     # the outbox folder, absolute
+
+    @property
+    def shown_url(self) -> str | None:
+        return mask_url(self.smtp_url) if self.smtp_url else None
+
+    def open(self) -> SmtpTransport | OutboxTransport:
+        """The transport itself; ValueError when the SMTP URL is not one."""
+        if self.kind == "smtp":
+            return SmtpTransport(parse_smtp_url(self.smtp_url or ""))
+        return OutboxTransport(self.folder or Path("outbox"))
+
+    def __repr__(self) -> str:  # never the password
+        return f"Selection(kind={self.kind!r}, source={self.source!r}, url={self.shown_url!r}, folder={self.folder!r})"
+
+
+def select_transport(*, smtp_url: str | None = None, stored: tuple[str, str | None] | None = None,
+                     db_path: str | os.PathLike[str] | None = None) -> Selection:
+    """The transport of this process for a workspace (the order is in the module docstring).
+
+    `smtp_url` is a command's `--smtp-url`; `stored` the workspace's ("smtp", url) or
+    ("outbox", folder or None), None when it stored nothing.
+    """
+    url = smtp_url or os.environ.get(SMTP_ENV)
+    if url:
+        return Selection("smtp", SMTP_ENV, smtp_url=url)
+    folder = os.environ.get(OUTBOX_ENV)
+    if stored is not None:
+        kind, value = stored
+        if kind == "smtp" and value:
+            return Selection("smtp", "workspace", smtp_url=value)
+        if value:
+            return Selection("outbox", "workspace", folder=Path(value))
+    if folder:
+        return Selection("outbox", OUTBOX_ENV, folder=Path(folder).absolute())
+    return Selection("outbox", "workspace" if stored is not None else "default", folder=default_outbox_folder(db_path))
+
+
 def open_transport(*, smtp_url: str | None = None, db_path: str | os.PathLike[str] | None = None
                    ) -> SmtpTransport | OutboxTransport:
-    """The transport of this process: `smtp_url` or MKT_SMTP_URL when set, else the outbox folder."""
-    url = smtp_url or os.environ.get("MKT_SMTP_URL")
-    if url:
-        return SmtpTransport(parse_smtp_url(url))
-    return OutboxTransport(outbox_folder(db_path))
+    """The transport of a process without a workspace: `smtp_url` or MKT_SMTP_URL when set, else the outbox folder."""
+    return select_transport(smtp_url=smtp_url, db_path=db_path).open()
