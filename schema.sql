@@ -782,3 +782,9 @@ CREATE INDEX sms_messages_pending ON sms_messages(campaign_id, id) WHERE status 
 CREATE INDEX sms_messages_sending ON sms_messages(campaign_id, id) WHERE status = 'sending';
 CREATE INDEX sms_messages_provider_ref ON sms_messages(provider_ref) WHERE provider_ref IS NOT NULL;
 CREATE INDEX sms_messages_phone ON sms_messages(phone, handed_at) WHERE handed_at IS NOT NULL;
+
+-- version: 13
+-- A sending domain the operator marked verified without DNS (`mkt domains mark-verified`, CLI
+-- only): when. Such a domain is verified whatever a DNS check finds, until the operator takes
+-- the mark back (NULL again); services/email/domains.py.
+ALTER TABLE domains ADD COLUMN operator_verified_at TEXT;
