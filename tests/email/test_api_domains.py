@@ -176,8 +176,8 @@ def test_a_reserved_name_and_a_sender_on_it_over_http(client, auth):
     assert response.json()["data"]["domain_name"] == "news.example.test"
     assert error_of(client.post("/v1/sender-identities", headers=auth,
                                 json={"domain_id": d["id"], "local_part": "a b", "display_name": "News"})) == (
-        400, "The local part 'a b' is not valid in an email address: The email address contains invalid characters "
-             "before the @-sign: SPACE.")
+        400, ("The local part 'a b' is not valid in an email address: The email address contains invalid characters "
+              "before the @-sign: SPACE."))
 
 
 def test_no_request_marks_a_domain_verified(client, auth):

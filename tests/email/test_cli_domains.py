@@ -158,9 +158,9 @@ def test_the_reported_defect_domains_add_then_senders_add(cli, cli_json, workspa
     assert result.exit_code == 0, result.stderr
     assert "News <news@news.example.test>" in result.stdout
     bad = cli("senders", "add", "--domain-id", str(d["id"]), "--local-part", "a b", "--display-name", "News")
-    assert (bad.exit_code, bad.stderr.strip()) == (1, "The local part 'a b' is not valid in an email address: The "
-                                                      "email address contains invalid characters before the @-sign: "
-                                                      "SPACE.")
+    assert (bad.exit_code, bad.stderr.strip()) == (1, ("The local part 'a b' is not valid in an email address: The "
+                                                       "email address contains invalid characters before the "
+                                                       "@-sign: SPACE."))
 
 
 def test_mark_verified_then_undo(cli, cli_json, client, auth, workspace, caplog):

@@ -166,8 +166,8 @@ def test_an_address_too_long_as_a_whole_names_the_address(conn, workspace):
     d = f.domain(conn, workspace["id"], name)
     local = "b" * 30
     assert error(conn, workspace["id"], {"domain_id": d["id"], "local_part": local, "display_name": "N"}) == (
-        400, f"The address {local}@{name} is too long: an email address holds at most 254 characters "
-             "(7 too many); use a shorter local part or domain.")
+        400, (f"The address {local}@{name} is too long: an email address holds at most 254 characters "
+              "(7 too many); use a shorter local part or domain."))
     assert add(conn, workspace["id"], d["id"], "b" * 23)["local_part"] == "b" * 23  # 254 characters: the limit
 
 
