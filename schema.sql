@@ -787,8 +787,9 @@ CREATE INDEX sms_messages_phone ON sms_messages(phone, handed_at) WHERE handed_a
 -- The mail transport of each workspace (`mkt mail transport set`, operator only): no row is
 -- the outbox folder beside the database, so a fresh install mails nobody. smtp_url is kept
 -- without its password; smtp_password is a secret, as sms_provider_settings.auth_token is: no
--- command output, API answer or log line shows it. MKT_SMTP_URL / MKT_OUTBOX (and the
--- --smtp-url / --outbox flags) override the row for the process that sets them.
+-- command output, API answer or log line shows it. MKT_SMTP_URL (and --smtp-url) override
+-- the row for the process that sets them; MKT_OUTBOX / --outbox place an outbox stored
+-- without a folder.
 CREATE TABLE mail_transport_settings (
     workspace_id INTEGER PRIMARY KEY REFERENCES workspaces(id) ON DELETE CASCADE,
     transport TEXT NOT NULL CHECK (transport IN ('smtp', 'outbox')),
@@ -801,3 +802,9 @@ CREATE TABLE mail_transport_settings (
 -- `delivered` all the same), and the folder they went to: statistics and progress name them.
 ALTER TABLE campaigns ADD COLUMN outbox_delivered INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE campaigns ADD COLUMN outbox_path TEXT;
+
+-- version: 14
+-- A sending domain the operator marked verified without DNS (`mkt domains mark-verified`, CLI
+-- only): when. Such a domain is verified whatever a DNS check finds, until the operator takes
+-- the mark back (NULL again); services/email/domains.py.
+ALTER TABLE domains ADD COLUMN operator_verified_at TEXT;

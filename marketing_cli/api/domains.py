@@ -2,7 +2,9 @@
 
 Get Domain is the specification's (envelope A); the list, add and verify endpoints are
 extensions in the same style (CONTRACT sections 5 and 7). Verification looks the records
-up in DNS (a few seconds at most) in the handler's worker thread.
+up in DNS (a few seconds at most) in the handler's worker thread. The operator's mark
+(`mkt domains mark-verified`, verified without DNS) has no route, by design: an API key
+that could set it could send as any domain it adds.
 """
 
 from __future__ import annotations

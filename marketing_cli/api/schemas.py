@@ -159,7 +159,15 @@ DOMAIN = obj({
     "dns_records": array(obj({"type": {"type": "string"}, "host": {"type": "string"},
                               "value": {"type": "string"}, "mandatory": {"type": "boolean"},
                               "verified": {"type": "boolean"}})),
-}, ("id", "domain_name", "verified", "dns_records"))
+    # extensions (docs/api.md)
+    "verified_by": {"type": ["string", "null"], "enum": ["dns", "operator", None],
+                    "description": "What makes the domain verified: its mandatory records found in DNS, or the "
+                                   "operator's mark (`mkt domains mark-verified`, CLI only); null when not verified."},
+    "reserved_name": {"type": "boolean",
+                      "description": "The name is reserved (.test, .example, .invalid, .localhost, example.com ...): "
+                                     "no one can publish its DNS records, so mail from it can never be delivered "
+                                     "publicly. For staging against a local SMTP catcher."},
+}, ("id", "domain_name", "verified", "dns_records", "verified_by", "reserved_name"))
 SENDER = obj({"id": INT_ID, "display_name": {"type": "string"}, "local_part": {"type": "string"},
               "domain_name": {"type": "string"}}, ("id", "display_name", "local_part", "domain_name"))
 # Tracking links answer a person's browser: an unknown or expired token gets an HTML page.

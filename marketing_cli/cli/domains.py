@@ -1,4 +1,7 @@
-"""`mkt domains`: sending domains and their DNS records (the twin of /v1/domains)."""
+"""`mkt domains`: sending domains and their DNS records (the twin of /v1/domains).
+
+`mark-verified` is the one command without an endpoint twin: an operator's act (CLI only).
+"""
 
 from __future__ import annotations
 
@@ -51,23 +54,46 @@ def record_values(domain: dict[str, Any], checks: list[dict[str, Any]] | None) -
     return lines
 
 
+def _state(domain: dict[str, Any]) -> str:
+    if domain["verified_by"] == "operator":
+        return (f"[green]verified by operator[/green] (without DNS; `mkt domains mark-verified {domain['id']} --undo` "
+                "takes the mark back)")
+    if domain["verified"]:
+        return "[green]verified[/green]"
+    line = f"[yellow]not verified[/yellow]: publish the mandatory records, then `mkt domains verify {domain['id']}`"
+    if domain["reserved_name"]:
+        line += f"; for a staging setup, `mkt domains mark-verified {domain['id']}` (operator, without DNS)"
+    return line
+
+
+def reserved_warning(domain: dict[str, Any]) -> str | None:
+    """What a person must know about a reserved name (`.test`, `.localhost`, `example.com` ...)."""
+    if not domain["reserved_name"]:
+        return None
+    return (f"[bold yellow]{domain['domain_name']} is a reserved name[/bold yellow]: no one can publish its DNS "
+            "records, so mail from it can never be delivered publicly. Use it for a staging setup against a local "
+            "SMTP catcher (README: \"Try a real send locally\").")
+
+
 def render_domain(domain: dict[str, Any], checks: list[dict[str, Any]] | None = None) -> Any:
     from rich.console import Group
 
-    state_line = ("[green]verified[/green]" if domain["verified"]
-                  else "[yellow]not verified[/yellow]: publish the mandatory records, then `mkt domains verify "
-                       f"{domain['id']}`")
-    head = f"Domain {domain['id']}: [bold]{domain['domain_name']}[/bold] (code {domain['domain_code']}), {state_line}"
+    head = f"Domain {domain['id']}: [bold]{domain['domain_name']}[/bold] (code {domain['domain_code']}), {_state(domain)}"
+    warning = reserved_warning(domain)
     hint = _line(f"\n(Long values fold at the terminal's edge: `mkt domains show {domain['id']} --json` prints each "
                  "on one line.)")
-    return Group(head, records_table(domain), *record_values(domain, checks), hint)
+    return Group(head, *([warning] if warning else []), records_table(domain), *record_values(domain, checks), hint)
+
+
+def _verified_column(domain: dict[str, Any]) -> str:
+    return "by operator" if domain["verified_by"] == "operator" else _mark(domain["verified"])
 
 
 def render_list(rows: list[dict[str, Any]]) -> Any:
     from marketing_cli.cli.output import table
 
     return table(["id", "domain", "code", "verified", "records verified"],
-                 [(d["id"], d["domain_name"], d["domain_code"], _mark(d["verified"]),
+                 [(d["id"], d["domain_name"], d["domain_code"], _verified_column(d),
                    f"{sum(r['verified'] for r in d['dns_records'])}/{len(d['dns_records'])}") for d in rows])
 
 
@@ -110,3 +136,18 @@ def domains_verify(ctx: typer.Context, domain_id: DomainId, as_json: JsonOption 
     s = state(ctx)
     report = domains.verify_domain_report(s.conn(), s.workspace_id(), domain_id)
     emit(report["domain"], as_json, lambda domain: render_domain(domain, report["checks"]))
+
+
+@app.command("mark-verified")
+def domains_mark_verified(
+    ctx: typer.Context,
+    domain_id: DomainId,
+    undo: Annotated[bool, typer.Option(
+        "--undo", help="Take the mark back: the domain is verified again only if DNS found its records.")] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Mark a domain verified without DNS, e.g. a .test staging domain (operator only; logged)."""
+    from marketing_cli.services.email import domains
+
+    s = state(ctx)
+    emit(domains.mark_domain_verified(s.conn(), s.workspace_id(), domain_id, undo=undo), as_json, render_domain)

@@ -18,7 +18,7 @@ def add(client, auth, name="example.com"):
 
 def test_add_list_get_in_envelope_a(client, auth):
     d = add(client, auth)
-    assert set(d) == {"id", "domain_code", "domain_name", "verified", "dns_records"}
+    assert set(d) == {"id", "domain_code", "domain_name", "verified", "dns_records", "verified_by", "reserved_name"}
     listed = client.get("/v1/domains", headers=auth).json()
     assert listed == {"error": None, "data": [d]}
     got = client.get(f"/v1/domains/{d['id']}", headers=auth)
@@ -162,3 +162,50 @@ def test_a_workspace_cannot_use_another_workspaces_domain_or_see_its_senders(cli
         404, "We were unable to find the sender identity.")
     their_auth = {"Authorization": f"Bearer {other['api_key']}"}
     assert client.get("/v1/sender-identities", headers=their_auth).json()["data"] == [theirs]
+
+
+# --- a staging domain: a reserved name, the operator's mark (CLI only) ----------------------
+
+
+def test_a_reserved_name_and_a_sender_on_it_over_http(client, auth):
+    d = add(client, auth, "news.example.test")
+    assert (d["reserved_name"], d["verified"], d["verified_by"]) == (True, False, None)
+    response = client.post("/v1/sender-identities", headers=auth,
+                           json={"domain_id": d["id"], "local_part": "news", "display_name": "News"})
+    assert response.status_code == 201, response.text
+    assert response.json()["data"]["domain_name"] == "news.example.test"
+    assert error_of(client.post("/v1/sender-identities", headers=auth,
+                                json={"domain_id": d["id"], "local_part": "a b", "display_name": "News"})) == (
+        400, ("The local part 'a b' is not valid in an email address: The email address contains invalid characters "
+              "before the @-sign: SPACE."))
+
+
+def test_no_request_marks_a_domain_verified(client, auth):
+    d = add(client, auth, "news.example.test")
+    for method, path, body in [
+        ("POST", f"/v1/domains/{d['id']}/mark-verified", None),
+        ("POST", f"/v1/domains/{d['id']}/verify?by_operator=1", None),
+        ("POST", f"/v1/domains/{d['id']}/verify", {"verified": True, "by_operator": True}),
+        ("PATCH", f"/v1/domains/{d['id']}", {"verified": True}),
+        ("PUT", f"/v1/domains/{d['id']}", {"verified": True}),
+    ]:
+        client.request(method, path, json=body, headers=auth)
+    got = client.get(f"/v1/domains/{d['id']}", headers=auth).json()["data"]
+    assert (got["verified"], got["verified_by"]) == (False, None)
+    assert error_of(client.post(f"/v1/domains/{d['id']}/mark-verified", headers=auth)) == (404, "Not found.")
+    assert error_of(client.patch(f"/v1/domains/{d['id']}", json={"verified": True}, headers=auth)) == (
+        405, "Method not allowed.")
+    paths = client.get("/v1/openapi.json").json()["paths"]
+    assert not [p for p in paths if "mark" in p or "operator" in p]
+
+
+def test_the_operators_mark_shows_in_the_api_view(client, auth, conn, workspace, dns_server):
+    from marketing_cli.services.email import domains
+
+    d = add(client, auth, "news.example.test")
+    domains.mark_domain_verified(conn, workspace["id"], d["id"])  # what `mkt domains mark-verified` calls
+    got = client.get(f"/v1/domains/{d['id']}", headers=auth).json()["data"]
+    assert (got["verified"], got["verified_by"], got["reserved_name"]) == (True, "operator", True)
+    checked = client.post(f"/v1/domains/{d['id']}/verify", headers=auth).json()["data"]
+    assert checked == got  # DNS finds nothing: the mark holds
+    assert client.get("/v1/domains", headers=auth).json()["data"] == [got]

@@ -35,6 +35,7 @@ def test_show_for_a_person_lists_the_records_to_publish(cli, cli_json, workspace
     assert dkim_value in out.replace("\n", "")  # folded at the terminal's edge, every character there
     listing = cli("domains", "list").stdout
     assert "example.com" in listing and "0/4" in listing
+    assert "example.com is a reserved name" in out  # RFC 2606: no one but IANA publishes its records
 
 
 def test_verify_exits_0_and_shows_what_was_found(cli, cli_json, workspace, dns_server):
@@ -131,3 +132,69 @@ def test_a_real_mkt_process_verifies_through_mkt_dns_server(db_path, workspace, 
     dns_server.publish(added)
     verified = mkt("domains", "verify", str(added["id"]))
     assert verified["verified"] is True and all(r["verified"] for r in verified["dns_records"])
+
+
+# --- a staging domain: a reserved name, `mkt domains mark-verified` (operator only) ----------
+
+
+def test_add_says_a_reserved_name_can_never_be_delivered_publicly(cli, cli_json, workspace, conn):
+    f.allow_domains(conn, workspace["id"])
+    result = cli("domains", "add", "news.example.test")
+    assert result.exit_code == 0, result.stderr
+    out = " ".join(result.stdout.split())  # rich folds lines at the terminal's edge
+    assert "news.example.test is a reserved name" in out
+    assert "mail from it can never be delivered publicly" in out
+    assert "`mkt domains mark-verified 1` (operator, without DNS)" in out
+    added = cli_json("domains", "show", "1")
+    assert (added["reserved_name"], added["verified_by"]) == (True, None)
+    real = cli("domains", "add", "mail.acme-shop.com")
+    assert real.exit_code == 0 and "reserved" not in real.stdout and "mark-verified" not in real.stdout
+    assert cli_json("domains", "show", "2")["reserved_name"] is False
+
+
+def test_the_reported_defect_domains_add_then_senders_add(cli, cli_json, workspace):
+    d = cli_json("domains", "add", "news.example.test")
+    result = cli("senders", "add", "--domain-id", str(d["id"]), "--local-part", "news", "--display-name", "News")
+    assert result.exit_code == 0, result.stderr
+    assert "News <news@news.example.test>" in result.stdout
+    bad = cli("senders", "add", "--domain-id", str(d["id"]), "--local-part", "a b", "--display-name", "News")
+    assert (bad.exit_code, bad.stderr.strip()) == (1, ("The local part 'a b' is not valid in an email address: The "
+                                                       "email address contains invalid characters before the "
+                                                       "@-sign: SPACE."))
+
+
+def test_mark_verified_then_undo(cli, cli_json, client, auth, workspace, caplog):
+    import logging
+
+    d = cli_json("domains", "add", "news.example.test")
+    with caplog.at_level(logging.WARNING, logger="mkt.domains"):
+        result = cli("domains", "mark-verified", str(d["id"]))
+    assert result.exit_code == 0, result.stderr
+    assert "verified by operator" in result.stdout and "news.example.test is a reserved name" in result.stdout
+    assert "marked verified by the operator, without a DNS check" in caplog.text
+    marked = cli_json("domains", "show", str(d["id"]))
+    assert (marked["verified"], marked["verified_by"]) == (True, "operator")
+    assert marked == client.get(f"/v1/domains/{d['id']}", headers=auth).json()["data"]
+    assert "verified by operator" in cli("domains", "show", str(d["id"])).stdout
+    listing = cli("domains", "list").stdout
+    assert "by operator" in listing and "0/4" in listing
+    assert cli_json("senders", "add", "--domain-id", str(d["id"]), "--local-part", "news",
+                    "--display-name", "News")["domain_verified"] is True
+    undone = cli_json("domains", "mark-verified", str(d["id"]), "--undo")
+    assert (undone["verified"], undone["verified_by"]) == (False, None)
+    assert undone == cli_json("domains", "show", str(d["id"]))
+    assert "by operator" not in cli("domains", "list").stdout
+
+
+def test_mark_verified_errors_exit_1_and_change_nothing(cli, cli_json, workspace, conn):
+    other = f.workspace(conn, "Other")
+    theirs = f.domain(conn, other["id"], "their.example.test")
+    for args, message in [
+        (("domains", "mark-verified", "abc"), "Please provide a valid domain ID."),
+        (("domains", "mark-verified", "0", "--undo"), "Please provide a valid domain ID."),
+        (("domains", "mark-verified", str(theirs["id"])), "We were unable to find the domain."),
+    ]:
+        result = cli("--workspace", str(workspace["id"]), *args)
+        assert (result.exit_code, result.stderr.strip()) == (1, message), args
+    assert cli("--workspace", str(workspace["id"]), "domains", "mark-verified").exit_code == 2  # ID is required
+    assert cli_json("--workspace", str(other["id"]), "domains", "show", str(theirs["id"]))["verified"] is False

@@ -25,8 +25,9 @@ def error(fn, *args):
 
 def test_add_domain_answers_the_spec_domain_with_four_records(conn, workspace):
     d = domains.add_domain(conn, workspace["id"], "example.com")
-    assert set(d) == {"id", "domain_code", "domain_name", "verified", "dns_records"}
+    assert set(d) == {"id", "domain_code", "domain_name", "verified", "dns_records", "verified_by", "reserved_name"}
     assert d["domain_name"] == "example.com" and d["verified"] is False
+    assert (d["verified_by"], d["reserved_name"]) == (None, True)  # extensions; example.com is RFC 2606's
     assert d["domain_code"].startswith("mkt") and len(d["domain_code"]) == 11
     for record in d["dns_records"]:
         assert set(record) == {"type", "host", "value", "mandatory", "verified"}  # no priority: no MX

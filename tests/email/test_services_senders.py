@@ -132,3 +132,50 @@ def test_show_messages(conn, workspace, domain):
     with pytest.raises(MktError) as info:
         senders.show_sender_identity(conn, workspace["id"], mine["id"] + 1)
     assert (info.value.status, info.value.message) == (404, "We were unable to find the sender identity.")
+
+
+# --- reserved names: a staging setup's domains (.test, .localhost ...) ----------------------
+
+
+@pytest.mark.parametrize("name", ["news.example.test", "mail.localhost", "x.invalid", "printer.local", "home.arpa",
+                                  "abc.onion", "mail.example", "example.com"])
+def test_senders_on_reserved_names_are_accepted_like_their_domains(conn, workspace, name):
+    """email-validator refuses every address on most of these whatever its options; the
+    domain was checked when it was added, so only the local part is judged here."""
+    d = f.domain(conn, workspace["id"], name)
+    s = add(conn, workspace["id"], d["id"], "news")
+    assert (s["local_part"], s["domain_name"], s["domain_verified"]) == ("news", name, False)
+
+
+def test_a_bad_local_part_on_a_reserved_name_blames_the_local_part(conn, workspace):
+    d = f.domain(conn, workspace["id"], "news.example.test")
+    for local_part, reason in [
+        ("a b", "The email address contains invalid characters before the @-sign: SPACE."),
+        ("a..b", "An email address cannot have two periods in a row."),
+        ("ü", "Internationalized characters before the @-sign are not supported: 'ü'."),
+    ]:
+        assert error(conn, workspace["id"], {"domain_id": d["id"], "local_part": local_part,
+                                             "display_name": "N"}) == (
+            400, f"The local part '{local_part}' is not valid in an email address: {reason}")
+    message = error(conn, workspace["id"], {"domain_id": d["id"], "local_part": "a b", "display_name": "N"})[1]
+    assert "after the @" not in message and "reserved" not in message
+
+
+def test_an_address_too_long_as_a_whole_names_the_address(conn, workspace):
+    name = ("a" * 56 + ".") * 4 + "co"  # 230 characters, the longest domain kept
+    d = f.domain(conn, workspace["id"], name)
+    local = "b" * 30
+    assert error(conn, workspace["id"], {"domain_id": d["id"], "local_part": local, "display_name": "N"}) == (
+        400, (f"The address {local}@{name} is too long: an email address holds at most 254 characters "
+              "(7 too many); use a shorter local part or domain."))
+    assert add(conn, workspace["id"], d["id"], "b" * 23)["local_part"] == "b" * 23  # 254 characters: the limit
+
+
+def test_contacts_keep_refusing_addresses_on_reserved_names(conn, workspace):
+    """Only sending identities take reserved names: a contact at news.example.test is still refused."""
+    from marketing_cli.services.contacts.values import normalize_email
+
+    for address in ("ann@news.example.test", "ann@mail.localhost", "ann@x.invalid"):
+        with pytest.raises(ValueError, match="special-use or reserved name"):
+            normalize_email(address)
+    assert normalize_email("Ann@Example.com") == "ann@example.com"  # unchanged: example.com is deliverable syntax

@@ -14,12 +14,23 @@ Only DKIM is mandatory: it is the one record no one else can publish, and a vali
 signature with `d=` the sender's domain is what DMARC alignment needs. The others are
 recommended and checked the same way (docs/sending-domains.md says why each exists).
 How a published record is matched lives in services/dns_check.py.
+
+Reserved names (`news.example.test`, `mail.localhost`, `example.com`: RESERVED_NAMES) are
+accepted like any other: they are what a staging setup against a local SMTP catcher uses.
+No one can publish their records in public DNS, so mail from them can never be delivered
+publicly; every Domain says so (`reserved_name`). Such a domain is made sendable by the
+operator, without DNS: `mkt domains mark-verified` (CLI only: no API key can do it).
+
+A domain is `verified` when its mandatory records were found by the last DNS check, or
+when the operator marked it (`operator_verified_at`); the mark holds whatever a later DNS
+check finds, until the operator takes it back. `verified_by` tells which of the two it is.
 """
 
 from __future__ import annotations
 
 import base64
 import ipaddress
+import logging
 import os
 import re
 import secrets
@@ -46,6 +57,16 @@ DEFAULT_SPF_MECHANISMS = "a mx"
 DKIM_SELECTOR = "mkt"
 MAX_NAME = 230  # DNS allows 253: room for `mkt<n>._domainkey.` and the return-path label in front
 _LABEL = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
+
+# Names no one can publish in public DNS, and every name under them: reserved for tests
+# and documentation (RFC 2606 and 6761: test, example, invalid, localhost, and the
+# second-level example.com/.net/.org), multicast DNS (RFC 6762: local), Tor (RFC 7686:
+# onion), non-DNS namespaces (RFC 9476: alt), infrastructure and home networks (RFC 3172
+# and 8375: arpa, home.arpa), private networks (ICANN, 2024: internal).
+RESERVED_NAMES = ("test", "example", "invalid", "localhost", "example.com", "example.net", "example.org",
+                  "local", "onion", "alt", "arpa", "internal")
+
+log = logging.getLogger("mkt.domains")
 
 
 def normalise_domain_name(value: Any) -> str:
@@ -82,6 +103,12 @@ def normalise_domain_name(value: Any) -> str:
     return name
 
 
+def is_reserved_name(name: str) -> bool:
+    """Whether a domain name (as normalise_domain_name gives it) is, or is under, a reserved
+    name: one whose records no one can publish, so mail from it is never delivered publicly."""
+    return any(name == reserved or name.endswith("." + reserved) for reserved in RESERVED_NAMES)
+
+
 def _record(row: sqlite3.Row) -> dict[str, Any]:
     record = {"type": row["type"], "host": row["host"], "value": row["value"]}
     if row["type"] == "MX":
@@ -91,15 +118,27 @@ def _record(row: sqlite3.Row) -> dict[str, Any]:
     return record
 
 
+def _verified_by(row: sqlite3.Row, records: list[dict[str, Any]]) -> str | None:
+    """"dns" when the mandatory records were found, "operator" when only the operator's mark
+    makes the domain verified, None when it is not verified."""
+    if not row["verified"]:
+        return None
+    found = all(r["verified"] for r in records if r["mandatory"])
+    return "operator" if row["operator_verified_at"] is not None and not found else "dns"
+
+
 def domain_view(conn: sqlite3.Connection, row: sqlite3.Row) -> dict[str, Any]:
-    """The Domain of the specification; never the private key."""
-    records = conn.execute("SELECT * FROM dns_records WHERE domain_id = ? ORDER BY position", (row["id"],))
+    """The Domain of the specification, plus two members of our own (docs/api.md); never the private key."""
+    records = [_record(r) for r in conn.execute("SELECT * FROM dns_records WHERE domain_id = ? ORDER BY position",
+                                                (row["id"],))]
     return {
         "id": row["id"],
         "domain_code": row["domain_code"],
         "domain_name": row["domain_name"],
         "verified": bool(row["verified"]),
-        "dns_records": [_record(r) for r in records],
+        "dns_records": records,
+        "verified_by": _verified_by(row, records),
+        "reserved_name": is_reserved_name(row["domain_name"]),
     }
 
 
@@ -219,7 +258,8 @@ def verify_domain_report(conn: sqlite3.Connection, workspace_id: int, domain_id:
     The lookups run outside any transaction (a slow DNS server must not hold the write
     lock). A definite answer (the record, a wrong value, no such name) sets the record's
     `verified`; a failed lookup (timeout, SERVFAIL, no resolver) leaves it as the last
-    check found it. The domain is verified when every mandatory record is.
+    check found it. The domain is verified when every mandatory record is, or when the
+    operator marked it verified (the mark holds whatever DNS says).
     """
     from marketing_cli.services.email import dns_check
 
@@ -231,13 +271,42 @@ def verify_domain_report(conn: sqlite3.Connection, workspace_id: int, domain_id:
         for record, check in zip(records, checks):
             if check["verified"] is not None:
                 conn.execute("UPDATE dns_records SET verified = ? WHERE id = ?", (int(check["verified"]), record["id"]))
-        verified = conn.execute("SELECT COUNT(*) = 0 FROM dns_records WHERE domain_id = ? AND mandatory AND NOT verified",
-                                (row["id"],)).fetchone()[0]
         now = clock.now()
-        conn.execute("UPDATE domains SET verified = ?, checked_at = ?, updated_at = ? WHERE id = ?",
-                     (verified, now, now, row["id"]))
+        conn.execute(f"UPDATE domains SET verified = {_VERIFIED}, checked_at = ?, updated_at = ? WHERE id = ?",
+                     (now, now, row["id"]))
         domain = get_domain(conn, workspace_id, row["id"])
     return {"domain": domain, "checks": checks}
+
+
+# What `domains.verified` is: the last DNS check found every mandatory record, or the operator marked it.
+_VERIFIED = ("(operator_verified_at IS NOT NULL OR NOT EXISTS (SELECT 1 FROM dns_records r"
+             " WHERE r.domain_id = domains.id AND r.mandatory AND NOT r.verified))")
+
+
+def mark_domain_verified(conn: sqlite3.Connection, workspace_id: int, domain_id: Any, *,
+                         undo: bool = False) -> dict[str, Any]:
+    """`mkt domains mark-verified ID [--undo]`: the operator vouches for a domain without DNS.
+
+    An operator's act, for a staging domain on a reserved name or a domain whose DNS the
+    operator checked by other means: no API route calls this (an API key could otherwise
+    send as any domain it adds). The mark is stored (`operator_verified_at`) and logged,
+    and holds whatever a later DNS check finds; `undo` takes it back, leaving the domain
+    verified only if the last DNS check found its mandatory records.
+    """
+    with transaction(conn):
+        row = _row(conn, workspace_id, domain_id)
+        now = clock.now()
+        conn.execute("UPDATE domains SET operator_verified_at = ?, updated_at = ? WHERE id = ?",
+                     (None if undo else now, now, row["id"]))
+        conn.execute(f"UPDATE domains SET verified = {_VERIFIED} WHERE id = ?", (row["id"],))
+        domain = get_domain(conn, workspace_id, row["id"])
+    if undo:
+        log.warning("domain %s (%s) of workspace %s: the operator's verified mark was taken back; verified: %s",
+                    domain["id"], domain["domain_name"], workspace_id, "yes" if domain["verified"] else "no")
+    else:
+        log.warning("domain %s (%s) of workspace %s marked verified by the operator, without a DNS check",
+                    domain["id"], domain["domain_name"], workspace_id)
+    return domain
 
 
 def dkim_signing_key(conn: sqlite3.Connection, domain_id: int) -> tuple[str, str, str]:
