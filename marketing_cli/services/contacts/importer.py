@@ -48,6 +48,7 @@ from marketing_cli.kernel.ids import new_id, parse_int_id
 from marketing_cli.services.account import billing
 from marketing_cli.services.contacts import records as contacts
 from marketing_cli.services.contacts import tags, values
+from marketing_cli.services.contacts.checks import FIELD_REQUIRED
 from marketing_cli.services.contacts.columns import (  # noqa: F401 - parse_column_map, column_key: the faces' names
     TAG_SEPARATOR,
     column_key,
@@ -84,8 +85,6 @@ MAX_ERRORS = 1_000
 
 STATUS_INVALID = contacts.STATUS_INVALID
 SMS_STATUS_INVALID = contacts.SMS_STATUS_INVALID
-FIELD_REQUIRED = contacts.FIELD_REQUIRED
-UNKNOWN_TAG = contacts.UNKNOWN_MERGE_TAG
 DIFFERENT_CONTACTS = contacts.DIFFERENT_CONTACTS
 PHONE_TAKEN = contacts.PHONE_TAKEN
 BILLING_LIMIT = contacts.BILLING_LIMIT

@@ -422,7 +422,7 @@ def compile_search(conn: sqlite3.Connection, workspace_id: int, body: Any) -> Se
 
 def search_contacts(conn: sqlite3.Connection, workspace_id: int, body: Any) -> dict[str, Any]:
     """POST /v1/contacts/search: {"contacts": [...], "pagination": {"page", "limit", "total"}}."""
-    from marketing_cli.services.contacts.records import render_contacts
+    from marketing_cli.services.contacts.view import render_contacts
 
     with read_snapshot(conn):
         query = compile_search(conn, workspace_id, body)
