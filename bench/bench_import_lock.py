@@ -2,7 +2,7 @@
 
 1. How long one import batch holds the write lock (every other writer waits for it),
    per batch size, on a workspace that already holds `n` contacts with five indexed
-   fields: the figure behind the 20,000-row cap (services/importer.py
+   fields: the figure behind the 20,000-row cap (services/contacts/batches.py
    MAX_BATCH_SIZE). Target: at most about a second at the cap.
 2. The import path against sqlite-utils' `insert_all` of the same rows, already parsed
    (sqlite-utils does no CSV parsing nor checking here, so it gets a head start): the
@@ -26,25 +26,25 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench_contacts import fresh_db, parsed_rows, write_csv  # noqa: E402
 from common import row  # noqa: E402
 
-from marketing_cli.services.contacts import importer  # noqa: E402
+from marketing_cli.services.contacts import batches, importer  # noqa: E402
 
 
 def _timed_batches(conn, ws: int, csv_path: Path, batch_size: int) -> list[float]:  # noqa: ANN001
     """Seconds each batch's transaction took (the time the write lock was held)."""
     held: list[float] = []
-    apply = importer._Importer.apply
+    apply = batches.BatchWriter.apply
 
     def timed(self, batch, lock=None):  # noqa: ANN001, ANN202
         started = time.perf_counter()
         apply(self, batch, lock)
         held.append(time.perf_counter() - started)
 
-    importer._Importer.apply = timed
+    batches.BatchWriter.apply = timed
     try:
         with open(csv_path, newline="", encoding="utf-8") as handle:
             importer.import_contacts(conn, ws, handle, batch_size=batch_size)
     finally:
-        importer._Importer.apply = apply
+        batches.BatchWriter.apply = apply
     return held
 
 
@@ -56,7 +56,7 @@ def _lock_rows(tmpdir: Path, n: int) -> list[dict]:
     conn, ws, _ = fresh_db(db)
     with open(base, newline="", encoding="utf-8") as handle:
         importer.import_contacts(conn, ws, handle)
-    for size in (5_000, importer.MAX_BATCH_SIZE):
+    for size in (5_000, batches.MAX_BATCH_SIZE):
         extra = tmpdir / f"extra{size}.csv"
         write_csv(extra, size, seed=size)  # the same emails as the base: one batch of updates
         held = max(_timed_batches(conn, ws, extra, size))
@@ -82,7 +82,7 @@ def _sqlite_utils_row(tmpdir: Path, n: int) -> dict:
     records = [dict(zip(columns, r)) for r in parsed_rows(csv_path, ws, ids)]
     db = sqlite_utils.Database(conn)
     started = time.perf_counter()
-    db["contacts"].insert_all(records, batch_size=importer.BATCH_SIZE)
+    db["contacts"].insert_all(records, batch_size=batches.BATCH_SIZE)
     theirs = n / (time.perf_counter() - started)
     conn.close()
     return row(f"contacts import, {n:,} rows (CSV parsed and checked)", ours, "rows/s",

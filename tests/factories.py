@@ -41,7 +41,7 @@ def field(conn: sqlite3.Connection, workspace_id: int, merge_tag: str, type_: st
 def contact(conn: sqlite3.Connection, workspace_id: int, email: str | None = None, *,
             status: str = "SUBSCRIBED", tags: list[int] | None = None, **values: Any) -> dict[str, Any]:
     """A contact made by POST /v1/contacts/upsert's service; `values` are merge_tag=value."""
-    from marketing_cli.services.contacts import records as contacts
+    from marketing_cli.services.contacts import records
 
     body: dict[str, Any] = {"fields": values, "status": status}
     if email is not None:
@@ -50,7 +50,7 @@ def contact(conn: sqlite3.Connection, workspace_id: int, email: str | None = Non
         body["phone_number"] = values.pop("phone_number")
     if tags:
         body["tags"] = tags
-    return contacts.upsert_contact(conn, workspace_id, body)
+    return records.upsert_contact(conn, workspace_id, body)
 
 
 def segment(conn: sqlite3.Connection, workspace_id: int, name: str, filters: dict[str, Any]) -> dict[str, Any]:

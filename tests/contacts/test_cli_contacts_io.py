@@ -10,8 +10,7 @@ from typing import Any, Callable
 
 import pytest
 
-from marketing_cli.services.contacts import bulk, fields, tags
-from marketing_cli.services.contacts import records as contacts
+from marketing_cli.services.contacts import bulk, fields, records, tags
 
 
 @pytest.fixture
@@ -58,7 +57,7 @@ def test_import_from_stdin_with_map_tag_and_status(cli_json: Callable[..., Any],
     assert json.loads(result.stdout)["created"] == 1
     row = conn.execute("SELECT id, status FROM contacts WHERE email = 'zoe@example.com'").fetchone()
     assert row["status"] == "UNCONFIRMED"
-    assert [t["name"] for t in contacts.get_contact(conn, ws, row["id"])["tags"]] == ["imported"]
+    assert [t["name"] for t in records.get_contact(conn, ws, row["id"])["tags"]] == ["imported"]
 
 
 def test_dry_run_writes_nothing(cli: Callable[..., Any], ws: int, sample: Path, conn: Any) -> None:

@@ -9,8 +9,7 @@ import pytest
 
 from marketing_cli.errors import MktError
 from marketing_cli.services.account import billing, workspaces
-from marketing_cli.services.contacts import fields, tags
-from marketing_cli.services.contacts import records as contacts
+from marketing_cli.services.contacts import fields, records, tags, view
 
 SMS_INVALID = ("The SMS status you provided is not valid. Valid SMS statuses are: SUBSCRIBED, UNSUBSCRIBED, "
                "CLEANED, or BLOCKED.")
@@ -47,7 +46,7 @@ def count(conn: Any) -> int:
 
 
 def new(conn: Any, ws: int, email: str = "ann@example.com", status: str = "SUBSCRIBED", **extra: Any) -> dict:
-    return contacts.create_contact(conn, ws, {"fields": {"email_address": email, **extra.pop("fields", {})},
+    return records.create_contact(conn, ws, {"fields": {"email_address": email, **extra.pop("fields", {})},
                                               "status": status, **extra})
 
 
@@ -85,7 +84,7 @@ def test_create_full_shape(conn, ws) -> None:
     ({"fields": ["a"], "status": "SUBSCRIBED"}, "The member 'fields' must be an object."),
 ])
 def test_create_messages(conn, ws, body, message) -> None:
-    assert fail(lambda: contacts.create_contact(conn, ws, body)) == (400, message)
+    assert fail(lambda: records.create_contact(conn, ws, body)) == (400, message)
     assert count(conn) == 0
 
 
@@ -124,9 +123,9 @@ def test_create_unconfirmed_fires_pending(conn, ws) -> None:
 
 def test_create_without_email_when_allowed(conn, phone_ws) -> None:
     body = {"fields": {"phone_number": "4155552671"}, "status": "SUBSCRIBED"}
-    assert fail(lambda: contacts.create_contact(conn, phone_ws, body)) == (400, "An email address is required.")
+    assert fail(lambda: records.create_contact(conn, phone_ws, body)) == (400, "An email address is required.")
     allow_no_email(conn, phone_ws)
-    c = contacts.create_contact(conn, phone_ws, body)
+    c = records.create_contact(conn, phone_ws, body)
     assert c["data"]["email_address"] is None and c["data"]["phone_number"] == "+14155552671"
 
 
@@ -134,10 +133,10 @@ def test_billing_limit(conn, ws) -> None:
     billing.set_allowance(conn, ws, "contacts", 1)
     new(conn, ws)
     assert fail(lambda: new(conn, ws, "bob@example.com")) == (400, "Billing limit error")
-    assert fail(lambda: contacts.upsert_contact(conn, ws, {"email_address": "bob@example.com"})) == (
+    assert fail(lambda: records.upsert_contact(conn, ws, {"email_address": "bob@example.com"})) == (
         400, "Billing limit error")
     # the update path needs no allowance
-    assert contacts.upsert_contact(conn, ws, {"email_address": "ann@example.com", "status": "CLEANED"})["status"] \
+    assert records.upsert_contact(conn, ws, {"email_address": "ann@example.com", "status": "CLEANED"})["status"] \
         == "CLEANED"
     assert count(conn) == 1
 
@@ -145,62 +144,62 @@ def test_billing_limit(conn, ws) -> None:
 # --- upsert: lookups -----------------------------------------------------------------
 
 def test_upsert_creates_then_updates_same_contact(conn, ws) -> None:
-    first = contacts.upsert_contact(conn, ws, {"email_address": "Ann@Example.com"})
+    first = records.upsert_contact(conn, ws, {"email_address": "Ann@Example.com"})
     assert first["status"] == "SUBSCRIBED" and first["sms_status"] == "SUBSCRIBED"
-    second = contacts.upsert_contact(conn, ws, {"email_address": "ann@example.com", "fields": {"first_name": "A"}})
+    second = records.upsert_contact(conn, ws, {"email_address": "ann@example.com", "fields": {"first_name": "A"}})
     assert second["id"] == first["id"] and second["data"]["first_name"] == "A"
     assert count(conn) == 1
 
 
 def test_upsert_identity_messages(conn, phone_ws) -> None:
     ws = phone_ws
-    assert fail(lambda: contacts.upsert_contact(conn, ws, {})) == (
+    assert fail(lambda: records.upsert_contact(conn, ws, {})) == (
         400, "Email address is required for upsert operation.")
-    assert fail(lambda: contacts.upsert_contact(conn, ws, {"phone_number": "+14155552671"})) == (
+    assert fail(lambda: records.upsert_contact(conn, ws, {"phone_number": "+14155552671"})) == (
         400, "Email address is required for upsert operation.")
     allow_no_email(conn, ws)
-    assert fail(lambda: contacts.upsert_contact(conn, ws, {"email_address": ""})) == (
+    assert fail(lambda: records.upsert_contact(conn, ws, {"email_address": ""})) == (
         400, "A valid email address or phone number is required for upsert operation.")
-    assert fail(lambda: contacts.upsert_contact(conn, ws, {"phone_number": "12"})) == (400, "phone number is invalid")
-    c = contacts.upsert_contact(conn, ws, {"phone_number": "+1 (415) 555-2671"})
+    assert fail(lambda: records.upsert_contact(conn, ws, {"phone_number": "12"})) == (400, "phone number is invalid")
+    c = records.upsert_contact(conn, ws, {"phone_number": "+1 (415) 555-2671"})
     assert c["data"]["phone_number"] == "+14155552671" and c["data"]["email_address"] is None
-    again = contacts.upsert_contact(conn, ws, {"phone_number": "415.555.2671", "status": "UNSUBSCRIBED"})
+    again = records.upsert_contact(conn, ws, {"phone_number": "415.555.2671", "status": "UNSUBSCRIBED"})
     assert again["id"] == c["id"] and again["status"] == "UNSUBSCRIBED"
 
 
 def test_upsert_phone_needs_phone_field(conn, ws) -> None:
-    assert fail(lambda: contacts.upsert_contact(conn, ws, {"email_address": "a@b.com", "phone_number": "+1415"})) \
+    assert fail(lambda: records.upsert_contact(conn, ws, {"email_address": "a@b.com", "phone_number": "+1415"})) \
         == (400, "Phone field not found in workspace configuration.")
 
 
 def test_upsert_phone_without_region(conn, ws) -> None:
     fields.create_field(conn, ws, {"label": "Phone", "merge_tag": "phone_number", "type": "TEXT"})
-    assert fail(lambda: contacts.upsert_contact(conn, ws, {"email_address": "a@b.com",
+    assert fail(lambda: records.upsert_contact(conn, ws, {"email_address": "a@b.com",
                                                            "phone_number": "4155552671"})) == (
         400, "phone number is invalid")
-    c = contacts.upsert_contact(conn, ws, {"email_address": "a@b.com", "phone_number": "+44 20 7946 0958"})
+    c = records.upsert_contact(conn, ws, {"email_address": "a@b.com", "phone_number": "+44 20 7946 0958"})
     assert c["data"]["phone_number"] == "+442079460958"
 
 
 def test_upsert_both_keys(conn, phone_ws) -> None:
     ws = phone_ws
-    ann = contacts.upsert_contact(conn, ws, {"email_address": "ann@example.com", "phone_number": "+14155552671"})
-    bob = contacts.upsert_contact(conn, ws, {"email_address": "bob@example.com", "phone_number": "+14155552672"})
+    ann = records.upsert_contact(conn, ws, {"email_address": "ann@example.com", "phone_number": "+14155552671"})
+    bob = records.upsert_contact(conn, ws, {"email_address": "bob@example.com", "phone_number": "+14155552672"})
     # both resolve to the same contact
-    same = contacts.upsert_contact(conn, ws, {"email_address": "ann@example.com", "phone_number": "4155552671"})
+    same = records.upsert_contact(conn, ws, {"email_address": "ann@example.com", "phone_number": "4155552671"})
     assert same["id"] == ann["id"]
     # to different contacts
-    assert fail(lambda: contacts.upsert_contact(conn, ws, {"email_address": "ann@example.com",
+    assert fail(lambda: records.upsert_contact(conn, ws, {"email_address": "ann@example.com",
                                                            "phone_number": "4155552672"})) == (
         400, "The email address and phone number belong to different contacts in your workspace.")
     # email found, phone new: the phone is written to that contact
-    moved = contacts.upsert_contact(conn, ws, {"email_address": "bob@example.com", "phone_number": "4155552673"})
+    moved = records.upsert_contact(conn, ws, {"email_address": "bob@example.com", "phone_number": "4155552673"})
     assert moved["id"] == bob["id"] and moved["data"]["phone_number"] == "+14155552673"
     # neither found: created
-    carl = contacts.upsert_contact(conn, ws, {"email_address": "carl@example.com", "phone_number": "4155552674"})
+    carl = records.upsert_contact(conn, ws, {"email_address": "carl@example.com", "phone_number": "4155552674"})
     assert carl["id"] not in (ann["id"], bob["id"])
     # phone found on a contact with another email: the email cannot change
-    status, message = fail(lambda: contacts.upsert_contact(conn, ws, {"email_address": "dan@example.com",
+    status, message = fail(lambda: records.upsert_contact(conn, ws, {"email_address": "dan@example.com",
                                                                       "phone_number": "4155552674"}))
     assert status == 400 and "cannot be changed" in message
     assert count(conn) == 3
@@ -208,19 +207,19 @@ def test_upsert_both_keys(conn, phone_ws) -> None:
 
 def test_upsert_phone_found_contact_without_email_gets_it(conn, phone_ws) -> None:
     allow_no_email(conn, phone_ws)
-    c = contacts.upsert_contact(conn, phone_ws, {"phone_number": "+14155552671"})
-    got = contacts.upsert_contact(conn, phone_ws, {"email_address": "ann@example.com", "phone_number": "+14155552671"})
+    c = records.upsert_contact(conn, phone_ws, {"phone_number": "+14155552671"})
+    got = records.upsert_contact(conn, phone_ws, {"email_address": "ann@example.com", "phone_number": "+14155552671"})
     assert got["id"] == c["id"] and got["data"]["email_address"] == "ann@example.com"
 
 
 def test_upsert_field_members_ignored(conn, phone_ws) -> None:
     ws = phone_ws
-    c = contacts.upsert_contact(conn, ws, {"email_address": "ann@example.com", "phone_number": "+14155552671",
+    c = records.upsert_contact(conn, ws, {"email_address": "ann@example.com", "phone_number": "+14155552671",
                                            "fields": {"email_address": "other@example.com",
                                                       "phone_number": "+14155550000"}})
     assert c["data"]["email_address"] == "ann@example.com" and c["data"]["phone_number"] == "+14155552671"
     # without a top-level phone_number, fields.phone_number is the number
-    d = contacts.upsert_contact(conn, ws, {"email_address": "bob@example.com",
+    d = records.upsert_contact(conn, ws, {"email_address": "bob@example.com",
                                            "fields": {"phone_number": "415 555 2672"}})
     assert d["data"]["phone_number"] == "+14155552672"
 
@@ -234,21 +233,21 @@ def test_upsert_field_members_ignored(conn, phone_ws) -> None:
     ({"email_address": 5}, "The member 'email_address' must be a string."),
 ])
 def test_upsert_messages(conn, ws, body, message) -> None:
-    assert fail(lambda: contacts.upsert_contact(conn, ws, body)) == (400, message)
+    assert fail(lambda: records.upsert_contact(conn, ws, body)) == (400, message)
     assert count(conn) == 0
 
 
 def test_upsert_required_on_create_and_full_replace_not_partial(conn, ws) -> None:
-    contacts.upsert_contact(conn, ws, {"email_address": "ann@example.com"})
+    records.upsert_contact(conn, ws, {"email_address": "ann@example.com"})
     fields.create_field(conn, ws, {"label": "Company", "merge_tag": "company", "type": "TEXT", "required": True})
-    assert fail(lambda: contacts.upsert_contact(conn, ws, {"email_address": "bob@example.com"})) == (
+    assert fail(lambda: records.upsert_contact(conn, ws, {"email_address": "bob@example.com"})) == (
         400, "Field 'Company' is required.")
-    assert fail(lambda: contacts.upsert_contact(conn, ws, {"email_address": "ann@example.com"})) == (
+    assert fail(lambda: records.upsert_contact(conn, ws, {"email_address": "ann@example.com"})) == (
         400, "Field 'Company' is required.")
-    ok = contacts.upsert_contact(conn, ws, {"email_address": "ann@example.com", "partial_update": True,
+    ok = records.upsert_contact(conn, ws, {"email_address": "ann@example.com", "partial_update": True,
                                             "fields": {"first_name": "Ann"}})
     assert ok["data"]["first_name"] == "Ann"
-    assert fail(lambda: contacts.upsert_contact(conn, ws, {"email_address": "ann@example.com", "partial_update": True,
+    assert fail(lambda: records.upsert_contact(conn, ws, {"email_address": "ann@example.com", "partial_update": True,
                                                            "fields": {"company": ""}})) == (
         400, "Field 'Company' is required.")
 
@@ -259,25 +258,25 @@ def test_upsert_required_on_create_and_full_replace_not_partial(conn, ws) -> Non
 def tagged(conn: Any, ws: int) -> dict[str, Any]:
     a = tags.create_tag(conn, ws, {"name": "a"})
     b = tags.create_tag(conn, ws, {"name": "b"})
-    c = contacts.upsert_contact(conn, ws, {"email_address": "ann@example.com", "status": "UNSUBSCRIBED",
+    c = records.upsert_contact(conn, ws, {"email_address": "ann@example.com", "status": "UNSUBSCRIBED",
                                            "sms_status": "BLOCKED", "tags": [a["id"]],
                                            "fields": {"first_name": "Ann", "last_name": "Lee"}})
     return {"a": a, "b": b, "contact": c}
 
 
 def test_full_replace(conn, ws, tagged) -> None:
-    c = contacts.upsert_contact(conn, ws, {"email_address": "ann@example.com", "fields": {"last_name": "Ray"}})
+    c = records.upsert_contact(conn, ws, {"email_address": "ann@example.com", "fields": {"last_name": "Ray"}})
     assert c["data"] == {"email_address": "ann@example.com", "first_name": None, "last_name": "Ray"}
     assert c["tags"] == [] and c["status"] == "SUBSCRIBED"
     assert c["sms_status"] == "BLOCKED"  # omitted on update: kept
 
 
 def test_partial_update(conn, ws, tagged) -> None:
-    c = contacts.upsert_contact(conn, ws, {"email_address": "ann@example.com", "partial_update": True,
+    c = records.upsert_contact(conn, ws, {"email_address": "ann@example.com", "partial_update": True,
                                            "fields": {"last_name": "Ray"}})
     assert c["data"] == {"email_address": "ann@example.com", "first_name": "Ann", "last_name": "Ray"}
     assert c["tags"] == [tagged["a"]] and c["status"] == "UNSUBSCRIBED" and c["sms_status"] == "BLOCKED"
-    c = contacts.upsert_contact(conn, ws, {"email_address": "ann@example.com", "partial_update": True,
+    c = records.upsert_contact(conn, ws, {"email_address": "ann@example.com", "partial_update": True,
                                            "tags": [tagged["b"]["id"]], "status": "SUBSCRIBED",
                                            "sms_status": "SUBSCRIBED", "fields": {"first_name": None}})
     assert c["tags"] == [tagged["b"]] and c["status"] == "SUBSCRIBED" and c["data"]["first_name"] is None
@@ -286,7 +285,7 @@ def test_partial_update(conn, ws, tagged) -> None:
 
 def test_upsert_update_events(conn, ws, tagged) -> None:
     start = len(events(conn))
-    contacts.upsert_contact(conn, ws, {"email_address": "ann@example.com", "partial_update": True,
+    records.upsert_contact(conn, ws, {"email_address": "ann@example.com", "partial_update": True,
                                        "tags": [tagged["b"]["id"]], "fields": {"first_name": "Anne",
                                                                                "last_name": "Lee"}})
     assert events(conn)[start:] == [
@@ -296,63 +295,63 @@ def test_upsert_update_events(conn, ws, tagged) -> None:
     ]
     before = conn.execute("SELECT updated_at FROM contacts").fetchone()[0]
     # nothing changes: no event, updated_at kept; UNCONFIRMED on update fires nothing either
-    contacts.upsert_contact(conn, ws, {"email_address": "ann@example.com", "partial_update": True,
+    records.upsert_contact(conn, ws, {"email_address": "ann@example.com", "partial_update": True,
                                        "fields": {"first_name": "Anne"}})
     assert len(events(conn)) == start + 3
     assert conn.execute("SELECT updated_at FROM contacts").fetchone()[0] == before
-    contacts.upsert_contact(conn, ws, {"email_address": "ann@example.com", "partial_update": True,
+    records.upsert_contact(conn, ws, {"email_address": "ann@example.com", "partial_update": True,
                                        "status": "UNCONFIRMED"})
     assert len(events(conn)) == start + 3
 
 
 def test_upsert_create_path_events(conn, ws) -> None:
-    contacts.upsert_contact(conn, ws, {"email_address": "a@example.com", "fields": {"first_name": "A"}})
+    records.upsert_contact(conn, ws, {"email_address": "a@example.com", "fields": {"first_name": "A"}})
     assert events(conn) == []
-    contacts.upsert_contact(conn, ws, {"email_address": "b@example.com", "status": "UNCONFIRMED"})
+    records.upsert_contact(conn, ws, {"email_address": "b@example.com", "status": "UNCONFIRMED"})
     assert [e[0] for e in events(conn)] == ["CONTACT_SUBSCRIBED_PENDING"]
 
 
 def test_values_stored_by_field_id(conn, ws) -> None:
     f = fields.create_field(conn, ws, {"label": "Colors", "merge_tag": "colors", "type": "DROPDOWN_MULTIPLE",
                                        "definition": "red,green"})
-    c = contacts.upsert_contact(conn, ws, {"email_address": "a@example.com", "fields": {"colors": "green, red"}})
+    c = records.upsert_contact(conn, ws, {"email_address": "a@example.com", "fields": {"colors": "green, red"}})
     assert c["data"]["colors"] == ["green", "red"]
     data = json.loads(conn.execute("SELECT data FROM contacts").fetchone()[0])
     assert data == {str(f["id"]): ["green", "red"]}
     fields.update_field(conn, ws, f["id"], {"label": "Colours", "merge_tag": "colours", "type": "DROPDOWN_MULTIPLE",
                                             "definition": "red,green"})
-    assert contacts.get_contact(conn, ws, c["id"])["data"]["colours"] == ["green", "red"]
+    assert records.get_contact(conn, ws, c["id"])["data"]["colours"] == ["green", "red"]
 
 
 # --- reads ---------------------------------------------------------------------------
 
 def test_get_contact(conn, ws) -> None:
     c = new(conn, ws)
-    got = contacts.get_contact(conn, ws, c["id"])
+    got = records.get_contact(conn, ws, c["id"])
     assert got == {**c, "last_opened_at": None, "last_clicked_at": None}
-    assert fail(lambda: contacts.get_contact(conn, ws, "nope")) == (400, "The contact ID you provided is not valid.")
-    assert fail(lambda: contacts.get_contact(conn, ws, "0" * 24)) == (404, "We couldn't find a contact with that ID.")
+    assert fail(lambda: records.get_contact(conn, ws, "nope")) == (400, "The contact ID you provided is not valid.")
+    assert fail(lambda: records.get_contact(conn, ws, "0" * 24)) == (404, "We couldn't find a contact with that ID.")
     other = workspaces.create_workspace(conn, "Other")["workspace"]["id"]
-    assert fail(lambda: contacts.get_contact(conn, other, c["id"]))[0] == 404
+    assert fail(lambda: records.get_contact(conn, other, c["id"]))[0] == 404
 
 
 def test_by_phone(conn, ws) -> None:
-    assert fail(lambda: contacts.get_contact_by_phone(conn, ws, "+14155552671")) == (
+    assert fail(lambda: records.get_contact_by_phone(conn, ws, "+14155552671")) == (
         404, "We couldn't find a contact with that phone number.")  # no phone_number field
     fields.create_field(conn, ws, {"label": "Phone", "merge_tag": "phone_number", "type": "TEXT",
                                    "default_region": "US"})
     c = new(conn, ws, fields={"phone_number": "+1 415 555 2671"})
-    got = contacts.get_contact_by_phone(conn, ws, "(415) 555-2671")
+    got = records.get_contact_by_phone(conn, ws, "(415) 555-2671")
     assert list(got) == ["id", "status", "sms_status", "score", "tags", "fields", "last_opened_at",
                          "last_clicked_at", "created_at", "updated_at"]
     assert got["id"] == c["id"] and got["fields"] == c["data"]
-    assert fail(lambda: contacts.get_contact_by_phone(conn, ws, None)) == (
+    assert fail(lambda: records.get_contact_by_phone(conn, ws, None)) == (
         400, "Phone number is required. Please provide a valid phone number.")
-    assert fail(lambda: contacts.get_contact_by_phone(conn, ws, "")) == (
+    assert fail(lambda: records.get_contact_by_phone(conn, ws, "")) == (
         400, "Phone number is required. Please provide a valid phone number.")
-    assert fail(lambda: contacts.get_contact_by_phone(conn, ws, "abc")) == (
+    assert fail(lambda: records.get_contact_by_phone(conn, ws, "abc")) == (
         400, "Phone number is invalid. Please provide a valid phone number.")
-    assert fail(lambda: contacts.get_contact_by_phone(conn, ws, "+14155552672")) == (
+    assert fail(lambda: records.get_contact_by_phone(conn, ws, "+14155552672")) == (
         404, "We couldn't find a contact with that phone number.")
 
 
@@ -361,13 +360,13 @@ def test_render_search_shape_batches(conn, ws) -> None:
     a = new(conn, ws, "a@example.com", tags=[t["id"]])
     b = new(conn, ws, "b@example.com")
     rows = conn.execute("SELECT * FROM contacts ORDER BY email").fetchall()
-    out = contacts.render_contacts(conn, ws, rows, "search")
+    out = view.render_contacts(conn, ws, rows, "search")
     assert [list(x) for x in out] == [["id", "status", "tags", "data", "statistics", "last_opened_at",
                                        "last_clicked_at", "created_at", "updated_at"]] * 2
     assert [x["id"] for x in out] == [a["id"], b["id"]] and out[0]["tags"] == [t] and out[1]["tags"] == []
-    assert contacts.render_contacts(conn, ws, [], "search") == []
+    assert view.render_contacts(conn, ws, [], "search") == []
     with pytest.raises(ValueError):
-        contacts.render_contacts(conn, ws, rows, "other")
+        view.render_contacts(conn, ws, rows, "other")
 
 
 # --- tags add / remove -----------------------------------------------------------------
@@ -376,14 +375,14 @@ def test_add_and_remove_tags(conn, ws) -> None:
     a = tags.create_tag(conn, ws, {"name": "a"})
     b = tags.create_tag(conn, ws, {"name": "b"})
     c = new(conn, ws, tags=[a["id"]])
-    added = contacts.add_contact_tags(conn, ws, c["id"], {"tag_ids": [a["id"], b["id"], b["id"]]})
+    added = records.add_contact_tags(conn, ws, c["id"], {"tag_ids": [a["id"], b["id"], b["id"]]})
     assert added["tags"] == [a, b]
     assert events(conn) == [("TAG_ADDED", {"tag_id": b["id"], "tag_name": "b"})]
-    contacts.add_contact_tags(conn, ws, c["id"], {"tag_ids": [a["id"]]})  # nothing new: no event
+    records.add_contact_tags(conn, ws, c["id"], {"tag_ids": [a["id"]]})  # nothing new: no event
     assert len(events(conn)) == 1
-    removed = contacts.remove_contact_tags(conn, ws, c["id"], {"tag_ids": [a["id"]]})
+    removed = records.remove_contact_tags(conn, ws, c["id"], {"tag_ids": [a["id"]]})
     assert removed["tags"] == [b]
-    contacts.remove_contact_tags(conn, ws, c["id"], {"tag_ids": [a["id"]]})  # not there: no event
+    records.remove_contact_tags(conn, ws, c["id"], {"tag_ids": [a["id"]]})  # not there: no event
     assert events(conn)[1:] == [("TAG_REMOVED", {"tag_id": a["id"], "tag_name": "a"})]
 
 
@@ -398,17 +397,17 @@ def test_add_and_remove_tags(conn, ws) -> None:
 def test_tag_messages(conn, ws, contact_id, body, expected) -> None:
     c = new(conn, ws)
     tags.create_tag(conn, ws, {"name": "a"})
-    for call in (contacts.add_contact_tags, contacts.remove_contact_tags):
+    for call in (records.add_contact_tags, records.remove_contact_tags):
         assert fail(lambda: call(conn, ws, contact_id or c["id"], body)) == expected
 
 
 def test_full_replace_removes_phone_and_reports_it(conn, phone_ws) -> None:
     ws = phone_ws
-    contacts.upsert_contact(conn, ws, {"email_address": "ann@example.com", "phone_number": "+14155552671"})
-    partial = contacts.upsert_contact(conn, ws, {"email_address": "ann@example.com", "partial_update": True})
+    records.upsert_contact(conn, ws, {"email_address": "ann@example.com", "phone_number": "+14155552671"})
+    partial = records.upsert_contact(conn, ws, {"email_address": "ann@example.com", "partial_update": True})
     assert partial["data"]["phone_number"] == "+14155552671"  # partial keeps it
     assert events(conn) == []
-    full = contacts.upsert_contact(conn, ws, {"email_address": "ann@example.com"})
+    full = records.upsert_contact(conn, ws, {"email_address": "ann@example.com"})
     assert full["data"]["phone_number"] is None
     assert events(conn) == [("FIELD_UPDATED", {"field_id": 4, "merge_tag": "phone_number", "old": "+14155552671",
                                                "new": None})]
@@ -416,10 +415,10 @@ def test_full_replace_removes_phone_and_reports_it(conn, phone_ws) -> None:
 
 def test_failed_upsert_writes_nothing(conn, ws) -> None:
     a = tags.create_tag(conn, ws, {"name": "a"})
-    contacts.upsert_contact(conn, ws, {"email_address": "ann@example.com", "tags": [a["id"]]})
+    records.upsert_contact(conn, ws, {"email_address": "ann@example.com", "tags": [a["id"]]})
     fields.create_field(conn, ws, {"label": "Company", "merge_tag": "company", "type": "TEXT", "required": True})
     before = conn.execute("SELECT * FROM contacts").fetchone()
-    assert fail(lambda: contacts.upsert_contact(conn, ws, {"email_address": "ann@example.com", "tags": []}))[0] == 400
+    assert fail(lambda: records.upsert_contact(conn, ws, {"email_address": "ann@example.com", "tags": []}))[0] == 400
     assert tuple(conn.execute("SELECT * FROM contacts").fetchone()) == tuple(before)
     assert conn.execute("SELECT count(*) FROM contact_tags").fetchone()[0] == 1
     assert events(conn) == []

@@ -12,8 +12,7 @@ import pytest
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.services.account import billing, workspaces
-from marketing_cli.services.contacts import bulk, fields, tags
-from marketing_cli.services.contacts import records as contacts
+from marketing_cli.services.contacts import bulk, fields, records, tags
 
 
 @pytest.fixture
@@ -41,7 +40,7 @@ def run(conn: Any, ws: int, text: str, **kwargs: Any) -> dict[str, Any]:
 def by_email(conn: Any, ws: int, email: str) -> dict[str, Any]:
     row = conn.execute("SELECT id FROM contacts WHERE workspace_id = ? AND email = ?", (ws, email)).fetchone()
     assert row is not None, email
-    return contacts.get_contact(conn, ws, row["id"])
+    return records.get_contact(conn, ws, row["id"])
 
 
 def count(conn: Any, ws: int) -> int:
@@ -132,7 +131,7 @@ def test_bad_rows_are_reported_by_line_while_good_rows_go_in(conn: Any, ws: int)
     assert reasons[8] == "Field 'topics' must be one of: news, deals, tips."
     assert reasons[9].startswith("Field 'country' must be an ISO 3166-1 alpha-2 country code")
     assert reasons[10] == "The status you provided is not valid."
-    assert reasons[11] == contacts.SMS_STATUS_INVALID
+    assert reasons[11] == records.SMS_STATUS_INVALID
     assert reasons[12] == "Email address is required for upsert operation."
     assert reasons[13] == "The row has 2 values; the header has 9 columns."
     assert reasons[15] == "Field 'age' must be a number. Field 'plan' must be one of: free, pro."  # every reason
@@ -175,7 +174,7 @@ def test_required_field_missing_rejects_new_contacts_only(conn: Any, ws: int) ->
 # --- update semantics, duplicates, defaults ------------------------------------------
 
 def test_existing_contacts_get_non_empty_values_merged(conn: Any, ws: int) -> None:
-    contacts.create_contact(conn, ws, {"fields": {"email_address": "ann@example.com", "first_name": "Ann",
+    records.create_contact(conn, ws, {"fields": {"email_address": "ann@example.com", "first_name": "Ann",
                                                   "city": "Paris", "age": 40}, "status": "UNSUBSCRIBED"})
     before = by_email(conn, ws, "ann@example.com")
     result = run(conn, ws, "email,first_name,city,age\nANN@example.com,,Berlin,\n", default_status="CLEANED")
@@ -224,7 +223,7 @@ def test_invalid_default_status_is_refused(conn: Any, ws: int) -> None:
 
 
 def test_import_fires_no_automation_events(conn: Any, ws: int) -> None:
-    contacts.create_contact(conn, ws, {"fields": {"email_address": "a@example.com"}, "status": "SUBSCRIBED"})
+    records.create_contact(conn, ws, {"fields": {"email_address": "a@example.com"}, "status": "SUBSCRIBED"})
     tag = tags.create_tag(conn, ws, {"name": "vip"})
     before = conn.execute("SELECT count(*) FROM contact_events").fetchone()[0]
     run(conn, ws, "email,city,status\na@example.com,Paris,\nb@example.com,Rome,UNCONFIRMED\n", tag_ids=[tag["id"]])
@@ -238,10 +237,10 @@ def test_rows_without_email_are_found_by_phone_when_the_workspace_allows_it(conn
     run(conn, ws, "phone,city\n+1 201 555 0123,Paris\n")
     result = run(conn, ws, "phone,city,age\n(201) 555-0123,,7\n,Rome,\n")
     assert (result["created"], result["updated"]) == (0, 1)
-    assert result["errors"] == [{"line": 3, "reason": contacts.UPSERT_IDENTITY_REQUIRED}]
+    assert result["errors"] == [{"line": 3, "reason": records.UPSERT_IDENTITY_REQUIRED}]
     row = conn.execute("SELECT email, data FROM contacts WHERE phone = '+12015550123'").fetchone()
     assert row["email"] is None and count(conn, ws) == 1
-    contact = contacts.get_contact_by_phone(conn, ws, "+12015550123")
+    contact = records.get_contact_by_phone(conn, ws, "+12015550123")
     assert (contact["fields"]["city"], contact["fields"]["age"]) == ("Paris", 7)
 
 
@@ -251,8 +250,8 @@ def test_a_phone_number_stays_with_one_contact(conn: Any, ws: int) -> None:
                            "x@example.com,+12015550199\ny@example.com,+12015550199\nz@example.com,12\n")
     assert (result["created"], result["updated"]) == (1, 1)
     reasons = {e["line"]: e["reason"] for e in result["errors"]}
-    assert reasons[2] == contacts.PHONE_TAKEN.format(phone="+12015550123")
-    assert reasons[5] == contacts.PHONE_TAKEN.format(phone="+12015550199")
+    assert reasons[2] == records.PHONE_TAKEN.format(phone="+12015550123")
+    assert reasons[5] == records.PHONE_TAKEN.format(phone="+12015550199")
     assert reasons[6].startswith("phone number is invalid")
 
 
@@ -261,7 +260,7 @@ def test_a_phone_number_stays_with_one_contact(conn: Any, ws: int) -> None:
 def test_tag_option_tags_every_imported_contact(conn: Any, ws: int) -> None:
     vip = tags.create_tag(conn, ws, {"name": "vip"})["id"]
     news = tags.create_tag(conn, ws, {"name": "news"})["id"]
-    contacts.create_contact(conn, ws, {"fields": {"email_address": "old@example.com"}, "status": "SUBSCRIBED",
+    records.create_contact(conn, ws, {"fields": {"email_address": "old@example.com"}, "status": "SUBSCRIBED",
                                        "tags": [news]})
     run(conn, ws, "email\nold@example.com\nnew@example.com\nbad\n", tag_ids=[vip, vip])
     assert sorted(t["id"] for t in by_email(conn, ws, "old@example.com")["tags"]) == sorted([vip, news])
@@ -374,14 +373,14 @@ def test_the_lock_is_released_when_an_import_fails(conn: Any, ws: int) -> None:
 def _seed(conn: Any, ws: int) -> None:
     vip = tags.create_tag(conn, ws, {"name": "vip"})["id"]
     news = tags.create_tag(conn, ws, {"name": "news"})["id"]
-    contacts.create_contact(conn, ws, {
+    records.create_contact(conn, ws, {
         "fields": {"email_address": "ann@example.com", "first_name": "Ann", "city": "Paris, FR", "age": 41.5,
                    "vip": True, "birthday": "1985-04-01", "plan": "pro", "topics": ["news", "tips"],
                    "country": "fr", "phone_number": "+33612345678"},
         "status": "UNSUBSCRIBED", "sms_status": "BLOCKED", "tags": [vip, news]})
-    contacts.create_contact(conn, ws, {"fields": {"email_address": "bob@example.com", "age": 7, "vip": False,
+    records.create_contact(conn, ws, {"fields": {"email_address": "bob@example.com", "age": 7, "vip": False,
                                                   "last_name": 'O"Neil'}, "status": "SUBSCRIBED"})
-    contacts.create_contact(conn, ws, {"fields": {"email_address": "cy@example.com"}, "status": "CLEANED",
+    records.create_contact(conn, ws, {"fields": {"email_address": "cy@example.com"}, "status": "CLEANED",
                                        "tags": [news]})
 
 
@@ -424,7 +423,7 @@ def test_export_jsonl_is_the_api_contact_shape_in_created_order(conn: Any, ws: i
     lines = [json.loads(line) for line in out.getvalue().splitlines()]
     assert [c["data"]["email_address"] for c in lines] == ["ann@example.com", "bob@example.com", "cy@example.com"]
     for line in lines:
-        assert line == contacts.get_contact(conn, ws, line["id"])
+        assert line == records.get_contact(conn, ws, line["id"])
     out = io.StringIO()
     bulk.export_contacts(conn, ws, out, fmt="jsonl", fields=["age"])
     assert json.loads(out.getvalue().splitlines()[1])["data"] == {"age": 7}
@@ -461,7 +460,7 @@ def test_export_never_shows_another_workspace(conn: Any, ws: int) -> None:
 def _comparable(conn: Any, ws: int) -> list[dict[str, Any]]:
     views = []
     for row in conn.execute("SELECT id FROM contacts WHERE workspace_id = ? ORDER BY email", (ws,)):
-        view = contacts.get_contact(conn, ws, row["id"])
+        view = records.get_contact(conn, ws, row["id"])
         views.append({"status": view["status"], "sms_status": view["sms_status"], "data": view["data"],
                       "tags": sorted(t["name"] for t in view["tags"])})
     return views

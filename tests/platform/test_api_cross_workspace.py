@@ -521,17 +521,17 @@ def test_an_unmapped_id_member_is_noticed() -> None:
 def test_the_sweep_finds_a_leak(client: Any, conn: sqlite3.Connection,
                                 worlds: tuple[dict[str, Any], dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> None:
     """A tag lookup that forgets the workspace shows A's tag to B: the checks above see it."""
-    from marketing_cli.services.contacts import records as contacts
+    from marketing_cli.services.contacts import records
 
     a, b = worlds
-    real = contacts.tags_by_id
+    real = records.tags_by_id
 
     def careless(conn_: sqlite3.Connection, workspace_id: int, ids: list[int]) -> Any:
         rows = conn_.execute(f"SELECT workspace_id FROM tags WHERE id IN ({', '.join('?' * len(ids))})", ids)
         owners = {r[0] for r in rows} or {workspace_id}
         return real(conn_, owners.pop(), ids)
 
-    monkeypatch.setattr(contacts, "tags_by_id", careless)
+    monkeypatch.setattr(records, "tags_by_id", careless)
     before = owned_rows(conn, a["workspace"]["id"])
     document = client.get("/v1/openapi.json").json()
     sweep = Sweep(document, a, b)

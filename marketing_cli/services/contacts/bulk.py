@@ -4,8 +4,9 @@
   byte named by line and offset before anything is written);
 - services/contacts/columns.py: a CSV header mapped to merge tags, one normaliser per column;
 - services/contacts/rows.py: one CSV row checked and normalised into a contact row;
-- services/contacts/importer.py: CSV import (rows checked, batched upserts, at most
-  MAX_BATCH_SIZE rows per write transaction);
+- services/contacts/importer.py: CSV import (the file read, rows checked, the report);
+- services/contacts/batches.py: the import's batched upserts, at most MAX_BATCH_SIZE rows
+  per write transaction;
 - services/contacts/export.py: CSV / JSON Lines export, streamed in chunks;
 - services/contacts/io_lock.py: the workspace's import/export lock, held by a live
   process (renewed by a thread, expires LOCK_SECONDS after its holder dies).
@@ -14,7 +15,14 @@
 from __future__ import annotations
 
 from marketing_cli.kernel.text_files import NOT_UTF8, count_lines, decode_text, open_text, spool_text
-from marketing_cli.services.contacts.columns import column_normaliser
+from marketing_cli.services.contacts.batches import (
+    BATCH_SIZE,
+    BATCH_SIZE_RANGE,
+    IMPORT_CACHE_KIB,
+    MAX_BATCH_SIZE,
+    check_batch_size,
+)
+from marketing_cli.services.contacts.columns import column_key, column_normaliser, map_columns, parse_column_map
 from marketing_cli.services.contacts.export import (
     EXPORT_CHUNK,
     EXPORT_FORMATS,
@@ -23,18 +31,7 @@ from marketing_cli.services.contacts.export import (
     export_contacts,
     iter_contact_rows,
 )
-from marketing_cli.services.contacts.importer import (
-    BATCH_SIZE,
-    BATCH_SIZE_RANGE,
-    IMPORT_CACHE_KIB,
-    MAX_BATCH_SIZE,
-    MAX_ERRORS,
-    check_batch_size,
-    column_key,
-    import_contacts,
-    map_columns,
-    parse_column_map,
-)
+from marketing_cli.services.contacts.importer import MAX_ERRORS, import_contacts
 from marketing_cli.services.contacts.io_lock import (
     LOCK_SECONDS,
     LOCKED,

@@ -15,14 +15,14 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from marketing_cli.errors import MktError
-from marketing_cli.services.contacts import records, values
+from marketing_cli.services.contacts import values
+from marketing_cli.services.contacts.checks import UNKNOWN_MERGE_TAG
 from marketing_cli.services.contacts.values import EMAIL_TAG, PHONE_TAG, Field, FieldMap
 
 META_COLUMNS = ("status", "sms_status", "tags")
 IGNORED_COLUMNS = ("id", "created_at", "updated_at")
 TAG_SEPARATOR = ";"
 ALIASES = {"email": EMAIL_TAG, "e_mail": EMAIL_TAG, "phone": PHONE_TAG}
-UNKNOWN_TAG = records.UNKNOWN_MERGE_TAG
 MEMO_LIMIT = 100_000
 _SEPARATORS = re.compile(r"[\s-]+")
 
@@ -73,7 +73,7 @@ def map_columns(
     for column, tag in (mapping or {}).items():
         target = tag.strip().lower()
         if target and target not in fields.by_tag and target not in META_COLUMNS:
-            raise MktError(400, UNKNOWN_TAG.format(tag=tag.strip()))
+            raise MktError(400, UNKNOWN_MERGE_TAG.format(tag=tag.strip()))
         overrides[column_key(column)] = target
     names = [column_key(cell) for cell in header]
     missing = [column for column, key in ((c, column_key(c)) for c in (mapping or {})) if key not in names]

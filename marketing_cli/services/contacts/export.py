@@ -16,13 +16,13 @@ from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
 from marketing_cli.errors import MktError
-from marketing_cli.services.contacts import records as contacts
 from marketing_cli.services.contacts import values
-from marketing_cli.services.contacts.importer import TAG_SEPARATOR
+from marketing_cli.services.contacts.checks import UNKNOWN_MERGE_TAG
+from marketing_cli.services.contacts.columns import TAG_SEPARATOR
 from marketing_cli.services.contacts.io_lock import HeldLock
 from marketing_cli.services.contacts.values import EMAIL_TAG, PHONE_TAG, Field, FieldMap
+from marketing_cli.services.contacts.view import render_contacts
 
-UNKNOWN_TAG = contacts.UNKNOWN_MERGE_TAG
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 EXPORT_FORMATS = ("csv", "jsonl")
@@ -129,7 +129,7 @@ class ContactExport:
                 writer.writerows(out_rows)
                 text = buffer.getvalue()
             else:
-                views = contacts.render_contacts(conn, ws, rows, "detail", self.field_map)
+                views = render_contacts(conn, ws, rows, "detail", self.field_map)
                 if self.limited:
                     for view in views:
                         view["data"] = {tag: view["data"].get(tag) for tag in self.wanted}
@@ -157,7 +157,7 @@ def begin_export(conn: sqlite3.Connection, workspace_id: int, *, fmt: str = "csv
         for tag in fields:
             f = field_map.by_tag.get(tag.strip())
             if f is None:
-                raise MktError(400, UNKNOWN_TAG.format(tag=tag.strip()))
+                raise MktError(400, UNKNOWN_MERGE_TAG.format(tag=tag.strip()))
             if f not in chosen:
                 chosen.append(f)
     else:

@@ -1,12 +1,10 @@
-"""Contacts: create, upsert, read (by id, by phone), tag and untag; the contact renderer.
+"""Contacts: create, upsert, read (by id, by phone), tag and untag, one contact at a time.
 
-Storage (schema.sql step 2): email and phone are columns (lookup keys, normalised by
-values.py); every other field value lives in `contacts.data`, a JSON object keyed by the
-field's id as text. `render_contacts` turns rows back into the API's shapes, keyed by
-merge tag, with one query for the tags of all rows.
+How a contact is shown is view.py's (`render_contacts`); how a body's values are checked,
+normalised and completed with defaults is checks.py's. Here: the statuses, the
+endpoints' own messages, and each write in its one transaction.
 
 Rules the specification leaves open, as decided here (docs/api.md, "Contacts"):
-- `data` / `fields` list every field of the workspace, null when the contact has no value.
 - A phone number belongs to at most one contact of a workspace (create answers 409, upsert
   the "different contacts" message), so a lookup by phone is never ambiguous.
 - Full replace (upsert with partial_update false) replaces every field value, the phone
@@ -18,7 +16,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Sequence
 from typing import Any
 
 from marketing_cli.db import transaction
@@ -27,19 +24,19 @@ from marketing_cli.kernel import clock
 from marketing_cli.kernel.ids import new_id, parse_hex_id
 from marketing_cli.kernel.inputs import int_list, member, require_object
 from marketing_cli.services.account import billing
+from marketing_cli.services.contacts.checks import (
+    allows_no_email,
+    check_merge_tags,
+    checked_email,
+    checked_phone,
+    parse_values,
+    require_fields,
+    with_defaults,
+)
 from marketing_cli.services.contacts.events import append_events
 from marketing_cli.services.contacts.tags import tags_by_id
-from marketing_cli.services.contacts.values import (
-    EMAIL_TAG,
-    PHONE_TAG,
-    Field,
-    FieldMap,
-    is_empty,
-    load_fields,
-    normalize_email,
-    normalize_phone,
-    normalize_value,
-)
+from marketing_cli.services.contacts.values import EMAIL_TAG, PHONE_TAG, FieldMap, is_empty, load_fields
+from marketing_cli.services.contacts.view import render_contact, render_contacts
 
 STATUSES = ("SUBSCRIBED", "UNSUBSCRIBED", "UNCONFIRMED", "CLEANED", "COMPLAINED")
 SMS_STATUSES = ("SUBSCRIBED", "UNSUBSCRIBED", "CLEANED", "BLOCKED")
@@ -52,14 +49,11 @@ STATUS_INVALID = "The status you provided is not valid."
 SMS_STATUS_INVALID = ("The SMS status you provided is not valid. Valid SMS statuses are: SUBSCRIBED, UNSUBSCRIBED, "
                       "CLEANED, or BLOCKED.")
 EMAIL_REQUIRED = "An email address is required."
-FIELD_REQUIRED = "Field '{label}' is required."
-UNKNOWN_MERGE_TAG = "We were unable to find a field with the merge_tag {tag}"
 # Upsert Contact
 UPSERT_EMAIL_REQUIRED = "Email address is required for upsert operation."
 UPSERT_IDENTITY_REQUIRED = "A valid email address or phone number is required for upsert operation."
 DIFFERENT_CONTACTS = "The email address and phone number belong to different contacts in your workspace."
 NO_PHONE_FIELD = "Phone field not found in workspace configuration."
-PHONE_INVALID = "phone number is invalid"
 EMAIL_CANNOT_CHANGE = ("The phone number belongs to a contact with a different email address; an email address "
                        "cannot be changed through upsert.")
 # Get Contact by Phone Number
@@ -75,82 +69,8 @@ BILLING_LIMIT = "Billing limit error"
 EMAIL_TAKEN = "A contact with the email address {email} already exists in this workspace."
 PHONE_TAKEN = "A contact with the phone number {phone} already exists in this workspace."
 
-SHAPES = ("full", "detail", "search", "by_phone")
 
-
-# --- rendering -----------------------------------------------------------------------
-
-def _values_by_tag(fields: FieldMap, row: sqlite3.Row) -> dict[str, Any]:
-    raw = row["data"]
-    stored = json.loads(raw) if raw and raw != "{}" else {}
-    out: dict[str, Any] = {}
-    for f in fields.by_tag.values():
-        if f.merge_tag == EMAIL_TAG:
-            out[EMAIL_TAG] = row["email"]
-        elif f.merge_tag == PHONE_TAG:
-            out[PHONE_TAG] = row["phone"]
-        else:
-            out[f.merge_tag] = stored.get(str(f.id))
-    return out
-
-
-def _tags_of(conn: sqlite3.Connection, contact_ids: list[str]) -> dict[str, list[dict[str, Any]]]:
-    tags: dict[str, list[dict[str, Any]]] = {cid: [] for cid in contact_ids}
-    if not contact_ids:
-        return tags
-    for r in conn.execute(
-        "SELECT ct.contact_id, t.id, t.name FROM contact_tags ct JOIN tags t ON t.id = ct.tag_id"
-        " WHERE ct.contact_id IN (SELECT value FROM json_each(?)) ORDER BY ct.contact_id, t.id",
-        (json.dumps(contact_ids),),
-    ):
-        tags[r["contact_id"]].append({"id": r["id"], "name": r["name"]})
-    return tags
-
-
-def render_contacts(conn: sqlite3.Connection, workspace_id: int, rows: Sequence[sqlite3.Row],
-                    shape: str = "full", fields: FieldMap | None = None) -> list[dict[str, Any]]:
-    """The API view of contact rows (`SELECT * FROM contacts ...` rows of this workspace).
-
-    shape: "full" (create, upsert, tags add/remove), "detail" (GET by id: full plus
-    last_opened_at/last_clicked_at), "search" (no sms_status, no score), "by_phone"
-    (values under `fields`). One query loads the tags of all rows.
-    """
-    if shape not in SHAPES:
-        raise ValueError(f"unknown contact shape {shape!r}")
-    fields = fields or load_fields(conn, workspace_id)
-    tags = _tags_of(conn, [r["id"] for r in rows])
-    out = []
-    for r in rows:
-        view: dict[str, Any] = {"id": r["id"], "status": r["status"]}
-        if shape != "search":
-            view["sms_status"] = r["sms_status"] or "SUBSCRIBED"
-            view["score"] = r["score"]
-        view["tags"] = tags[r["id"]]
-        view["fields" if shape == "by_phone" else "data"] = _values_by_tag(fields, r)
-        if shape != "by_phone":
-            view["statistics"] = {
-                "total_opens": r["total_opens"],
-                "total_clicks": r["total_clicks"],
-                "total_bounces": r["total_bounces"],
-                "total_delivered": r["total_delivered"],
-            }
-        if shape != "full":
-            view["last_opened_at"] = r["last_opened_at"]
-            view["last_clicked_at"] = r["last_clicked_at"]
-        view["created_at"] = r["created_at"]
-        view["updated_at"] = r["updated_at"]
-        out.append(view)
-    return out
-
-
-def _render_one(conn: sqlite3.Connection, workspace_id: int, contact_id: str, shape: str,
-                fields: FieldMap | None = None) -> dict[str, Any]:
-    row = conn.execute("SELECT * FROM contacts WHERE id = ? AND workspace_id = ?",
-                       (contact_id, workspace_id)).fetchone()
-    return render_contacts(conn, workspace_id, [row], shape, fields)[0]
-
-
-# --- shared checks -------------------------------------------------------------------
+# --- shared steps --------------------------------------------------------------------
 
 def _status(body: dict[str, Any]) -> str | None:
     status = member(body, "status", str)
@@ -164,78 +84,6 @@ def _sms_status(body: dict[str, Any]) -> str | None:
     if sms_status is not None and sms_status not in SMS_STATUSES:
         raise MktError(400, SMS_STATUS_INVALID)
     return sms_status
-
-
-def _allows_no_email(conn: sqlite3.Connection, workspace_id: int) -> bool:
-    row = conn.execute("SELECT allow_contacts_without_email FROM workspaces WHERE id = ?", (workspace_id,)).fetchone()
-    return bool(row and row[0])
-
-
-def _email(raw: Any) -> str:
-    try:
-        return normalize_email(raw)
-    except ValueError as exc:
-        raise MktError(400, str(exc)) from None
-
-
-def _phone(fields: FieldMap, raw: Any, message: str = PHONE_INVALID) -> str:
-    assert fields.phone is not None
-    try:
-        return normalize_phone(raw, fields.phone.default_region)
-    except ValueError:
-        raise MktError(400, message) from None
-
-
-def _check_known(fields: FieldMap, given: dict[str, Any]) -> None:
-    for tag in given:
-        if tag not in fields.by_tag:
-            raise MktError(400, UNKNOWN_MERGE_TAG.format(tag=tag))
-
-
-def _parse_values(fields: FieldMap, given: dict[str, Any]) -> dict[str, Any]:
-    """{field id as text: stored value or None} for the custom values in `given`."""
-    parsed: dict[str, Any] = {}
-    for tag, raw in given.items():
-        if tag in (EMAIL_TAG, PHONE_TAG):
-            continue
-        f = fields.by_tag[tag]
-        try:
-            parsed[str(f.id)] = normalize_value(f, raw)
-        except ValueError as exc:
-            raise MktError(400, str(exc)) from None
-    return parsed
-
-
-def _default_of(f: Field) -> Any:
-    if f.default_value is None or f.merge_tag in (EMAIL_TAG, PHONE_TAG):
-        return None
-    try:
-        return normalize_value(f, f.default_value)
-    except ValueError:  # the definition changed since the default was set
-        return None
-
-
-def _complete(fields: FieldMap, parsed: dict[str, Any]) -> dict[str, Any]:
-    """Create / full replace: the given values plus defaults for fields without one."""
-    data = {k: v for k, v in parsed.items() if v is not None}
-    for f in fields.by_tag.values():
-        key = str(f.id)
-        if key not in data:
-            default = _default_of(f)
-            if default is not None:
-                data[key] = default
-    return data
-
-
-def _require(fields: FieldMap, data: dict[str, Any], phone: str | None, only: Iterable[str] | None = None) -> None:
-    """Every required field (email aside: its own rules) has a value; `only` limits the check."""
-    wanted = set(only) if only is not None else None
-    for f in fields.by_tag.values():
-        if not f.required or f.merge_tag == EMAIL_TAG or (wanted is not None and f.merge_tag not in wanted):
-            continue
-        has = phone is not None if f.merge_tag == PHONE_TAG else data.get(str(f.id)) is not None
-        if not has:
-            raise MktError(400, FIELD_REQUIRED.format(label=f.label))
 
 
 def _dump(data: dict[str, Any]) -> str:
@@ -287,13 +135,13 @@ def create_contact(conn: sqlite3.Connection, workspace_id: int, body: Any) -> di
         fields = load_fields(conn, workspace_id)
         email_raw = given.get(EMAIL_TAG)
         phone_raw = given.get(PHONE_TAG) if fields.phone else None
-        if is_empty(email_raw) and (is_empty(phone_raw) or not _allows_no_email(conn, workspace_id)):
+        if is_empty(email_raw) and (is_empty(phone_raw) or not allows_no_email(conn, workspace_id)):
             raise MktError(400, EMAIL_REQUIRED)
-        _check_known(fields, given)
-        email = None if is_empty(email_raw) else _email(email_raw)
-        phone = None if is_empty(phone_raw) else _phone(fields, phone_raw)
-        data = _complete(fields, _parse_values(fields, given))
-        _require(fields, data, phone)
+        check_merge_tags(fields, given)
+        email = None if is_empty(email_raw) else checked_email(email_raw)
+        phone = None if is_empty(phone_raw) else checked_phone(fields, phone_raw)
+        data = with_defaults(fields, parse_values(fields, given))
+        require_fields(fields, data, phone)
         tags_by_id(conn, workspace_id, tag_ids)
         if email is not None and _find(conn, workspace_id, "email", email) is not None:
             raise MktError(409, EMAIL_TAKEN.format(email=email))
@@ -301,7 +149,7 @@ def create_contact(conn: sqlite3.Connection, workspace_id: int, body: Any) -> di
             raise MktError(409, PHONE_TAKEN.format(phone=phone))
         contact_id = _insert(conn, workspace_id, email=email, phone=phone, status=status, sms_status=sms_status,
                              data=data, tag_ids=tag_ids)
-        return _render_one(conn, workspace_id, contact_id, "full", fields)
+        return render_contact(conn, workspace_id, contact_id, "full", fields)
 
 
 # --- upsert --------------------------------------------------------------------------
@@ -326,16 +174,16 @@ def upsert_contact(conn: sqlite3.Connection, workspace_id: int, body: Any) -> di
         if is_empty(phone_raw) and not is_empty(inner_phone):
             phone_raw = inner_phone  # fields.phone_number counts when there is no top-level one
         if is_empty(email_raw):
-            if not _allows_no_email(conn, workspace_id):
+            if not allows_no_email(conn, workspace_id):
                 raise MktError(400, UPSERT_EMAIL_REQUIRED)
             if is_empty(phone_raw):
                 raise MktError(400, UPSERT_IDENTITY_REQUIRED)
         if not is_empty(phone_raw) and fields.phone is None:
             raise MktError(400, NO_PHONE_FIELD)
-        email = None if is_empty(email_raw) else _email(email_raw)
-        phone = None if is_empty(phone_raw) else _phone(fields, phone_raw)
-        _check_known(fields, given)
-        parsed = _parse_values(fields, given)
+        email = None if is_empty(email_raw) else checked_email(email_raw)
+        phone = None if is_empty(phone_raw) else checked_phone(fields, phone_raw)
+        check_merge_tags(fields, given)
+        parsed = parse_values(fields, given)
         tag_names = tags_by_id(conn, workspace_id, tag_ids or [])
 
         by_email = _find(conn, workspace_id, "email", email)
@@ -347,15 +195,15 @@ def upsert_contact(conn: sqlite3.Connection, workspace_id: int, body: Any) -> di
             raise MktError(400, EMAIL_CANNOT_CHANGE)
 
         if row is None:
-            data = _complete(fields, parsed)
-            _require(fields, data, phone)
+            data = with_defaults(fields, parsed)
+            require_fields(fields, data, phone)
             contact_id = _insert(conn, workspace_id, email=email, phone=phone, status=status or "SUBSCRIBED",
                                  sms_status=sms_status, data=data, tag_ids=tag_ids or [])
         else:
             contact_id = row["id"]
             _update(conn, workspace_id, fields, row, email=email, phone=phone, parsed=parsed, given=given,
                     status=status, sms_status=sms_status, tag_ids=tag_ids, tag_names=tag_names, partial=partial)
-        return _render_one(conn, workspace_id, contact_id, "full", fields)
+        return render_contact(conn, workspace_id, contact_id, "full", fields)
 
 
 def _update(conn: sqlite3.Connection, workspace_id: int, fields: FieldMap, row: sqlite3.Row, *,
@@ -371,12 +219,12 @@ def _update(conn: sqlite3.Connection, workspace_id: int, fields: FieldMap, row: 
             else:
                 data[key] = value
         new_phone = phone if phone is not None else row["phone"]
-        _require(fields, data, new_phone, only=given)
+        require_fields(fields, data, new_phone, only=given)
         new_status = status or row["status"]
     else:
-        data = _complete(fields, parsed)
+        data = with_defaults(fields, parsed)
         new_phone = phone
-        _require(fields, data, new_phone)
+        require_fields(fields, data, new_phone)
         new_status = status or "SUBSCRIBED"
         if tag_ids is None:
             tag_ids = []  # full replace: tags left out means no tags
@@ -440,7 +288,7 @@ def get_contact_by_phone(conn: sqlite3.Connection, workspace_id: int, phone_numb
     fields = load_fields(conn, workspace_id)
     if fields.phone is None:
         raise MktError(404, BY_PHONE_NOT_FOUND)
-    row = _find(conn, workspace_id, "phone", _phone(fields, phone_number, BY_PHONE_INVALID))
+    row = _find(conn, workspace_id, "phone", checked_phone(fields, phone_number, BY_PHONE_INVALID))
     if row is None:
         raise MktError(404, BY_PHONE_NOT_FOUND)
     return render_contacts(conn, workspace_id, [row], "by_phone", fields)[0]
@@ -487,4 +335,4 @@ def _change_tags(conn: sqlite3.Connection, workspace_id: int, contact_id: Any, b
             conn.execute("UPDATE contacts SET updated_at = ? WHERE id = ?", (clock.now(), row["id"]))
             kind = "TAG_ADDED" if add else "TAG_REMOVED"
             append_events(conn, workspace_id, row["id"], [(kind, {"tag_id": t, "tag_name": names[t]}) for t in changed])
-        return _render_one(conn, workspace_id, row["id"], "full")
+        return render_contact(conn, workspace_id, row["id"], "full")

@@ -22,13 +22,13 @@ from marketing_cli.kernel import clock
 from marketing_cli.kernel.ids import parse_int_id
 from marketing_cli.kernel.inputs import require_object, required_text
 from marketing_cli.services.account import billing
-from marketing_cli.services.contacts.records import render_contacts
 from marketing_cli.services.contacts.segment_filters import (
     count_matching,
     filters_json,
     member_query,
     validate_filters,
 )
+from marketing_cli.services.contacts.view import render_contacts
 
 INVALID_BODY = "Invalid request body."
 NAME_MISSING = "Please provide a name for this segment"
