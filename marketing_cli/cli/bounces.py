@@ -7,7 +7,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from marketing_cli.cli.output import JsonOption, emit, table, usage_error
+from marketing_cli.cli import output
+from marketing_cli.cli.output import JsonOption, emit, table
 from marketing_cli.cli.registry import HELP
 from marketing_cli.cli.state import state
 
@@ -39,23 +40,27 @@ def bounces_import(
     files: Annotated[list[Path], typer.Argument(metavar="FILE.eml...", help="RFC 3464 DSNs and RFC 5965 abuse reports.")],
     as_json: JsonOption = False,
 ) -> None:
-    """Read bounce (DSN) and complaint (ARF) reports and apply them, all or nothing."""
+    """Read bounce (DSN) and complaint (ARF) reports and apply them; a bad file fails alone (exit 1)."""
     from marketing_cli.services.email import bounces
 
-    loaded = []
-    for path in files:
-        try:
-            loaded.append((str(path), path.read_bytes()))
-        except OSError as exc:
-            raise usage_error(f"Cannot read {path}: {exc.strerror}.") from None
     s = state(ctx)
-    result = bounces.import_reports(s.conn(), s.workspace_id(), loaded)
+    result = bounces.import_report_files(s.conn(), s.workspace_id(), files)
 
     def human(r: dict) -> object:
         rows = [(f["file"], e.get("email_address") or "-", e.get("type", "-"),
                  e.get("contact_status", e.get("reason", "")) if e.get("applied") else e.get("reason", ""))
-                for f in r["files"] for e in (f["entries"] or [{"reason": f["error"]}])]
+                for f in r["files"] for e in (f["entries"] or [{"reason": _file_result(f)}])]
+        title = f"{r['applied']} applied: {r['hard']} hard, {r['soft']} soft, {r['complaints']} complaints"
         return table(["file", "address", "type", "result"], rows,
-                     title=f"{r['applied']} applied: {r['hard']} hard, {r['soft']} soft, {r['complaints']} complaints")
+                     title=title + (f"; {r['failed']} of {len(r['files'])} files failed" if r.get("failed") else ""))
 
     emit(result, as_json, human)
+    failed = [f for f in result["files"] if f.get("failed")]
+    for f in failed:
+        output.err_console.print(f"{f['file']}: {f['error']}", markup=False, soft_wrap=True)
+    if failed:
+        raise typer.Exit(1)
+
+
+def _file_result(file: dict) -> str:
+    return f"failed: {file['error']}" if file.get("failed") else file["error"]

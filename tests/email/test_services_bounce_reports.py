@@ -6,15 +6,25 @@ from __future__ import annotations
 import email
 from email.message import EmailMessage
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from marketing_cli.errors import MktError
+from marketing_cli.services.email import bounce_reports
 from marketing_cli.services.email.bounce_reports import (
+    MAX_MIME_DEPTH,
+    MAX_MIME_PARTS,
+    MAX_REPORT_BYTES,
     NO_FEEDBACK_PART,
     NO_STATUS_PART,
     NOT_A_REPORT,
+    TOO_DEEP,
+    TOO_LARGE,
+    TOO_MANY_PARTS,
     message_id,
     parse_report,
+    read_report,
 )
 
 REPORTS = Path(__file__).parent.parent / "data" / "reports"
@@ -223,3 +233,94 @@ def test_mangled_reports_never_raise() -> None:
         result = parse_report(bytes(data))
         assert set(result) == {"report_type", "bounces", "error"}
         assert all(b["type"] in ("hard", "soft", "complaint") for b in result["bounces"])
+
+
+# --- untrusted files: size, depth and part limits ------------------------------------------------
+
+def nested_multiparts(depth: int) -> bytes:
+    """A message whose multipart/mixed parts nest `depth` levels, the message being the first."""
+    heads = "".join(f'Content-Type: multipart/mixed; boundary="b{i}"\n\n--b{i}\n' for i in range(depth - 1))
+    tails = "".join(f"\n--b{i}--\n" for i in reversed(range(depth - 1)))
+    return (heads + "Content-Type: text/plain\n\nhello\n" + tails).encode()
+
+
+def nested_messages(depth: int) -> bytes:
+    return b"Content-Type: message/rfc822\n\n" * (depth - 1) + b"Subject: innermost\n\nhello\n"
+
+
+def forwarded(report: bytes, times: int) -> bytes:
+    """The report attached (message/rfc822) to a forward, that forward to another ... (2 levels each)."""
+    for _ in range(times):
+        forward = EmailMessage()
+        forward["Subject"] = "Fwd: Undelivered Mail Returned to Sender"
+        forward.set_content("See the attached bounce.")
+        forward.add_attachment(email.message_from_bytes(report))
+        report = forward.as_bytes()
+    return report
+
+
+def refusal(data: bytes) -> str:
+    with pytest.raises(MktError) as refused:
+        parse_report(data)
+    assert refused.value.status == 400
+    return refused.value.message
+
+
+@pytest.mark.parametrize("build", [nested_multiparts, nested_messages])
+def test_thousands_of_nested_levels_are_refused_not_a_recursion_error(build: Any) -> None:
+    # Before the limit: RecursionError (a traceback that ended the whole import) from about 1,000 levels.
+    for depth in (5_000, 50_000):
+        assert refusal(build(depth)) == TOO_DEEP == "The report nests MIME parts more than 16 levels deep."
+
+
+@pytest.mark.parametrize("build", [nested_multiparts, nested_messages])
+def test_the_depth_limit_is_exact(build: Any) -> None:
+    assert parse_report(build(MAX_MIME_DEPTH))["error"] == NOT_A_REPORT  # read, and not a report
+    assert refusal(build(MAX_MIME_DEPTH + 1)) == TOO_DEEP
+
+
+def test_a_report_forwarded_within_the_depth_limit_is_read() -> None:
+    # postfix_hard.eml nests 3 levels (report, delivery-status, its field blocks); each forward adds 2
+    report = load("postfix_hard.eml")
+    assert only(parse_report(forwarded(report, 6)))["email_address"] == "nobody@example.org"  # 15 levels
+    assert refusal(forwarded(report, 7)) == TOO_DEEP
+
+
+def test_a_huge_number_of_parts_is_refused_quickly() -> None:
+    # 800,000 empty parts in 3.8 MiB: before the limit the email package spent minutes and GiBs on them.
+    data = b'Content-Type: multipart/mixed; boundary="b"\n\n' + b"--b\n\n" * 800_000 + b"--b--\n"
+    assert len(data) < MAX_REPORT_BYTES
+    assert refusal(data) == TOO_MANY_PARTS == "The report has more than 1,000 MIME parts."
+
+
+def test_the_part_limit_counts_every_part_and_every_delivery_status_block() -> None:
+    def parts(n: int) -> bytes:  # the message and n - 1 parts
+        return b'Content-Type: multipart/mixed; boundary="b"\n\n' + b"--b\n\nx\n" * (n - 1) + b"--b--\n"
+
+    assert parse_report(parts(MAX_MIME_PARTS))["error"] == NOT_A_REPORT
+    assert refusal(parts(MAX_MIME_PARTS + 1)) == TOO_MANY_PARTS
+    block = b"Final-Recipient: rfc822; a@example.org\nAction: failed\nStatus: 5.1.1\n\n"
+    dsn = load("postfix_hard.eml").replace(b"Final-Recipient: rfc822; nobody@example.org\n",
+                                           block * MAX_MIME_PARTS + b"Final-Recipient: rfc822; nobody@example.org\n")
+    assert refusal(dsn) == TOO_MANY_PARTS
+
+
+def test_an_oversize_file_is_refused_without_parsing(monkeypatch: pytest.MonkeyPatch) -> None:
+    report = load("postfix_hard.eml")
+    notice = b"I'm sorry to have to inform you"
+    exactly = report.replace(notice, notice + b"." * (MAX_REPORT_BYTES - len(report)))
+    assert len(exactly) == MAX_REPORT_BYTES
+    assert only(parse_report(exactly))["email_address"] == "nobody@example.org"
+    monkeypatch.setattr(bounce_reports._BoundedParser, "feed", lambda self, data: pytest.fail("parsed"))
+    assert refusal(exactly + b".") == TOO_LARGE == "The report is larger than 4 MiB."
+
+
+def test_read_report_reads_one_byte_past_the_limit_at_most(tmp_path: Path) -> None:
+    huge = tmp_path / "huge.eml"
+    with huge.open("wb") as handle:
+        handle.truncate(10 * MAX_REPORT_BYTES)  # sparse: costs no disk
+    assert len(read_report(huge)) == MAX_REPORT_BYTES + 1
+    assert read_report(REPORTS / "postfix_hard.eml") == load("postfix_hard.eml")
+    for path, reason in ((tmp_path / "missing.eml", "No such file or directory"), (tmp_path, "Is a directory")):
+        with pytest.raises(MktError, match=f"^The file cannot be read: {reason}.$"):
+            read_report(path)

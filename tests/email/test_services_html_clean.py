@@ -153,6 +153,112 @@ def test_style_elements_keep_their_rules() -> None:
     assert clean_html(style + "<p>x</p>") == style + "<p>x</p>"
 
 
+# --- CSS: one rule for <style> elements and style attributes (css_clean.py) ----------------------
+
+REFUSED_CSS = [
+    "background:url(javascript:alert(1))",
+    "background-image:url('JaVaScRiPt:alert(1)')",
+    r"background:url(\6a avascript:alert(1))",
+    r"x:\6a avascript:alert(1)",
+    "background:url(vbscript:msgbox(1))",
+    "background:url(data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==)",
+    "width:expression(alert(1))",
+    "width:expression/**/(alert(1))",
+    "width:ex/**/pression(alert(1))",
+    r"width:\65xpression(alert(1))",
+    "behavior:url(https://evil.example/x.htc)",
+    "*behavior:url(x.htc)",
+    r"beh\61vior:url(x.htc)",
+    "-moz-binding:url(https://evil.example/x.xml#xss)",
+    "@import url(https://evil.example/x.css)",
+    r"@\69mport 'https://evil.example/x.css'",
+]
+
+
+@pytest.mark.parametrize("css", REFUSED_CSS)
+def test_refused_css_goes_from_style_elements(css: str) -> None:
+    html = f"<style>p{{color:red;{css};margin:0}}</style><p>x</p>"
+    assert clean_html(html) == "<style>p{color:red;margin:0}</style><p>x</p>"
+
+
+@pytest.mark.parametrize("css", REFUSED_CSS)
+def test_refused_css_goes_from_style_attributes(css: str) -> None:
+    html = f'<p style="color:red;{css};margin:0">x</p>'.replace('"j', "&quot;j")
+    assert clean_html(html) == '<p style="color:red;margin:0">x</p>'
+
+
+@pytest.mark.parametrize("css", REFUSED_CSS)
+def test_refused_css_goes_inside_conditional_comments(css: str) -> None:
+    html = f'<!--[if mso]><style>p{{color:red;{css}}}</style><td style="{css};width:5px">x</td><![endif]-->'
+    assert clean_html(html) == '<!--[if mso]><style>p{color:red;}</style><td style="width:5px">x</td><![endif]-->'
+
+
+def test_import_rules_go_from_the_head() -> None:
+    html = ('<html><head><style>@import url(https://evil.example/x.css);\n@media screen { @import "y.css"; '
+            "p { margin: 0 } }</style></head><body>x</body></html>")
+    assert "<style>\n@media screen {  p { margin: 0 } }</style>" in clean_html(html)
+
+
+def test_a_style_attribute_left_with_no_declaration_goes() -> None:
+    assert clean_html('<p style="behavior:url(x.htc)">x</p>') == "<p>x</p>"
+    assert clean_html('<p style=" width : expression(1) ; ">x</p>') == "<p>x</p>"
+    assert clean_html('<p style="">x</p>') == '<p style="">x</p>'  # nothing was removed: kept as it was
+
+
+def test_safe_css_is_kept_byte_for_byte() -> None:
+    style = ("<style>/* brand */ .a{background:url(https://cdn.example/bg.png) no-repeat;font-family:'Segoe UI',Arial}"
+             "\n.\\31 0col { width: 10% } td{background-image:url(images/x.jpg)} .b{color:{{contact.color}}}"
+             "\n@font-face{font-family:X;src:url(https://f.example/x.woff2) format('woff2')}</style>")
+    assert clean_html(style + "<p>x</p>") == style + "<p>x</p>"
+    attribute = '<td style="background:url(https://cdn.example/a.png);BACKGROUND-COLOR : #FFF ; /* x */">y</td>'
+    assert attribute in clean_html(f"<table><tr>{attribute}</tr></table>")
+
+
+# --- every real layout: the same output as before CSS was cleaned ------------------------------------
+#
+# tests/data/email_templates/cleaned/ holds each layout as the cleaner of commit 2584e03 (before
+# style sheets were cleaned) wrote it; the only difference allowed is a removed refused construct.
+
+TEMPLATE_NAMES = sorted(path.name for path in TEMPLATES.glob("*.html"))
+STYLE_ELEMENT = re.compile(r"(<style\b[^>]*>)(.*?)(</style>)", re.S)
+STYLE_ATTRIBUTE = re.compile(r'(\sstyle=")([^"]*)(")')
+RULE_BLOCK = re.compile(r"((?:^|(?<=[{};]))[^{};]*\{)")
+POISON_RULES = ("@import url(https://evil.example/x.css);@\\69mport 'y.css';@im/**/port url(z.css);"
+                "@-moz-document url(javascript:alert(1)){p{color:red}}@namespace x url(vbscript:x);")
+POISON_DECLARATIONS = ("x:expression(alert(1));b:url(\\6a avascript:alert(1));-moz-binding:url(x.xml#a);"
+                       "w:expression/**/(1);background:url(data:text/html,x);")
+
+
+def poison(html: str) -> str:
+    """Refused rules at the start of every style sheet, refused declarations at the start of
+    every rule's block and of every style attribute."""
+    def sheet(match: re.Match[str]) -> str:
+        css = RULE_BLOCK.sub(lambda m: m.group(1) + ("" if "@" in m.group(1) else POISON_DECLARATIONS), match.group(2))
+        return match.group(1) + POISON_RULES + css + match.group(3)
+
+    html = STYLE_ELEMENT.sub(sheet, html)
+    return STYLE_ATTRIBUTE.sub(lambda m: m.group(1) + POISON_DECLARATIONS.replace('"', "&quot;") + m.group(2)
+                               + m.group(3), html)
+
+
+@pytest.mark.parametrize("name", TEMPLATE_NAMES)
+def test_real_layouts_come_out_as_before(name: str) -> None:
+    original = read_template(name)
+    cleaned = clean_html(original)
+    assert cleaned == (TEMPLATES / "cleaned" / name).read_text(encoding="utf-8")
+    for css in [m.group(2) for m in STYLE_ELEMENT.finditer(original)]:
+        assert css in cleaned  # every style sheet, every rule as written
+    for css in [m.group(2) for m in STYLE_ATTRIBUTE.finditer(original)]:
+        assert f'style="{css}"' in cleaned
+
+
+@pytest.mark.parametrize("name", TEMPLATE_NAMES)
+def test_poisoned_real_layouts_lose_only_the_poison(name: str) -> None:
+    poisoned = poison(read_template(name))
+    assert poisoned.count("expression(alert(1))") >= 5 and "@import" in poisoned
+    assert clean_html(poisoned) == (TEMPLATES / "cleaned" / name).read_text(encoding="utf-8")
+
+
 def test_document_shell_is_kept() -> None:
     html = ('<!DOCTYPE html><html lang="en" xmlns:v="urn:schemas-microsoft-com:vml"><head><meta charset="utf-8">'
             '<title>T</title></head><body bgcolor="#ffffff" class="b" style="margin:0"><p>x</p></body></html>')

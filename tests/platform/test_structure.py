@@ -35,7 +35,7 @@ DISTRIBUTIONS = {
     "sqlite_utils": "sqlite-utils", "phonenumbers": "phonenumbers", "nh3": "nh3", "dateutil": "python-dateutil",
     "platformdirs": "platformdirs", "httpx": "httpx", "email_validator": "email-validator", "dns": "dnspython",
     "cryptography": "cryptography", "orjson": "orjson", "idna": "idna", "ua_parser": "ua-parser",
-    "maxminddb": "maxminddb", "certifi": "certifi", "httptools": "httptools",
+    "maxminddb": "maxminddb", "certifi": "certifi", "httptools": "httptools", "tinycss2": "tinycss2",
 }
 
 # Layer of a module, by its longest matching prefix; what each layer may import besides itself.

@@ -9,11 +9,14 @@ docs/templates.md lists what is removed and what is kept; in short:
   `<button>`, `<select>`, `<textarea>` tags (their text stays); every `on*` attribute;
   any URL attribute (`href`, `src`, `action`, `formaction`, `background`, ...) whose scheme
   is not http, https, mailto, tel, sms or cid, read the way a browser reads it (entities
-  decoded, case folded, whitespace and control characters removed); a `style` attribute
-  that calls `expression(` or `javascript:`; every ordinary HTML comment.
+  decoded, case folded, whitespace and control characters removed); in `<style>` elements
+  and `style` attributes alike, the CSS that can run code or fetch a style sheet
+  (`expression(`, `javascript:`, `url()` with a scheme other than http(s), `@import`,
+  `behavior`, `-moz-binding`: css_clean.py, which reads escapes and comments first); every
+  ordinary HTML comment.
 - kept: the document shell (doctype, `<html>` with its `lang` / `xmlns:*`, `<head>` with
   `<meta>`, `<title>`, `<style>` and stylesheet `<link>`s, `<body>` with its presentational
-  attributes), `<style>` rules as written (media queries included), `class`, `style`, `id`,
+  attributes), every other CSS rule and declaration byte for byte (media queries included), `class`, `style`, `id`,
   `role`, `aria-*`, `data-*`, the table attributes (border, cellpadding, cellspacing, width,
   height, align, valign, bgcolor, background ...), every http(s) link and image, all text,
   `{{merge tags}}`, and Outlook conditional comments.
@@ -41,6 +44,8 @@ import re
 from html.parser import HTMLParser
 
 import nh3
+
+from marketing_cli.services.email.css_clean import clean_declarations, clean_style_sheet, safe_url, squeeze
 
 # Tags whose element and content both go.
 REMOVED_WITH_CONTENT = frozenset({
@@ -85,10 +90,6 @@ URL_ATTRIBUTES = frozenset({
     "dynsrc", "data", "codebase", "xlink:href", "usemap", "profile", "manifest", "srcset", "o:href",
 })
 URL_SCHEMES = frozenset({"http", "https", "mailto", "tel", "sms", "cid"})
-_INVISIBLE = re.compile(r"[\x00-\x20\x7f-\x9f\u00ad\u200b-\u200f\u2028\u2029\u2060-\u2064\ufeff]+")
-_SCHEME = re.compile(r"([a-z][a-z0-9+.\-]*):")
-_MERGE_TAG = re.compile(r"\{\{[^{}]*\}\}")
-_ACTIVE_CSS = re.compile(r"expression\(|javascript:|vbscript:|-moz-binding|behavior:")
 
 PREVIEW_SPAN = (
     '<span class="mkt-preview-text" style="display:none !important;visibility:hidden;mso-hide:all;'
@@ -99,22 +100,9 @@ PREVIEW_SPAN = (
 
 def _safe_url(value: str) -> bool:
     """True for a URL a browser would not run: http(s), mailto, tel, sms, cid, or relative
-    (`#top`, `/x`, `{{unsubscribe_url}}`). Read the way a browser reads it: the parser has
-    already decoded entities; whitespace, control and invisible characters go, case folds.
-    A merge tag may hold a colon (`{{contact.site|default:https://a.example}}`): the URL is
-    also accepted when what is left without its merge tags is safe."""
-    return _safe_plain_url(value) or _safe_plain_url(_MERGE_TAG.sub("", value))
-
-
-def _safe_plain_url(value: str) -> bool:
-    squeezed = _INVISIBLE.sub("", value).lower()
-    scheme = _SCHEME.match(squeezed)
-    if scheme is None:
-        # No scheme before the first ':' (a relative URL), but a colon before any '/', '?' or
-        # '#' means a scheme the regex did not accept (`java\x01script:` squeezed is caught above).
-        head = re.split(r"[/?#]", squeezed, maxsplit=1)[0]
-        return ":" not in head
-    return scheme.group(1) in URL_SCHEMES
+    (`#top`, `/x`, `{{unsubscribe_url}}`), read as css_clean.safe_url reads it (the parser has
+    already decoded entities)."""
+    return safe_url(value, URL_SCHEMES)
 
 
 def _safe_srcset(value: str) -> bool:
@@ -129,11 +117,19 @@ def _filter_attribute(tag: str, attribute: str, value: str) -> str | None:
         return value if _safe_srcset(value) else None
     if name in URL_ATTRIBUTES:
         return value if _safe_url(value) else None
-    if name == "style" and _ACTIVE_CSS.search(_INVISIBLE.sub("", value).lower()):
-        return None
-    if name == "http-equiv" and _INVISIBLE.sub("", value).lower() == "refresh":
+    if name == "style":
+        return _clean_style_attribute(value)
+    if name == "http-equiv" and squeeze(value) == "refresh":
         return None
     return value
+
+
+def _clean_style_attribute(value: str) -> str | None:
+    """The declarations css_clean keeps; no attribute when the cleaning left none."""
+    cleaned = clean_declarations(value)
+    if cleaned != value and not cleaned.strip(" \t\r\n\f;"):
+        return None
+    return cleaned
 
 
 def _cleaner(tags: frozenset[str] | set[str], attributes: dict[str, set[str]]) -> nh3.Cleaner:
@@ -154,22 +150,27 @@ _HTML_TAG = _cleaner({"div"}, {"div": set(HTML_ATTRIBUTES)})
 _BODY_TAG = _cleaner({"div"}, {"div": set(BODY_ATTRIBUTES)})
 
 
-# --- comments -----------------------------------------------------------------------------
+# --- comments and style sheets -----------------------------------------------------------
 
-# In nh3's output, text and attribute values have `<` escaped, so every `<` opens a tag or a
-# comment; only <style> holds raw text (where `<!--` is CSS, not a comment).
-_OUTPUT_TOKEN = re.compile(r"<!--(.*?)-->|<style\b[^>]*>.*?</style\s*>|<[^>]*>", re.S | re.I)
+# In nh3's output, text and attribute values have `<` and `>` escaped, so every `<` opens a
+# tag or a comment; only <style> holds raw text (where `<!--` is CSS, not a comment), and it
+# ends at the first `</style` (the parser ended the element there).
+_OUTPUT_TOKEN = re.compile(r"<!--(.*?)-->|(<style\b[^>]*>)(.*?)(</style\s*>)|<[^>]*>", re.S | re.I)
 _CONDITION = r"\[if\s+[!\w\s()&|]+\]"
 _DOWNLEVEL_HIDDEN = re.compile(r"(" + _CONDITION + r">)(.*)(<!\[endif\])", re.S | re.I)
 _REVEALED_OPEN = re.compile(_CONDITION + r"><!(?:--)?", re.I)
 _REVEALED_CLOSE = re.compile(r"<!\[endif\]", re.I)
 
 
-def _clean_comments(cleaned: str) -> str:
-    if "<!--" not in cleaned:
+def _clean_output(cleaned: str) -> str:
+    """nh3's output with its comments cleaned (conditional ones kept, cleaned inside) and the
+    CSS of its `<style>` elements cleaned."""
+    if "<!--" not in cleaned and "<style" not in cleaned:
         return cleaned
 
     def replace(match: re.Match[str]) -> str:
+        if match.group(2) is not None:
+            return match.group(2) + clean_style_sheet(match.group(3)) + match.group(4)
         data = match.group(1)
         if data is None:
             return match.group(0)
@@ -200,6 +201,12 @@ class _ConditionalCleaner(HTMLParser):
         self.out: list[str] = []
         self.skipping: list[str] = []
         self.names: dict[str, str] = {}  # the name as written (`o:PixelsPerInch`), for end tags
+        self.css: list[str] = []  # a <style> element's text, which may come in several pieces
+
+    def flush_css(self) -> None:
+        if self.css:
+            self.out.append(clean_style_sheet("".join(self.css)))
+            self.css = []
 
     def _allowed(self, tag: str) -> bool:
         return tag in _CONDITIONAL_TAGS or _OFFICE_TAG.fullmatch(tag) is not None
@@ -235,6 +242,7 @@ class _ConditionalCleaner(HTMLParser):
         self._start(tag, attrs, "/")
 
     def handle_endtag(self, tag: str) -> None:
+        self.flush_css()
         if self.skipping:
             if tag == self.skipping[-1]:
                 self.skipping.pop()
@@ -246,7 +254,7 @@ class _ConditionalCleaner(HTMLParser):
         if self.skipping:
             return
         if self.cdata_elem == "style":
-            self.out.append(data)
+            self.css.append(data)
         else:
             self.out.append(data.replace("<", "&lt;").replace(">", "&gt;"))
 
@@ -263,6 +271,7 @@ def _clean_conditional(inner: str) -> str:
     parser = _ConditionalCleaner()
     parser.feed(inner)
     parser.close()
+    parser.flush_css()
     return "".join(parser.out)
 
 
@@ -304,19 +313,19 @@ def clean_html(html: str) -> str:
     """The HTML with every active part removed and everything else kept (module docstring)."""
     body_open = _body_open(html)
     if body_open is None:
-        return _clean_comments(_CONTENT.clean(html))
+        return _clean_output(_CONTENT.clean(html))
     doctype = _DOCTYPE.match(html)
     prelude = html[doctype.end() if doctype else 0:body_open.start()]
     html_open = _HTML_OPEN.search(prelude)
     closes = [m.start() for m in _BODY_CLOSE.finditer(html, body_open.end())]
     body = html[body_open.end():closes[-1] if closes else len(html)]
-    head = _clean_comments(_CONTENT.clean(_SHELL_TAGS.sub(_drop_shell_tag, prelude))).strip()
+    head = _clean_output(_CONTENT.clean(_SHELL_TAGS.sub(_drop_shell_tag, prelude))).strip()
     html_attributes = _clean_attributes(html_open.group(1), _HTML_TAG) if html_open else ""
     body_attributes = _clean_attributes(body_open.group(2), _BODY_TAG)
     return (
         (doctype.group(1) + "\n" if doctype else "")
         + f"<html{html_attributes}>\n<head>\n{head}\n</head>\n"
-        + f"<body{body_attributes}>{_clean_comments(_CONTENT.clean(body))}</body>\n</html>\n"
+        + f"<body{body_attributes}>{_clean_output(_CONTENT.clean(body))}</body>\n</html>\n"
     )
 
 
