@@ -138,7 +138,7 @@ SEGMENT = obj({"id": INT_ID, "name": {"type": "string", "maxLength": 64}}, ("id"
 SEGMENT_FILTERS = obj({"condition": enum(("AND", "OR")),
                        "filters": array(SEGMENT_FILTER, maxItems=segment_filters.MAX_FILTERS)})
 CAMPAIGN = obj({"id": HEX_ID, "name": {"type": "string"}, "type": enum(campaigns.TYPES),
-                "status": enum(campaigns.STATUSES),
+                "status": enum(campaigns.STATUSES), "status_detail": {"type": ["string", "null"]},
                 "variants": array(obj({"id": HEX_ID, "type": enum(campaigns.VARIANT_TYPES)}, ("id", "type"))),
                 "created_at": TIMESTAMP, "updated_at": TIMESTAMP}, ("id", "name", "type", "status", "variants"))
 # PATCH .../configure answers the configuration view: the campaign without its status.

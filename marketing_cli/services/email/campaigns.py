@@ -155,8 +155,9 @@ def configuration_view(conn: sqlite3.Connection, row: sqlite3.Row,
 
 def campaign_view(conn: sqlite3.Connection, row: sqlite3.Row,
                   variants: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """The configuration view plus status, scheduled_at and timestamps (create, get, list)."""
-    return {**configuration_view(conn, row, variants), "status": row["status"],
+    """The configuration view plus status, status_detail (why a campaign went back to DRAFT,
+    PAUSED, or was SENT with failed messages; else null), scheduled_at and timestamps."""
+    return {**configuration_view(conn, row, variants), "status": row["status"], "status_detail": row["status_detail"],
             "scheduled_at": row["scheduled_at"], "created_at": row["created_at"], "updated_at": row["updated_at"]}
 
 
