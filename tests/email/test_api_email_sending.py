@@ -225,7 +225,7 @@ def test_cli_show_tells_the_progress(cli: Any, sent: dict[str, Any]) -> None:
     assert "SENT: 2/2 sent (2 delivered, 0 failed)" in shown
 
 
-def test_failed_messages_show_in_the_api_show_and_watch(
+def test_failed_messages_and_a_send_that_gave_up_show_in_the_api_show_and_watch(
         conn: sqlite3.Connection, workspace: dict[str, Any], monkeypatch: pytest.MonkeyPatch, client: Any,
         auth: dict[str, str], cli: Any, cli_json: Any) -> None:
     from marketing_cli.services.email import dns_check as domain_dns
@@ -256,3 +256,16 @@ def test_failed_messages_show_in_the_api_show_and_watch(
     watched = cli("campaigns", "watch", campaign["id"]).stdout
     assert watched.startswith("SENT: 3/3 sent (1 delivered, 2 failed), ") and "/s.\n2 of 3 messages failed" in watched
     assert " ".join(watched.split()).endswith(detail)  # rich folds the long line at the terminal's width
+
+    factories.allow_domains(conn, ws)
+    again = factories.ready_campaign(conn, ws, html=HTML, domain="example.net")
+    for d in domains.list_domains(conn, ws):
+        domains.verify_domain(conn, ws, d["id"])
+    client.post(f"/v1/campaigns/{again['id']}/schedule", headers=auth, json={"schedule_type": "NOW"})
+    monkeypatch.setenv("MKT_SEND_RATE", "-1")
+    jobs.run_due(conn)
+    data = client.get(f"/v1/campaigns/{again['id']}", headers=auth).json()["data"]
+    assert data["status"] == "PAUSED" and data["status_detail"].startswith(
+        "Sending stopped: the send job failed for good (MKT_SEND_RATE must be a number")
+    watched = cli("campaigns", "watch", again["id"]).stdout
+    assert watched.startswith("PAUSED: ") and " ".join(watched.split()).endswith(data["status_detail"])

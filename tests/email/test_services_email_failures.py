@@ -3,7 +3,8 @@ SMTP conversation breaks, one the server refuses, one it defers, one with a non-
 address; each in rounds with others, through a real SMTP server (aiosmtpd). Every other
 recipient is mailed exactly once and the campaign ends SENT with the failure counted and
 its reason recorded. Also: a job that fails records what it handed over before it is
-retried (the crash rule for every failure)."""
+retried (the crash rule for every failure), and a send job that fails for good leaves the
+campaign PAUSED (or DRAFT) with the reason, never SENDING."""
 
 from __future__ import annotations
 
@@ -203,3 +204,92 @@ def test_a_job_that_fails_records_what_it_handed_over_so_its_retry_sends_none_of
         assert _run_until_settled(conn, campaign_id) == "SENT"  # ...and its retry finished it
     assert len(calls) > 2
     assert _mailed(server) == Counter(f"r{i}@example.org" for i in range(12))  # nobody twice
+
+
+def test_a_bad_send_rate_pauses_the_campaign_with_the_reason_and_resume_finishes_it(
+        conn: sqlite3.Connection, workspace: dict[str, Any], verified_dns: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = workspace["id"]
+    campaign_id = _campaign(conn, ws, OTHERS[:4])
+    monkeypatch.setenv("MKT_SEND_RATE", "fast")  # set after the runner's start-up check, as a job sees it
+    with SmtpServer() as server:
+        monkeypatch.setenv("MKT_SMTP_URL", server.url)
+        jobs.run_due(conn)
+        view = campaigns.get_campaign(conn, ws, campaign_id)
+        assert view["status"] == "PAUSED" and server.messages == []
+        assert view["status_detail"] == (
+            "Sending stopped: the send job failed for good (MKT_SEND_RATE must be a number of messages per second "
+            f"from 0 (unlimited) to 100,000, not 'fast'). Fix the cause, then resume the campaign (mkt campaigns "
+            f"resume {campaign_id}).")
+        monkeypatch.setenv("MKT_SEND_RATE", "0")
+        email_schedule.resume_campaign(conn, ws, campaign_id)
+        assert _run_until_settled(conn, campaign_id) == "SENT"
+    assert _mailed(server) == Counter(OTHERS[:4])
+    assert campaigns.get_campaign(conn, ws, campaign_id)["status_detail"] is None
+
+
+def test_a_send_job_whose_worker_died_on_its_last_attempt_pauses_the_campaign(
+        conn: sqlite3.Connection, workspace: dict[str, Any], verified_dns: None) -> None:
+    ws = workspace["id"]
+    campaign_id = _campaign(conn, ws, OTHERS[:2])
+    email_sender.preprocess(conn, {"campaign_id": campaign_id})
+    conn.execute("UPDATE jobs SET status = 'running', attempts = max_attempts, lease_owner = 'dead',"
+                 " lease_expires_at = '2000-01-01T00:00:00Z' WHERE type = 'email.send'")
+    jobs.run_due(conn)
+    view = campaigns.get_campaign(conn, ws, campaign_id)
+    assert view["status"] == "PAUSED"
+    assert view["status_detail"].startswith("Sending stopped: the send job failed for good (The worker running this "
+                                            "job stopped before it finished (lease expired after attempt 5 of 5))")
+
+
+def test_a_preparation_that_fails_for_good_goes_back_to_draft_with_the_reason(
+        conn: sqlite3.Connection, workspace: dict[str, Any], verified_dns: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = workspace["id"]
+    campaign_id = _campaign(conn, ws, OTHERS[:3])
+    real = email_sender.freeze_audience
+
+    def freeze_then_fail(*args: Any) -> int:
+        real(*args)  # some messages written, then the job fails
+        raise sqlite3.OperationalError("disk I/O error")
+    monkeypatch.setattr(email_sender, "freeze_audience", freeze_then_fail)
+    assert _run_until_settled(conn, campaign_id) == "DRAFT"
+    view = campaigns.get_campaign(conn, ws, campaign_id)
+    assert view["status_detail"] == ("The send could not be prepared: the job failed for good (OperationalError: "
+                                     "disk I/O error). Nothing was sent; fix the cause and schedule the campaign again.")
+    assert conn.execute("SELECT count(*) FROM email_messages").fetchone()[0] == 0
+    monkeypatch.setattr(email_sender, "freeze_audience", real)
+    email_schedule.schedule_campaign(conn, ws, campaign_id, {"schedule_type": "NOW"})  # a DRAFT again: schedulable
+    assert campaigns.get_campaign(conn, ws, campaign_id)["status_detail"] is None
+
+
+def test_an_ab_winner_job_that_fails_for_good_pauses_the_campaign_and_resume_sends_the_rest(
+        conn: sqlite3.Connection, workspace: dict[str, Any], verified_dns: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    from marketing_cli.services.email import variant_html
+
+    ws = workspace["id"]
+    for address in OTHERS:
+        factories.contact(conn, ws, address)
+    created = factories.campaign(conn, ws, type_="AB_TESTING")
+    campaigns.configure_campaign(conn, ws, created["id"], {
+        "sender": {"sender_identity_id": factories.campaign_sender(conn, ws)}, "audience": {"type": "ENTIRE_AUDIENCE"},
+        "variants": [{"type": "A", "subject": "Subject A"}, {"type": "B", "subject": "Subject B"}]})
+    for kind in "AB":
+        variant_html.set_variant_html(conn, ws, created["id"], kind, {"html": HTML})
+    for d in domains.list_domains(conn, ws):
+        domains.verify_domain(conn, ws, d["id"])
+    email_schedule.schedule_campaign(conn, ws, created["id"], {
+        "schedule_type": "NOW", "ab_test": {"test_percentage": 50, "winner_criterion": "OPENS", "wait_minutes": 0}})
+    real = email_sender.winner_rates
+
+    def broken(*args: Any) -> Any:
+        raise sqlite3.OperationalError("disk I/O error")
+    monkeypatch.setattr(email_sender, "winner_rates", broken)
+    with SmtpServer() as server:
+        monkeypatch.setenv("MKT_SMTP_URL", server.url)
+        assert _run_until_settled(conn, created["id"]) == "PAUSED"
+        assert len(server.messages) == 4  # the test share went out; the winner's send could not start
+        assert campaigns.get_campaign(conn, ws, created["id"])["status_detail"].startswith(
+            "Sending stopped: the send job failed for good (OperationalError: disk I/O error)")
+        monkeypatch.setattr(email_sender, "winner_rates", real)
+        email_schedule.resume_campaign(conn, ws, created["id"])
+        assert _run_until_settled(conn, created["id"]) == "SENT"
+    assert _mailed(server) == Counter(OTHERS)

@@ -34,7 +34,7 @@ STATUSES = ("DRAFT", "QUEUED", "PREPROCESSING", "IN_REVIEW", "SENDING", "SENT", 
 TRANSITIONS: dict[str, frozenset[str]] = {
     "DRAFT": frozenset({"QUEUED"}),
     "QUEUED": frozenset({"DRAFT", "PREPROCESSING", "CANCELLED"}),
-    "PREPROCESSING": frozenset({"IN_REVIEW", "SENDING", "PAUSED", "CANCELLED"}),
+    "PREPROCESSING": frozenset({"DRAFT", "IN_REVIEW", "SENDING", "PAUSED", "CANCELLED"}),
     "IN_REVIEW": frozenset({"DRAFT", "SENDING", "PAUSED", "CANCELLED"}),
     "SENDING": frozenset({"SENT", "PAUSED", "CANCELLED"}),
     "PAUSED": frozenset({"SENDING", "CANCELLED"}),

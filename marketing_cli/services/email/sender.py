@@ -34,8 +34,10 @@ cannot take (no SMTPUTF8 for a non-ASCII local part), fails at once with its rea
 unexpected error of the transport counts as a connection problem; neither stops the
 round. If the job itself fails (a database error, a lost lease), the answers of what was
 handed over are recorded first, so its next attempt sends none of it again. A campaign
-SENT with failed messages says how many and why in `status_detail` (`failure_summary`);
-each message keeps its own `failure_reason`.
+whose job fails for good never waits forever: the `@jobs.gave_up` hooks put a send back in
+PAUSED (email.send, email.ab_winner) or a preparation back in DRAFT (email.preprocess),
+the reason in `status_detail`. A campaign SENT with failed messages says how many and why
+in `status_detail` (`failure_summary`); each message keeps its own `failure_reason`.
 """
 
 from __future__ import annotations
@@ -73,6 +75,10 @@ HALTED = "Not sent: the campaign stopped sending."  # a claimed message given ba
 COMPOSE_FAILED = "the message could not be composed"
 FAILED_SUMMARY = "{failed:,} of {total:,} messages failed: {reasons}."
 SHOWN_REASONS = 3
+SEND_GAVE_UP = ("Sending stopped: the send job failed for good ({error}). Fix the cause, then resume the "
+                "campaign (mkt campaigns resume {id}).")
+PREPARE_GAVE_UP = ("The send could not be prepared: the job failed for good ({error}). Nothing was sent; "
+                   "fix the cause and schedule the campaign again.")
 
 log = logging.getLogger("mkt.email.send")
 
@@ -166,6 +172,17 @@ def preprocess(conn: sqlite3.Connection, payload: dict[str, Any]) -> None:
         conn.execute("UPDATE campaigns SET send_started_at = ? WHERE id = ?", (clock.now(), campaign_id))
         jobs.enqueue(conn, "email.send", {"campaign_id": campaign_id}, workspace_id=row["workspace_id"],
                      dedupe_key=f"email.send:{campaign_id}")
+
+
+@jobs.gave_up("email.preprocess")
+def preprocess_gave_up(conn: sqlite3.Connection, job: dict[str, Any], error: str) -> None:
+    """Nothing was handed over yet: the campaign goes back to DRAFT with the reason."""
+    row = _campaign(conn, job["campaign_id"])
+    if row is None or row["status"] not in ("QUEUED", "PREPROCESSING", "IN_REVIEW"):
+        return
+    conn.execute("DELETE FROM email_messages WHERE campaign_id = ?", (row["id"],))
+    conn.execute("DELETE FROM email_ab_holdout WHERE campaign_id = ?", (row["id"],))
+    campaigns.set_campaign_status(conn, row["id"], "DRAFT", detail=PREPARE_GAVE_UP.format(error=error.rstrip(".")))
 
 
 # --------------------------------------------------------------------------- sending
@@ -486,3 +503,14 @@ def pick_winner(conn: sqlite3.Connection, payload: dict[str, Any]) -> None:
         conn.execute("UPDATE campaigns SET ab_test = ? WHERE id = ?", (json.dumps(decision), row["id"]))
         _again_at(conn, row, clock.now())
 
+
+@jobs.gave_up("email.send")
+@jobs.gave_up("email.ab_winner")
+def send_gave_up(conn: sqlite3.Connection, job: dict[str, Any], error: str) -> None:
+    """A send whose job will not run again is PAUSED with the reason, not left SENDING: what
+    was delivered stays delivered, and `resume` sends the rest once the cause is fixed."""
+    row = _campaign(conn, job["campaign_id"])
+    if row is None or row["status"] != "SENDING":
+        return
+    campaigns.set_campaign_status(conn, row["id"], "PAUSED",
+                                  detail=SEND_GAVE_UP.format(error=error.rstrip("."), id=row["id"]))
