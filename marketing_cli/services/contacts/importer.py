@@ -30,6 +30,11 @@ Import is a bulk upsert built for a million rows:
 - Import fires no automation events: a bulk load is not an automation trigger (one
   import would otherwise enqueue a million FIELD_UPDATED or TAG_ADDED runs).
 - A running import holds the workspace's io lock (services/contacts/io_lock.py).
+- Addresses: every address email-validator accepts goes in, internationalised ones
+  included (RFC 6531/6532). A domain in Unicode is sendable everywhere (it goes out in
+  IDNA form); an address with non-ASCII characters before the @ only through an SMTP
+  server that offers SMTPUTF8. The import cannot know the server, so it says so: such a
+  row is imported with a warning (`warnings`, the first MAX_ERRORS; `warned` counts them).
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from typing import Any, TextIO
 from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock, limits
+from marketing_cli.kernel.addresses import needs_smtputf8
 from marketing_cli.kernel.ids import new_id, parse_int_id
 from marketing_cli.services.account import billing
 from marketing_cli.services.contacts import records as contacts
@@ -81,6 +87,8 @@ MAX_BATCH_SIZE = 20_000
 BATCH_SIZE_RANGE = f"The batch size must be between 1 and {MAX_BATCH_SIZE:,} rows (one write transaction each)."
 IMPORT_CACHE_KIB = 262_144
 MAX_ERRORS = 1_000
+NEEDS_SMTPUTF8 = ("{email} has non-ASCII characters before the @: only an SMTP server that offers SMTPUTF8 "
+                  "(RFC 6531) can deliver to it; through another server its messages fail.")
 
 STATUS_INVALID = contacts.STATUS_INVALID
 SMS_STATUS_INVALID = contacts.SMS_STATUS_INVALID
@@ -157,8 +165,9 @@ class _Importer:
         self.default_status = default_status
         self.dry_run = dry_run
         self.max_errors = max_errors
-        self.created = self.updated = self.skipped = 0
+        self.created = self.updated = self.skipped = self.warned = 0
         self.errors: list[dict[str, Any]] = []
+        self.warnings: list[dict[str, Any]] = []
         self.tags_created: list[str] = []
         self.allow_without_email = bool(conn.execute(
             "SELECT allow_contacts_without_email FROM workspaces WHERE id = ?", (workspace_id,)
@@ -203,6 +212,10 @@ class _Importer:
         if isinstance(row, str):
             self.reject(line, cells, row)
             return None
+        if row.email is not None and needs_smtputf8(row.email):
+            self.warned += 1
+            if len(self.warnings) < self.max_errors:
+                self.warnings.append({"line": line, "reason": NEEDS_SMTPUTF8.format(email=row.email)})
         return row
 
     # Batches ----------------------------------------------------------------------------
@@ -341,6 +354,8 @@ class _Importer:
             "updated": self.updated,
             "skipped": self.skipped,
             "errors": self.errors,
+            "warned": self.warned,
+            "warnings": self.warnings,
             "tags_created": self.tags_created,
             "columns": columns,
             "dry_run": self.dry_run,
@@ -438,8 +453,9 @@ def import_contacts(
     """Import CSV text (an open file or any iterable of lines) into the workspace.
 
     Returns {"rows", "created", "updated", "skipped", "errors": [{"line", "reason"}...]
-    (the first `max_errors`; "skipped" counts them all), "tags_created", "columns"
-    {column: merge tag}, "dry_run"}. A dry run validates and looks up every row and
+    (the first `max_errors`; "skipped" counts them all), "warned", "warnings" (rows
+    imported with a warning, the same way), "tags_created", "columns" {column: merge tag},
+    "dry_run"}. A dry run validates and looks up every row and
     reports what would happen, writing nothing.
     """
     status = (default_status or "").strip().upper()
