@@ -7,6 +7,10 @@
     with SmtpServer(tls_dir=tmp_path, users={"u": "p"}) as server:   # STARTTLS required, login required
         server.url -> smtp://u:p@127.0.0.1:PORT?starttls=1&cafile=...
 
+    SmtpServer(refuse=(addr,))    RCPT TO addr answered 550 (refused for good)
+    SmtpServer(defer=(addr,))     RCPT TO addr answered 451 (try again later)
+    SmtpServer(smtputf8=False)    no SMTPUTF8 (RFC 6531) offered; aiosmtpd's Controller offers it by default
+
 The certificate is a self-signed one made with `cryptography` for 127.0.0.1; the URL
 names it as the CA file to trust. A helper module, not a test module.
 """
@@ -31,6 +35,7 @@ class Received:
     mail_from: str
     rcpt_tos: list[str]
     raw: bytes
+    smtputf8: bool = False  # sent with MAIL FROM's SMTPUTF8 parameter
 
     @property
     def message(self) -> EmailMessage:
@@ -73,25 +78,28 @@ class _Handler:
     async def handle_RCPT(self, smtp: Any, session: Any, envelope: Any, address: str, options: Any) -> str:
         if address in self.server.refuse:
             return "550 5.1.1 No such user here"
+        if address in self.server.defer:
+            return "451 4.3.0 Mailbox busy, try again later"
         envelope.rcpt_tos.append(address)
         return "250 OK"
 
     async def handle_DATA(self, smtp: Any, session: Any, envelope: Any) -> str:
         self.server.messages.append(Received(envelope.mail_from, list(envelope.rcpt_tos),
-                                             envelope.original_content or envelope.content))
+                                             envelope.original_content or envelope.content, envelope.smtp_utf8))
         return "250 2.0.0 Queued"
 
 
 class SmtpServer:
     def __init__(self, *, tls_dir: Path | None = None, users: dict[str, str] | None = None,
-                 refuse: tuple[str, ...] = ()) -> None:
+                 refuse: tuple[str, ...] = (), defer: tuple[str, ...] = (), smtputf8: bool = True) -> None:
         self.messages: list[Received] = []
         self.logins: list[str] = []
         self.refuse = refuse
+        self.defer = defer
         self.users = users or {}
         self.port = free_port()
         self.cafile: Path | None = None
-        kwargs: dict[str, Any] = {}
+        kwargs: dict[str, Any] = {"enable_SMTPUTF8": smtputf8}
         if tls_dir is not None:
             self.cafile, key = self_signed_cert(tls_dir)
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)

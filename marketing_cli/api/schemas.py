@@ -144,7 +144,7 @@ OUTBOX_DELIVERIES: Schema = {
     "description": "Extension: how many of the delivered messages were written to the server's outbox folder "
                    "(at `path`) rather than sent to their recipients; null when none was."}
 CAMPAIGN = obj({"id": HEX_ID, "name": {"type": "string"}, "type": enum(campaigns.TYPES),
-                "status": enum(campaigns.STATUSES),
+                "status": enum(campaigns.STATUSES), "status_detail": {"type": ["string", "null"]},
                 "variants": array(obj({"id": HEX_ID, "type": enum(campaigns.VARIANT_TYPES)}, ("id", "type"))),
                 "progress": obj({"total": {"type": "integer"}, "sent": {"type": "integer"},
                                  "delivered": {"type": "integer"}, "failed": {"type": "integer"},

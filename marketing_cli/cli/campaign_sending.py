@@ -78,6 +78,13 @@ def progress_line(view: dict[str, Any]) -> str:
             f"{p['failed']:,} failed), {p['rate_per_second']}/s{eta}.")
 
 
+def watch_report(view: dict[str, Any]) -> str:
+    """The progress line, then the status_detail (why the send paused or went back to DRAFT,
+    what failed) on a line of its own when the campaign has one."""
+    detail = view.get("status_detail")
+    return progress_line(view) + (f"\n{detail}" if detail else "")
+
+
 def campaigns_watch(ctx: typer.Context, campaign_id: CampaignId,
                     once: Annotated[bool, typer.Option("--once", help="Print the progress once and exit.")] = False,
                     as_json: JsonOption = False) -> None:
@@ -87,7 +94,9 @@ def campaigns_watch(ctx: typer.Context, campaign_id: CampaignId,
     s = state(ctx)
     view = campaigns.get_campaign(s.conn(), s.workspace_id(), campaign_id)
     if once or as_json or view["status"] in FINAL:
-        emit(view.get("progress"), as_json, lambda _: progress_line(view))
+        from rich.text import Text
+
+        emit(view.get("progress"), as_json, lambda _: Text(watch_report(view)))  # Text: no markup in a reason
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -104,7 +113,7 @@ def campaigns_watch(ctx: typer.Context, campaign_id: CampaignId,
                 break
             time.sleep(POLL_SECONDS)
             view = campaigns.get_campaign(s.conn(), s.workspace_id(), campaign_id)
-    typer.echo(progress_line(view))
+    typer.echo(watch_report(view))
 
 
 def register(app: typer.Typer) -> None:

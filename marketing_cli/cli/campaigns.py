@@ -47,6 +47,8 @@ def render_campaign(c: dict[str, Any]) -> Any:
     head = {"id": c["id"], "name": c["name"], "type": c["type"]}
     if "status" in c:
         head["status"] = c["status"]
+    if c.get("status_detail"):
+        head["status detail"] = c["status_detail"]
     head.update({"sender": _address(c["sender_identity"]), "reply-to": _address(c["reply_to"]),
                  "audience": _audience(c["audience"])})
     if c.get("progress"):

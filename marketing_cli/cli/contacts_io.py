@@ -117,6 +117,12 @@ def _import_report(result: dict[str, Any], errors_path: str | None) -> Any:
         if more > 0:
             hint = f" (all of them are in {errors_path})" if errors_path else " (--errors FILE.csv writes them all)"
             parts.append(Text(f"... and {more} more rejected rows{hint}."))
+    warnings = result.get("warnings", [])[:SHOWN_ERRORS]
+    if warnings:
+        parts.append(table(["line", "warning"], [(w["line"], w["reason"]) for w in warnings],
+                           title="Rows with a warning"))
+        if result["warned"] > len(warnings):
+            parts.append(Text(f"... and {result['warned'] - len(warnings)} more rows with a warning."))
     return Group(*parts)
 
 

@@ -16,7 +16,7 @@ from marketing_cli.api import contacts_io as api_contacts_io
 from marketing_cli.db import connect
 from marketing_cli.services.account import workspaces
 from marketing_cli.services.contacts import bulk as contacts_io
-from marketing_cli.services.contacts import fields, tags
+from marketing_cli.services.contacts import fields, importer, tags
 from tests.factories import error_of
 
 SAMPLE = ("Email,First Name,Age\nann@example.com,Ann,30\nbad-address,Bob,2\nCy@Example.com,Cy,x\n"
@@ -293,3 +293,10 @@ def test_export_holds_the_lock_while_streaming_and_releases_it_on_disconnect(
         assert len(bodies) == 1  # nothing more was produced for a client that is gone
     assert set(locks_during) == {("export",)}  # held while the stream ran
     assert conn.execute("SELECT count(*) FROM contact_io_locks").fetchone()[0] == 0
+
+
+def test_a_non_ascii_local_part_is_imported_with_a_warning(client: Any, auth: dict, ws: int, conn: Any) -> None:
+    summary = post_csv(client, auth, "email\nann@example.com\ngül.kowalski.6@example.com\n".encode()).json()["data"]
+    assert (summary["created"], summary["skipped"], summary["warned"]) == (2, 0, 1)
+    assert summary["warnings"] == [{"line": 3, "reason": importer.NEEDS_SMTPUTF8.format(
+        email="gül.kowalski.6@example.com")}]

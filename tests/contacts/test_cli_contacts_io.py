@@ -132,3 +132,13 @@ def test_refused_export_leaves_an_existing_file_alone(cli: Callable[..., Any], w
     result = cli("contacts", "export", "--output", str(out))
     assert result.exit_code == 1 and "Another contact import is running" in result.stderr
     assert out.read_text() == "precious\n" and not (tmp_path / "keep.csv.part").exists()
+
+
+def test_import_tells_which_addresses_need_smtputf8(cli: Callable[..., Any], cli_json: Callable[..., Any], ws: int,
+                                                    tmp_path: Path) -> None:
+    path = tmp_path / "intl.csv"
+    path.write_text("Email\nann@example.com\ngül.kowalski.6@example.com\nann@bücher.de\n", encoding="utf-8")
+    summary = cli_json("contacts", "import", str(path), "--dry-run")
+    assert (summary["created"], summary["warned"]) == (3, 1) and summary["warnings"][0]["line"] == 3
+    shown = cli("contacts", "import", str(path)).stdout
+    assert "Rows with a warning" in shown and "gül.kowalski.6@example.com has non-ASCII characters" in shown

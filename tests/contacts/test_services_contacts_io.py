@@ -12,7 +12,7 @@ import pytest
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.services.account import billing, workspaces
-from marketing_cli.services.contacts import bulk, fields, records, tags
+from marketing_cli.services.contacts import bulk, fields, importer, records, tags
 
 
 @pytest.fixture
@@ -495,3 +495,25 @@ def test_import_timestamps_are_utc(conn: Any, ws: int) -> None:
     run(conn, ws, "email\na@example.com\n")
     contact = by_email(conn, ws, "a@example.com")
     assert contact["created_at"].endswith("Z") and contact["created_at"] >= started
+
+
+def test_internationalised_addresses_go_in_and_a_non_ascii_local_part_is_imported_with_a_warning(
+        conn: Any, ws: int) -> None:
+    text = ("email\nann@example.org\nGül.Kowalski.6@Example.com\nann@Bücher.de\nbob@xn--bcher-kva.de\n"
+            "jürgen@bücher.de\n")
+    for dry_run in (True, False):
+        result = run(conn, ws, text, dry_run=dry_run)
+        assert (result["created"], result["skipped"], result["warned"]) == (5, 0, 2)
+        assert result["warnings"] == [
+            {"line": 3, "reason": "gül.kowalski.6@example.com has non-ASCII characters before the @: only an SMTP "
+                                  "server that offers SMTPUTF8 (RFC 6531) can deliver to it; through another server "
+                                  "its messages fail."},
+            {"line": 6, "reason": importer.NEEDS_SMTPUTF8.format(email="jürgen@bücher.de")}]
+    stored = sorted(r[0] for r in conn.execute("SELECT email FROM contacts WHERE workspace_id = ?", (ws,)))
+    assert stored == ["ann@bücher.de", "ann@example.org", "bob@bücher.de", "gül.kowalski.6@example.com",
+                      "jürgen@bücher.de"]  # a Unicode domain is stored in Unicode, sent in IDNA form
+
+
+def test_the_warning_list_is_capped_but_warned_counts_all(conn: Any, ws: int) -> None:
+    result = run(conn, ws, "email\n" + "".join(f"ü{i}@example.org\n" for i in range(5)), max_errors=2)
+    assert result["warned"] == 5 and [w["line"] for w in result["warnings"]] == [2, 3]

@@ -127,6 +127,24 @@ def test_send_test_email_to_a_real_smtp_server(client: Any, auth: dict[str, str]
     assert received.message["Subject"] == "Hi there" and received.rcpt_tos == ["ops@example.org"]
 
 
+def test_a_test_email_the_server_cannot_take_is_a_clear_502(client: Any, auth: dict[str, str], conn: Any,
+                                                             workspace: dict[str, Any],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    ready = f.ready_campaign(conn, workspace["id"])
+    with SmtpServer(smtputf8=False) as server:
+        monkeypatch.setenv("MKT_SMTP_URL", server.url)
+        response = client.post(f"/v1/campaigns/{ready['id']}/test", headers=auth,
+                               json={"variant_type": "A", "recipient": "gül.kowalski.6@example.com"})
+    assert error_of(response) == (502, "The test email could not be sent: the SMTP server does not offer SMTPUTF8 "
+                                       "(RFC 6531), which an address with non-ASCII characters before the @ needs.")
+    with SmtpServer(smtputf8=True) as server:
+        monkeypatch.setenv("MKT_SMTP_URL", server.url)
+        response = client.post(f"/v1/campaigns/{ready['id']}/test", headers=auth,
+                               json={"variant_type": "A", "recipient": "gül.kowalski.6@example.com"})
+    assert response.json()["data"] == "A test email of variant A was sent to gül.kowalski.6@example.com."
+    assert server.messages[0].rcpt_tos == ["gül.kowalski.6@example.com"]
+
+
 def test_test_email_rate_limit_is_429_with_retry_after(client: Any, auth: dict[str, str], conn: Any,
                                                       workspace: dict[str, Any], tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:

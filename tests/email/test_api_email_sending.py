@@ -27,6 +27,14 @@ WINDOWS = ("Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML,
            "Chrome/124.0.0.0 Safari/537.36")
 
 
+@pytest.fixture(autouse=True)
+def _job_handlers() -> None:
+    """The send jobs' handlers, as `mkt jobs run` loads them (run alone, this module imports none)."""
+    from marketing_cli.services import load_job_handlers
+
+    load_job_handlers()
+
+
 @pytest.fixture
 def sent(conn: sqlite3.Connection, workspace: dict[str, Any], monkeypatch: pytest.MonkeyPatch,
          client: Any, auth: dict[str, str]) -> dict[str, Any]:
@@ -215,3 +223,49 @@ def test_cli_schedules_watches_and_imports_bounces(cli: Any, cli_json: Any, sent
 def test_cli_show_tells_the_progress(cli: Any, sent: dict[str, Any]) -> None:
     shown = cli("campaigns", "show", sent["campaign"]["id"]).stdout
     assert "SENT: 2/2 sent (2 delivered, 0 failed)" in shown
+
+
+def test_failed_messages_and_a_send_that_gave_up_show_in_the_api_show_and_watch(
+        conn: sqlite3.Connection, workspace: dict[str, Any], monkeypatch: pytest.MonkeyPatch, client: Any,
+        auth: dict[str, str], cli: Any, cli_json: Any) -> None:
+    from marketing_cli.services.email import dns_check as domain_dns
+
+    monkeypatch.setattr(domain_dns, "check_records", lambda records: [
+        {"purpose": r["purpose"], "type": r["type"], "host": r["host"], "found": [r["value"]], "verified": True,
+         "error": None} for r in records])
+    ws = workspace["id"]
+    for address in ("ann@gmail.com", "gül.kowalski.6@example.com", "refused@example.net"):
+        factories.contact(conn, ws, address)
+    campaign = factories.ready_campaign(conn, ws, html=HTML)
+    for d in domains.list_domains(conn, ws):
+        domains.verify_domain(conn, ws, d["id"])
+    path = f"/v1/campaigns/{campaign['id']}"
+    assert client.get(path, headers=auth).json()["data"]["status_detail"] is None
+    with SmtpServer(smtputf8=False, refuse=("refused@example.net",)) as server:
+        monkeypatch.setenv("MKT_SMTP_URL", server.url)
+        client.post(f"{path}/schedule", headers=auth, json={"schedule_type": "NOW"})
+        jobs.run_due(conn)
+    assert [m.rcpt_tos for m in server.messages] == [["ann@gmail.com"]]
+    data = client.get(path, headers=auth).json()["data"]
+    detail = ("2 of 3 messages failed: the SMTP server does not offer SMTPUTF8 (RFC 6531), which an address with "
+              "non-ASCII characters before the @ needs (1); the SMTP server refused the recipient: 550 5.1.1 No such "
+              "user here (1).")
+    assert (data["status"], data["status_detail"], data["progress"]["failed"]) == ("SENT", detail, 2)
+    assert cli_json("campaigns", "show", campaign["id"])["status_detail"] == detail
+    assert "status detail" in cli("campaigns", "show", campaign["id"]).stdout
+    watched = cli("campaigns", "watch", campaign["id"]).stdout
+    assert watched.startswith("SENT: 3/3 sent (1 delivered, 2 failed), ") and "/s.\n2 of 3 messages failed" in watched
+    assert " ".join(watched.split()).endswith(detail)  # rich folds the long line at the terminal's width
+
+    factories.allow_domains(conn, ws)
+    again = factories.ready_campaign(conn, ws, html=HTML, domain="example.net")
+    for d in domains.list_domains(conn, ws):
+        domains.verify_domain(conn, ws, d["id"])
+    client.post(f"/v1/campaigns/{again['id']}/schedule", headers=auth, json={"schedule_type": "NOW"})
+    monkeypatch.setenv("MKT_SEND_RATE", "-1")
+    jobs.run_due(conn)
+    data = client.get(f"/v1/campaigns/{again['id']}", headers=auth).json()["data"]
+    assert data["status"] == "PAUSED" and data["status_detail"].startswith(
+        "Sending stopped: the send job failed for good (MKT_SEND_RATE must be a number")
+    watched = cli("campaigns", "watch", again["id"]).stdout
+    assert watched.startswith("PAUSED: ") and " ".join(watched.split()).endswith(data["status_detail"])

@@ -192,3 +192,36 @@ def test_a_newline_in_a_contact_value_cannot_inject_headers(conn: Any, workspace
     _send(conn, workspace["id"], ready["id"], "eve@example.org")
     [message] = _outbox(tmp_path)
     assert message["Bcc"] is None and message["Subject"] == "Hello Eve Bcc: all@example.org"
+
+
+def test_a_non_ascii_address_goes_out_with_smtputf8(conn: Any, workspace: dict[str, Any], ready: dict[str, Any],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    with SmtpServer(smtputf8=True) as server:
+        monkeypatch.setenv("MKT_SMTP_URL", server.url)
+        answer = _send(conn, workspace["id"], ready["id"], "gül.kowalski.6@example.com")
+    assert answer == "A test email of variant A was sent to gül.kowalski.6@example.com."
+    [received] = server.messages
+    assert received.rcpt_tos == ["gül.kowalski.6@example.com"] and received.smtputf8
+    message = email.message_from_string(received.raw.decode("utf-8"), policy=policy.default)  # RFC 6532 headers
+    assert message["To"].addresses[0].addr_spec == "gül.kowalski.6@example.com"
+
+
+def test_without_smtputf8_a_non_ascii_address_is_a_clear_502(conn: Any, workspace: dict[str, Any],
+                                                             ready: dict[str, Any],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    with SmtpServer(smtputf8=False) as server:
+        monkeypatch.setenv("MKT_SMTP_URL", server.url)
+        status, message = err(_send, conn, workspace["id"], ready["id"], "gül.kowalski.6@example.com")
+    assert (status, message) == (502, "The test email could not be sent: the SMTP server does not offer SMTPUTF8 "
+                                      "(RFC 6531), which an address with non-ASCII characters before the @ needs.")
+    assert server.messages == [] and conn.execute("SELECT COUNT(*) FROM test_email_sends").fetchone()[0] == 0
+
+
+def test_a_unicode_domain_goes_out_in_idna_form(conn: Any, workspace: dict[str, Any], ready: dict[str, Any],
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    with SmtpServer(smtputf8=False) as server:
+        monkeypatch.setenv("MKT_SMTP_URL", server.url)
+        assert _send(conn, workspace["id"], ready["id"], "Ann@Bücher.de").endswith("sent to ann@bücher.de.")
+    [received] = server.messages
+    assert received.rcpt_tos == ["ann@xn--bcher-kva.de"] and not received.smtputf8
+    assert received.message["To"] == "ann@xn--bcher-kva.de"

@@ -104,6 +104,43 @@ def test_a_refused_recipient_is_a_permanent_error() -> None:
     assert len(server.messages) == 1
 
 
+def test_smtputf8_only_where_needed_and_a_refusal_of_that_message_alone_without_it() -> None:
+    from marketing_cli.kernel.addresses import NO_SMTPUTF8
+
+    with SmtpServer(smtputf8=False) as plain, mt.open_transport(smtp_url=plain.url) as t:
+        with pytest.raises(mt.TransportError) as info:
+            t.send(_message("gül@example.org"), "ann@shop.example", ["gül@example.org"])
+        assert info.value.permanent and str(info.value) == NO_SMTPUTF8
+        t.send(_message("ann@bücher.de"), "ann@shop.example", ["ann@bücher.de"])  # the session goes on
+    [idna] = plain.messages
+    assert idna.rcpt_tos == ["ann@xn--bcher-kva.de"] and idna.message["To"] == "ann@xn--bcher-kva.de"
+    assert not idna.smtputf8
+    with SmtpServer(smtputf8=True) as utf8, mt.open_transport(smtp_url=utf8.url) as t:
+        t.send(_message("gül@example.org"), "ann@shop.example", ["gül@example.org"])
+        t.send(_message(), "ann@shop.example", ["bob@example.org"])
+    assert [(m.rcpt_tos, m.smtputf8) for m in utf8.messages] == [(["gül@example.org"], True),
+                                                                   (["bob@example.org"], False)]
+
+
+def test_compose_writes_unicode_domains_in_idna_form_and_a_non_ascii_local_part_as_utf8() -> None:
+    import email
+    from email import policy
+
+    from marketing_cli.kernel.merge import Values
+    from marketing_cli.services.email.compose import CompiledVariant, Recipient
+
+    variant = CompiledVariant(subject="Hi", html="<p>x {{unsubscribe_url}}</p>", from_name="Shop",
+                              from_address="news@shop.example", reply_to=("Help", "help@bücher.de"),
+                              tracking_base="http://t.example", campaign_id="c1", track=False, link_ids={},
+                              sign=None)
+    urls = variant.urls("tok")
+    raw = variant.build(Recipient(1, "gül@bücher.de", "tok"), Values(urls))
+    head = raw.split(b"\r\n\r\n", 1)[0].decode("utf-8")
+    assert "\r\nTo: gül@xn--bcher-kva.de\r\n" in head and "Reply-To: Help <help@xn--bcher-kva.de>" in head
+    parsed = email.message_from_string(raw.decode("utf-8"), policy=policy.default)
+    assert parsed["To"].addresses[0].username == "gül"
+
+
 def test_unreachable_server_is_a_transport_error() -> None:
     from tests.smtp_server import free_port
 

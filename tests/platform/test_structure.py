@@ -26,7 +26,6 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "marketing_cli"
 # Import name -> distribution name, for the third-party packages the code imports.

@@ -20,6 +20,11 @@ Import is a bulk upsert built for a million rows:
   nothing; row errors reject their rows only; batches before a crash stay committed
   (each is whole).
 - A running import holds the workspace's io lock (services/contacts/io_lock.py).
+- Addresses: every address email-validator accepts goes in, internationalised ones
+  included (RFC 6531/6532). A domain in Unicode is sendable everywhere (it goes out in
+  IDNA form); an address with non-ASCII characters before the @ only through an SMTP
+  server that offers SMTPUTF8. The import cannot know the server, so it says so: such a
+  row is imported with a warning (`warnings`, the first MAX_ERRORS; `warned` counts them).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from typing import Any, TextIO
 
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import limits
+from marketing_cli.kernel.addresses import needs_smtputf8
 from marketing_cli.services.contacts import tags, values
 from marketing_cli.services.contacts.batches import BATCH_SIZE, BatchWriter, check_batch_size, import_cache
 from marketing_cli.services.contacts.checks import allows_no_email
@@ -42,15 +48,19 @@ from marketing_cli.services.contacts.rows import ContactRow, RowParser
 from marketing_cli.services.contacts.values import EMAIL_TAG, PHONE_TAG
 
 MAX_ERRORS = 1_000
+NEEDS_SMTPUTF8 = ("{email} has non-ASCII characters before the @: only an SMTP server that offers SMTPUTF8 "
+                  "(RFC 6531) can deliver to it; through another server its messages fail.")
 
 
 class _Report:
-    """The rejected rows: counted, the first `max_errors` kept, every one written to `errors_out`."""
+    """The rejected rows: counted, the first `max_errors` kept, every one written to
+    `errors_out`; the rows imported with a warning, counted and kept the same way."""
 
     def __init__(self, header: list[str], errors_out: TextIO | None, max_errors: int) -> None:
         self.max_errors = max_errors
-        self.skipped = 0
+        self.skipped = self.warned = 0
         self.errors: list[dict[str, Any]] = []
+        self.warnings: list[dict[str, Any]] = []
         self.errors_writer = None
         if errors_out is not None:
             self.errors_writer = csv.writer(errors_out)
@@ -62,6 +72,11 @@ class _Report:
             self.errors.append({"line": line, "reason": reason})
         if self.errors_writer is not None:
             self.errors_writer.writerow([line, reason, *cells])
+
+    def warn(self, line: int, reason: str) -> None:
+        self.warned += 1
+        if len(self.warnings) < self.max_errors:
+            self.warnings.append({"line": line, "reason": reason})
 
 
 def _check_tags(conn: sqlite3.Connection, workspace_id: int, tag_ids: Iterable[int]) -> list[int]:
@@ -121,6 +136,8 @@ def _parsed_rows(reader: Any, parser: RowParser, report: _Report) -> Iterator[tu
             report.reject(line, cells, row)
             yield rows, None
         else:
+            if row.email is not None and needs_smtputf8(row.email):
+                report.warn(line, NEEDS_SMTPUTF8.format(email=row.email))
             yield rows, row
 
 
@@ -142,8 +159,9 @@ def import_contacts(
     """Import CSV text (an open file or any iterable of lines) into the workspace.
 
     Returns {"rows", "created", "updated", "skipped", "errors": [{"line", "reason"}...]
-    (the first `max_errors`; "skipped" counts them all), "tags_created", "columns"
-    {column: merge tag}, "dry_run"}. A dry run validates and looks up every row and
+    (the first `max_errors`; "skipped" counts them all), "warned", "warnings" (rows
+    imported with a warning, the same way), "tags_created", "columns" {column: merge tag},
+    "dry_run"}. A dry run validates and looks up every row and
     reports what would happen, writing nothing.
     """
     status = (default_status or "").strip().upper()
@@ -182,6 +200,8 @@ def import_contacts(
         "updated": writer.updated,
         "skipped": report.skipped,
         "errors": report.errors,
+        "warned": report.warned,
+        "warnings": report.warnings,
         "tags_created": writer.tags_created,
         "columns": {header[i]: tag for i, tag in columns.items()},
         "dry_run": dry_run,

@@ -20,6 +20,7 @@ from marketing_cli import jobs
 from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
+from marketing_cli.kernel.addresses import needs_smtputf8
 from marketing_cli.kernel.ids import new_id, parse_hex_id, parse_int_id
 from marketing_cli.kernel.inputs import member, required_text, type_error
 from marketing_cli.services.contacts.audience import validate_audience
@@ -34,7 +35,7 @@ STATUSES = ("DRAFT", "QUEUED", "PREPROCESSING", "IN_REVIEW", "SENDING", "SENT", 
 TRANSITIONS: dict[str, frozenset[str]] = {
     "DRAFT": frozenset({"QUEUED"}),
     "QUEUED": frozenset({"DRAFT", "PREPROCESSING", "CANCELLED"}),
-    "PREPROCESSING": frozenset({"IN_REVIEW", "SENDING", "PAUSED", "CANCELLED"}),
+    "PREPROCESSING": frozenset({"DRAFT", "IN_REVIEW", "SENDING", "PAUSED", "CANCELLED"}),
     "IN_REVIEW": frozenset({"DRAFT", "SENDING", "PAUSED", "CANCELLED"}),
     "SENDING": frozenset({"SENT", "PAUSED", "CANCELLED"}),
     "PAUSED": frozenset({"SENDING", "CANCELLED"}),
@@ -56,6 +57,8 @@ SENDER_INVALID = "Invalid sender identity DomainID."
 SENDER_NOT_FOUND = "The sender identity could not be found."
 REPLY_TO_INCOMPLETE = "The reply-to address needs a local_part and a domain_name."
 REPLY_TO_INVALID = "The reply-to address is not a valid email address."
+REPLY_TO_NOT_ASCII = ("The reply-to address must be ASCII before the @: servers without SMTPUTF8 could not carry "
+                      "any message that names it (a domain in Unicode is fine).")
 VARIANT_TYPE_INVALID = "Invalid variant type. Must be 'A' or 'B'."
 VARIANT_TWICE = "Variant '{type}' is given more than once."
 SINGLE_NO_B = "Single variant campaigns cannot have a 'B' variant."
@@ -155,8 +158,9 @@ def configuration_view(conn: sqlite3.Connection, row: sqlite3.Row,
 
 def campaign_view(conn: sqlite3.Connection, row: sqlite3.Row,
                   variants: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """The configuration view plus status, scheduled_at and timestamps (create, get, list)."""
-    return {**configuration_view(conn, row, variants), "status": row["status"],
+    """The configuration view plus status, status_detail (why a campaign went back to DRAFT,
+    PAUSED, or was SENT with failed messages; else null), scheduled_at and timestamps."""
+    return {**configuration_view(conn, row, variants), "status": row["status"], "status_detail": row["status_detail"],
             "scheduled_at": row["scheduled_at"], "created_at": row["created_at"], "updated_at": row["updated_at"]}
 
 
@@ -254,6 +258,8 @@ def _reply_to(value: Any) -> dict[str, str] | None:
         address = normalize_email(f"{local.strip()}@{domain.strip()}")
     except ValueError:
         raise MktError(400, REPLY_TO_INVALID) from None
+    if needs_smtputf8(address):  # it is in every message's header: as for sender identities, ASCII only
+        raise MktError(400, REPLY_TO_NOT_ASCII)
     local_part, domain_name = address.rsplit("@", 1)
     return {"display_name": display.strip(), "local_part": local_part, "domain_name": domain_name}
 

@@ -14,6 +14,9 @@ compiled into merge-tag templates (`merge_render`), and the headers that never c
 the two bodies (`binascii.b2a_qp`, C), joins bytes, and signs them (`dkim.DkimSigner`,
 OpenSSL). The message is RFC 5322 with CRLF line ends, as `email.policy.SMTP` writes it,
 and parses back with the standard library's `email` package (the tests check both).
+Addresses are written as SMTP carries them (kernel/addresses.py): a Unicode domain in its
+IDNA form; a local part with non-ASCII characters as UTF-8 (RFC 6532), which only a
+server with SMTPUTF8 takes (the transport decides, per message).
 
 Tracked links: every `<a href>` whose URL is http(s) and holds no merge tag becomes
 `{base}/t/c/{token}/{link_id}`; the tracking endpoint answers 302 with the original
@@ -34,6 +37,7 @@ from email.header import Header
 from email.utils import formataddr, formatdate
 from typing import Any
 
+from marketing_cli.kernel.addresses import wire_address
 from marketing_cli.kernel.merge import Values
 from marketing_cli.services.email.bounce_reports import MKT_MESSAGE_HEADER as MESSAGE_HEADER  # bounces read it back
 from marketing_cli.services.email.message import CompiledEmail
@@ -123,10 +127,10 @@ class CompiledVariant:
         self.envelope_from = from_address
         self.sign = sign
         self.boundary = "mkt-" + os.urandom(12).hex()
-        fixed = [f"From: {formataddr((from_name, from_address))}"]
+        fixed = [f"From: {formataddr((from_name, wire_address(from_address)))}"]
         if reply_to is not None:
-            fixed.append(f"Reply-To: {formataddr(reply_to)}")
-        self._fixed = "\r\n".join(fixed).encode("ascii")
+            fixed.append(f"Reply-To: {formataddr((reply_to[0], wire_address(reply_to[1])))}")
+        self._fixed = "\r\n".join(fixed).encode("utf-8")  # UTF-8 only for a non-ASCII local part (RFC 6532)
         self._mime = (f"MIME-Version: 1.0\r\nContent-Type: multipart/alternative; boundary=\"{self.boundary}\"\r\n"
                       f"\r\n--{self.boundary}\r\nContent-Type: text/plain; charset=\"utf-8\"\r\n"
                       "Content-Transfer-Encoding: quoted-printable\r\n\r\n").encode("ascii")
@@ -147,8 +151,8 @@ class CompiledVariant:
         subject, html, text = self.parts.render(values)
         head = (
             self._fixed + b"\r\n"
-            + (f"To: {recipient.email}\r\n"
-               f"Subject: {_header_value(subject)}\r\n"
+            + f"To: {wire_address(recipient.email)}\r\n".encode("utf-8")  # RFC 6532 for a non-ASCII local part
+            + (f"Subject: {_header_value(subject)}\r\n"
                f"Date: {date or formatdate(usegmt=True)}\r\n"
                f"Message-ID: <{self.smtp_message_id(recipient.message_id)}>\r\n"
                f"List-Unsubscribe: <{unsubscribe}>\r\n"

@@ -8,6 +8,10 @@
 
 Headers: From (the sender identity), To, Subject, Date (UTC), Message-ID on the sender's
 domain, Reply-To when given, and any extra headers the caller passes (List-Unsubscribe...).
+Addresses go in as SMTP carries them (kernel/addresses.py): a Unicode domain in IDNA form;
+a message with a non-ASCII local part is written with policy SMTPUTF8 (RFC 6532: UTF-8
+headers), which the transport sends only to a server with SMTPUTF8. (Policy SMTP would
+turn such an address into an encoded word, which is no address at all.)
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from html.parser import HTMLParser
 from typing import Any
 
 from marketing_cli.kernel import clock
+from marketing_cli.kernel.addresses import ascii_domain, needs_smtputf8, wire_address
 
 _BLOCKS = frozenset({"p", "div", "br", "tr", "table", "h1", "h2", "h3", "h4", "h5", "h6", "li", "ul", "ol",
                      "blockquote", "hr", "section", "article", "header", "footer", "center"})
@@ -94,16 +99,17 @@ def html_to_text(html: str) -> str:
 
 
 def address(display_name: str | None, local_part: str, domain_name: str) -> Address:
-    return Address(display_name or "", local_part, domain_name)
+    return Address(display_name or "", local_part, ascii_domain(domain_name))
 
 
 def build_message(*, sender: Address, to: str, subject: str, html: str, text: str | None = None,
                   reply_to: Address | None = None, headers: Mapping[str, str] | None = None,
                   message_id: str | None = None) -> EmailMessage:
     """A multipart/alternative message ready for SMTP (bytes: `bytes(message)` or `as_bytes()`)."""
-    message = EmailMessage(policy=policy.SMTP)
+    utf8 = needs_smtputf8(to) or any(a is not None and not a.username.isascii() for a in (sender, reply_to))
+    message = EmailMessage(policy=policy.SMTPUTF8 if utf8 else policy.SMTP)
     message["From"] = sender
-    message["To"] = to
+    message["To"] = wire_address(to)
     message["Subject"] = subject
     message["Date"] = format_datetime(clock.utcnow())
     message["Message-ID"] = message_id or make_msgid(domain=sender.domain)

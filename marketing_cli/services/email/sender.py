@@ -28,12 +28,24 @@ MAX_ATTEMPTS. After PAUSE_AFTER_ERRORS consecutive transport errors the campaign
 PAUSED (`mkt campaigns resume`). Rate (messages per second) and concurrency are
 MKT_SEND_RATE (default 0: as fast as the transport takes them) and MKT_SEND_CONCURRENCY
 (default 10), read and checked by kernel/pacing.py (shared with SMS).
+
+A failure stays with its message. A message that cannot be composed, or that the server
+cannot take (no SMTPUTF8 for a non-ASCII local part), fails at once with its reason; an
+unexpected error of the transport counts as a connection problem; neither stops the
+round. If the job itself fails (a database error, a lost lease), the answers of what was
+handed over are recorded first, so its next attempt sends none of it again. A campaign
+whose job fails for good never waits forever: the `@jobs.gave_up` hooks put a send back in
+PAUSED (email.send, email.ab_winner) or a preparation back in DRAFT (email.preprocess),
+the reason in `status_detail`. A campaign SENT with failed messages says how many and why
+in `status_detail` (`failure_summary`); each message keeps its own `failure_reason`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import logging
 import sqlite3
 import threading
 from collections import deque
@@ -60,6 +72,15 @@ RETRY_DELAYS = (30, 120)
 PAUSE_AFTER_ERRORS = 20
 ROUNDS_IN_FLIGHT = 2  # claimed and queued at once (the crash window: ROUNDS_IN_FLIGHT x concurrency)
 HALTED = "Not sent: the campaign stopped sending."  # a claimed message given back untouched
+COMPOSE_FAILED = "the message could not be composed"
+FAILED_SUMMARY = "{failed:,} of {total:,} messages failed: {reasons}."
+SHOWN_REASONS = 3
+SEND_GAVE_UP = ("Sending stopped: the send job failed for good ({error}). Fix the cause, then resume the "
+                "campaign (mkt campaigns resume {id}).")
+PREPARE_GAVE_UP = ("The send could not be prepared: the job failed for good ({error}). Nothing was sent; "
+                   "fix the cause and schedule the campaign again.")
+
+log = logging.getLogger("mkt.email.send")
 
 
 def _campaign(conn: sqlite3.Connection, campaign_id: str) -> sqlite3.Row | None:
@@ -153,6 +174,17 @@ def preprocess(conn: sqlite3.Connection, payload: dict[str, Any]) -> None:
                      dedupe_key=f"email.send:{campaign_id}")
 
 
+@jobs.gave_up("email.preprocess")
+def preprocess_gave_up(conn: sqlite3.Connection, job: dict[str, Any], error: str) -> None:
+    """Nothing was handed over yet: the campaign goes back to DRAFT with the reason."""
+    row = _campaign(conn, job["campaign_id"])
+    if row is None or row["status"] not in ("QUEUED", "PREPROCESSING", "IN_REVIEW"):
+        return
+    conn.execute("DELETE FROM email_messages WHERE campaign_id = ?", (row["id"],))
+    conn.execute("DELETE FROM email_ab_holdout WHERE campaign_id = ?", (row["id"],))
+    campaigns.set_campaign_status(conn, row["id"], "DRAFT", detail=PREPARE_GAVE_UP.format(error=error.rstrip(".")))
+
+
 # --------------------------------------------------------------------------- sending
 
 class _Send:
@@ -192,6 +224,7 @@ class _Send:
         self.selection = transport_settings.selection(conn, ws)
         self.outbox = str(self.selection.folder) if self.selection.kind == "outbox" else None
         self.halt = threading.Event()  # set when the campaign left SENDING: claimed messages are given back
+        self.campaign_id = row["id"]
 
     def build(self, message: sqlite3.Row) -> bytes:
         """The signed message of one claimed row (merge tags for its contact, its own URLs)."""
@@ -216,15 +249,34 @@ class _Send:
     def deliver(self, message: sqlite3.Row) -> tuple[int, str | None, bool]:
         """Build, sign and hand one message to this thread's transport: (message id, error or
         None, permanent). Building in the pool's threads overlaps one message's rendering and
-        signing with the others' network waits."""
+        signing with the others' network waits.
+
+        Never raises: whatever goes wrong with one recipient is that message's answer, so the
+        round's other answers are recorded with it (an exception here would leave messages
+        the server accepted unrecorded, and the job's next attempt would send them again).
+        """
         if self.halt.is_set():
             return message["id"], HALTED, False
-        raw = self.build(message)
+        try:
+            raw = self.build(message)
+        except Exception as exc:  # noqa: BLE001 - this recipient's message only
+            log.exception("message %s of campaign %s could not be composed", message["id"], self.campaign_id)
+            return message["id"], f"{COMPOSE_FAILED}: {type(exc).__name__}: {exc}", True
         try:
             self.transport().send(raw, self.envelope_from, [message["email"]])
         except TransportError as exc:
             return message["id"], str(exc), exc.permanent
+        except Exception as exc:  # noqa: BLE001 - not the server's answer: tried again, like a connection problem
+            log.exception("sending message %s of campaign %s failed", message["id"], self.campaign_id)
+            self.drop_transport()  # its session is in an unknown state
+            return message["id"], f"sending failed: {type(exc).__name__}: {exc}", False
         return message["id"], None, False
+
+    def drop_transport(self) -> None:
+        transport, self._local.transport = getattr(self._local, "transport", None), None
+        if transport is not None:
+            with contextlib.suppress(Exception):  # a broken session: nothing to keep
+                transport.close()
 
     def close(self) -> None:
         for transport in self._transports:
@@ -303,6 +355,11 @@ def _send_rounds(conn: sqlite3.Connection, row: sqlite3.Row, run: _Send) -> None
     ROUNDS_IN_FLIGHT rounds are claimed at once: while the pool delivers one, the next one
     is already queued behind it, so the threads never wait for the database (recording a
     round and claiming the next) and the server never waits for a round's slowest message.
+
+    Whatever stops the loop (an error of the database, a lost lease, a bug), the answers of
+    the messages already handed to the transport are recorded before the error goes on to
+    the job queue: its next attempt then sends none of them again. Only a runner that dies
+    outright leaves messages in `sending` (the crash window of the module docstring).
     """
     ws = row["workspace_id"]
     errors_in_a_row = 0
@@ -311,43 +368,67 @@ def _send_rounds(conn: sqlite3.Connection, row: sqlite3.Row, run: _Send) -> None
     stop: str | None = None  # "hour" (hourly_emails used up) or "done" (nothing due, or no longer SENDING)
 
     def record_oldest() -> tuple[list[tuple[int, str | None, bool]], int]:
-        """Wait for the oldest round's answers and record them: (answers, temporary errors)."""
-        claimed, futures = in_flight.popleft()
+        """Wait for the oldest round's answers and record them: (answers, temporary errors).
+        The round leaves `in_flight` only once its answers are written."""
+        claimed, futures = in_flight[0]
         results = [future.result() for future in futures]
-        return results, _record(conn, run, {m["id"]: m for m in claimed}, results, ws)
+        temporary = _record(conn, run, {m["id"]: m for m in claimed}, results, ws)
+        in_flight.popleft()
+        return results, temporary
 
     with ThreadPoolExecutor(max_workers=run.concurrency, thread_name_prefix="mkt-send") as pool:
-        while True:
-            jobs.heartbeat(conn)
-            while stop is None and len(in_flight) < rounds:
-                if billing.remaining(conn, ws, "hourly_emails") == 0:
-                    stop = "hour"
-                    break
-                claimed = _claim(conn, row["id"], run.concurrency)
-                if not claimed:
+        try:
+            while True:
+                jobs.heartbeat(conn)
+                while stop is None and len(in_flight) < rounds:
+                    if billing.remaining(conn, ws, "hourly_emails") == 0:
+                        stop = "hour"
+                        break
+                    claimed = _claim(conn, row["id"], run.concurrency)
+                    if not claimed:
+                        stop = "done"
+                        break
+                    run.pacer.wait(len(claimed))
+                    in_flight.append((claimed, [pool.submit(run.deliver, m) for m in claimed]))
+                if not in_flight:
+                    if stop == "hour":
+                        _again_at(conn, row, _next_hour())
+                    else:
+                        _finish_or_wait(conn, row)
+                    return
+                results, temporary = record_oldest()
+                current = conn.execute("SELECT status FROM campaigns WHERE id = ?", (row["id"],)).fetchone()
+                if current is None or current[0] != "SENDING":  # cancelled meanwhile: send nothing more
+                    run.halt.set()
                     stop = "done"
-                    break
-                run.pacer.wait(len(claimed))
-                in_flight.append((claimed, [pool.submit(run.deliver, m) for m in claimed]))
-            if not in_flight:
-                if stop == "hour":
-                    _again_at(conn, row, _next_hour())
-                else:
-                    _finish_or_wait(conn, row)
-                return
-            results, temporary = record_oldest()
-            current = conn.execute("SELECT status FROM campaigns WHERE id = ?", (row["id"],)).fetchone()
-            if current is None or current[0] != "SENDING":  # cancelled meanwhile: send nothing more
-                run.halt.set()
-                stop = "done"
-            errors_in_a_row = errors_in_a_row + temporary if temporary == len(results) else 0
-            if errors_in_a_row >= PAUSE_AFTER_ERRORS:
-                while in_flight:  # what was already handed over is recorded before the pause
-                    record_oldest()
-                campaigns.set_campaign_status(conn, row["id"], "PAUSED",
-                                              detail=f"Paused after {errors_in_a_row} transport errors in a row: "
-                                                     f"{results[-1][1]}")
-                return
+                errors_in_a_row = errors_in_a_row + temporary if temporary == len(results) else 0
+                if errors_in_a_row >= PAUSE_AFTER_ERRORS:
+                    while in_flight:  # what was already handed over is recorded before the pause
+                        record_oldest()
+                    campaigns.set_campaign_status(conn, row["id"], "PAUSED",
+                                                  detail=f"Paused after {errors_in_a_row} transport errors in a row: "
+                                                         f"{results[-1][1]}")
+                    return
+        except BaseException:
+            run.halt.set()  # what the pool has not started is given back, not sent
+            _record_handed_over(conn, in_flight, record_oldest)
+            raise
+
+
+def _record_handed_over(conn: sqlite3.Connection, in_flight: deque[Any], record_oldest: Any) -> None:
+    """After an error: record the answers of every round in flight (each tried twice)."""
+    if conn.in_transaction:  # the failed statement's transaction: our records must not join it
+        conn.execute("ROLLBACK")
+    while in_flight:
+        for attempt in (1, 2):
+            try:
+                record_oldest()
+                break
+            except Exception:  # noqa: BLE001 - the job's own error is the one raised
+                if attempt == 2:
+                    log.exception("the answers of a round of %d messages could not be recorded; the job's next "
+                                  "attempt sends them again", len(in_flight[0][0]))
+                    in_flight.popleft()
 
 
 def _next_hour() -> str:
@@ -373,8 +454,24 @@ def _finish_or_wait(conn: sqlite3.Connection, row: sqlite3.Row) -> None:
             _again_at(conn, row, clock.format_ts(clock.utcnow() + timedelta(minutes=wait)), "email.ab_winner")
             return
         if conn.execute("SELECT status FROM campaigns WHERE id = ?", (row["id"],)).fetchone()[0] == "SENDING":
-            campaigns.set_campaign_status(conn, row["id"], "SENT")
+            campaigns.set_campaign_status(conn, row["id"], "SENT", detail=failure_summary(conn, row["id"]))
             conn.execute("UPDATE campaigns SET sent_at = ? WHERE id = ?", (clock.now(), row["id"]))
+
+
+def failure_summary(conn: sqlite3.Connection, campaign_id: str) -> str | None:
+    """The `status_detail` of a campaign sent with failed messages: how many, and the most
+    common reasons with their counts (each message keeps its own in `failure_reason`)."""
+    reasons = conn.execute("SELECT failure_reason, count(*) AS n FROM email_messages"
+                           " WHERE campaign_id = ? AND status = 'failed' GROUP BY failure_reason"
+                           " ORDER BY n DESC, failure_reason", (campaign_id,)).fetchall()
+    if not reasons:
+        return None
+    failed = sum(r["n"] for r in reasons)
+    total = conn.execute("SELECT count(*) FROM email_messages WHERE campaign_id = ?", (campaign_id,)).fetchone()[0]
+    shown = [f"{(r['failure_reason'] or 'no reason given').rstrip('.')} ({r['n']:,})" for r in reasons[:SHOWN_REASONS]]
+    if len(reasons) > SHOWN_REASONS:
+        shown.append(f"{len(reasons) - SHOWN_REASONS:,} other reasons")
+    return FAILED_SUMMARY.format(failed=failed, total=total, reasons="; ".join(shown))
 
 
 # --------------------------------------------------------------------------- the A/B winner
@@ -411,3 +508,15 @@ def pick_winner(conn: sqlite3.Connection, payload: dict[str, Any]) -> None:
         decision = {**settings, "winner": winner, "rates": rates, "decided_at": clock.now()}
         conn.execute("UPDATE campaigns SET ab_test = ? WHERE id = ?", (json.dumps(decision), row["id"]))
         _again_at(conn, row, clock.now())
+
+
+@jobs.gave_up("email.send")
+@jobs.gave_up("email.ab_winner")
+def send_gave_up(conn: sqlite3.Connection, job: dict[str, Any], error: str) -> None:
+    """A send whose job will not run again is PAUSED with the reason, not left SENDING: what
+    was delivered stays delivered, and `resume` sends the rest once the cause is fixed."""
+    row = _campaign(conn, job["campaign_id"])
+    if row is None or row["status"] != "SENDING":
+        return
+    campaigns.set_campaign_status(conn, row["id"], "PAUSED",
+                                  detail=SEND_GAVE_UP.format(error=error.rstrip("."), id=row["id"]))

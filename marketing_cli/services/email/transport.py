@@ -24,7 +24,13 @@ password masked. `Selection.open()` (or `open_transport(...)`) gives an object w
 `send(message, sender, recipients) -> str` and `close()` (also a context manager). The SMTP
 transport keeps its connection open between messages (the sending work sends thousands
 through one) and reconnects once if the server dropped it. Failures are `TransportError`;
-`permanent` is True for a 5xx refusal.
+`permanent` is True for a 5xx refusal, and for a message the server cannot take at all.
+
+Addresses (kernel/addresses.py): a domain in Unicode goes out in its IDNA form. A message
+that needs SMTPUTF8 (RFC 6531: an address with non-ASCII characters before the @, in the
+envelope or in a header) is sent with the SMTPUTF8 parameter when the server offers the
+extension, and is refused (permanent, that message only) when it does not. A body that is
+not 7-bit goes with BODY=8BITMIME when the server offers it.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit, urlunsplit
 
 from marketing_cli.kernel import clock
+from marketing_cli.kernel.addresses import NO_SMTPUTF8, wire_address
 
 
 class TransportError(Exception):
@@ -125,11 +132,21 @@ class SmtpTransport:
     def send(self, message: EmailMessage | bytes, sender: str, recipients: list[str]) -> str:
         """Hand one message to the server; returns the server's queue answer. TransportError on failure."""
         data = message if isinstance(message, bytes) else message.as_bytes()
+        try:
+            envelope = [wire_address(a) for a in (sender, *recipients)]
+        except ValueError as exc:
+            raise TransportError(f"the address cannot be sent: {exc}", permanent=True) from None
+        utf8 = not _header_block(data).isascii() or not all(a.isascii() for a in envelope)
         for attempt in (1, 2):
             if self._smtp is None:
                 self._smtp = self._connect()
+            if utf8 and not self._smtp.has_extn("smtputf8"):
+                raise TransportError(NO_SMTPUTF8, permanent=True)
+            options = ["SMTPUTF8"] if utf8 else []
+            if not data.isascii() and self._smtp.has_extn("8bitmime"):
+                options.append("BODY=8BITMIME")
             try:
-                refused = self._smtp.sendmail(sender, recipients, data)
+                refused = self._smtp.sendmail(envelope[0], envelope[1:], data, mail_options=options)
             except smtplib.SMTPServerDisconnected:
                 self._smtp = None
                 if attempt == 2:
@@ -146,6 +163,9 @@ class SmtpTransport:
             except (OSError, smtplib.SMTPException) as exc:
                 self.close()
                 raise TransportError(f"sending failed: {exc}") from None
+            except UnicodeError:  # an address or command SMTP cannot carry; the session is mid-message
+                self.close()
+                raise TransportError(NO_SMTPUTF8, permanent=True) from None
             if refused:
                 code, text = next(iter(refused.values()))
                 raise TransportError(f"the SMTP server refused a recipient: {code} {_text(text)}",
@@ -166,6 +186,13 @@ class SmtpTransport:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _header_block(data: bytes) -> bytes:
+    end = data.find(b"\r\n\r\n")
+    if end < 0:
+        end = data.find(b"\n\n")
+    return data if end < 0 else data[:end]
 
 
 def _text(raw: bytes | str) -> str:
