@@ -225,3 +225,25 @@ def test_a_unicode_domain_goes_out_in_idna_form(conn: Any, workspace: dict[str, 
     [received] = server.messages
     assert received.rcpt_tos == ["ann@xn--bcher-kva.de"] and not received.smtputf8
     assert received.message["To"] == "ann@xn--bcher-kva.de"
+
+
+@pytest.mark.parametrize("where", ["subject", "preview_text", "html"])
+def test_an_unknown_tag_is_refused_as_the_schedule_refuses_it(conn: Any, workspace: dict[str, Any], tmp_path: Path,
+                                                              where: str) -> None:
+    from marketing_cli.services.email import schedule
+
+    ws = workspace["id"]
+    f.field(conn, ws, "city")
+    html = HTML.replace("</body>", "<p>{{contact.nickname}}</p></body>" if where == "html" else "</body>")
+    subject = "Hi {{contact.nickname}}" if where == "subject" else "Hi there"
+    campaign = f.ready_campaign(conn, ws, html=html, subject=subject)
+    if where == "preview_text":
+        conn.execute("UPDATE campaign_variants SET preview_text = 'See {{contact.nickname}}' WHERE campaign_id = ?",
+                     (campaign["id"],))
+        conn.commit()
+    refusal = "Variant A uses merge tags this workspace does not define: {{contact.nickname}}."
+    assert err(_send, conn, ws, campaign["id"]) == (400, refusal)
+    assert not (tmp_path / "outbox").exists() or _outbox(tmp_path) == []  # nothing was sent
+    assert conn.execute("SELECT count(*) FROM test_email_sends").fetchone()[0] == 0  # nor counted
+    variant = conn.execute("SELECT * FROM campaign_variants WHERE campaign_id = ?", (campaign["id"],)).fetchone()
+    assert schedule.content_problems(conn, ws, variant) == [refusal]  # what schedule and the review refuse

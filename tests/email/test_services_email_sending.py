@@ -159,7 +159,7 @@ def test_content_checks_before_queueing(conn: sqlite3.Connection, workspace: dic
 def test_links_that_do_not_parse_are_a_content_problem(conn: sqlite3.Connection, workspace: dict[str, Any]) -> None:
     # The HTML cleaner already drops such hrefs; the review checks again whatever reached the variant.
     for url in ("https://exa mple.org/", "https://example.org:port/"):
-        variant = {"type": "B", "subject": "Hello", "body_html": f'<a href="{url}">x</a> <a href="{{{{unsubscribe_url}}}}">u</a>'}
+        variant = {"type": "B", "subject": "Hello", "preview_text": None, "body_html": f'<a href="{url}">x</a> <a href="{{{{unsubscribe_url}}}}">u</a>'}
         assert email_schedule.content_problems(conn, workspace["id"], variant) == \
             [f"Variant B has a link that is not a valid URL: {url}"]
 

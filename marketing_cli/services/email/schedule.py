@@ -89,9 +89,9 @@ def content_problems(conn: sqlite3.Connection, workspace_id: int, variant: sqlit
     if not html.strip():
         return [NO_HTML.format(type=kind)]
     problems = []
-    unknown = find_unknown_tags(conn, workspace_id, variant["subject"] + "\n" + html)
+    unknown = unknown_tags_problem(conn, workspace_id, variant)
     if unknown:
-        problems.append(UNKNOWN_TAGS.format(type=kind, tags=", ".join(unknown)))
+        problems.append(unknown)
     if not any(m.group(1) == "unsubscribe_url" for m in TAG.finditer(html)):
         problems.append(NO_UNSUBSCRIBE.format(type=kind))
     for url in tracked_links(html):
@@ -99,6 +99,14 @@ def content_problems(conn: sqlite3.Connection, workspace_id: int, variant: sqlit
             problems.append(BAD_LINK.format(type=kind, url=url))
             break
     return problems
+
+
+def unknown_tags_problem(conn: sqlite3.Connection, workspace_id: int, variant: sqlite3.Row) -> str | None:
+    """The refusal of a variant whose subject, preview text or HTML uses a merge tag the
+    workspace does not define (schedule and test emails refuse it alike); None when all are known."""
+    text = "\n".join(variant[key] or "" for key in ("subject", "preview_text", "body_html"))
+    unknown = find_unknown_tags(conn, workspace_id, text)
+    return UNKNOWN_TAGS.format(type=variant["type"], tags=", ".join(unknown)) if unknown else None
 
 
 def _parses(url: str) -> bool:

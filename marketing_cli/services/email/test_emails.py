@@ -36,6 +36,7 @@ from marketing_cli.kernel import clock
 from marketing_cli.kernel.merge import Values
 from marketing_cli.kernel.tokens import make_token, read_token
 from marketing_cli.services.contacts.values import normalize_email
+from marketing_cli.services.email.schedule import unknown_tags_problem
 from marketing_cli.services.email.campaigns import (
     INVALID_BODY,
     campaign_row,
@@ -182,6 +183,9 @@ def send_test_email(conn: sqlite3.Connection, workspace_id: int, campaign_id: An
         raise MktError(400, NO_SUBJECT)
     if not (variant["body_html"] or "").strip():
         raise MktError(400, NO_CONTENT)
+    unknown = unknown_tags_problem(conn, workspace_id, variant)
+    if unknown is not None:  # refused as the campaign's schedule refuses it
+        raise MktError(400, unknown)
     message = build_test_message(conn, workspace_id, campaign, variant, sender, recipient)
     with transaction(conn):
         _check_limits(conn, workspace_id)

@@ -40,7 +40,8 @@ from marketing_cli.services.email.campaigns import (
 HTML_REQUIRED = "Please provide the HTML content for this variant."
 HTML_OR_TEMPLATE = "Please provide either html or template_id, not both."
 LOCKED = "The campaign cannot be edited while it is being reviewed."
-UNKNOWN_TAG_WARNING = "Unknown merge tag {tag}: it is left as written when the email is sent."
+UNKNOWN_TAG_WARNING = ("Unknown merge tag {tag}: define it as a field or remove it; until then the campaign "
+                       "cannot be scheduled and test emails are refused.")
 NO_PREVIEW = "This variant has no preview yet."
 DEFAULT_PUBLIC_URL = "http://127.0.0.1:8000"
 
