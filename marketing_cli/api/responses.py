@@ -22,6 +22,7 @@ from marketing_cli.db import storage_error
 from marketing_cli.encoding import dumps_bytes
 from marketing_cli.errors import MktError
 from marketing_cli.kernel.inputs import decode_json
+from marketing_cli.kernel.numbers import parse_digits
 
 log = logging.getLogger("mkt.api")
 
@@ -66,7 +67,8 @@ async def read_body(request: Request, *, max_bytes: int = MAX_BODY_BYTES, timeou
     a body holds a connection for a bounded time.
     """
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > max_bytes:
+    size = parse_digits(declared, 40)  # a malformed one is refused by the server before the app
+    if size is not None and size > max_bytes:
         raise MktError(413, TOO_LARGE.format(kib=max_bytes // 1024))
     seconds = body_timeout(request, timeout_factor)
     chunks, size = [], 0

@@ -11,6 +11,7 @@ from marketing_cli.cli.registry import HELP
 from marketing_cli.cli.state import state
 from marketing_cli.cli.workspace import render_billing
 from marketing_cli.errors import MktError
+from marketing_cli.kernel.numbers import parse_digits
 from marketing_cli.services.account import billing
 
 app = typer.Typer(help=HELP["billing"], no_args_is_help=True)
@@ -60,8 +61,8 @@ def allowance_set(
     """Override one allowance of the workspace's plan."""
     if allowed.lower() == "plan":
         value = None
-    elif allowed.isdigit():
-        value = int(allowed)
+    elif parse_digits(allowed) is not None:
+        value = parse_digits(allowed)
     else:
         raise MktError(400, f"'{allowed}' is not an allowance: give a whole number of 0 or more, or 'plan'.")
     s = state(ctx)

@@ -10,6 +10,7 @@ from pathlib import Path
 import typer
 
 from marketing_cli.errors import MktError
+from marketing_cli.kernel.numbers import parse_digits
 
 
 @dataclass
@@ -50,5 +51,5 @@ def state(ctx: typer.Context) -> State:
     root = ctx.find_root()
     if not isinstance(root.obj, State):
         env = os.environ.get("MKT_WORKSPACE")
-        root.obj = State(workspace_option=int(env) if env and env.isdigit() else None)
+        root.obj = State(workspace_option=parse_digits(env))
     return root.obj

@@ -8,6 +8,7 @@ import re
 import sqlite3
 from email import policy
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
@@ -143,3 +144,15 @@ def test_the_openapi_document_lists_the_page(client: Any) -> None:
     assert operation["security"] == []
     assert set(operation["responses"]) >= {"200", "404", "410"}
     assert "text/html" in operation["responses"]["200"]["content"]
+
+
+@pytest.mark.parametrize("link_id", ["¹", "٣", "１", "𝟙", "9" * 40, "-1", "1.0", ""])
+def test_a_link_id_that_is_not_ascii_digits_is_404_not_500(client: Any, auth: dict[str, str], sent: dict[str, str],
+                                                           verified: dict[str, Any], link_id: str) -> None:
+    """A genuine message token with a link id that str.isdigit() accepts and int() refuses
+    (or the reverse) answered 500; ids from URLs are read by kernel/numbers.py only."""
+    click = _path(re.search(r'href="([^"]+/t/c/[^"]+)"', sent["ann@gmail.com"]).group(1))
+    forged = click.rsplit("/", 1)[0] + "/" + quote(link_id, safe="")
+    assert client.get(forged, follow_redirects=False).status_code == 404
+    stats = client.get(f"/v1/campaigns/{verified['id']}/statistics", headers=auth).json()["data"]
+    assert stats["aggregate"]["clicked"] == 0

@@ -198,6 +198,15 @@ def test_one_builder_of_a_field_expression() -> None:
     assert offenders == []
 
 
+def test_one_reader_of_numbers_from_text() -> None:
+    """kernel/numbers.py reads whole numbers from text; `isdigit()` and its kin accept
+    characters `int()` refuses (a superscript digit answered a 500), so nothing else uses them."""
+    allowed = PACKAGE / "kernel" / "numbers.py"
+    offenders = [str(p.relative_to(ROOT)) for p in PACKAGE.rglob("*.py")
+                 if p != allowed and re.search(r"\.is(digit|decimal|numeric)\(", p.read_text(encoding="utf-8"))]
+    assert offenders == []
+
+
 def test_one_id_parser() -> None:
     """ids.parse_hex_id / parse_int_id are the only readers of ids from users."""
     offenders = []

@@ -176,7 +176,7 @@ class FilterCompiler:
     def _phone(self, operator: str, value: Any, vpath: str, region: str | None) -> None:
         text = self._string(value, vpath)
         if operator in ("CONTAINS", "NOT_CONTAINS"):
-            digits = "".join(ch for ch in text if ch.isdigit())
+            digits = "".join(ch for ch in text if ch in "0123456789")
             if not digits:
                 raise MktError(400, f"The member '{vpath}' must hold digits of a phone number.")
             needle = ("+" if text.startswith("+") else "") + digits

@@ -21,6 +21,7 @@ from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.ids import parse_int_id
 from marketing_cli.kernel.inputs import require_object, required_text
+from marketing_cli.kernel.numbers import parse_signed
 from marketing_cli.services.account import billing
 from marketing_cli.services.contacts.segment_filters import (
     count_matching,
@@ -160,8 +161,8 @@ def enqueue_stale_counts(conn: sqlite3.Connection) -> int:
 
 
 def _page_number(value: Any, name: str, low: int, high: int | None) -> int:
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        value = int(value)
+    if isinstance(value, str):
+        value = parse_signed(value)
     if not isinstance(value, int) or isinstance(value, bool) or value < low or (high is not None and value > high):
         bound = f"between {low} and {high}" if high is not None else f"{low} or more"
         raise MktError(400, f"The {name} must be an integer {bound}.")

@@ -23,6 +23,7 @@ from marketing_cli.kernel import clock
 from marketing_cli.kernel.addresses import needs_smtputf8
 from marketing_cli.kernel.ids import new_id, parse_hex_id, parse_int_id
 from marketing_cli.kernel.inputs import member, required_text, type_error
+from marketing_cli.kernel.numbers import parse_signed
 from marketing_cli.services.contacts.audience import validate_audience
 from marketing_cli.services.contacts.values import normalize_email
 from marketing_cli.services.email.stats import campaign_progress
@@ -209,10 +210,9 @@ def _page_number(value: Any, default: int) -> int:
     if isinstance(value, bool):
         return default
     if isinstance(value, str):
-        value = value.strip()
-        if not value.lstrip("-").isdigit() or len(value) > 18:
+        value = parse_signed(value)
+        if value is None:
             return default
-        value = int(value)
     if not isinstance(value, int) or value < 1:
         return default
     return value

@@ -30,6 +30,8 @@ import socket
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from marketing_cli.kernel.numbers import parse_digits
+
 DNS_TIMEOUT = 3.0
 BAD_SERVER = "MKT_DNS_SERVER must be HOST:PORT (for example 127.0.0.1:5353), not {value!r}."
 
@@ -48,7 +50,7 @@ def parse_server(value: str) -> tuple[str, int]:
         host, port = text.split(":")
     else:
         host, port = text, None
-    port_number = int(port) if port and port.isdigit() else (53 if port is None else -1)
+    port_number = (parse_digits(port, 5) or -1) if port is not None else 53
     if not host or not 0 < port_number < 65536:
         raise ValueError(BAD_SERVER.format(value=value))
     try:

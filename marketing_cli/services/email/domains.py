@@ -42,6 +42,7 @@ from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.ids import parse_int_id
 from marketing_cli.kernel.inputs import member, require_object
+from marketing_cli.kernel.numbers import parse_digits
 from marketing_cli.services.account import billing
 
 INVALID_BODY = "Invalid request body."
@@ -97,7 +98,7 @@ def normalise_domain_name(value: Any) -> str:
     except (idna.IDNAError, UnicodeError, ValueError):
         raise MktError(400, INVALID_NAME) from None
     labels = name.split(".")
-    if (len(name) > MAX_NAME or len(labels) < 2 or labels[-1].isdigit()
+    if (len(name) > MAX_NAME or len(labels) < 2 or parse_digits(labels[-1], MAX_NAME) is not None
             or not all(_LABEL.fullmatch(label) for label in labels)):
         raise MktError(400, INVALID_NAME)
     return name

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from marketing_cli.errors import MktError
+from marketing_cli.kernel.numbers import parse_digits
 
 if TYPE_CHECKING:
     import httpx
@@ -156,7 +157,8 @@ def _hop(client: httpx.Client, url: httpx.URL, started: float) -> Fetched | http
 
 def _read_capped(response: httpx.Response, started: float) -> bytes:
     declared = response.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > MAX_BYTES:
+    size = parse_digits(declared, 40)
+    if size is not None and size > MAX_BYTES:
         raise MktError(400, TOO_LARGE)
     chunks, size = [], 0
     for chunk in response.iter_bytes():

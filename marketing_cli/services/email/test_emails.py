@@ -34,9 +34,9 @@ from marketing_cli.db import instance_secret, transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.merge import Values
+from marketing_cli.kernel.numbers import parse_digits
 from marketing_cli.kernel.tokens import make_token, read_token
 from marketing_cli.services.contacts.values import normalize_email
-from marketing_cli.services.email.schedule import unknown_tags_problem
 from marketing_cli.services.email.campaigns import (
     INVALID_BODY,
     campaign_row,
@@ -45,6 +45,7 @@ from marketing_cli.services.email.campaigns import (
     sender_identity,
     variant_row,
 )
+from marketing_cli.services.email.schedule import unknown_tags_problem
 
 RECIPIENT_INVALID = "Please provide a valid recipient email address."
 NO_SENDER = "Please configure a sender identity before sending test emails."
@@ -68,8 +69,9 @@ def limits() -> tuple[int, int, int]:
     """(per minute, per hour, per day): MKT_TEST_EMAIL_LIMITS="5,30,100", else the defaults."""
     raw = os.environ.get(LIMITS_ENV, "")
     parts = [p.strip() for p in raw.split(",")]
-    if len(parts) == 3 and all(p.isdigit() for p in parts):
-        return int(parts[0]), int(parts[1]), int(parts[2])
+    numbers = [parse_digits(p) for p in parts]
+    if len(numbers) == 3 and None not in numbers:
+        return numbers[0], numbers[1], numbers[2]
     return DEFAULT_LIMITS
 
 

@@ -24,6 +24,7 @@ from marketing_cli.db import instance_secret, transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.geoip import country_of
+from marketing_cli.kernel.numbers import parse_digits
 from marketing_cli.kernel.tokens import read_token
 from marketing_cli.kernel.user_agents import classify
 from marketing_cli.services.contacts import events
@@ -55,10 +56,11 @@ def track_click(conn: sqlite3.Connection, token: str, link_id: str, user_agent: 
                 ip: str | None) -> str:
     """The original URL to redirect to; the click counts. 404 for a forged token or link."""
     message = _message(conn, token)
-    if message is None or not link_id.isdigit() or len(link_id) > 18:
+    number = parse_digits(link_id)
+    if message is None or number is None:
         raise MktError(404, LINK_NOT_FOUND)
     link = conn.execute("SELECT url FROM email_links WHERE id = ? AND campaign_id = ? AND variant_id = ?",
-                        (int(link_id), message["campaign_id"], message["variant_id"])).fetchone()
+                        (number, message["campaign_id"], message["variant_id"])).fetchone()
     if link is None:
         raise MktError(404, LINK_NOT_FOUND)
     kind = classify(user_agent)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from marketing_cli.kernel import clock, pacing
+from marketing_cli.kernel.numbers import parse_digits
 
 
 @dataclass(frozen=True)
@@ -147,7 +148,8 @@ class TwilioProvider:
             if response.status_code == 429 or response.status_code >= 500:
                 last_code, last_error = code, message
                 header = response.headers.get("Retry-After", "")
-                retry_after = float(header) if header.isdigit() else None
+                seconds = parse_digits(header, 9)
+                retry_after = float(seconds) if seconds is not None else None
                 continue
             return Receipt(m.message_id, False, None, message, code)
         return Receipt(m.message_id, False, None, last_error, last_code)
