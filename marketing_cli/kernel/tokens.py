@@ -24,10 +24,14 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import re
 
 EMAIL_MAC_BYTES = 10   # 80 bits: email links can afford a long token
 SMS_MAC_BYTES = 6      # 48 bits: SMS links pay per character (docs/sms.md)
 MAX_TOKEN_LENGTH = 48  # characters: a 24-byte id and an email MAC; longer input is refused unread
+# The URL-safe alphabet only: the decoder would otherwise skip foreign characters, so that
+# `ab.cd` and `abcd` named the same token. With the canonical check below, a token has one spelling.
+_ALPHABET = re.compile(r"[A-Za-z0-9_-]+", re.ASCII)
 
 
 def _mac(secret: bytes, kind: str, number: int, size: int) -> bytes:
@@ -45,12 +49,14 @@ def make_token(secret: bytes, kind: str, number: int, mac_bytes: int = EMAIL_MAC
 
 def read_token(secret: bytes, kind: str, token: str, mac_bytes: int = EMAIL_MAC_BYTES) -> int | None:
     """The id a token was made for, or None when it is malformed or forged."""
-    if not isinstance(token, str) or not 8 <= len(token) <= MAX_TOKEN_LENGTH or not token.isascii():
+    if not isinstance(token, str) or not 8 <= len(token) <= MAX_TOKEN_LENGTH or _ALPHABET.fullmatch(token) is None:
         return None
     try:
         raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
     except ValueError:
         return None
+    if base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii") != token:
+        return None  # non-canonical: trailing bits set, or a length no encoder writes
     if len(raw) < 5 + mac_bytes:
         return None
     number = int.from_bytes(raw[:-mac_bytes], "big")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import sqlite3
 
 from marketing_cli import db
@@ -64,3 +65,23 @@ def test_cli_sets_the_tracking_url(cli, workspace) -> None:  # noqa: ANN001
     assert result.exit_code == 0 and "https://t.example.org" in result.stdout
     bad = cli("workspace", "update", "--tracking-url", "javascript:alert(1)")
     assert bad.exit_code == 1 and bad.stderr.startswith("The tracking URL must be")
+
+
+def test_a_token_has_one_spelling(conn: sqlite3.Connection) -> None:
+    """Foreign characters and non-canonical base64 (the same bytes spelt another way) are refused."""
+    secret = db.instance_secret(conn)
+    for mac_bytes in (tt.EMAIL_MAC_BYTES, tt.SMS_MAC_BYTES):
+        token = tt.make_token(secret, "m", 123456, mac_bytes)
+        assert tt.read_token(secret, "m", token, mac_bytes) == 123456
+        last = token[-1]
+        alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+        # A last character whose unused low bits differ decodes to the same bytes.
+        twins = [c for c in alphabet if c != last
+                 and base64.urlsafe_b64decode(token[:-1] + c + "=" * (-len(token) % 4))
+                 == base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))]
+        # 11 bytes (an SMS token) leave 2 unused bits; 15 (an email token) none.
+        assert bool(twins) == (len(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))) % 3 != 0)
+        for spelling in [*(token[:-1] + t for t in twins[:3]), token[:3] + "." + token[3:], token[:3] + "\n" + token[3:],
+                         token + "=", token[:4] + "+" + token[5:], token[:4] + "/" + token[5:],
+                         token.replace(token[2], "é", 1)]:
+            assert tt.read_token(secret, "m", spelling, mac_bytes) is None, spelling
