@@ -123,10 +123,10 @@ def test_a_killed_expansion_never_charges_a_recipient_twice(conn: sqlite3.Connec
     f.sms_ready(conn, ws, balance="100")
     f.sms_contacts(conn, ws, [f"+1415555{i:04d}" for i in range(200)] + [f"+4474001{i:05d}" for i in range(50)]
                    + [f"+9198765{i:05d}" for i in range(10)], first_name="Ann")
-    from marketing_cli.services.sms import campaigns as sms_campaigns
+    from marketing_cli.services.sms import schedule
 
     c = f.sms_campaign(conn, ws)
-    sms_campaigns.schedule_campaign(conn, ws, c["id"], {"schedule_type": "NOW"})
+    schedule.schedule_campaign(conn, ws, c["id"], {"schedule_type": "NOW"})
     env = {"MKT_SMS_BATCH_SIZE": "10", "MKT_SMS_BATCH_PAUSE": "0.05"}
     proc = _run_jobs(db_path, env)
     try:
