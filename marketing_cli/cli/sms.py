@@ -86,7 +86,7 @@ def sms_update(
     ctx: typer.Context,
     campaign_id: CampaignId,
     name: Annotated[str | None, typer.Option(help="A new name.")] = None,
-    message: Annotated[str | None, typer.Option(help="The SMS text; merge tags {{contact.<merge_tag>}}.")] = None,
+    message: Annotated[str | None, typer.Option(help="The SMS text; merge tags as in email: {{contact.<merge_tag>}}, {{contact.<merge_tag>|fallback}}, {{workspace.name}} (no link tags).")] = None,
     audience: Annotated[str | None, typer.Option(
         help="Audience JSON (an object or an array of them): inline, - for stdin, or @FILE.")] = None,
     as_json: JsonOption = False,

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from marketing_cli import jobs
 from marketing_cli.kernel import clock
 from marketing_cli.services.sms import campaigns, schedule
 from tests import factories as f
@@ -158,6 +159,38 @@ def test_update_errors_write_nothing(client: Any, auth: dict[str, str], body: di
     assert error_of(client.patch(f"/v1/sms-campaigns/{c['id']}", json=body, headers=auth)) == (400, message)
     assert client.get(f"/v1/sms-campaigns/{c['id']}", headers=auth).json()["data"] == c
     assert error_of(client.patch(f"/v1/sms-campaigns/{c['id']}", content=b"{", headers=auth)) == (400, campaigns.INVALID_BODY)
+
+
+@pytest.mark.parametrize(("message", "expected"), [
+    ("Hi {{first_name}}", "The merge tag {{first_name}} is not a merge tag of this workspace."
+                          " Did you mean {{contact.first_name}}?"),
+    ("Bye {{ unsubscribe_url }}", "The merge tag {{unsubscribe_url}} cannot be used in an SMS: an SMS has no"
+                                  " unsubscribe, view online or preferences link (recipients reply STOP to opt out)."),
+])
+def test_tags_sms_cannot_send_are_refused_at_update_and_at_schedule(
+        client: Any, auth: dict[str, str], ready: int, conn: sqlite3.Connection, message: str, expected: str) -> None:
+    c = configured(client, auth)
+    assert error_of(client.patch(f"/v1/sms-campaigns/{c['id']}", json={"message": message}, headers=auth)) == (
+        400, expected)
+    assert client.get(f"/v1/sms-campaigns/{c['id']}", headers=auth).json()["data"] == c
+    conn.execute("UPDATE sms_campaigns SET message = ? WHERE id = ?", (message, c["id"]))  # stored before the check
+    assert error_of(client.post(f"/v1/sms-campaigns/{c['id']}/schedule", json={"schedule_type": "NOW"},
+                                headers=auth)) == (400, expected)
+    assert client.get(f"/v1/sms-campaigns/{c['id']}", headers=auth).json()["data"]["status"] == "DRAFT"
+
+
+def test_a_fallback_is_sent_and_priced_as_rendered(client: Any, auth: dict[str, str], ready: int,
+                                                   conn: sqlite3.Connection) -> None:
+    f.sms_contacts(conn, ready, ["+14155550103"])  # no first name
+    c = configured(client, auth, "Hi {{contact.first_name|there}}, sale today. Reply STOP to opt out.")
+    assert client.post(f"/v1/sms-campaigns/{c['id']}/schedule", json={"schedule_type": "NOW"},
+                       headers=auth).json()["data"]["status"] == "QUEUED"
+    assert jobs.run_due(conn) == {"processed": 1, "failed": 0}
+    messages = client.get(f"/v1/sms-campaigns/{c['id']}/messages", headers=auth).json()["data"]["messages"]
+    assert len(messages) == 3 and {m["price"] for m in messages} == {"0.00830"}
+    assert sorted(r[0] for r in conn.execute("SELECT body FROM sms_outbox")) == [
+        "Hi Ann, sale today. Reply STOP to opt out.", "Hi Ann, sale today. Reply STOP to opt out.",
+        "Hi there, sale today. Reply STOP to opt out."]
 
 
 def test_only_drafts_can_be_updated_and_archive_rules(client: Any, auth: dict[str, str]) -> None:

@@ -23,7 +23,7 @@ from marketing_cli.kernel import clock
 from marketing_cli.kernel.ids import new_id, parse_hex_id
 from marketing_cli.kernel.inputs import require_object, required_text
 from marketing_cli.services.sms import ledger
-from marketing_cli.services.sms.render import CONTACT_TAG
+from marketing_cli.services.sms.render import check_message
 
 STATUSES = ("DRAFT", "QUEUED", "COMPLETED", "CANCELLED", "ARCHIVED")
 MAX_NAME = 255
@@ -60,7 +60,6 @@ BALANCE_BELOW_ESTIMATE = ("Your available SMS balance is ${available}, but this 
                           "${estimate} ({recipients} recipients). Please visit Billing to top up your SMS balance.")
 ONLY_DRAFT_UPDATE = "Only draft campaigns can be updated."
 MESSAGE_TOO_LONG = f"The message must be {MAX_MESSAGE} characters or less."
-UNKNOWN_MERGE_TAG = "The merge tag {tag} is not a contact field of this workspace."
 ONLY_QUEUED_CANCEL = "Only queued campaigns can be cancelled."
 CANNOT_ARCHIVE = "Only draft, completed or cancelled campaigns can be archived."
 QUOTE_MESSAGE_REQUIRED = "Please provide a message to quote."
@@ -185,10 +184,7 @@ def _check_message(conn: sqlite3.Connection, workspace_id: int, value: Any) -> s
         raise MktError(400, "The member 'message' must be a string.")
     if len(value) > MAX_MESSAGE:
         raise MktError(400, MESSAGE_TOO_LONG)
-    known = {r[0] for r in conn.execute("SELECT merge_tag FROM fields WHERE workspace_id = ?", (workspace_id,))}
-    for match in CONTACT_TAG.finditer(value):
-        if match.group(1) not in known:
-            raise MktError(400, UNKNOWN_MERGE_TAG.format(tag=match.group(0)))
+    check_message(conn, workspace_id, value)
     return value
 
 

@@ -34,7 +34,7 @@ from marketing_cli.db import transaction
 from marketing_cli.kernel import clock
 from marketing_cli.services.sms import ledger
 from marketing_cli.services.sms.pricing import Pricing, price_units
-from marketing_cli.services.sms.render import Renderer, register_renderer
+from marketing_cli.services.sms.render import Renderer, register_renderer, sql_text
 from marketing_cli.services.sms.segments import count_segments
 
 BATCH_SIZE = 5000
@@ -93,7 +93,7 @@ def expand_recipients(conn: sqlite3.Connection, campaign: sqlite3.Row) -> bool:
     prices = price_units(conn, workspace_id)
     # Links can only appear through the message or a merge tag's value.
     track_links = links.tracking_on(conn, workspace_id) and (
-        renderer.has_tags or bool(links.find_urls(campaign["message"])))
+        renderer.has_tags or bool(links.find_urls(renderer.text)))
     snapshot = f"temp.sms_snapshot_{uuid.uuid4().hex}"  # our own name, never user text
     query = resolve_audience(conn, workspace_id, json.loads(campaign["audience"]), "sms", "c.rowid, c.id")
     conn.execute(f"CREATE TABLE {snapshot} (rid INTEGER NOT NULL, id TEXT NOT NULL)")
@@ -121,18 +121,16 @@ def _batch_statement(message: str, renderer: Renderer, snapshot: str, pricing: P
     columns = ("INSERT OR IGNORE INTO sms_messages (campaign_id, contact_id, batch, phone, country, body,"
                " encoding, segments, price_units, status, created_at)")
     if not renderer.has_tags:  # one text for all: its encoding and segments are values of ours
-        fixed = count_segments(message)
-        return (f"{columns} SELECT :cid, c.id, :batch, c.phone, {country}, NULL, '{fixed.encoding}',"
+        fixed = count_segments(renderer.text)
+        body = "NULL" if renderer.text == message else sql_text(renderer.text)  # NULL: the message as written
+        return (f"{columns} SELECT :cid, c.id, :batch, c.phone, {country}, {body}, '{fixed.encoding}',"
                 f" {int(fixed.segments)}, COALESCE(({units}) * {int(fixed.segments)}, 0),"
                 f" CASE WHEN ({units}) IS NULL THEN 'suppressed' ELSE 'pending' END, :now {recipients}")
     # Two steps, each MATERIALIZED so that its columns are computed once per recipient: b
     # reads the tags' texts (one json_extract each), r renders and measures from them.
     # m packs a message's measure in one integer: segments * 2, plus 1 for UCS-2.
-    if renderer.values_sql is None:  # a field's values need Python to become text
-        texts, body, measure = "mkt_sms_render(c.email, c.phone, c.data) AS body", "b.body", "mkt_sms_measure(b.body)"
-    else:
-        texts = ", ".join(f"{v} AS v{i}" for i, v in enumerate(renderer.values_sql))
-        body, measure = renderer.body_sql("b.v{}"), renderer.measure_sql("b.v{}")
+    texts = renderer.texts_sql("c")
+    body, measure = renderer.rendered_sql("b")
     return (f"WITH b AS MATERIALIZED (SELECT c.id, c.phone, {country} AS country, {units} AS units, {texts}"
             f" {recipients}), r AS MATERIALIZED (SELECT b.id, b.phone, b.country, b.units, {body} AS body,"
             f" {measure} AS m FROM b) {columns}"

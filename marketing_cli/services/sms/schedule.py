@@ -42,6 +42,7 @@ from marketing_cli.services.sms.campaigns import (
 )
 from marketing_cli.services.sms.expansion import JOB_TYPE
 from marketing_cli.services.sms.pricing import Pricing, country_of, price_units
+from marketing_cli.services.sms.render import Renderer, check_message, register_renderer
 from marketing_cli.services.sms.segments import count_segments
 
 
@@ -81,19 +82,27 @@ def quote_message(conn: sqlite3.Connection, workspace_id: int, body: Any) -> dic
 def estimate_cost(conn: sqlite3.Connection, workspace_id: int, message: str,
                   audience: list[dict[str, Any]]) -> tuple[Decimal, int]:
     """(estimated cost, recipients): each eligible recipient with a price x the segments of the
-    message as written (merge tags unrendered: usually longer than the values, so the
-    estimate errs high)."""
+    message rendered for that recipient, in SQL as expansion renders it (each merge tag's value,
+    default or fallback). A charge differs only when the audience or the contacts change before
+    expansion, or when link tracking replaces the message's links by short links."""
     from marketing_cli.services.contacts.audience import resolve_audience
 
-    segments = count_segments(message).segments
-    query = resolve_audience(conn, workspace_id, audience, "sms", "c.phone")
+    renderer = Renderer(conn, workspace_id, message)
+    numbers = resolve_audience(conn, workspace_id, audience, "sms", "c.phone")
     with Pricing(conn, workspace_id, price_units(conn, workspace_id)) as pricing:
-        pricing.resolve(query.sql, query.params)
-        recipients, units = conn.execute(
-            f"SELECT COUNT(*), COALESCE(SUM({pricing.units('a.phone')}), 0) FROM ({query.sql}) a"
-            f"{pricing.join('a.phone')}", query.params).fetchone()
-    units *= segments
-    return ledger.from_units(units), recipients
+        pricing.resolve(numbers.sql, numbers.params)
+        units, join = pricing.units("a.phone"), pricing.join("a.phone")
+        if not renderer.has_tags:  # one text for all
+            recipients, total = conn.execute(f"SELECT COUNT(*), COALESCE(SUM({units}), 0) FROM ({numbers.sql}) a{join}",
+                                             numbers.params).fetchone()
+            return ledger.from_units(total * count_segments(renderer.text).segments), recipients
+        register_renderer(conn, renderer)
+        query = resolve_audience(conn, workspace_id, audience, "sms", "c.phone, c.email, c.data")
+        measure = renderer.rendered_sql("b")[1]
+        recipients, total = conn.execute(
+            f"WITH b AS MATERIALIZED (SELECT {units} AS units, {renderer.texts_sql('a')} FROM ({query.sql}) a{join})"
+            f" SELECT COUNT(*), COALESCE(SUM(b.units * (({measure}) >> 1)), 0) FROM b", query.params).fetchone()
+    return ledger.from_units(total), recipients
 
 
 def _first_message(conn: sqlite3.Connection, workspace_id: int) -> bool:
@@ -145,6 +154,7 @@ def schedule_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id: 
             raise MktError(400, NAME_BEFORE_SCHEDULING)
         if not row["message"].strip():
             raise MktError(400, MESSAGE_BEFORE_SCHEDULING)
+        check_message(conn, workspace_id, row["message"])  # a field renamed or deleted since the update
         audience = json.loads(row["audience"])
         if not audience:
             raise MktError(400, AUDIENCE_BEFORE_SCHEDULING)
