@@ -56,8 +56,9 @@ REVIEW_FLAGGED = "This campaign was flagged by automated review. Please contact 
 QUEUE_FAILED = "Failed to queue SMS campaign for processing."
 
 # The project's own messages (extensions, docs/sms.md).
-BALANCE_BELOW_ESTIMATE = ("Your available SMS balance is ${available}, but this campaign is estimated to cost "
-                          "${estimate} ({recipients} recipients). Please visit Billing to top up your SMS balance.")
+BALANCE_BELOW_ESTIMATE = ("Your available SMS balance is ${available}{reserved}, but this campaign is estimated to "
+                          "cost ${estimate} ({recipients} recipients). Please visit Billing to top up your SMS balance.")
+RESERVED = " (${reserved} of your ${balance} is reserved by campaigns already queued)"
 ONLY_DRAFT_UPDATE = "Only draft campaigns can be updated."
 MESSAGE_TOO_LONG = f"The message must be {MAX_MESSAGE} characters or less."
 ONLY_QUEUED_CANCEL = "Only queued campaigns can be cancelled."

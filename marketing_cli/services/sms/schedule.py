@@ -30,6 +30,7 @@ from marketing_cli.services.sms.campaigns import (
     ONLY_DRAFT,
     QUEUE_FAILED,
     QUOTE_MESSAGE_REQUIRED,
+    RESERVED,
     REVIEW_FAILED,
     REVIEW_FLAGGED,
     SCHEDULE_INVALID_BODY,
@@ -144,10 +145,13 @@ def _parse_schedule(body: Any) -> tuple[str, str | None]:
 def schedule_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id: Any, body: Any) -> dict[str, Any]:
     """POST /v1/sms-campaigns/:id/schedule: checks in the specification's order, then QUEUED."""
     body = require_object(body, SCHEDULE_INVALID_BODY)
-    row = campaign_row(conn, workspace_id, campaign_id)
-    kind, scheduled_at = _parse_schedule(body)
+    # One write transaction (BEGIN IMMEDIATE) from the first read to the last write: the
+    # balance check and the reservation (the campaign QUEUED with its estimate) commit
+    # together, so two campaigns scheduled at once (two processes, the CLI and the API) are
+    # checked one after the other, the second against what the first reserved.
     with transaction(conn):
-        row = campaign_row(conn, workspace_id, row["id"])
+        row = campaign_row(conn, workspace_id, campaign_id)
+        _, scheduled_at = _parse_schedule(body)
         if row["status"] != "DRAFT":
             raise MktError(400, ONLY_DRAFT)
         if not row["name"].strip():
@@ -161,16 +165,20 @@ def schedule_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id: 
         if not ledger.get_sender_id(conn, workspace_id)["sms_sender_id"]:
             raise MktError(400, NO_SENDER_ID)
         try:
-            available = ledger.balance(conn, workspace_id)
+            balance = ledger.balance(conn, workspace_id)
+            reserved = ledger.reserved(conn, workspace_id)
             minimum = ledger.scheduling_minimum()
         except (sqlite3.Error, ArithmeticError, MktError):
             raise MktError(400, BALANCE_CHECK_FAILED) from None
+        available = balance - reserved
         if available < minimum:
             raise MktError(400, BALANCE_BELOW_MINIMUM.format(available=ledger.two_places(available),
                                                              minimum=ledger.two_places(minimum)))
         estimate, recipients = estimate_cost(conn, workspace_id, row["message"], audience)
         if available < estimate:
+            held = RESERVED.format(reserved=ledger.two_places(reserved), balance=ledger.two_places(balance))
             raise MktError(400, BALANCE_BELOW_ESTIMATE.format(available=ledger.two_places(available),
+                                                              reserved=held if reserved else "",
                                                               estimate=ledger.two_places(estimate),
                                                               recipients=f"{recipients:,}"))
         try:
