@@ -782,3 +782,9 @@ CREATE INDEX sms_messages_pending ON sms_messages(campaign_id, id) WHERE status 
 CREATE INDEX sms_messages_sending ON sms_messages(campaign_id, id) WHERE status = 'sending';
 CREATE INDEX sms_messages_provider_ref ON sms_messages(provider_ref) WHERE provider_ref IS NOT NULL;
 CREATE INDEX sms_messages_phone ON sms_messages(phone, handed_at) WHERE handed_at IS NOT NULL;
+
+-- version: 13
+-- Why an SMS campaign left QUEUED without being asked to: its sms.expand job failed for good
+-- (a permanent error, or its last attempt), so the job's gave-up hook cancelled it and
+-- refunded every message never handed to a provider (services/sms/expansion.py).
+ALTER TABLE sms_campaigns ADD COLUMN status_detail TEXT;

@@ -32,7 +32,8 @@ def render_campaign(c: dict[str, Any]) -> Any:
     import json
 
     return pairs({
-        "id": c["id"], "name": c["name"], "status": c["status"], "message": c["message"],
+        "id": c["id"], "name": c["name"], "status": c["status"],
+        **({"status_detail": c["status_detail"]} if c.get("status_detail") else {}), "message": c["message"],
         "audience": json.dumps(c["audience"]), "scheduled_at": c["scheduled_at"],
         "statistics": _stats_line(c["statistics"]), "created_at": c["created_at"], "updated_at": c["updated_at"],
     }, title=f"SMS campaign {c['id']}")

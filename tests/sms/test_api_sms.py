@@ -49,8 +49,9 @@ def future(hours: int = 2) -> str:
 
 def test_create_answers_a_draft_in_envelope_a(client: Any, auth: dict[str, str], workspace: dict[str, Any]) -> None:
     data = create(client, auth, "  Spring  ")
-    assert set(data) == {"id", "workspace_id", "name", "message", "audience", "status", "scheduled_at", "statistics",
-                         "created_at", "updated_at"}
+    assert set(data) == {"id", "workspace_id", "name", "message", "audience", "status", "status_detail", "scheduled_at",
+                         "statistics", "created_at", "updated_at"}
+    assert data["status_detail"] is None
     assert (data["name"], data["message"], data["audience"], data["status"]) == ("Spring", "", [], "DRAFT")
     assert data["workspace_id"] == workspace["id"] and len(data["id"]) == 24
     assert data["statistics"] == dict.fromkeys(STATS_KEYS, 0)

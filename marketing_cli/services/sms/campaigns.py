@@ -63,6 +63,8 @@ ONLY_DRAFT_UPDATE = "Only draft campaigns can be updated."
 MESSAGE_TOO_LONG = f"The message must be {MAX_MESSAGE} characters or less."
 ONLY_QUEUED_CANCEL = "Only queued campaigns can be cancelled."
 CANNOT_ARCHIVE = "Only draft, completed or cancelled campaigns can be archived."
+JOB_FAILED = ("Cancelled because the job sending it failed for good: {error} Messages never handed to a provider "
+              "were refunded.")
 QUOTE_MESSAGE_REQUIRED = "Please provide a message to quote."
 INVALID_NUMBER = "'{value}' is not a valid phone number in E.164 form (+14155550100)."
 
@@ -104,6 +106,7 @@ def campaign_view(row: sqlite3.Row, stats: dict[str, int], *, with_workspace: bo
         "message": row["message"],
         "audience": json.loads(row["audience"]),
         "status": row["status"],
+        "status_detail": row["status_detail"],
         "scheduled_at": row["scheduled_at"],
         "statistics": stats,
         "created_at": row["created_at"],
@@ -234,17 +237,26 @@ def cancel_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id: An
         row = campaign_row(conn, workspace_id, campaign_id)
         if row["status"] != "QUEUED":
             raise MktError(400, ONLY_QUEUED_CANCEL)
-        count, units = conn.execute("SELECT COUNT(*), COALESCE(SUM(price_units), 0) FROM sms_messages"
-                                    " WHERE campaign_id = ? AND status = 'pending'", (row["id"],)).fetchone()
-        conn.execute("UPDATE sms_messages SET status = 'cancelled' WHERE campaign_id = ? AND status = 'pending'",
-                     (row["id"],))
-        if units > 0:
-            ledger.append(conn, workspace_id, "refund", ledger.from_units(units),
-                          f"Campaign '{row['name']}' cancelled: {count:,} messages never handed to a provider",
-                          campaign_id=row["id"])
-        now = clock.now()
-        conn.execute("UPDATE sms_campaigns SET status = 'CANCELLED', cancelled_at = ?, updated_at = ? WHERE id = ?",
-                     (now, now, row["id"]))
-        conn.execute("DELETE FROM jobs WHERE dedupe_key = ? AND status = 'queued'", (job_key(row['id']),))
+        count, units = stop_queued(conn, row, "cancelled")
         return {"id": row["id"], "status": "CANCELLED", "refunded": ledger.money(ledger.from_units(units)),
                 "refunded_messages": count}
+
+
+def stop_queued(conn: sqlite3.Connection, row: sqlite3.Row, why: str, detail: str | None = None) -> tuple[int, int]:
+    """A QUEUED campaign to CANCELLED, in the caller's transaction: every message never handed to
+    a provider is cancelled and refunded in one ledger entry, the queued job is dropped, and the
+    campaign's reservation ends with its QUEUED state. (messages, units) refunded. Messages
+    already handed over (`sent`, or `sending` to a network provider) stay charged."""
+    count, units = conn.execute("SELECT COUNT(*), COALESCE(SUM(price_units), 0) FROM sms_messages"
+                                " WHERE campaign_id = ? AND status = 'pending'", (row["id"],)).fetchone()
+    conn.execute("UPDATE sms_messages SET status = 'cancelled' WHERE campaign_id = ? AND status = 'pending'",
+                 (row["id"],))
+    if units > 0:
+        ledger.append(conn, row["workspace_id"], "refund", ledger.from_units(units),
+                      f"Campaign '{row['name']}' {why}: {count:,} messages never handed to a provider",
+                      campaign_id=row["id"])
+    now = clock.now()
+    conn.execute("UPDATE sms_campaigns SET status = 'CANCELLED', status_detail = ?, cancelled_at = ?, updated_at = ?"
+                 " WHERE id = ?", (detail, now, now, row["id"]))
+    conn.execute("DELETE FROM jobs WHERE dedupe_key = ? AND status = 'queued'", (job_key(row["id"]),))
+    return count, units

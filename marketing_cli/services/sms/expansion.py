@@ -32,7 +32,7 @@ from typing import Any
 from marketing_cli import jobs
 from marketing_cli.db import transaction
 from marketing_cli.kernel import clock
-from marketing_cli.services.sms import ledger
+from marketing_cli.services.sms import campaigns, ledger
 from marketing_cli.services.sms.pricing import Pricing, price_units
 from marketing_cli.services.sms.render import Renderer, register_renderer, sql_text
 from marketing_cli.services.sms.segments import count_segments
@@ -260,3 +260,16 @@ def expand_job(conn: sqlite3.Connection, job: dict[str, Any]) -> None:
         now = clock.now()
         conn.execute("UPDATE sms_campaigns SET status = 'COMPLETED', completed_at = ?, updated_at = ?"
                      " WHERE id = ? AND status = 'QUEUED'", (now, now, campaign["id"]))
+
+
+@jobs.gave_up(JOB_TYPE)
+def expand_gave_up(conn: sqlite3.Connection, job: dict[str, Any], error: str) -> None:
+    """The job failed for good (a permanent error such as a bad MKT_SMS_RATE or a merge tag the
+    workspace no longer defines, or its last attempt): no run will come to finish the campaign,
+    which would wait in QUEUED forever holding its reservation. It is CANCELLED with the error
+    in `status_detail`, and what was charged but never handed to a provider is refunded."""
+    row = conn.execute("SELECT * FROM sms_campaigns WHERE id = ?", (job["campaign_id"],)).fetchone()
+    if row is None or row["status"] != "QUEUED":
+        return
+    detail = campaigns.JOB_FAILED.format(error=error if error.endswith(".") else error + ".")
+    campaigns.stop_queued(conn, row, "stopped (its job failed)", detail)
