@@ -808,3 +808,9 @@ ALTER TABLE campaigns ADD COLUMN outbox_path TEXT;
 -- only): when. Such a domain is verified whatever a DNS check finds, until the operator takes
 -- the mark back (NULL again); services/email/domains.py.
 ALTER TABLE domains ADD COLUMN operator_verified_at TEXT;
+
+-- version: 15
+-- Why an SMS campaign left QUEUED without being asked to: its sms.expand job failed for good
+-- (a permanent error, or its last attempt), so the job's gave-up hook cancelled it and
+-- refunded every message never handed to a provider (services/sms/expansion.py).
+ALTER TABLE sms_campaigns ADD COLUMN status_detail TEXT;

@@ -69,15 +69,15 @@ def build(path: Path, n: int) -> tuple[Any, int]:
     from marketing_cli.kernel.ids import new_id
     from marketing_cli.services.account import workspaces
     from marketing_cli.services.contacts import fields
-    from marketing_cli.services.sms import ledger as sms_ledger
+    from marketing_cli.services.sms import ledger
 
     conn = connect(path)
     ws = workspaces.create_workspace(conn, "Bench")["workspace"]["id"]
     fields.create_field(conn, ws, {"label": "Phone", "merge_tag": "phone_number", "type": "TEXT"})
     first = conn.execute("SELECT id FROM fields WHERE workspace_id = ? AND merge_tag = 'first_name'",
                          (ws,)).fetchone()[0]
-    sms_ledger.set_sender_id(conn, ws, "BENCH")
-    sms_ledger.add_balance(conn, ws, "1000000")
+    ledger.set_sender_id(conn, ws, "BENCH")
+    ledger.add_balance(conn, ws, "1000000")
     names = ["Ann", "Bob", "Chloé", "Dmitri", "Eve", "Farah", "Gus", "Hana"]
     now = clock.now()
     areas = ["201", "212", "305", "415", "512", "617", "702", "808", "917", "646"]
@@ -101,11 +101,11 @@ def build(path: Path, n: int) -> tuple[Any, int]:
 
 
 def make_campaign(conn: Any, ws: int, message: str) -> Any:
-    from marketing_cli.services.sms import campaigns as sms_campaigns
+    from marketing_cli.services.sms import campaigns, schedule
 
-    c = sms_campaigns.create_campaign(conn, ws, {"name": "Bench"})
-    sms_campaigns.update_campaign(conn, ws, c["id"], {"message": message, "audience": [{"type": "ENTIRE_AUDIENCE"}]})
-    sms_campaigns.schedule_campaign(conn, ws, c["id"], {"schedule_type": "NOW"})
+    c = campaigns.create_campaign(conn, ws, {"name": "Bench"})
+    campaigns.update_campaign(conn, ws, c["id"], {"message": message, "audience": [{"type": "ENTIRE_AUDIENCE"}]})
+    schedule.schedule_campaign(conn, ws, c["id"], {"schedule_type": "NOW"})
     conn.execute("DELETE FROM jobs")  # the bench drives the phases itself
     return conn.execute("SELECT * FROM sms_campaigns WHERE id = ?", (c["id"],)).fetchone()
 
@@ -140,7 +140,7 @@ def bench_expansion(sizes: tuple[int, int]) -> list[dict]:
     import tempfile
     import tracemalloc
 
-    from marketing_cli.services.sms import campaigns as sms_campaigns
+    from marketing_cli.services.sms import expansion
 
     rows, peaks = [], {}
     for n in sizes:
@@ -158,7 +158,7 @@ def bench_expansion(sizes: tuple[int, int]) -> list[dict]:
                 campaign = make_campaign(conn, ws, message)
                 before = raw_insert(conn, ws, body)
                 started = time.perf_counter()
-                assert sms_campaigns.expand_recipients(conn, campaign)
+                assert expansion.expand_recipients(conn, campaign)
                 elapsed = time.perf_counter() - started
                 base = min(before, raw_insert(conn, ws, body))  # measured just before and after: a shared machine
                 written = conn.execute("SELECT COUNT(*) FROM sms_messages WHERE campaign_id = ?",
@@ -170,14 +170,14 @@ def bench_expansion(sizes: tuple[int, int]) -> list[dict]:
                                     "rows/s", baseline, n / base, elapsed / base, "ratio <= 3", elapsed / base <= 3))
                 if label == "plain message":
                     started = time.perf_counter()
-                    assert sms_campaigns.hand_off(conn, campaign)
+                    assert expansion.hand_off(conn, campaign)
                     handed = time.perf_counter() - started
                     if n == sizes[1]:
                         rows.append(row(f"SMS hand-off to the outbox, {n:,} messages", n / handed, "msg/s",
                                         "raw INSERT ... SELECT", n / base, handed / base, "info", True))
             campaign = make_campaign(conn, ws, "Hi {{contact.first_name}}, see you soon. Reply STOP to opt out.")
             tracemalloc.start()
-            sms_campaigns.expand_recipients(conn, campaign)
+            expansion.expand_recipients(conn, campaign)
             peaks[n] = tracemalloc.get_traced_memory()[1]
             tracemalloc.stop()
             conn.close()

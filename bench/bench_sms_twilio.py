@@ -92,18 +92,17 @@ def prepare(folder: Path, n: int, standin: str, public: str) -> tuple[Path, str,
     from bench_sms import build
 
     from marketing_cli.services.account import keys, workspaces
-    from marketing_cli.services.sms import campaigns as sms_campaigns
-    from marketing_cli.services.sms import providers
+    from marketing_cli.services.sms import campaigns, providers, schedule
 
     db = folder / "twilio.db"
     conn, ws = build(db, n)
     providers.set_provider(conn, ws, "twilio", account_sid=SID, auth_token=TOKEN, base_url=standin)
     workspaces.update_operator_settings(conn, ws, tracking_url=public)
     key = keys.create_key(conn, ws, "bench")["key"]
-    campaign = sms_campaigns.create_campaign(conn, ws, {"name": "Bench"})
-    sms_campaigns.update_campaign(conn, ws, campaign["id"], {"message": MESSAGE,
+    campaign = campaigns.create_campaign(conn, ws, {"name": "Bench"})
+    campaigns.update_campaign(conn, ws, campaign["id"], {"message": MESSAGE,
                                                             "audience": [{"type": "ENTIRE_AUDIENCE"}]})
-    sms_campaigns.schedule_campaign(conn, ws, campaign["id"], {"schedule_type": "NOW"})
+    schedule.schedule_campaign(conn, ws, campaign["id"], {"schedule_type": "NOW"})
     conn.close()
     return db, campaign["id"], key
 

@@ -256,13 +256,13 @@ def sms_contacts(conn: sqlite3.Connection, workspace_id: int, phones: list[str],
 def sms_campaign(conn: sqlite3.Connection, workspace_id: int, name: str = "Autumn sale", *,
                  message: str | None = SMS_TEXT, audience: Any = None) -> dict[str, Any]:
     """A DRAFT SMS campaign with a message and (by default) the entire audience."""
-    from marketing_cli.services.sms import campaigns as sms_campaigns
+    from marketing_cli.services.sms import campaigns
 
-    created = sms_campaigns.create_campaign(conn, workspace_id, {"name": name})
+    created = campaigns.create_campaign(conn, workspace_id, {"name": name})
     body: dict[str, Any] = {"audience": audience or [{"type": "ENTIRE_AUDIENCE"}]}
     if message is not None:
         body["message"] = message
-    return sms_campaigns.update_campaign(conn, workspace_id, created["id"], body)
+    return campaigns.update_campaign(conn, workspace_id, created["id"], body)
 # --- shared test helpers (harden-data): no test module imports another -------------------
 
 def error_of(response: Any) -> tuple[int, str]:

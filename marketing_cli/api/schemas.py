@@ -424,7 +424,8 @@ def _sms_operations() -> dict[tuple[str, str], dict[str, Any]]:
     except ImportError:  # the SMS branch is not merged
         return {}
     campaign = obj({"id": HEX_ID, "name": {"type": ["string", "null"]}, "message": {"type": ["string", "null"]},
-                    "status": enum(sms.STATUSES), "scheduled_at": NULLABLE_TIMESTAMP,
+                    "status": enum(sms.STATUSES), "status_detail": {"type": ["string", "null"]},
+                    "scheduled_at": NULLABLE_TIMESTAMP,
                     "created_at": TIMESTAMP}, ("id", "status"))
     body = obj({"name": {"type": "string", "maxLength": sms.MAX_NAME},
                 "message": {"type": "string", "maxLength": sms.MAX_MESSAGE}, "audience": AUDIENCE})

@@ -15,7 +15,7 @@ from starlette.routing import Route
 from marketing_cli.api.auth import require_workspace
 from marketing_cli.api.calls import call
 from marketing_cli.api.responses import envelope_a, read_json
-from marketing_cli.services.sms import campaigns as sms
+from marketing_cli.services.sms import campaigns, schedule, stats
 
 
 def _id(request: Request) -> str:
@@ -24,53 +24,53 @@ def _id(request: Request) -> str:
 
 async def create_campaign(request: Request) -> Response:
     workspace_id = require_workspace(request)
-    body = await read_json(request, sms.INVALID_BODY)
-    return envelope_a(await call(request, sms.create_campaign, workspace_id, body), 201)
+    body = await read_json(request, campaigns.INVALID_BODY)
+    return envelope_a(await call(request, campaigns.create_campaign, workspace_id, body), 201)
 
 
 async def list_campaigns(request: Request) -> Response:
     workspace_id = require_workspace(request)
     q = request.query_params
-    return envelope_a(await call(request, sms.list_campaigns, workspace_id, page=q.get("page"), limit=q.get("limit"),
+    return envelope_a(await call(request, campaigns.list_campaigns, workspace_id, page=q.get("page"), limit=q.get("limit"),
                                  status=q.get("status")))
 
 
 async def get_campaign(request: Request) -> Response:
     workspace_id = require_workspace(request)
-    return envelope_a(await call(request, sms.get_campaign, workspace_id, _id(request)))
+    return envelope_a(await call(request, campaigns.get_campaign, workspace_id, _id(request)))
 
 
 async def update_campaign(request: Request) -> Response:
     workspace_id = require_workspace(request)
-    body = await read_json(request, sms.INVALID_BODY)
-    return envelope_a(await call(request, sms.update_campaign, workspace_id, _id(request), body))
+    body = await read_json(request, campaigns.INVALID_BODY)
+    return envelope_a(await call(request, campaigns.update_campaign, workspace_id, _id(request), body))
 
 
 async def schedule_campaign(request: Request) -> Response:
     workspace_id = require_workspace(request)
-    body = await read_json(request, sms.SCHEDULE_INVALID_BODY)
-    return envelope_a(await call(request, sms.schedule_campaign, workspace_id, _id(request), body))
+    body = await read_json(request, campaigns.SCHEDULE_INVALID_BODY)
+    return envelope_a(await call(request, schedule.schedule_campaign, workspace_id, _id(request), body))
 
 
 async def cancel_campaign(request: Request) -> Response:
     workspace_id = require_workspace(request)
-    return envelope_a(await call(request, sms.cancel_campaign, workspace_id, _id(request)))
+    return envelope_a(await call(request, campaigns.cancel_campaign, workspace_id, _id(request)))
 
 
 async def archive_campaign(request: Request) -> Response:
     workspace_id = require_workspace(request)
-    return envelope_a(await call(request, sms.archive_campaign, workspace_id, _id(request)))
+    return envelope_a(await call(request, campaigns.archive_campaign, workspace_id, _id(request)))
 
 
 async def campaign_statistics(request: Request) -> Response:
     workspace_id = require_workspace(request)
-    return envelope_a(await call(request, sms.campaign_statistics, workspace_id, _id(request)))
+    return envelope_a(await call(request, stats.campaign_statistics, workspace_id, _id(request)))
 
 
 async def quote(request: Request) -> Response:
     workspace_id = require_workspace(request)
-    body = await read_json(request, sms.INVALID_BODY)
-    return envelope_a(await call(request, sms.quote_message, workspace_id, body))
+    body = await read_json(request, campaigns.INVALID_BODY)
+    return envelope_a(await call(request, schedule.quote_message, workspace_id, body))
 
 
 routes = [

@@ -32,7 +32,8 @@ def render_campaign(c: dict[str, Any]) -> Any:
     import json
 
     return pairs({
-        "id": c["id"], "name": c["name"], "status": c["status"], "message": c["message"],
+        "id": c["id"], "name": c["name"], "status": c["status"],
+        **({"status_detail": c["status_detail"]} if c.get("status_detail") else {}), "message": c["message"],
         "audience": json.dumps(c["audience"]), "scheduled_at": c["scheduled_at"],
         "statistics": _stats_line(c["statistics"]), "created_at": c["created_at"], "updated_at": c["updated_at"],
     }, title=f"SMS campaign {c['id']}")
@@ -42,10 +43,10 @@ def render_campaign(c: dict[str, Any]) -> Any:
 def sms_create(ctx: typer.Context, name: Annotated[str, typer.Argument(help="The campaign's name (1-255 characters).")],
                as_json: JsonOption = False) -> None:
     """Create an SMS campaign in DRAFT (POST /v1/sms-campaigns)."""
-    from marketing_cli.services.sms import campaigns as sms_campaigns
+    from marketing_cli.services.sms import campaigns
 
     s = state(ctx)
-    emit(sms_campaigns.create_campaign(s.conn(), s.workspace_id(), {"name": name}), as_json, render_campaign)
+    emit(campaigns.create_campaign(s.conn(), s.workspace_id(), {"name": name}), as_json, render_campaign)
 
 
 @app.command("list")
@@ -57,10 +58,10 @@ def sms_list(
     as_json: JsonOption = False,
 ) -> None:
     """List SMS campaigns, newest first (GET /v1/sms-campaigns)."""
-    from marketing_cli.services.sms import campaigns as sms_campaigns
+    from marketing_cli.services.sms import campaigns
 
     s = state(ctx)
-    result = sms_campaigns.list_campaigns(s.conn(), s.workspace_id(), page=page, limit=limit, status=status)
+    result = campaigns.list_campaigns(s.conn(), s.workspace_id(), page=page, limit=limit, status=status)
 
     def human(r: dict[str, Any]) -> Any:
         p = r["pagination"]
@@ -75,10 +76,10 @@ def sms_list(
 @app.command("show")
 def sms_show(ctx: typer.Context, campaign_id: CampaignId, as_json: JsonOption = False) -> None:
     """Show an SMS campaign (GET /v1/sms-campaigns/:id)."""
-    from marketing_cli.services.sms import campaigns as sms_campaigns
+    from marketing_cli.services.sms import campaigns
 
     s = state(ctx)
-    emit(sms_campaigns.get_campaign(s.conn(), s.workspace_id(), campaign_id), as_json, render_campaign)
+    emit(campaigns.get_campaign(s.conn(), s.workspace_id(), campaign_id), as_json, render_campaign)
 
 
 @app.command("update")
@@ -86,13 +87,13 @@ def sms_update(
     ctx: typer.Context,
     campaign_id: CampaignId,
     name: Annotated[str | None, typer.Option(help="A new name.")] = None,
-    message: Annotated[str | None, typer.Option(help="The SMS text; merge tags {{contact.<merge_tag>}}.")] = None,
+    message: Annotated[str | None, typer.Option(help="The SMS text; merge tags as in email: {{contact.<merge_tag>}}, {{contact.<merge_tag>|fallback}}, {{workspace.name}} (no link tags).")] = None,
     audience: Annotated[str | None, typer.Option(
         help="Audience JSON (an object or an array of them): inline, - for stdin, or @FILE.")] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Change a DRAFT campaign's name, message or audience (PATCH /v1/sms-campaigns/:id)."""
-    from marketing_cli.services.sms import campaigns as sms_campaigns
+    from marketing_cli.services.sms import campaigns
 
     body: dict[str, Any] = {}
     if name is not None:
@@ -104,7 +105,7 @@ def sms_update(
     if not body:
         raise usage_error("Give at least one of --name, --message and --audience.")
     s = state(ctx)
-    emit(sms_campaigns.update_campaign(s.conn(), s.workspace_id(), campaign_id, body), as_json, render_campaign)
+    emit(campaigns.update_campaign(s.conn(), s.workspace_id(), campaign_id, body), as_json, render_campaign)
 
 
 @app.command("schedule")
@@ -116,13 +117,13 @@ def sms_schedule(
     as_json: JsonOption = False,
 ) -> None:
     """Queue a DRAFT campaign, now or later (POST /v1/sms-campaigns/:id/schedule)."""
-    from marketing_cli.services.sms import campaigns as sms_campaigns
+    from marketing_cli.services.sms import schedule
 
     if now == (at is not None):
         raise usage_error("Give exactly one of --now and --at TIMESTAMP.")
     body: dict[str, Any] = {"schedule_type": "NOW"} if now else {"schedule_type": "LATER", "scheduled_at": at}
     s = state(ctx)
-    emit(sms_campaigns.schedule_campaign(s.conn(), s.workspace_id(), campaign_id, body), as_json,
+    emit(schedule.schedule_campaign(s.conn(), s.workspace_id(), campaign_id, body), as_json,
          lambda r: f"Campaign {r['id']} queued" + (f" for {r['scheduled_at']}" if "scheduled_at" in r else
                                                    ": run `mkt jobs run` (or `mkt serve`) to send it"))
 
@@ -130,20 +131,20 @@ def sms_schedule(
 @app.command("cancel")
 def sms_cancel(ctx: typer.Context, campaign_id: CampaignId, as_json: JsonOption = False) -> None:
     """Cancel a QUEUED campaign; messages never handed to a provider are refunded."""
-    from marketing_cli.services.sms import campaigns as sms_campaigns
+    from marketing_cli.services.sms import campaigns
 
     s = state(ctx)
-    emit(sms_campaigns.cancel_campaign(s.conn(), s.workspace_id(), campaign_id), as_json,
+    emit(campaigns.cancel_campaign(s.conn(), s.workspace_id(), campaign_id), as_json,
          lambda r: f"Campaign {r['id']} cancelled; refunded ${r['refunded']} for {r['refunded_messages']:,} messages")
 
 
 @app.command("archive")
 def sms_archive(ctx: typer.Context, campaign_id: CampaignId, as_json: JsonOption = False) -> None:
     """Archive a DRAFT, COMPLETED or CANCELLED campaign."""
-    from marketing_cli.services.sms import campaigns as sms_campaigns
+    from marketing_cli.services.sms import campaigns
 
     s = state(ctx)
-    emit(sms_campaigns.archive_campaign(s.conn(), s.workspace_id(), campaign_id), as_json,
+    emit(campaigns.archive_campaign(s.conn(), s.workspace_id(), campaign_id), as_json,
          lambda r: f"Campaign {r['id']} archived")
 
 
@@ -177,10 +178,10 @@ def render_stats(r: dict[str, Any]) -> Any:
 @app.command("stats")
 def sms_stats(ctx: typer.Context, campaign_id: CampaignId, as_json: JsonOption = False) -> None:
     """A campaign's statistics and real cost (GET /v1/sms-campaigns/:id/statistics)."""
-    from marketing_cli.services.sms import campaigns as sms_campaigns
+    from marketing_cli.services.sms import stats
 
     s = state(ctx)
-    emit(sms_campaigns.campaign_statistics(s.conn(), s.workspace_id(), campaign_id), as_json, render_stats)
+    emit(stats.campaign_statistics(s.conn(), s.workspace_id(), campaign_id), as_json, render_stats)
 
 
 @app.command("quote")
@@ -191,13 +192,13 @@ def sms_quote(
     as_json: JsonOption = False,
 ) -> None:
     """Encoding, segments and price of a message (POST /v1/sms/quote)."""
-    from marketing_cli.services.sms import campaigns as sms_campaigns
+    from marketing_cli.services.sms import schedule
 
     s = state(ctx)
     body: dict[str, Any] = {"message": message}
     if to is not None:
         body["to"] = to
-    result = sms_campaigns.quote_message(s.conn(), s.workspace_id(), body)
+    result = schedule.quote_message(s.conn(), s.workspace_id(), body)
 
     def human(q: dict[str, Any]) -> Any:
         shown = {"encoding": q["encoding"], "characters": q["characters"], "units": q["units"],

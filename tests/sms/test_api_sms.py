@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
+from marketing_cli import jobs
 from marketing_cli.kernel import clock
-from marketing_cli.services.sms import campaigns as sms
+from marketing_cli.services.sms import campaigns, schedule
 from tests import factories as f
 from tests.conftest import error_of
 
@@ -48,8 +49,9 @@ def future(hours: int = 2) -> str:
 
 def test_create_answers_a_draft_in_envelope_a(client: Any, auth: dict[str, str], workspace: dict[str, Any]) -> None:
     data = create(client, auth, "  Spring  ")
-    assert set(data) == {"id", "workspace_id", "name", "message", "audience", "status", "scheduled_at", "statistics",
-                         "created_at", "updated_at"}
+    assert set(data) == {"id", "workspace_id", "name", "message", "audience", "status", "status_detail", "scheduled_at",
+                         "statistics", "created_at", "updated_at"}
+    assert data["status_detail"] is None
     assert (data["name"], data["message"], data["audience"], data["status"]) == ("Spring", "", [], "DRAFT")
     assert data["workspace_id"] == workspace["id"] and len(data["id"]) == 24
     assert data["statistics"] == dict.fromkeys(STATS_KEYS, 0)
@@ -120,15 +122,15 @@ def test_get_one_and_its_malformed_or_missing_ids(client: Any, auth: dict[str, s
     body = client.get(f"/v1/sms-campaigns/{c['id']}", headers=auth).json()
     assert body == {"error": None, "data": c}
     for bad in ("nothex", MISSING, c["id"].upper()):
-        assert error_of(client.get(f"/v1/sms-campaigns/{bad}", headers=auth)) == (400, sms.NOT_FOUND)
+        assert error_of(client.get(f"/v1/sms-campaigns/{bad}", headers=auth)) == (400, campaigns.NOT_FOUND)
 
 
 def test_another_workspaces_campaign_is_not_found(client: Any, auth: dict[str, str], conn: sqlite3.Connection) -> None:
     other = f.workspace(conn, "Other")
-    theirs = sms.create_campaign(conn, other["id"], {"name": "Theirs"})
-    assert error_of(client.get(f"/v1/sms-campaigns/{theirs['id']}", headers=auth)) == (400, sms.NOT_FOUND)
+    theirs = campaigns.create_campaign(conn, other["id"], {"name": "Theirs"})
+    assert error_of(client.get(f"/v1/sms-campaigns/{theirs['id']}", headers=auth)) == (400, campaigns.NOT_FOUND)
     assert error_of(client.post(f"/v1/sms-campaigns/{theirs['id']}/schedule", json={"schedule_type": "NOW"},
-                                headers=auth)) == (400, sms.NOT_FOUND)
+                                headers=auth)) == (400, campaigns.NOT_FOUND)
 
 
 def test_update_sets_name_message_and_audience(client: Any, auth: dict[str, str], ready: int,
@@ -157,7 +159,39 @@ def test_update_errors_write_nothing(client: Any, auth: dict[str, str], body: di
     c = create(client, auth)
     assert error_of(client.patch(f"/v1/sms-campaigns/{c['id']}", json=body, headers=auth)) == (400, message)
     assert client.get(f"/v1/sms-campaigns/{c['id']}", headers=auth).json()["data"] == c
-    assert error_of(client.patch(f"/v1/sms-campaigns/{c['id']}", content=b"{", headers=auth)) == (400, sms.INVALID_BODY)
+    assert error_of(client.patch(f"/v1/sms-campaigns/{c['id']}", content=b"{", headers=auth)) == (400, campaigns.INVALID_BODY)
+
+
+@pytest.mark.parametrize(("message", "expected"), [
+    ("Hi {{first_name}}", "The merge tag {{first_name}} is not a merge tag of this workspace."
+                          " Did you mean {{contact.first_name}}?"),
+    ("Bye {{ unsubscribe_url }}", "The merge tag {{unsubscribe_url}} cannot be used in an SMS: an SMS has no"
+                                  " unsubscribe, view online or preferences link (recipients reply STOP to opt out)."),
+])
+def test_tags_sms_cannot_send_are_refused_at_update_and_at_schedule(
+        client: Any, auth: dict[str, str], ready: int, conn: sqlite3.Connection, message: str, expected: str) -> None:
+    c = configured(client, auth)
+    assert error_of(client.patch(f"/v1/sms-campaigns/{c['id']}", json={"message": message}, headers=auth)) == (
+        400, expected)
+    assert client.get(f"/v1/sms-campaigns/{c['id']}", headers=auth).json()["data"] == c
+    conn.execute("UPDATE sms_campaigns SET message = ? WHERE id = ?", (message, c["id"]))  # stored before the check
+    assert error_of(client.post(f"/v1/sms-campaigns/{c['id']}/schedule", json={"schedule_type": "NOW"},
+                                headers=auth)) == (400, expected)
+    assert client.get(f"/v1/sms-campaigns/{c['id']}", headers=auth).json()["data"]["status"] == "DRAFT"
+
+
+def test_a_fallback_is_sent_and_priced_as_rendered(client: Any, auth: dict[str, str], ready: int,
+                                                   conn: sqlite3.Connection) -> None:
+    f.sms_contacts(conn, ready, ["+14155550103"])  # no first name
+    c = configured(client, auth, "Hi {{contact.first_name|there}}, sale today. Reply STOP to opt out.")
+    assert client.post(f"/v1/sms-campaigns/{c['id']}/schedule", json={"schedule_type": "NOW"},
+                       headers=auth).json()["data"]["status"] == "QUEUED"
+    assert jobs.run_due(conn) == {"processed": 1, "failed": 0}
+    messages = client.get(f"/v1/sms-campaigns/{c['id']}/messages", headers=auth).json()["data"]["messages"]
+    assert len(messages) == 3 and {m["price"] for m in messages} == {"0.00830"}
+    assert sorted(r[0] for r in conn.execute("SELECT body FROM sms_outbox")) == [
+        "Hi Ann, sale today. Reply STOP to opt out.", "Hi Ann, sale today. Reply STOP to opt out.",
+        "Hi there, sale today. Reply STOP to opt out."]
 
 
 def test_only_drafts_can_be_updated_and_archive_rules(client: Any, auth: dict[str, str]) -> None:
@@ -191,7 +225,7 @@ def test_schedule_now_and_later(client: Any, auth: dict[str, str], ready: int) -
     assert client.post(f"/v1/sms-campaigns/{d['id']}/cancel", headers=auth).json()["data"]["status"] == "CANCELLED"
 
 
-def schedule(client: Any, auth: dict[str, str], campaign_id: str, body: Any) -> tuple[int, str]:
+def schedule_error(client: Any, auth: dict[str, str], campaign_id: str, body: Any) -> tuple[int, str]:
     if isinstance(body, bytes):
         return error_of(client.post(f"/v1/sms-campaigns/{campaign_id}/schedule", content=body, headers=auth))
     return error_of(client.post(f"/v1/sms-campaigns/{campaign_id}/schedule", json=body, headers=auth))
@@ -216,16 +250,16 @@ def schedule(client: Any, auth: dict[str, str], campaign_id: str, body: Any) -> 
 ])
 def test_schedule_request_errors(client: Any, auth: dict[str, str], ready: int, body: Any, message: str) -> None:
     c = configured(client, auth)
-    assert schedule(client, auth, c["id"], body) == (400, message)
+    assert schedule_error(client, auth, c["id"], body) == (400, message)
     assert client.get(f"/v1/sms-campaigns/{c['id']}", headers=auth).json()["data"]["status"] == "DRAFT"
 
 
 def test_schedule_id_errors(client: Any, auth: dict[str, str], ready: int) -> None:
     now = {"schedule_type": "NOW"}
-    assert schedule(client, auth, "", now) == (400, "Please provide a campaign ID.")
-    assert schedule(client, auth, "%20", now) == (400, "Please provide a campaign ID.")
-    assert schedule(client, auth, "xyz", now) == (400, sms.NOT_FOUND)
-    assert schedule(client, auth, MISSING, now) == (400, sms.NOT_FOUND)
+    assert schedule_error(client, auth, "", now) == (400, "Please provide a campaign ID.")
+    assert schedule_error(client, auth, "%20", now) == (400, "Please provide a campaign ID.")
+    assert schedule_error(client, auth, "xyz", now) == (400, campaigns.NOT_FOUND)
+    assert schedule_error(client, auth, MISSING, now) == (400, campaigns.NOT_FOUND)
 
 
 def test_schedule_readiness_errors_one_defect_at_a_time(client: Any, auth: dict[str, str], conn: sqlite3.Connection,
@@ -236,37 +270,37 @@ def test_schedule_readiness_errors_one_defect_at_a_time(client: Any, auth: dict[
     now = {"schedule_type": "NOW"}
     c = create(client, auth)
     conn.execute("UPDATE sms_campaigns SET name = ' ' WHERE id = ?", (c["id"],))
-    assert schedule(client, auth, c["id"], now) == (400, "Please provide a name for this campaign before scheduling.")
+    assert schedule_error(client, auth, c["id"], now) == (400, "Please provide a name for this campaign before scheduling.")
     conn.execute("UPDATE sms_campaigns SET name = 'Sale' WHERE id = ?", (c["id"],))
-    assert schedule(client, auth, c["id"], now) == (400, "Please provide a message for this campaign before scheduling.")
+    assert schedule_error(client, auth, c["id"], now) == (400, "Please provide a message for this campaign before scheduling.")
     client.patch(f"/v1/sms-campaigns/{c['id']}", json={"message": f.SMS_TEXT}, headers=auth)
-    assert schedule(client, auth, c["id"], now) == (400, "Please configure an audience for this campaign before scheduling.")
+    assert schedule_error(client, auth, c["id"], now) == (400, "Please configure an audience for this campaign before scheduling.")
     client.patch(f"/v1/sms-campaigns/{c['id']}", json={"audience": [{"type": "ENTIRE_AUDIENCE"}]}, headers=auth)
-    assert schedule(client, auth, c["id"], now) == (
+    assert schedule_error(client, auth, c["id"], now) == (
         400, "Please add an SMS sender ID under SMS Marketing before scheduling this campaign.")
     f.sms_ready(conn, ws, balance="4.5")
-    assert schedule(client, auth, c["id"], now) == (
+    assert schedule_error(client, auth, c["id"], now) == (
         400, "Your available SMS balance is $4.50, but at least $5.00 is required to start a campaign. "
              "Please visit Billing to top up your SMS balance.")
     monkeypatch.setenv("MKT_SMS_MINIMUM_BALANCE", "4.25")
     monkeypatch.setenv("MKT_SMS_MINIMUM_BALANCE", "oops")
-    assert schedule(client, auth, c["id"], now) == (400, "We could not check your SMS balance. Please try again later.")
+    assert schedule_error(client, auth, c["id"], now) == (400, "We could not check your SMS balance. Please try again later.")
     monkeypatch.setenv("MKT_SMS_MINIMUM_BALANCE", "0.001")
     conn.execute("UPDATE sms_rates SET price = '100.00000' WHERE country_code = 'US'")
-    assert schedule(client, auth, c["id"], now) == (
+    assert schedule_error(client, auth, c["id"], now) == (
         400, "Your available SMS balance is $4.50, but this campaign is estimated to cost $100.00 (1 recipients). "
              "Please visit Billing to top up your SMS balance.")
     conn.execute("UPDATE sms_rates SET price = '0.00830' WHERE country_code = 'US'")
     client.patch(f"/v1/sms-campaigns/{c['id']}", json={"message": "FREE CASH FOR EVERYONE TODAY!!! bit.ly/x"}, headers=auth)
-    assert schedule(client, auth, c["id"], now) == (
+    assert schedule_error(client, auth, c["id"], now) == (
         400, "This campaign was flagged by automated review. Please contact support if you believe this is a mistake.")
     client.patch(f"/v1/sms-campaigns/{c['id']}", json={"message": f.SMS_TEXT}, headers=auth)
 
     def broken_review(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("classifier unavailable")
 
-    monkeypatch.setattr(sms, "review_campaign", broken_review)
-    assert schedule(client, auth, c["id"], now) == (
+    monkeypatch.setattr(schedule, "review_campaign", broken_review)
+    assert schedule_error(client, auth, c["id"], now) == (
         400, "We couldn't complete the automated review of this campaign. Please try again in a few minutes.")
     monkeypatch.undo()
     monkeypatch.setenv("MKT_SMS_MINIMUM_BALANCE", "0.001")
@@ -274,8 +308,8 @@ def test_schedule_readiness_errors_one_defect_at_a_time(client: Any, auth: dict[
     def broken_enqueue(*args: Any, **kwargs: Any) -> Any:
         raise sqlite3.OperationalError("disk I/O error")
 
-    monkeypatch.setattr(sms.jobs, "enqueue", broken_enqueue)
-    assert schedule(client, auth, c["id"], now) == (400, "Failed to queue SMS campaign for processing.")
+    monkeypatch.setattr(schedule.jobs, "enqueue", broken_enqueue)
+    assert schedule_error(client, auth, c["id"], now) == (400, "Failed to queue SMS campaign for processing.")
     assert client.get(f"/v1/sms-campaigns/{c['id']}", headers=auth).json()["data"]["status"] == "DRAFT"
     monkeypatch.undo()
     monkeypatch.setenv("MKT_SMS_MINIMUM_BALANCE", "0.001")
@@ -297,8 +331,8 @@ def test_statistics_in_envelope_a(client: Any, auth: dict[str, str], ready: int,
                             "total_cost": "0.0166"}
     assert client.get(f"/v1/sms-campaigns/{c['id']}", headers=auth).json()["data"]["status"] == "COMPLETED"
     assert error_of(client.get("/v1/sms-campaigns//statistics", headers=auth)) == (400, "Please provide a campaign ID.")
-    assert error_of(client.get("/v1/sms-campaigns/zz/statistics", headers=auth)) == (400, sms.NOT_FOUND)
-    assert error_of(client.get(f"/v1/sms-campaigns/{MISSING}/statistics", headers=auth)) == (400, sms.NOT_FOUND)
+    assert error_of(client.get("/v1/sms-campaigns/zz/statistics", headers=auth)) == (400, campaigns.NOT_FOUND)
+    assert error_of(client.get(f"/v1/sms-campaigns/{MISSING}/statistics", headers=auth)) == (400, campaigns.NOT_FOUND)
 
 
 def test_quote(client: Any, auth: dict[str, str]) -> None:
@@ -309,4 +343,4 @@ def test_quote(client: Any, auth: dict[str, str]) -> None:
         "UCS-2", 2, ["ç"], "US", "0.01660")
     assert error_of(client.post("/v1/sms/quote", json={"message": ""}, headers=auth)) == (
         400, "Please provide a message to quote.")
-    assert error_of(client.post("/v1/sms/quote", content=b"nope", headers=auth)) == (400, sms.INVALID_BODY)
+    assert error_of(client.post("/v1/sms/quote", content=b"nope", headers=auth)) == (400, campaigns.INVALID_BODY)

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from marketing_cli import jobs
-from marketing_cli.services.sms import campaigns as sms
 from marketing_cli.services.sms import links as sms_links
+from marketing_cli.services.sms import schedule, stats
 from marketing_cli.services.sms.segments import count_segments
 from tests import factories as f
 
@@ -24,7 +24,7 @@ DESKTOP = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, 
 
 def expand(conn: sqlite3.Connection, ws: int, message: str = TEXT) -> dict[str, Any]:
     campaign = f.sms_campaign(conn, ws, message=message)
-    sms.schedule_campaign(conn, ws, campaign["id"], {"schedule_type": "NOW"})
+    schedule.schedule_campaign(conn, ws, campaign["id"], {"schedule_type": "NOW"})
     assert jobs.run_due(conn) == {"processed": 1, "failed": 0}
     return campaign
 
@@ -77,15 +77,15 @@ def test_clicks_redirect_and_count(client: Any, conn: sqlite3.Connection, ws: in
                       follow_redirects=False).headers["location"] == "https://shop.example.com/autumn?x=1"
     bot = client.get(second[1], headers={"User-Agent": "curl/8.0"}, follow_redirects=False)
     assert bot.status_code == 302  # redirected, not counted
-    stats = sms.campaign_statistics(conn, ws, campaign["id"])
-    assert stats["aggregate"]["clicked"] == 2
-    assert stats["link_activity"] == [
+    figures = stats.campaign_statistics(conn, ws, campaign["id"])
+    assert figures["aggregate"]["clicked"] == 2
+    assert figures["link_activity"] == [
         {"url": "https://shop.example.com/autumn?x=1", "total_clicks": 3, "unique_clicks": 2},
         {"url": "http://example.org/more", "total_clicks": 1, "unique_clicks": 1}]
-    assert sorted((d["device_type"], d["click_count"]) for d in stats["clicks_by_device_type"]) == [
+    assert sorted((d["device_type"], d["click_count"]) for d in figures["clicks_by_device_type"]) == [
         ("desktop", 1), ("mobile", 1)]
-    assert sorted(d["operating_system"] for d in stats["clicks_by_os"]) == ["Windows", "iOS"]
-    assert sum(c["click_count"] for c in stats["clicks_by_country"]) == 2
+    assert sorted(d["operating_system"] for d in figures["clicks_by_os"]) == ["Windows", "iOS"]
+    assert sum(c["click_count"] for c in figures["clicks_by_country"]) == 2
 
 
 @pytest.mark.parametrize("path", ["/s/AAAAAAAAAAAAAAAAAAAA", "/s/x", "/s/" + "A" * 40])

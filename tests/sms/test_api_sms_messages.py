@@ -8,8 +8,8 @@ from typing import Any, Callable
 import pytest
 
 from marketing_cli import jobs
-from marketing_cli.services.sms import campaigns as sms
 from marketing_cli.services.sms import providers as sms_providers
+from marketing_cli.services.sms import schedule
 from tests import factories as f
 
 US = ["+14155550101", "+14155550102", "+14155550103"]
@@ -25,7 +25,7 @@ def campaign(conn: sqlite3.Connection, workspace: dict[str, Any], monkeypatch: p
         sms_providers.set_provider(conn, ws, "twilio", account_sid=f.TWILIO_SID, auth_token=f.TWILIO_TOKEN,
                                    base_url=server.base_url)
         created = f.sms_campaign(conn, ws)
-        sms.schedule_campaign(conn, ws, created["id"], {"schedule_type": "NOW"})
+        schedule.schedule_campaign(conn, ws, created["id"], {"schedule_type": "NOW"})
         assert jobs.run_due(conn) == {"processed": 1, "failed": 0}
     return created
 

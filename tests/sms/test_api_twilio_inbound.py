@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 
 from marketing_cli import jobs
-from marketing_cli.services.sms import campaigns as sms
-from marketing_cli.services.sms import providers
+from marketing_cli.services.sms import campaigns, expansion, providers, schedule, stats
 from marketing_cli.services.sms import webhooks as sms_webhooks
 from tests import factories as f
 
@@ -22,7 +21,7 @@ INBOUND_URL = BASE + "/webhooks/twilio/inbound"
 
 def run_campaign(conn: sqlite3.Connection, ws: int, server: f.TwilioStandIn, name: str) -> dict[str, Any]:
     campaign = f.sms_campaign(conn, ws, name)
-    sms.schedule_campaign(conn, ws, campaign["id"], {"schedule_type": "NOW"})
+    schedule.schedule_campaign(conn, ws, campaign["id"], {"schedule_type": "NOW"})
     assert jobs.run_due(conn) == {"processed": 1, "failed": 0}
     return campaign
 
@@ -59,14 +58,14 @@ def test_stop_words_unsubscribe_and_count_in_the_last_campaign(client: Any, conn
     assert response.headers["content-type"].startswith("text/xml")
     assert response.text.endswith("<Response/>")
     assert sms_status(conn, US[0]) == "UNSUBSCRIBED" and sms_status(conn, US[1]) is None
-    stats = sms.campaign_statistics(conn, world["ws"], world["first"]["id"])["aggregate"]
-    assert stats["unsubscribed"] == 1
+    figures = stats.campaign_statistics(conn, world["ws"], world["first"]["id"])["aggregate"]
+    assert figures["unsubscribed"] == 1
     logged = conn.execute("SELECT type, payload FROM contact_events WHERE contact_id = ? AND type LIKE 'CONTACT_%'",
                           (world["contacts"][0]["id"],)).fetchall()
     assert [r[0] for r in logged] == ["CONTACT_UNSUBSCRIBED"]
     assert '"channel":"sms"' in logged[0][1]
     assert reply(client, word).status_code == 200  # again: counted once, logged once
-    assert sms.campaign_statistics(conn, world["ws"], world["first"]["id"])["aggregate"]["unsubscribed"] == 1
+    assert stats.campaign_statistics(conn, world["ws"], world["first"]["id"])["aggregate"]["unsubscribed"] == 1
 
 
 def test_other_replies_change_nothing(client: Any, conn: sqlite3.Connection, world: Any) -> None:
@@ -124,10 +123,10 @@ def test_every_message_lookup_of_a_campaign_and_its_webhooks_is_an_index_search(
         assert sms_webhooks.twilio_inbound(conn, stop, sms_webhooks.signature(
             f.TWILIO_TOKEN, BASE + sms_webhooks.INBOUND_PATH, stop))["action"] == "unsubscribed"
         third = f.sms_campaign(conn, world["ws"], "Third")
-        sms.schedule_campaign(conn, world["ws"], third["id"], {"schedule_type": "NOW"})
-        assert sms.expand_recipients(conn, conn.execute("SELECT * FROM sms_campaigns WHERE id = ?",
+        schedule.schedule_campaign(conn, world["ws"], third["id"], {"schedule_type": "NOW"})
+        assert expansion.expand_recipients(conn, conn.execute("SELECT * FROM sms_campaigns WHERE id = ?",
                                                         (third["id"],)).fetchone())
-        assert sms.cancel_campaign(conn, world["ws"], third["id"])["refunded_messages"] == 1
+        assert campaigns.cancel_campaign(conn, world["ws"], third["id"])["refunded_messages"] == 1
     finally:
         conn.set_trace_callback(None)
     # (statements on the expansion's temporary tables are gone with them; bench/bench_sms.py times those)

@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 
 from marketing_cli import jobs
-from marketing_cli.services.sms import campaigns as sms
-from marketing_cli.services.sms import providers
+from marketing_cli.services.sms import providers, schedule, stats
 from marketing_cli.services.sms import webhooks as sms_webhooks
 from tests import factories as f
 
@@ -31,7 +30,7 @@ def sent(conn: sqlite3.Connection, workspace: dict[str, Any]) -> dict[str, Any]:
                                    base_url=server.base_url)
         f.sms_contacts(conn, ws, US)
         campaign = f.sms_campaign(conn, ws)
-        sms.schedule_campaign(conn, ws, campaign["id"], {"schedule_type": "NOW"})
+        schedule.schedule_campaign(conn, ws, campaign["id"], {"schedule_type": "NOW"})
         assert jobs.run_due(conn) == {"processed": 1, "failed": 0}
     sids = dict(conn.execute("SELECT phone, provider_ref FROM sms_messages WHERE campaign_id = ?",
                              (campaign["id"],)).fetchall())
@@ -50,7 +49,7 @@ def report(sid: str, status: str, **extra: str) -> dict[str, str]:
 
 
 def aggregate(conn: sqlite3.Connection, sent: dict[str, Any]) -> dict[str, int]:
-    return sms.campaign_statistics(conn, sent["ws"], sent["campaign"]["id"])["aggregate"]
+    return stats.campaign_statistics(conn, sent["ws"], sent["campaign"]["id"])["aggregate"]
 
 
 def state(conn: sqlite3.Connection, sid: str) -> tuple[Any, ...]:
@@ -107,14 +106,14 @@ def test_signed_reports_move_delivered_and_failed_and_the_ledger_reconciles(clie
     assert state(conn, sids[US[3]]) == ("sent", 0, 0, 0)
     assert conn.execute("SELECT error_code FROM sms_messages WHERE provider_ref = ?", (sids[US[2]],)).fetchone()[0] \
         == "30008"
-    stats = aggregate(conn, sent)
-    assert (stats["sent"], stats["delivered"], stats["failed"]) == (4, 1, 2)
+    figures = aggregate(conn, sent)
+    assert (figures["sent"], figures["delivered"], figures["failed"]) == (4, 1, 2)
     per_message = Decimal(conn.execute("SELECT price_units FROM sms_messages WHERE provider_ref = ?",
                                        (sids[US[2]],)).fetchone()[0]).scaleb(-5)
     ledger = sum((Decimal(r[0]) for r in conn.execute("SELECT amount FROM sms_ledger WHERE campaign_id = ?", (cid,))),
                  Decimal(0))
     assert ledger == -(charged - per_message)  # to the cent: one refund, for the message no carrier took
-    assert Decimal(sms.campaign_statistics(conn, sent["ws"], cid)["total_cost"]) == charged - per_message
+    assert Decimal(stats.campaign_statistics(conn, sent["ws"], cid)["total_cost"]) == charged - per_message
 
 
 def test_repeated_and_earlier_callbacks_change_nothing_and_answer_2xx(client: Any, conn: sqlite3.Connection,

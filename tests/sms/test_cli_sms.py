@@ -102,6 +102,24 @@ def test_errors_exit_1_with_the_api_message_and_write_nothing(cli: Any, cli_json
     assert cli_json("sms", "sender-id", "show") == {"sms_sender_id": None}
 
 
+@pytest.mark.parametrize(("message", "expected"), [
+    ("Hi {{first_name}}", "The merge tag {{first_name}} is not a merge tag of this workspace."),
+    ("Bye {{unsubscribe_url}}", "The merge tag {{unsubscribe_url}} cannot be used in an SMS"),
+])
+def test_tags_sms_cannot_send_are_refused_by_update_and_schedule(cli: Any, cli_json: Any, ready: int,
+                                                                  conn: sqlite3.Connection, message: str,
+                                                                  expected: str) -> None:
+    c = cli_json("sms", "create", "Sale")
+    result = cli("sms", "update", c["id"], "--message", message, "--audience", '{"type": "ENTIRE_AUDIENCE"}')
+    assert result.exit_code == 1 and expected in result.stderr
+    assert cli_json("sms", "show", c["id"]) == c  # nothing written
+    conn.execute("UPDATE sms_campaigns SET message = ?, audience = '[{\"type\": \"ENTIRE_AUDIENCE\"}]' WHERE id = ?",
+                 (message, c["id"]))  # stored before the check
+    result = cli("sms", "schedule", c["id"], "--now")
+    assert result.exit_code == 1 and expected in result.stderr
+    assert cli_json("sms", "show", c["id"])["status"] == "DRAFT"
+
+
 def test_usage_errors_exit_2(cli: Any, cli_json: Any, ready: int) -> None:
     c = cli_json("sms", "create", "Sale")
     assert cli("sms", "schedule", c["id"]).exit_code == 2
@@ -123,10 +141,10 @@ def test_a_killed_expansion_never_charges_a_recipient_twice(conn: sqlite3.Connec
     f.sms_ready(conn, ws, balance="100")
     f.sms_contacts(conn, ws, [f"+1415555{i:04d}" for i in range(200)] + [f"+4474001{i:05d}" for i in range(50)]
                    + [f"+9198765{i:05d}" for i in range(10)], first_name="Ann")
-    from marketing_cli.services.sms import campaigns as sms_campaigns
+    from marketing_cli.services.sms import schedule
 
     c = f.sms_campaign(conn, ws)
-    sms_campaigns.schedule_campaign(conn, ws, c["id"], {"schedule_type": "NOW"})
+    schedule.schedule_campaign(conn, ws, c["id"], {"schedule_type": "NOW"})
     env = {"MKT_SMS_BATCH_SIZE": "10", "MKT_SMS_BATCH_PAUSE": "0.05"}
     proc = _run_jobs(db_path, env)
     try:

@@ -12,7 +12,7 @@ import pytest
 from marketing_cli import jobs
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
-from marketing_cli.services.sms import campaigns as sms
+from marketing_cli.services.sms import campaigns, expansion, pricing, schedule, stats
 from marketing_cli.services.sms import ledger as sms_ledger
 from tests import factories as f
 
@@ -96,30 +96,30 @@ def test_quote_prices_segments_at_the_workspace_price(conn: sqlite3.Connection, 
     from marketing_cli.services.account import workspaces
 
     workspaces.update_operator_settings(conn, ws, sms_markup="1.5")
-    quote = sms.quote_message(conn, ws, {"message": "x" * 161, "to": "+447400123456"})
+    quote = schedule.quote_message(conn, ws, {"message": "x" * 161, "to": "+447400123456"})
     assert quote["encoding"] == "GSM-7" and quote["segments"] == 2 and quote["country"] == "GB"
     assert quote["price_per_segment"] == "0.06000" and quote["price"] == "0.12000" and quote["sendable"] is True
 
 
 def test_quote_says_when_a_country_cannot_be_sent_to(conn: sqlite3.Connection, ws: int) -> None:
-    quote = sms.quote_message(conn, ws, {"message": "Hi", "to": IN[0]})
+    quote = schedule.quote_message(conn, ws, {"message": "Hi", "to": IN[0]})
     assert quote["sendable"] is False and quote["price"] is None and "cannot be sent to IN" in quote["note"]
 
 
 def test_quote_errors(conn: sqlite3.Connection, ws: int) -> None:
-    for body, message in [({}, sms.QUOTE_MESSAGE_REQUIRED), ({"message": ""}, sms.QUOTE_MESSAGE_REQUIRED),
+    for body, message in [({}, campaigns.QUOTE_MESSAGE_REQUIRED), ({"message": ""}, campaigns.QUOTE_MESSAGE_REQUIRED),
                           ({"message": "Hi", "to": "12345"}, "'12345' is not a valid phone number in E.164 form "
                                                              "(+14155550100)."),
-                          ({"message": 5}, "The member 'message' must be a string."), ([], sms.INVALID_BODY)]:
+                          ({"message": 5}, "The member 'message' must be a string."), ([], campaigns.INVALID_BODY)]:
         with pytest.raises(MktError) as err:
-            sms.quote_message(conn, ws, body)
+            schedule.quote_message(conn, ws, body)
         assert (err.value.status, err.value.message) == (400, message)
 
 
 # --- expansion --------------------------------------------------------------------------
 
 def schedule_now(conn: sqlite3.Connection, ws: int, campaign: dict[str, Any]) -> None:
-    assert sms.schedule_campaign(conn, ws, campaign["id"], {"schedule_type": "NOW"})["status"] == "QUEUED"
+    assert schedule.schedule_campaign(conn, ws, campaign["id"], {"schedule_type": "NOW"})["status"] == "QUEUED"
 
 
 def test_expansion_charges_each_recipient_its_country_price_and_suppresses_unpriced(
@@ -132,7 +132,7 @@ def test_expansion_charges_each_recipient_its_country_price_and_suppresses_unpri
     campaign = f.sms_campaign(conn, ws)
     schedule_now(conn, ws, campaign)
     assert jobs.run_due(conn) == {"processed": 1, "failed": 0}
-    view = sms.get_campaign(conn, ws, campaign["id"])
+    view = campaigns.get_campaign(conn, ws, campaign["id"])
     assert view["status"] == "COMPLETED"
     assert view["statistics"] == {"sent": 4, "delivered": 0, "clicked": 0, "failed": 0, "unsubscribed": 0,
                                   "suppressed": 1}
@@ -142,8 +142,8 @@ def test_expansion_charges_each_recipient_its_country_price_and_suppresses_unpri
     assert rows[IN[0]]["status"] == "suppressed" and rows[IN[0]]["price_units"] == 0
     cost = Decimal("0.00830") * 3 + Decimal("0.04000")
     assert -ledger_sum(conn, campaign["id"]) == cost == message_sum(conn, campaign["id"])
-    stats = sms.campaign_statistics(conn, ws, campaign["id"])
-    assert Decimal(stats["total_cost"]) == cost
+    figures = stats.campaign_statistics(conn, ws, campaign["id"])
+    assert Decimal(figures["total_cost"]) == cost
     assert Decimal(sms_ledger.show_balance(conn, ws)["balance"]) == Decimal(50) - cost
     outbox = conn.execute("SELECT recipient, sender, body FROM sms_outbox ORDER BY recipient").fetchall()
     assert [tuple(r) for r in outbox][-1] == (
@@ -179,13 +179,13 @@ def test_a_later_campaign_waits_until_it_is_due(conn: sqlite3.Connection, ws: in
     f.sms_contacts(conn, ws, US)
     campaign = f.sms_campaign(conn, ws)
     when = clock.format_ts(clock.utcnow().replace(microsecond=0) + __import__("datetime").timedelta(hours=1))
-    result = sms.schedule_campaign(conn, ws, campaign["id"], {"schedule_type": "LATER", "scheduled_at": when})
+    result = schedule.schedule_campaign(conn, ws, campaign["id"], {"schedule_type": "LATER", "scheduled_at": when})
     assert result == {"id": campaign["id"], "status": "QUEUED", "scheduled_at": when}
     assert jobs.run_due(conn) == {"processed": 0, "failed": 0}
-    assert sms.get_campaign(conn, ws, campaign["id"])["status"] == "QUEUED"
+    assert campaigns.get_campaign(conn, ws, campaign["id"])["status"] == "QUEUED"
     conn.execute("UPDATE jobs SET run_at = ?", (clock.now(),))
     assert jobs.run_due(conn) == {"processed": 1, "failed": 0}
-    assert sms.get_campaign(conn, ws, campaign["id"])["status"] == "COMPLETED"
+    assert campaigns.get_campaign(conn, ws, campaign["id"])["status"] == "COMPLETED"
 
 
 def test_a_crashed_expansion_resumes_without_charging_anyone_twice(
@@ -252,10 +252,10 @@ def test_a_prefix_whose_first_number_does_not_parse_still_prices_the_others(
     contacts = f.sms_contacts(conn, ws, US[:2])
     conn.execute("UPDATE contacts SET phone = '+14150000000' WHERE id = ?", (contacts[0]["id"],))  # not valid
     campaign = f.sms_campaign(conn, ws)
-    monkeypatch.setattr(sms, "_PREFIXES", {})  # nothing learnt yet: the example number is parsed
-    cost, recipients = sms.estimate_cost(conn, ws, campaign["message"], campaign["audience"])
+    monkeypatch.setattr(pricing, "_PREFIXES", {})  # nothing learnt yet: the example number is parsed
+    cost, recipients = schedule.estimate_cost(conn, ws, campaign["message"], campaign["audience"])
     assert recipients == 2 and cost >= Decimal("0.0083")
-    monkeypatch.setattr(sms, "_PREFIXES", {})
+    monkeypatch.setattr(pricing, "_PREFIXES", {})
     schedule_now(conn, ws, campaign)
     jobs.run_due(conn)
     rows = {r["phone"]: r for r in conn.execute("SELECT * FROM sms_messages")}
@@ -266,8 +266,8 @@ def test_the_prefix_key_is_the_same_in_python_and_in_sql(conn: sqlite3.Connectio
     """The seeks find keys with phone_key and the batches join on PHONE_KEY: were they to differ,
     every number would silently fall back to a Python call (prices right, speed gone)."""
     for number in [*US, *GB, *IN, "+1", "+12", "+3", "", "123", "+9198765432101", "+1é2345"]:
-        assert conn.execute(f"SELECT {sms.PHONE_KEY.format(number='?1')}", (number,)).fetchone()[0] \
-            == sms.phone_key(number), number
+        assert conn.execute(f"SELECT {pricing.PHONE_KEY.format(number='?1')}", (number,)).fetchone()[0] \
+            == pricing.phone_key(number), number
 
 
 @pytest.mark.parametrize("seeks", [1, 1_000])
@@ -275,8 +275,8 @@ def test_prices_follow_each_number_whether_prefixes_are_sought_or_scanned(
         conn: sqlite3.Connection, ws: int, monkeypatch: pytest.MonkeyPatch, seeks: int) -> None:
     """Distinct prefixes come from seeks on the phone index, or (past the budget) one pass over the
     audience: both price every number by its own country."""
-    monkeypatch.setattr(sms, "KEY_SEEKS", seeks)
-    monkeypatch.setattr(sms, "_PREFIXES", {})
+    monkeypatch.setattr(pricing, "KEY_SEEKS", seeks)
+    monkeypatch.setattr(pricing, "_PREFIXES", {})
     guernsey = "+447911123456"  # +44 like GB, told apart by its prefix; no price published
     f.sms_contacts(conn, ws, [*US, "+12125550147", *GB, "+447912345678", guernsey, *IN])
     campaign = f.sms_campaign(conn, ws)
@@ -295,18 +295,18 @@ def test_cancel_refunds_every_message_never_handed_over(conn: sqlite3.Connection
     campaign = f.sms_campaign(conn, ws)
     schedule_now(conn, ws, campaign)
     row = conn.execute("SELECT * FROM sms_campaigns WHERE id = ?", (campaign["id"],)).fetchone()
-    assert sms.expand_recipients(conn, row) is True  # charged, not handed over yet
+    assert expansion.expand_recipients(conn, row) is True  # charged, not handed over yet
     conn.execute("UPDATE sms_messages SET status = 'sent', handed_at = ? WHERE id IN "
                  "(SELECT id FROM sms_messages ORDER BY id LIMIT 2)", (clock.now(),))  # two reached the carrier
-    result = sms.cancel_campaign(conn, ws, campaign["id"])
+    result = campaigns.cancel_campaign(conn, ws, campaign["id"])
     assert result == {"id": campaign["id"], "status": "CANCELLED", "refunded": "0.0249", "refunded_messages": 3}
-    assert sms.campaign_statistics(conn, ws, campaign["id"])["total_cost"] == "0.0166"
+    assert stats.campaign_statistics(conn, ws, campaign["id"])["total_cost"] == "0.0166"
     assert -ledger_sum(conn, campaign["id"]) == message_sum(conn, campaign["id"]) == Decimal("0.0166")
     assert jobs.run_due(conn) == {"processed": 0, "failed": 0}  # the queued job went with the cancel
-    assert sms.get_campaign(conn, ws, campaign["id"])["status"] == "CANCELLED"
+    assert campaigns.get_campaign(conn, ws, campaign["id"])["status"] == "CANCELLED"
     with pytest.raises(MktError) as err:
-        sms.cancel_campaign(conn, ws, campaign["id"])
-    assert err.value.message == sms.ONLY_QUEUED_CANCEL
+        campaigns.cancel_campaign(conn, ws, campaign["id"])
+    assert err.value.message == campaigns.ONLY_QUEUED_CANCEL
 
 
 def test_a_cancel_during_expansion_stops_it_at_the_next_batch(conn: sqlite3.Connection, ws: int,
@@ -321,14 +321,14 @@ def test_a_cancel_during_expansion_stops_it_at_the_next_batch(conn: sqlite3.Conn
     def cancel_after_first(c: sqlite3.Connection) -> None:
         done["n"] += 1
         if done["n"] == 1:
-            sms.cancel_campaign(c, ws, campaign["id"])
+            campaigns.cancel_campaign(c, ws, campaign["id"])
         real(c)
 
     monkeypatch.setattr(jobs, "heartbeat", cancel_after_first)
     assert jobs.run_due(conn) == {"processed": 1, "failed": 0}
     assert conn.execute("SELECT COUNT(*) FROM sms_messages").fetchone()[0] == 2
     assert ledger_sum(conn, campaign["id"]) == 0
-    assert sms.campaign_statistics(conn, ws, campaign["id"])["total_cost"] == "0.00"
+    assert stats.campaign_statistics(conn, ws, campaign["id"])["total_cost"] == "0.00"
 
 
 # --- statistics -------------------------------------------------------------------------
@@ -345,16 +345,16 @@ def test_statistics_count_each_recipients_first_click(conn: sqlite3.Connection, 
                      " VALUES (?, ?, ?, ?, ?, '2026-01-01T00:00:00.000Z')", clicks)
     conn.execute("UPDATE sms_messages SET status = 'delivered' WHERE id = ?", (ids[0],))
     conn.execute("UPDATE sms_messages SET status = 'failed' WHERE id = ?", (ids[2],))
-    stats = sms.campaign_statistics(conn, ws, campaign["id"])
-    assert stats["aggregate"] == {"sent": 3, "delivered": 1, "clicked": 2, "failed": 1, "unsubscribed": 0,
+    figures = stats.campaign_statistics(conn, ws, campaign["id"])
+    assert figures["aggregate"] == {"sent": 3, "delivered": 1, "clicked": 2, "failed": 1, "unsubscribed": 0,
                                   "suppressed": 0}
-    assert stats["clicks_by_country"] == [{"country": "FR", "click_count": 1}, {"country": "US", "click_count": 1}]
-    assert stats["clicks_by_device_type"] == [{"device_type": "mobile", "click_count": 2}]
-    assert stats["clicks_by_os"] == [{"operating_system": "Android", "click_count": 1},
+    assert figures["clicks_by_country"] == [{"country": "FR", "click_count": 1}, {"country": "US", "click_count": 1}]
+    assert figures["clicks_by_device_type"] == [{"device_type": "mobile", "click_count": 2}]
+    assert figures["clicks_by_os"] == [{"operating_system": "Android", "click_count": 1},
                                      {"operating_system": "iOS", "click_count": 1}]
-    assert stats["link_activity"] == [{"url": "https://a.example", "total_clicks": 3, "unique_clicks": 2},
+    assert figures["link_activity"] == [{"url": "https://a.example", "total_clicks": 3, "unique_clicks": 2},
                                       {"url": "https://b.example", "total_clicks": 1, "unique_clicks": 1}]
-    assert stats["total_cost"] == "0.0249"
+    assert figures["total_cost"] == "0.0249"
 
 
 def test_a_network_provider_gets_batches_and_its_refusals_are_recorded(
@@ -384,9 +384,9 @@ def test_a_network_provider_gets_batches_and_its_refusals_are_recorded(
     assert rows[US[0]]["status"] == "sent" and rows[US[0]]["provider"] == "fake"
     assert rows[US[0]]["provider_ref"] == f"SM{rows[US[0]]['id']}"
     assert rows[US[1]]["status"] == "failed"
-    assert sms.get_campaign(conn, ws, campaign["id"])["statistics"] == {
+    assert campaigns.get_campaign(conn, ws, campaign["id"])["statistics"] == {
         "sent": 2, "delivered": 0, "clicked": 0, "failed": 1, "unsubscribed": 0, "suppressed": 0}
-    assert sms.campaign_statistics(conn, ws, campaign["id"])["total_cost"] == "0.0166"  # the refusal is refunded
+    assert stats.campaign_statistics(conn, ws, campaign["id"])["total_cost"] == "0.0166"  # the refusal is refunded
     assert -ledger_sum(conn, campaign["id"]) == message_sum(conn, campaign["id"])
 
 

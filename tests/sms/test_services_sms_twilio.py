@@ -11,7 +11,7 @@ import pytest
 
 from marketing_cli import jobs
 from marketing_cli.errors import MktError
-from marketing_cli.services.sms import campaigns as sms
+from marketing_cli.services.sms import campaigns, schedule, stats
 from marketing_cli.services.sms import ledger as sms_ledger
 from marketing_cli.services.sms import providers as sms_providers
 from tests import factories as f
@@ -34,7 +34,7 @@ def use_twilio(conn: sqlite3.Connection, ws: int, server: f.TwilioStandIn) -> di
 def send(conn: sqlite3.Connection, ws: int, phones: list[str]) -> dict[str, Any]:
     f.sms_contacts(conn, ws, phones)
     campaign = f.sms_campaign(conn, ws)
-    sms.schedule_campaign(conn, ws, campaign["id"], {"schedule_type": "NOW"})
+    schedule.schedule_campaign(conn, ws, campaign["id"], {"schedule_type": "NOW"})
     assert jobs.run_due(conn) == {"processed": 1, "failed": 0}
     return campaign
 
@@ -98,7 +98,7 @@ def test_a_campaign_goes_out_through_twilio_and_keeps_each_sid(conn: sqlite3.Con
     assert {(r[0], r[1]) for r in rows} == {("sent", "twilio")}
     assert all(r[2].startswith("SM") and len(r[2]) == 34 for r in rows)
     assert len({r[2] for r in rows}) == 3
-    assert sms.get_campaign(conn, ws, campaign["id"])["status"] == "COMPLETED"
+    assert campaigns.get_campaign(conn, ws, campaign["id"])["status"] == "COMPLETED"
     assert conn.execute("SELECT COUNT(*) FROM sms_outbox").fetchone()[0] == 0
 
 
@@ -112,12 +112,12 @@ def test_a_4xx_fails_the_message_at_once_refunds_it_and_keeps_twilios_error(conn
     failed = conn.execute("SELECT phone, status, error_code, error_message, price_units FROM sms_messages"
                           " WHERE campaign_id = ? AND status = 'failed'", (campaign["id"],)).fetchall()
     assert [tuple(r)[:4] for r in failed] == [(US[1], "failed", "21211", "Stand-in error 21211")]
-    stats = sms.campaign_statistics(conn, ws, campaign["id"])
-    assert stats["aggregate"]["sent"] == 2 and stats["aggregate"]["failed"] == 1
+    figures = stats.campaign_statistics(conn, ws, campaign["id"])
+    assert figures["aggregate"]["sent"] == 2 and figures["aggregate"]["failed"] == 1
     sent_units = conn.execute("SELECT SUM(price_units) FROM sms_messages WHERE campaign_id = ? AND status = 'sent'",
                               (campaign["id"],)).fetchone()[0]
     assert ledger_sum(conn, campaign["id"]) == -Decimal(sent_units).scaleb(-5)  # the failed one refunded
-    assert Decimal(stats["total_cost"]) == Decimal(sent_units).scaleb(-5)
+    assert Decimal(figures["total_cost"]) == Decimal(sent_units).scaleb(-5)
     refunds = [h for h in sms_ledger.ledger_history(conn, ws) if h["kind"] == "refund"]
     assert len(refunds) == 1 and "refused by twilio" in refunds[0]["reason"]
     after = Decimal(sms_ledger.show_balance(conn, ws)["balance"])
@@ -172,13 +172,13 @@ def test_the_rate_is_honoured(conn: sqlite3.Connection, ws: int, monkeypatch: py
         use_twilio(conn, ws, server)
         f.sms_contacts(conn, ws, MANY)
         campaign = f.sms_campaign(conn, ws)
-        sms.schedule_campaign(conn, ws, campaign["id"], {"schedule_type": "NOW"})
+        schedule.schedule_campaign(conn, ws, campaign["id"], {"schedule_type": "NOW"})
         started = time.monotonic()
         assert jobs.run_due(conn) == {"processed": 1, "failed": 0}
         elapsed = time.monotonic() - started
     assert len(server.received) == 50
     assert elapsed >= 0.9  # 50 messages at 50 per second: the 50th starts 0.98 s after the first
-    assert sms.get_campaign(conn, ws, campaign["id"])["statistics"]["sent"] == 50
+    assert campaigns.get_campaign(conn, ws, campaign["id"])["statistics"]["sent"] == 50
 
 
 @pytest.mark.parametrize(("setting", "expected"), [(None, 8), ("3", 3)])

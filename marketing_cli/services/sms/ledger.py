@@ -7,8 +7,10 @@ for charges and refunds, its campaign. The balance is the sum of the entries, co
 with Decimal; amounts are stored as decimal strings. Nothing updates or deletes an entry
 (a trigger refuses it).
 
-Scheduling a campaign needs a balance of at least the scheduling minimum: USD 5.00 by
-default, set with the `MKT_SMS_MINIMUM_BALANCE` environment variable (a decimal > 0).
+Scheduling a campaign needs an available balance (the balance less what queued campaigns
+have reserved, `reserved`) of at least the scheduling minimum: USD 5.00 by default, set with
+the `MKT_SMS_MINIMUM_BALANCE` environment variable (a decimal > 0), and of at least the
+campaign's estimated cost, which it then reserves in the same transaction.
 """
 
 from __future__ import annotations
@@ -68,6 +70,23 @@ def balance(conn: sqlite3.Connection, workspace_id: int) -> Decimal:
     total = Decimal(0)
     for (amount,) in conn.execute("SELECT amount FROM sms_ledger WHERE workspace_id = ?", (workspace_id,)):
         total += Decimal(amount)
+    return total
+
+
+def reserved(conn: sqlite3.Connection, workspace_id: int) -> Decimal:
+    """What the workspace's QUEUED campaigns still hold of the balance: each one's estimated
+    cost (set when it was scheduled) less what its batches have charged so far, until its
+    expansion is done. A campaign that leaves QUEUED holds nothing (cancelled: refunded;
+    completed: charged for real)."""
+    total = Decimal(0)
+    for campaign_id, estimate in conn.execute(
+            "SELECT id, estimated_cost FROM sms_campaigns WHERE workspace_id = ? AND status = 'QUEUED'"
+            " AND expanded_at IS NULL AND estimated_cost IS NOT NULL", (workspace_id,)).fetchall():
+        charged = Decimal(0)
+        for (amount,) in conn.execute("SELECT amount FROM sms_ledger WHERE campaign_id = ? AND kind = 'charge'",
+                                      (campaign_id,)):
+            charged -= Decimal(amount)
+        total += max(Decimal(0), Decimal(estimate) - charged)
     return total
 
 

@@ -8,7 +8,7 @@ import sqlite3
 from typing import Any
 
 from marketing_cli.errors import MktError
-from marketing_cli.services.sms import campaigns as sms_campaigns
+from marketing_cli.services.sms import campaigns
 
 MESSAGE_STATUSES = ("pending", "sending", "sent", "delivered", "undelivered", "failed", "suppressed")
 INVALID_MESSAGE_STATUS = ("Invalid message status '{value}'. Valid statuses are: "
@@ -33,15 +33,15 @@ def message_view(r: sqlite3.Row) -> dict[str, Any]:
 def list_messages(conn: sqlite3.Connection, workspace_id: int, campaign_id: Any, *, status: Any = None,
                   page: Any = None, limit: Any = None) -> dict[str, Any]:
     """A campaign's messages in id order, optionally of one status; page and limit as list_campaigns."""
-    campaign = sms_campaigns.get_campaign(conn, workspace_id, campaign_id)  # 404s for another workspace's
+    campaign = campaigns.get_campaign(conn, workspace_id, campaign_id)  # 404s for another workspace's
     where, params = "campaign_id = ?", [campaign["id"]]
     if status is not None and str(status) != "":
         if not isinstance(status, str) or status.strip().lower() not in MESSAGE_STATUSES:
             raise MktError(400, INVALID_MESSAGE_STATUS.format(value=status))
         where += " AND status = ?"
         params.append(status.strip().lower())
-    page_number = min(sms_campaigns._page_arg(page, 1, None), 10**12)
-    per_page = sms_campaigns._page_arg(limit, sms_campaigns.DEFAULT_LIMIT, sms_campaigns.MAX_LIMIT)
+    page_number = min(campaigns._page_arg(page, 1, None), 10**12)
+    per_page = campaigns._page_arg(limit, campaigns.DEFAULT_LIMIT, campaigns.MAX_LIMIT)
     total = conn.execute(f"SELECT COUNT(*) FROM sms_messages WHERE {where}", params).fetchone()[0]
     # (batch, id) is id order within a campaign (batches are written one after another, ids only
     # grow), and it is the order of the (campaign_id, batch) index: a page reads its rows, where
