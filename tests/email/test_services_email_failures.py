@@ -21,7 +21,7 @@ import pytest
 from marketing_cli import jobs
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.addresses import NO_SMTPUTF8
-from marketing_cli.services.email import campaigns, domains
+from marketing_cli.services.email import campaigns, domains, preparation
 from marketing_cli.services.email import schedule as email_schedule
 from marketing_cli.services.email import sender as email_sender
 from tests import factories
@@ -193,7 +193,7 @@ def test_a_job_that_fails_records_what_it_handed_over_so_its_retry_sends_none_of
         monkeypatch: pytest.MonkeyPatch) -> None:
     ws = workspace["id"]
     campaign_id = _campaign(conn, ws, [f"r{i}@example.org" for i in range(12)])
-    email_sender.preprocess(conn, {"campaign_id": campaign_id})
+    preparation.preprocess(conn, {"campaign_id": campaign_id})
     # the second call: one round recorded, the next one (or two) in the server's hands
     calls = _fail_once_at(monkeypatch, target, name, 2)
     with SmtpServer() as server:
@@ -231,7 +231,7 @@ def test_a_send_job_whose_worker_died_on_its_last_attempt_pauses_the_campaign(
         conn: sqlite3.Connection, workspace: dict[str, Any], verified_dns: None) -> None:
     ws = workspace["id"]
     campaign_id = _campaign(conn, ws, OTHERS[:2])
-    email_sender.preprocess(conn, {"campaign_id": campaign_id})
+    preparation.preprocess(conn, {"campaign_id": campaign_id})
     conn.execute("UPDATE jobs SET status = 'running', attempts = max_attempts, lease_owner = 'dead',"
                  " lease_expires_at = '2000-01-01T00:00:00Z' WHERE type = 'email.send'")
     jobs.run_due(conn)
@@ -245,18 +245,18 @@ def test_a_preparation_that_fails_for_good_goes_back_to_draft_with_the_reason(
         conn: sqlite3.Connection, workspace: dict[str, Any], verified_dns: None, monkeypatch: pytest.MonkeyPatch) -> None:
     ws = workspace["id"]
     campaign_id = _campaign(conn, ws, OTHERS[:3])
-    real = email_sender.freeze_audience
+    real = preparation.freeze_audience
 
     def freeze_then_fail(*args: Any) -> int:
         real(*args)  # some messages written, then the job fails
         raise sqlite3.OperationalError("disk I/O error")
-    monkeypatch.setattr(email_sender, "freeze_audience", freeze_then_fail)
+    monkeypatch.setattr(preparation, "freeze_audience", freeze_then_fail)
     assert _run_until_settled(conn, campaign_id) == "DRAFT"
     view = campaigns.get_campaign(conn, ws, campaign_id)
     assert view["status_detail"] == ("The send could not be prepared: the job failed for good (OperationalError: "
                                      "disk I/O error). Nothing was sent; fix the cause and schedule the campaign again.")
     assert conn.execute("SELECT count(*) FROM email_messages").fetchone()[0] == 0
-    monkeypatch.setattr(email_sender, "freeze_audience", real)
+    monkeypatch.setattr(preparation, "freeze_audience", real)
     email_schedule.schedule_campaign(conn, ws, campaign_id, {"schedule_type": "NOW"})  # a DRAFT again: schedulable
     assert campaigns.get_campaign(conn, ws, campaign_id)["status_detail"] is None
 

@@ -15,7 +15,7 @@ import pytest
 from marketing_cli import jobs
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
-from marketing_cli.services.email import domains
+from marketing_cli.services.email import domains, preparation
 from marketing_cli.services.email import schedule as email_schedule
 from marketing_cli.services.email import sender as email_sender
 from marketing_cli.services.email import stats as campaign_stats
@@ -236,7 +236,7 @@ def test_a_runner_that_died_mid_round_resends_only_that_round(conn: sqlite3.Conn
     ws = workspace["id"]
     campaign = _world(conn, ws, [f"u{i}@example.org" for i in range(6)])
     email_schedule.schedule_campaign(conn, ws, campaign["id"], {"schedule_type": "NOW"})
-    email_sender.preprocess(conn, {"campaign_id": campaign["id"]})  # frozen; the send job is queued
+    preparation.preprocess(conn, {"campaign_id": campaign["id"]})  # frozen; the send job is queued
     rows = conn.execute("SELECT id, email FROM email_messages ORDER BY id").fetchall()
     campaign_stats.record_delivery(conn, rows[0][0])  # accepted by the server before the crash
     conn.execute("UPDATE email_messages SET status = 'sending' WHERE id IN (?, ?)", (rows[1][0], rows[2][0]))
@@ -250,7 +250,7 @@ def test_a_campaign_cancelled_while_its_dead_runner_held_a_round_ends_with_nothi
     ws = workspace["id"]
     campaign = _world(conn, ws, [f"u{i}@example.org" for i in range(4)])
     email_schedule.schedule_campaign(conn, ws, campaign["id"], {"schedule_type": "NOW"})
-    email_sender.preprocess(conn, {"campaign_id": campaign["id"]})
+    preparation.preprocess(conn, {"campaign_id": campaign["id"]})
     ids = [r[0] for r in conn.execute("SELECT id FROM email_messages ORDER BY id")]
     conn.execute("UPDATE email_messages SET status = 'sending' WHERE id IN (?, ?)", ids[:2])  # the dead runner's
     email_schedule.cancel_campaign(conn, ws, campaign["id"])

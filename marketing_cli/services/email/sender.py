@@ -1,8 +1,6 @@
-"""The email send, as jobs: freeze the audience, review, send at speed, pick an A/B winner.
+"""The email send, as jobs: send at speed, pick an A/B winner (the audience is frozen
+before, by email.preprocess in services/email/preparation.py).
 
-    email.preprocess   QUEUED -> PREPROCESSING: one email_messages row per recipient
-                       (A/B: the test share split evenly, the rest held back), then
-                       IN_REVIEW (content checked again) -> SENDING, and email.send queued
     email.send         rounds of `concurrency` messages: claim (queued -> sending, one
                        transaction), render + sign + hand to the transport in parallel,
                        record every answer (one transaction); until none is left -> SENT.
@@ -18,9 +16,6 @@ again when the job is taken over (the only messages that can arrive twice; CONTR
 section 7). A message the server accepted and whose round was recorded is never sent again.
 A cancel is seen after each round: the messages of a claimed round not yet handed to the
 transport are given back (cancelled), so at most the round in the transport's hands goes out.
-The freeze is idempotent: recipients are ranked by a keyed hash of their id (the same
-order on every run), written in batches with INSERT OR IGNORE, so a rerun after a crash
-completes the same assignment.
 
 Transport answers: 250 -> delivered; 5xx -> failed at once (the campaign goes on); 4xx or
 a connection problem -> tried again after a backoff (30 s, 2 min), failed after
@@ -43,7 +38,6 @@ in `status_detail` (`failure_summary`); each message keeps its own `failure_reas
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import sqlite3
@@ -63,10 +57,9 @@ from marketing_cli.services.contacts.merge_tags import Renderer
 from marketing_cli.services.email import campaigns, domains, senders, stats, transport_settings
 from marketing_cli.services.email.compose import CompiledVariant, Recipient, compile_variant, tracked_links
 from marketing_cli.services.email.dkim import DkimSigner
-from marketing_cli.services.email.schedule import content_problems
+from marketing_cli.services.email.preparation import load_campaign, load_variants
 from marketing_cli.services.email.transport import TransportError
 
-FREEZE_BATCH = 5_000
 MAX_ATTEMPTS = 3
 RETRY_DELAYS = (30, 120)
 PAUSE_AFTER_ERRORS = 20
@@ -77,112 +70,8 @@ FAILED_SUMMARY = "{failed:,} of {total:,} messages failed: {reasons}."
 SHOWN_REASONS = 3
 SEND_GAVE_UP = ("Sending stopped: the send job failed for good ({error}). Fix the cause, then resume the "
                 "campaign (mkt campaigns resume {id}).")
-PREPARE_GAVE_UP = ("The send could not be prepared: the job failed for good ({error}). Nothing was sent; "
-                   "fix the cause and schedule the campaign again.")
 
 log = logging.getLogger("mkt.email.send")
-
-
-def _campaign(conn: sqlite3.Connection, campaign_id: str) -> sqlite3.Row | None:
-    return conn.execute("SELECT * FROM campaigns WHERE id = ?", (campaign_id,)).fetchone()
-
-
-def _variants(conn: sqlite3.Connection, campaign_id: str) -> dict[str, sqlite3.Row]:
-    return {r["type"]: r for r in conn.execute("SELECT * FROM campaign_variants WHERE campaign_id = ?", (campaign_id,))}
-
-
-# --------------------------------------------------------------------------- freezing the audience
-
-def _rank(salt: str) -> Any:
-    key = salt.encode()
-
-    def rank(contact_id: str) -> int:
-        return int.from_bytes(hashlib.blake2b(contact_id.encode(), digest_size=7, key=key).digest(), "big")
-    return rank
-
-
-def freeze_audience(conn: sqlite3.Connection, row: sqlite3.Row) -> int:
-    """Write one message per recipient (A/B: test share split, the rest held back); returns the total."""
-    from marketing_cli.services.contacts.audience import resolve_audience
-
-    query = resolve_audience(conn, row["workspace_id"], json.loads(row["audience"]), "email", "c.id, c.email")
-    variants = _variants(conn, row["id"])
-    conn.create_function("mkt_rank", 1, _rank(row["id"]), deterministic=True)
-    conn.create_function("mkt_provider", 1, stats.provider_of, deterministic=True)
-    table = "temp.mkt_freeze"  # fixed name of ours, per connection
-    conn.execute(f"DROP TABLE IF EXISTS {table}")
-    conn.execute(f"CREATE TABLE {table} (position INTEGER PRIMARY KEY, id TEXT NOT NULL, email TEXT NOT NULL)")
-    try:
-        conn.execute(f"INSERT INTO {table} (id, email) SELECT id, email FROM ({query.sql}) ORDER BY mkt_rank(id)",
-                     query.params)
-        total = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
-        for low, high, target in _shares(row, total):
-            for start in range(low, high, FREEZE_BATCH):
-                _freeze_batch(conn, row["id"], target and variants[target]["id"], start, min(high, start + FREEZE_BATCH))
-                jobs.heartbeat(conn)
-    finally:
-        conn.execute(f"DROP TABLE IF EXISTS {table}")
-    return total
-
-
-def _shares(row: sqlite3.Row, total: int) -> list[tuple[int, int, str | None]]:
-    """Position ranges (1-based, half-open) and their variant; None = held back for the winner."""
-    if row["type"] != "AB_TESTING":
-        return [(1, total + 1, "A")]
-    ab = json.loads(row["ab_test"] or "{}") or {"test_percentage": 100}
-    test = total if ab["test_percentage"] >= 100 else round(total * ab["test_percentage"] / 100)
-    half = (test + 1) // 2
-    return [(1, half + 1, "A"), (half + 1, test + 1, "B"), (test + 1, total + 1, None)]
-
-
-def _freeze_batch(conn: sqlite3.Connection, campaign_id: str, variant_id: str | None, start: int, end: int) -> None:
-    with transaction(conn):
-        if variant_id is None:
-            conn.execute("INSERT OR IGNORE INTO email_ab_holdout (campaign_id, contact_id, email)"
-                         " SELECT ?, id, email FROM temp.mkt_freeze WHERE position >= ? AND position < ?",
-                         (campaign_id, start, end))
-            return
-        conn.execute(
-            "INSERT OR IGNORE INTO email_messages (campaign_id, variant_id, contact_id, email, domain, provider,"
-            " created_at) SELECT ?, ?, id, email, lower(substr(email, instr(email, '@') + 1)),"
-            " mkt_provider(lower(substr(email, instr(email, '@') + 1))), ?"
-            " FROM temp.mkt_freeze WHERE position >= ? AND position < ?",
-            (campaign_id, variant_id, clock.now(), start, end))
-
-
-@jobs.handler("email.preprocess")
-def preprocess(conn: sqlite3.Connection, payload: dict[str, Any]) -> None:
-    campaign_id = payload["campaign_id"]
-    row = _campaign(conn, campaign_id)
-    if row is None or row["status"] not in ("QUEUED", "PREPROCESSING"):
-        return  # cancelled, or already past this step
-    if row["status"] == "QUEUED":
-        campaigns.set_campaign_status(conn, campaign_id, "PREPROCESSING")
-    freeze_audience(conn, row)
-    campaigns.set_campaign_status(conn, campaign_id, "IN_REVIEW")
-    problems = [p for v in _variants(conn, campaign_id).values()
-                for p in content_problems(conn, row["workspace_id"], v)]
-    with transaction(conn):
-        if problems:  # the content was checked at schedule time; this catches what changed since
-            conn.execute("DELETE FROM email_messages WHERE campaign_id = ?", (campaign_id,))
-            conn.execute("DELETE FROM email_ab_holdout WHERE campaign_id = ?", (campaign_id,))
-            campaigns.set_campaign_status(conn, campaign_id, "DRAFT", detail=" ".join(problems))
-            return
-        campaigns.set_campaign_status(conn, campaign_id, "SENDING")
-        conn.execute("UPDATE campaigns SET send_started_at = ? WHERE id = ?", (clock.now(), campaign_id))
-        jobs.enqueue(conn, "email.send", {"campaign_id": campaign_id}, workspace_id=row["workspace_id"],
-                     dedupe_key=f"email.send:{campaign_id}")
-
-
-@jobs.gave_up("email.preprocess")
-def preprocess_gave_up(conn: sqlite3.Connection, job: dict[str, Any], error: str) -> None:
-    """Nothing was handed over yet: the campaign goes back to DRAFT with the reason."""
-    row = _campaign(conn, job["campaign_id"])
-    if row is None or row["status"] not in ("QUEUED", "PREPROCESSING", "IN_REVIEW"):
-        return
-    conn.execute("DELETE FROM email_messages WHERE campaign_id = ?", (row["id"],))
-    conn.execute("DELETE FROM email_ab_holdout WHERE campaign_id = ?", (row["id"],))
-    campaigns.set_campaign_status(conn, row["id"], "DRAFT", detail=PREPARE_GAVE_UP.format(error=error.rstrip(".")))
 
 
 # --------------------------------------------------------------------------- sending
@@ -203,7 +92,7 @@ class _Send:
         self.secret = instance_secret(conn)
         self.variants: dict[str, CompiledVariant] = {}
         self.renderers: dict[str, Renderer] = {}
-        for variant in _variants(conn, row["id"]).values():
+        for variant in load_variants(conn, row["id"]).values():
             links = stats.register_links(conn, row["id"], variant["id"], tracked_links(variant["body_html"]))
             self.variants[variant["id"]] = compile_variant(
                 variant, sender, reply_to, tracking_base=base, campaign_id=row["id"], track=track,
@@ -332,7 +221,7 @@ def _record(conn: sqlite3.Connection, run: _Send, row_of: dict[int, sqlite3.Row]
 @jobs.handler("email.send")
 def send(conn: sqlite3.Connection, payload: dict[str, Any]) -> None:
     campaign_id = payload["campaign_id"]
-    row = _campaign(conn, campaign_id)
+    row = load_campaign(conn, campaign_id)
     if row is not None and row["status"] == "CANCELLED":  # cancelled while a runner that then died sent
         with transaction(conn):
             conn.execute("UPDATE email_messages SET status = 'cancelled' WHERE campaign_id = ? AND status = 'sending'",
@@ -490,13 +379,13 @@ def winner_rates(conn: sqlite3.Connection, campaign_id: str, criterion: str) -> 
 
 @jobs.handler("email.ab_winner")
 def pick_winner(conn: sqlite3.Connection, payload: dict[str, Any]) -> None:
-    row = _campaign(conn, payload["campaign_id"])
+    row = load_campaign(conn, payload["campaign_id"])
     if row is None or row["status"] != "SENDING" or not row["ab_test"]:
         return
     settings = json.loads(row["ab_test"])
     rates = winner_rates(conn, row["id"], settings["winner_criterion"])
     winner = "B" if rates.get("B", 0.0) > rates.get("A", 0.0) else "A"
-    variant_id = _variants(conn, row["id"])[winner]["id"]
+    variant_id = load_variants(conn, row["id"])[winner]["id"]
     conn.create_function("mkt_provider", 1, stats.provider_of, deterministic=True)
     with transaction(conn):
         conn.execute(
@@ -515,7 +404,7 @@ def pick_winner(conn: sqlite3.Connection, payload: dict[str, Any]) -> None:
 def send_gave_up(conn: sqlite3.Connection, job: dict[str, Any], error: str) -> None:
     """A send whose job will not run again is PAUSED with the reason, not left SENDING: what
     was delivered stays delivered, and `resume` sends the rest once the cause is fixed."""
-    row = _campaign(conn, job["campaign_id"])
+    row = load_campaign(conn, job["campaign_id"])
     if row is None or row["status"] != "SENDING":
         return
     campaigns.set_campaign_status(conn, row["id"], "PAUSED",

@@ -1,0 +1,130 @@
+"""Preparing an email send: the audience frozen into one message per recipient, the
+content checked again, then the send job queued.
+
+    email.preprocess   QUEUED -> PREPROCESSING: one email_messages row per recipient
+                       (A/B: the test share split evenly, the rest held back), then
+                       IN_REVIEW (content checked again) -> SENDING, and email.send queued
+                       (services/email/sender.py sends)
+
+The freeze is idempotent: recipients are ranked by a keyed hash of their id (the same
+order on every run), written in batches with INSERT OR IGNORE, so a rerun after a crash
+completes the same assignment. A preparation whose job fails for good (`@jobs.gave_up`)
+takes the campaign back to DRAFT with the reason: nothing was handed over yet.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from typing import Any
+
+from marketing_cli import jobs
+from marketing_cli.db import transaction
+from marketing_cli.kernel import clock
+from marketing_cli.services.email import campaigns, stats
+from marketing_cli.services.email.schedule import content_problems
+
+FREEZE_BATCH = 5_000
+PREPARE_GAVE_UP = ("The send could not be prepared: the job failed for good ({error}). Nothing was sent; "
+                   "fix the cause and schedule the campaign again.")
+
+
+def load_campaign(conn: sqlite3.Connection, campaign_id: str) -> sqlite3.Row | None:
+    return conn.execute("SELECT * FROM campaigns WHERE id = ?", (campaign_id,)).fetchone()
+
+
+def load_variants(conn: sqlite3.Connection, campaign_id: str) -> dict[str, sqlite3.Row]:
+    return {r["type"]: r for r in conn.execute("SELECT * FROM campaign_variants WHERE campaign_id = ?", (campaign_id,))}
+
+
+def _rank(salt: str) -> Any:
+    key = salt.encode()
+
+    def rank(contact_id: str) -> int:
+        return int.from_bytes(hashlib.blake2b(contact_id.encode(), digest_size=7, key=key).digest(), "big")
+    return rank
+
+
+def freeze_audience(conn: sqlite3.Connection, row: sqlite3.Row) -> int:
+    """Write one message per recipient (A/B: test share split, the rest held back); returns the total."""
+    from marketing_cli.services.contacts.audience import resolve_audience
+
+    query = resolve_audience(conn, row["workspace_id"], json.loads(row["audience"]), "email", "c.id, c.email")
+    variants = load_variants(conn, row["id"])
+    conn.create_function("mkt_rank", 1, _rank(row["id"]), deterministic=True)
+    conn.create_function("mkt_provider", 1, stats.provider_of, deterministic=True)
+    table = "temp.mkt_freeze"  # fixed name of ours, per connection
+    conn.execute(f"DROP TABLE IF EXISTS {table}")
+    conn.execute(f"CREATE TABLE {table} (position INTEGER PRIMARY KEY, id TEXT NOT NULL, email TEXT NOT NULL)")
+    try:
+        conn.execute(f"INSERT INTO {table} (id, email) SELECT id, email FROM ({query.sql}) ORDER BY mkt_rank(id)",
+                     query.params)
+        total = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+        for low, high, target in _shares(row, total):
+            for start in range(low, high, FREEZE_BATCH):
+                _freeze_batch(conn, row["id"], target and variants[target]["id"], start, min(high, start + FREEZE_BATCH))
+                jobs.heartbeat(conn)
+    finally:
+        conn.execute(f"DROP TABLE IF EXISTS {table}")
+    return total
+
+
+def _shares(row: sqlite3.Row, total: int) -> list[tuple[int, int, str | None]]:
+    """Position ranges (1-based, half-open) and their variant; None = held back for the winner."""
+    if row["type"] != "AB_TESTING":
+        return [(1, total + 1, "A")]
+    ab = json.loads(row["ab_test"] or "{}") or {"test_percentage": 100}
+    test = total if ab["test_percentage"] >= 100 else round(total * ab["test_percentage"] / 100)
+    half = (test + 1) // 2
+    return [(1, half + 1, "A"), (half + 1, test + 1, "B"), (test + 1, total + 1, None)]
+
+
+def _freeze_batch(conn: sqlite3.Connection, campaign_id: str, variant_id: str | None, start: int, end: int) -> None:
+    with transaction(conn):
+        if variant_id is None:
+            conn.execute("INSERT OR IGNORE INTO email_ab_holdout (campaign_id, contact_id, email)"
+                         " SELECT ?, id, email FROM temp.mkt_freeze WHERE position >= ? AND position < ?",
+                         (campaign_id, start, end))
+            return
+        conn.execute(
+            "INSERT OR IGNORE INTO email_messages (campaign_id, variant_id, contact_id, email, domain, provider,"
+            " created_at) SELECT ?, ?, id, email, lower(substr(email, instr(email, '@') + 1)),"
+            " mkt_provider(lower(substr(email, instr(email, '@') + 1))), ?"
+            " FROM temp.mkt_freeze WHERE position >= ? AND position < ?",
+            (campaign_id, variant_id, clock.now(), start, end))
+
+
+@jobs.handler("email.preprocess")
+def preprocess(conn: sqlite3.Connection, payload: dict[str, Any]) -> None:
+    campaign_id = payload["campaign_id"]
+    row = load_campaign(conn, campaign_id)
+    if row is None or row["status"] not in ("QUEUED", "PREPROCESSING"):
+        return  # cancelled, or already past this step
+    if row["status"] == "QUEUED":
+        campaigns.set_campaign_status(conn, campaign_id, "PREPROCESSING")
+    freeze_audience(conn, row)
+    campaigns.set_campaign_status(conn, campaign_id, "IN_REVIEW")
+    problems = [p for v in load_variants(conn, campaign_id).values()
+                for p in content_problems(conn, row["workspace_id"], v)]
+    with transaction(conn):
+        if problems:  # the content was checked at schedule time; this catches what changed since
+            conn.execute("DELETE FROM email_messages WHERE campaign_id = ?", (campaign_id,))
+            conn.execute("DELETE FROM email_ab_holdout WHERE campaign_id = ?", (campaign_id,))
+            campaigns.set_campaign_status(conn, campaign_id, "DRAFT", detail=" ".join(problems))
+            return
+        campaigns.set_campaign_status(conn, campaign_id, "SENDING")
+        conn.execute("UPDATE campaigns SET send_started_at = ? WHERE id = ?", (clock.now(), campaign_id))
+        jobs.enqueue(conn, "email.send", {"campaign_id": campaign_id}, workspace_id=row["workspace_id"],
+                     dedupe_key=f"email.send:{campaign_id}")
+
+
+@jobs.gave_up("email.preprocess")
+def preprocess_gave_up(conn: sqlite3.Connection, job: dict[str, Any], error: str) -> None:
+    """Nothing was handed over yet: the campaign goes back to DRAFT with the reason."""
+    row = load_campaign(conn, job["campaign_id"])
+    if row is None or row["status"] not in ("QUEUED", "PREPROCESSING", "IN_REVIEW"):
+        return
+    conn.execute("DELETE FROM email_messages WHERE campaign_id = ?", (row["id"],))
+    conn.execute("DELETE FROM email_ab_holdout WHERE campaign_id = ?", (row["id"],))
+    campaigns.set_campaign_status(conn, row["id"], "DRAFT", detail=PREPARE_GAVE_UP.format(error=error.rstrip(".")))
