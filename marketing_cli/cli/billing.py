@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from marketing_cli.cli.output import JsonOption, emit, table
+from marketing_cli.cli.output import JsonOption, QuietOption, WideOption, emit, table
 from marketing_cli.cli.registry import HELP
 from marketing_cli.cli.state import state
 from marketing_cli.cli.workspace import render_billing
@@ -31,13 +31,14 @@ def billing_show(ctx: typer.Context, as_json: JsonOption = False) -> None:
 
 
 @plan_app.command("list")
-def plan_list(ctx: typer.Context, as_json: JsonOption = False) -> None:
+def plan_list(ctx: typer.Context, as_json: JsonOption = False, wide: WideOption = False,
+              quiet: QuietOption = False) -> None:
     """List the plan catalog with each plan's allowances."""
     plans = billing.list_plans(state(ctx).conn())
     emit(plans, as_json, lambda rows: table(
         ["id", "plan", "price", "conversion tracking", *billing.RESOURCES],
         [(p["id"], p["name"], f"${p['price']:.2f}", p["conversion_tracking"],
-          *(p["allowances"][r] for r in billing.RESOURCES)) for p in rows]))
+          *(p["allowances"][r] for r in billing.RESOURCES)) for p in rows]), wide=wide, quiet=quiet)
 
 
 @plan_app.command("set")
@@ -70,12 +71,13 @@ def allowance_set(
 
 
 @addon_app.command("list")
-def addon_list(ctx: typer.Context, as_json: JsonOption = False) -> None:
+def addon_list(ctx: typer.Context, as_json: JsonOption = False, wide: WideOption = False,
+               quiet: QuietOption = False) -> None:
     """List the add-on catalog."""
     emit(billing.list_addons(state(ctx).conn()), as_json, lambda rows: table(
         ["id", "add-on", "price", "raises"],
         [(a["id"], a["name"], f"${a['price']:.2f}", f"{a['resource']} +{a['amount']}" if a["resource"] else "")
-         for a in rows]))
+         for a in rows]), wide=wide, quiet=quiet)
 
 
 @addon_app.command("set")

@@ -119,19 +119,18 @@ def _links(links: list[dict[str, Any]]) -> Any:
 
 
 def _variants(variants: list[dict[str, Any]]) -> Any:
-    from rich.table import Table
+    from rich.console import Group
+    from rich.text import Text
 
-    t = Table(header_style="bold", box=None, padding=(0, 2))
-    t.add_column("variant")
-    t.add_column("id", no_wrap=True, min_width=24)
-    for column in ("delivered", "opened", "clicked", "bounced", "unsubscribed", "complained"):
-        t.add_column(column, justify="right")
+    from marketing_cli.cli.output import table
+
     best_open = max(v["opened"] / v["delivered"] if v["delivered"] else 0 for v in variants)
+    rows = []
     for letter, v in zip("ABCDEFGH", variants):
         open_rate = v["opened"] / v["delivered"] if v["delivered"] else 0
         mark = " *" if best_open and open_rate == best_open else ""
-        t.add_row(letter + mark, v["variant_id"], f"{v['delivered']:,}",
-                  *(f"{v[k]:,} ({percent(v[k], v['delivered'])})"
-                    for k in ("opened", "clicked", "bounced", "unsubscribed", "complained")))
-    t.caption = "* the best open rate"
-    return t
+        rows.append((letter + mark, v["variant_id"], f"{v['delivered']:,}",
+                     *(f"{v[k]:,} ({percent(v[k], v['delivered'])})"
+                       for k in ("opened", "clicked", "bounced", "unsubscribed", "complained"))))
+    columns = ["variant", "id", "delivered", "opened", "clicked", "bounced", "unsubscribed", "complained"]
+    return Group(table(columns, rows, key=1, hint="--json"), Text("* the best open rate", style="dim"))

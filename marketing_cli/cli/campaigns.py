@@ -9,7 +9,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from marketing_cli.cli.audience import ExcludeSegments, ExcludeTags, IncludeSegments, IncludeTags, audience_object
-from marketing_cli.cli.output import JsonOption, emit, json_option, pairs, table, usage_error
+from marketing_cli.cli.output import JsonOption, QuietOption, WideOption, emit, json_option, pairs, table, usage_error
 from marketing_cli.cli.registry import HELP
 from marketing_cli.cli.state import state
 
@@ -64,7 +64,7 @@ def render_campaign(c: dict[str, Any]) -> Any:
             head["A/B winner"] = f"{ab['winner']} ({rates}; decided {ab['decided_at']})"
     variants = table(["variant", "id", "subject", "preview text", "template", "preview"],
                      [(v["type"], v["id"], v["subject"], v["preview_text"], v["template_type"], v["preview_url"])
-                      for v in c["variants"]])
+                      for v in c["variants"]], hint=f"`mkt campaigns show {c['id']} --json`")
     return Group(pairs(head, title="Campaign"), variants)
 
 
@@ -90,6 +90,8 @@ def campaigns_list(
     limit: Annotated[int, typer.Option(help="Campaigns per page (1-100).")] = 50,
     status: Annotated[Optional[str], typer.Option(help="Only campaigns in this status (DRAFT, QUEUED, ...).")] = None,
     as_json: JsonOption = False,
+    wide: WideOption = False,
+    quiet: QuietOption = False,
 ) -> None:
     """List the workspace's email campaigns, newest first (GET /v1/campaigns)."""
     from marketing_cli.services.email import campaigns
@@ -102,7 +104,9 @@ def campaigns_list(
         [(c["id"], c["name"], c["type"], c["status"], _address(c["sender_identity"]),
           ", ".join(f"{v['type']}: {v['subject'] or '-'}" for v in c["variants"]), c["created_at"])
          for c in r["campaigns"]],
-        title=f"Page {p['current_page']} of {p['total_pages']} ({p['total_count']} campaign(s))"))
+        title=f"Page {p['current_page']} of {p['total_pages']} ({p['total_count']} campaign(s))",
+        drop=("variants", "sender", "type")),
+         wide=wide, quiet=quiet)
 
 
 @app.command("show")

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from marketing_cli.cli.output import JsonOption, emit
+from marketing_cli.cli.output import JsonOption, QuietOption, WideOption, emit
 from marketing_cli.cli.registry import HELP
 from marketing_cli.cli.state import state
 
@@ -111,12 +111,13 @@ def domains_add(
 
 
 @app.command("list")
-def domains_list(ctx: typer.Context, as_json: JsonOption = False) -> None:
+def domains_list(ctx: typer.Context, as_json: JsonOption = False, wide: WideOption = False,
+                 quiet: QuietOption = False) -> None:
     """List the workspace's sending domains (GET /v1/domains)."""
     from marketing_cli.services.email import domains
 
     s = state(ctx)
-    emit(domains.list_domains(s.conn(), s.workspace_id()), as_json, render_list)
+    emit(domains.list_domains(s.conn(), s.workspace_id()), as_json, render_list, wide=wide, quiet=quiet)
 
 
 @app.command("show")

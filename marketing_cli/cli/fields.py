@@ -6,7 +6,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from marketing_cli.cli.output import JsonOption, emit, pairs, table
+from marketing_cli.cli.output import JsonOption, QuietOption, WideOption, emit, pairs, table
 from marketing_cli.cli.registry import HELP
 from marketing_cli.cli.state import state
 
@@ -37,7 +37,8 @@ def render_field(f: dict[str, Any]) -> Any:
 
 
 @app.command("list")
-def fields_list(ctx: typer.Context, as_json: JsonOption = False) -> None:
+def fields_list(ctx: typer.Context, as_json: JsonOption = False, wide: WideOption = False,
+                quiet: QuietOption = False) -> None:
     """List the workspace's fields in display order (GET /v1/fields)."""
     from marketing_cli.services.contacts import fields
 
@@ -45,7 +46,8 @@ def fields_list(ctx: typer.Context, as_json: JsonOption = False) -> None:
     emit(fields.list_fields(s.conn(), s.workspace_id()), as_json, lambda rows: table(
         ["id", "label", "merge tag", "type", "definition", "default", "required", "immutable", "region"],
         [(f["id"], f["label"], f["merge_tag"], f["type"], f["definition"], f["default_value"],
-          "yes" if f["required"] else "", "yes" if f["immutable"] else "", f["default_region"]) for f in rows]))
+          "yes" if f["required"] else "", "yes" if f["immutable"] else "", f["default_region"]) for f in rows]),
+         wide=wide, quiet=quiet)
 
 
 @app.command("create")

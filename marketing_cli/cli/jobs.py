@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from marketing_cli.cli.output import JsonOption, emit, table
+from marketing_cli.cli.output import JsonOption, QuietOption, WideOption, emit, table
 from marketing_cli.cli.registry import HELP
 from marketing_cli.cli.state import state
 
@@ -45,6 +45,8 @@ def jobs_list(
     job_type: Annotated[Optional[str], typer.Option("--type", help="Only jobs of this type, e.g. segment.count.")] = None,
     limit: Annotated[int, typer.Option(help="How many of the newest jobs (1-1000).")] = 50,
     as_json: JsonOption = False,
+    wide: WideOption = False,
+    quiet: QuietOption = False,
 ) -> None:
     """List the newest jobs in the queue."""
     from marketing_cli import jobs
@@ -52,4 +54,4 @@ def jobs_list(
     emit(jobs.list_jobs(state(ctx).conn(), status=status, job_type=job_type, limit=limit), as_json, lambda rows: table(
         ["id", "type", "workspace", "status", "attempts", "run at", "last error"],
         [(j["id"], j["type"], j["workspace_id"], j["status"], f"{j['attempts']}/{j['max_attempts']}",
-          j["run_at"], j["last_error"] or "") for j in rows]))
+          j["run_at"], j["last_error"] or "") for j in rows]), wide=wide, quiet=quiet)

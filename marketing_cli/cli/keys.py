@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from marketing_cli.cli.output import JsonOption, emit, pairs, table
+from marketing_cli.cli.output import JsonOption, QuietOption, WideOption, emit, pairs, table
 from marketing_cli.cli.registry import HELP
 from marketing_cli.cli.state import state
 from marketing_cli.services.account import keys
@@ -27,13 +27,14 @@ def keys_create(
 
 
 @app.command("list")
-def keys_list(ctx: typer.Context, as_json: JsonOption = False) -> None:
+def keys_list(ctx: typer.Context, as_json: JsonOption = False, wide: WideOption = False,
+              quiet: QuietOption = False) -> None:
     """List the workspace's keys (prefixes only, never the secrets)."""
     s = state(ctx)
     emit(keys.list_keys(s.conn(), s.workspace_id()), as_json, lambda rows: table(
         ["id", "name", "prefix", "created", "revoked"],
         [(k["id"], k["name"], k["prefix"] + "…", k["created_at"], k["revoked_at"] or "") for k in rows],
-    ))
+    ), wide=wide, quiet=quiet)
 
 
 @app.command("revoke")

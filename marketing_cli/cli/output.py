@@ -1,8 +1,10 @@
 """Output and errors for every command.
 
 `emit(value, as_json, human)` prints exactly the API's `data` value as JSON with
-`--json`, else whatever `human(value)` renders for a person. `MktGroup` turns an
-MktError from any command into its message on stderr and exit code 1.
+`--json`, else whatever `human(value)` renders for a person. `table` builds the tables
+(cli/listing.py: fitted to the terminal, ids never cut); the list commands' `--wide` and
+`-q` (`WideOption`, `QuietOption`) reach `emit`. `MktGroup` turns an MktError from any
+command into its message on stderr and exit code 1.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
+from marketing_cli.cli.listing import Listing
 from marketing_cli.encoding import dumps
 from marketing_cli.errors import MktError
 
@@ -116,7 +119,17 @@ def _storage_error(exc: Exception) -> MktError | None:
     return storage_error(exc) if isinstance(exc, sqlite3.OperationalError) else None
 
 
-def emit(value: Any, as_json: bool, human: Callable[[Any], Any] | None = None) -> None:
+WideOption = Annotated[bool, typer.Option("--wide", help="Show every column, however wide the table gets.")]
+QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="Print only the ids, one per line.")]
+
+
+def emit(value: Any, as_json: bool, human: Callable[[Any], Any] | None = None, *,
+         wide: bool = False, quiet: bool = False) -> None:
+    """Print `value`: its JSON with `as_json`, else what `human(value)` renders.
+
+    `wide` and `quiet` are the list commands' `--wide` and `-q` (they change only the human
+    output): a `Listing` then shows every column at its full width, or only its key column.
+    """
     if as_json:
         sys.stdout.write(dumps(value, pretty=True) + "\n")
         return
@@ -124,18 +137,23 @@ def emit(value: Any, as_json: bool, human: Callable[[Any], Any] | None = None) -
     if rendered is None:
         _consoles()[0].print_json(dumps(value, pretty=True))
         return
+    if isinstance(rendered, Listing) and quiet:
+        sys.stdout.write("".join(key + "\n" for key in rendered.key_values()))
+        return
+    if isinstance(rendered, Listing) and wide:
+        from rich.console import Console
+
+        rendered.wide = True
+        console = _consoles()[0]
+        Console(highlight=False, width=max(console.width, rendered.full_width())).print(rendered)
+        return
     _consoles()[0].print(rendered)
 
 
-def table(columns: Sequence[str], rows: Iterable[Sequence[Any]], title: str | None = None) -> Any:
-    from rich.table import Table
-
-    t = Table(title=title, show_lines=False, header_style="bold")
-    for column in columns:
-        t.add_column(column)
-    for row in rows:
-        t.add_row(*("" if v is None else str(v) for v in row))
-    return t
+def table(columns: Sequence[str], rows: Iterable[Sequence[Any]], title: str | None = None, *,
+          key: int = 0, droppable: bool = True, hint: str = "--wide", drop: Sequence[str] = ()) -> Listing:
+    """A table that fits the terminal without cutting an id, a date or a header (see `Listing`)."""
+    return Listing(columns, rows, title, key=key, droppable=droppable, hint=hint, drop=drop)
 
 
 def pairs(mapping: dict[str, Any], title: str | None = None) -> Any:
@@ -143,8 +161,8 @@ def pairs(mapping: dict[str, Any], title: str | None = None) -> Any:
     from rich.table import Table
 
     t = Table(title=title, show_header=False, box=None, padding=(0, 2))
-    t.add_column(style="bold")
-    t.add_column()
+    t.add_column(style="bold", no_wrap=True)
+    t.add_column(overflow="fold")  # a long value (a URL, JSON) folds: nothing of it is cut
     for key, value in mapping.items():
         t.add_row(key, "" if value is None else str(value))
     return t

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from marketing_cli.cli.output import JsonOption, emit, table
+from marketing_cli.cli.output import JsonOption, QuietOption, WideOption, emit, table
 from marketing_cli.cli.registry import HELP
 from marketing_cli.cli.state import state
 from marketing_cli.services.account import rates
@@ -25,10 +25,12 @@ def rates_list(
     ctx: typer.Context,
     public: Annotated[bool, typer.Option("--public", help="List prices at the default markup, as without a key.")] = False,
     as_json: JsonOption = False,
+    wide: WideOption = False,
+    quiet: QuietOption = False,
 ) -> None:
     """Show SMS prices per segment: the workspace's (its markup), or --public list prices."""
     s = state(ctx)
-    emit(rates.list_rates(s.conn(), None if public else s.workspace_id()), as_json, _render)
+    emit(rates.list_rates(s.conn(), None if public else s.workspace_id()), as_json, _render, wide=wide, quiet=quiet)
 
 
 @app.command("set")

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from marketing_cli.cli.output import JsonOption, emit, json_option, pairs, table
+from marketing_cli.cli.output import JsonOption, QuietOption, WideOption, emit, json_option, pairs, table
 from marketing_cli.cli.registry import HELP
 from marketing_cli.cli.state import state
 from marketing_cli.errors import MktError
@@ -63,7 +63,8 @@ def segments_create(
 
 
 @app.command("list")
-def segments_list(ctx: typer.Context, as_json: JsonOption = False) -> None:
+def segments_list(ctx: typer.Context, as_json: JsonOption = False, wide: WideOption = False,
+                  quiet: QuietOption = False) -> None:
     """List the workspace's segments (GET /v1/segments)."""
     from marketing_cli.services.contacts import segments
 
@@ -71,7 +72,7 @@ def segments_list(ctx: typer.Context, as_json: JsonOption = False) -> None:
     emit(segments.list_segments(s.conn(), s.workspace_id()), as_json, lambda rows: table(
         ["id", "name", "filters", "contacts", "created"],
         [(r["id"], r["name"], f"{len(r['filters']['filters'])} ({r['filters']['condition']})",
-          r["contact_count"], r["created_at"]) for r in rows]))
+          r["contact_count"], r["created_at"]) for r in rows]), wide=wide, quiet=quiet)
 
 
 @app.command("show")

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from marketing_cli.cli.output import JsonOption, emit, table
+from marketing_cli.cli.output import JsonOption, QuietOption, WideOption, emit, table
 from marketing_cli.cli.registry import HELP
 from marketing_cli.cli.state import state
 
@@ -38,12 +38,13 @@ def senders_add(
 
 
 @app.command("list")
-def senders_list(ctx: typer.Context, as_json: JsonOption = False) -> None:
+def senders_list(ctx: typer.Context, as_json: JsonOption = False, wide: WideOption = False,
+                 quiet: QuietOption = False) -> None:
     """List the workspace's sender identities (GET /v1/sender-identities)."""
     from marketing_cli.services.email import senders
 
     s = state(ctx)
-    emit(senders.list_sender_identities(s.conn(), s.workspace_id()), as_json, _rows)
+    emit(senders.list_sender_identities(s.conn(), s.workspace_id()), as_json, _rows, wide=wide, quiet=quiet)
 
 
 @app.command("show")

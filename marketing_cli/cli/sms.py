@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from marketing_cli.cli.output import JsonOption, emit, json_option, pairs, table, usage_error
+from marketing_cli.cli.output import JsonOption, QuietOption, WideOption, emit, json_option, pairs, table, usage_error
 from marketing_cli.cli.registry import HELP
 from marketing_cli.cli.state import state
 
@@ -56,6 +56,8 @@ def sms_list(
     limit: Annotated[int, typer.Option(help="Campaigns per page (1-100).")] = 50,
     status: Annotated[str | None, typer.Option(help="DRAFT, QUEUED, COMPLETED, CANCELLED or ARCHIVED.")] = None,
     as_json: JsonOption = False,
+    wide: WideOption = False,
+    quiet: QuietOption = False,
 ) -> None:
     """List SMS campaigns, newest first (GET /v1/sms-campaigns)."""
     from marketing_cli.services.sms import campaigns
@@ -70,7 +72,7 @@ def sms_list(
                        c["statistics"]["suppressed"], c["created_at"]) for c in r["campaigns"]],
                      title=f"Page {p['current_page']} of {p['total_pages']} ({p['total_count']} campaigns)")
 
-    emit(result, as_json, human)
+    emit(result, as_json, human, wide=wide, quiet=quiet)
 
 
 @app.command("show")

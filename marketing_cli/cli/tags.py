@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from marketing_cli.cli.output import JsonOption, emit, table
+from marketing_cli.cli.output import JsonOption, QuietOption, WideOption, emit, table
 from marketing_cli.cli.registry import HELP
 from marketing_cli.cli.state import state
 
@@ -28,10 +28,11 @@ def tags_create(
 
 
 @app.command("list")
-def tags_list(ctx: typer.Context, as_json: JsonOption = False) -> None:
+def tags_list(ctx: typer.Context, as_json: JsonOption = False, wide: WideOption = False,
+              quiet: QuietOption = False) -> None:
     """List the workspace's tags (GET /v1/tags)."""
     from marketing_cli.services.contacts import tags
 
     s = state(ctx)
     emit(tags.list_tags(s.conn(), s.workspace_id()), as_json,
-         lambda rows: table(["id", "name"], [(t["id"], t["name"]) for t in rows]))
+         lambda rows: table(["id", "name"], [(t["id"], t["name"]) for t in rows]), wide=wide, quiet=quiet)

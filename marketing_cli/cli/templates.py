@@ -7,7 +7,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from marketing_cli.cli.output import JsonOption, emit, json_option, pairs, table, usage_error
+from marketing_cli.cli.output import JsonOption, QuietOption, WideOption, emit, json_option, pairs, table, usage_error
 from marketing_cli.cli.registry import HELP
 from marketing_cli.cli.state import state
 
@@ -86,7 +86,8 @@ def templates_create(
 
 
 @app.command("list")
-def templates_list(ctx: typer.Context, as_json: JsonOption = False) -> None:
+def templates_list(ctx: typer.Context, as_json: JsonOption = False, wide: WideOption = False,
+                   quiet: QuietOption = False) -> None:
     """List the workspace's templates, without their content (GET /v1/templates)."""
     from marketing_cli.services.email import templates
 
@@ -94,7 +95,7 @@ def templates_list(ctx: typer.Context, as_json: JsonOption = False) -> None:
     emit(templates.list_templates(s.conn(), s.workspace_id()), as_json,
          lambda rows: table(["id", "name", "type", "format", "size", "files", "created"],
                             [(t["id"], t["name"], t["type"], t["import_format"] or "", f"{t['size']:,}",
-                              t["asset_count"], t["created_at"]) for t in rows]))
+                              t["asset_count"], t["created_at"]) for t in rows]), wide=wide, quiet=quiet)
 
 
 @app.command("show")

@@ -6,7 +6,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from marketing_cli.cli.output import JsonOption, emit, pairs, table
+from marketing_cli.cli.output import JsonOption, QuietOption, WideOption, emit, pairs, table
 from marketing_cli.cli.registry import HELP
 from marketing_cli.cli.state import state
 from marketing_cli.services.account import workspaces
@@ -72,10 +72,11 @@ def workspace_show(ctx: typer.Context, as_json: JsonOption = False) -> None:
 
 
 @app.command("list")
-def workspace_list(ctx: typer.Context, as_json: JsonOption = False) -> None:
+def workspace_list(ctx: typer.Context, as_json: JsonOption = False, wide: WideOption = False,
+                   quiet: QuietOption = False) -> None:
     """List the workspaces in the database."""
     emit(workspaces.list_workspaces(state(ctx).conn()), as_json, lambda rows: table(
-        ["id", "name", "created"], [(w["id"], w["name"], w["created_at"]) for w in rows]))
+        ["id", "name", "created"], [(w["id"], w["name"], w["created_at"]) for w in rows]), wide=wide, quiet=quiet)
 
 
 @app.command("update")
