@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
+from urllib.parse import quote
 
 from marketing_cli import field_sql
 from marketing_cli.errors import MktError
@@ -135,47 +136,159 @@ def storage_error(exc: sqlite3.Error) -> MktError | None:
     return None
 
 
-def _create_private(db_path: Path) -> bool:
-    """Create the database file readable by its owner only (0600); False when it already exists.
+def missing_database(db_path: Path) -> MktError:
+    """What every command but `mkt init` and `mkt serve` says about a database file that does not exist."""
+    return MktError(404, f"No database at {db_path} (create one with mkt init).")
 
-    SQLite gives the -wal and -shm files the mode of the database file, so they are 0600 too.
+
+def _create_private(db_path: Path) -> list[Path]:
+    """Create the database file readable by its owner only (0600), and its missing folders (0700).
+
+    Returns what it created, the file first, then the folders from the deepest up (empty when the
+    file already existed), so that a failed `mkt init` can remove exactly that
+    (`remove_created`). SQLite gives the -wal and -shm files the mode of the database file, so
+    they are 0600 too.
     """
+    folders = [parent for parent in db_path.parents if not parent.exists()]
     db_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     try:
         os.close(os.open(db_path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
     except FileExistsError:
-        return False
+        return []
     os.chmod(db_path, 0o600)  # whatever the umask
-    return True
+    return [db_path, *folders]
 
 
-def connect(path: str | os.PathLike[str] | None = None, *, upgrade: bool = True) -> sqlite3.Connection:
-    """Open (creating if needed) the database and bring its schema up to date.
+def create_database_file(path: str | os.PathLike[str] | None) -> list[Path]:
+    """Create an empty database file (0600) if none exists; returns what was created (see `_create_private`)."""
+    db_path = resolve_db_path(path)
+    if str(db_path) == ":memory:":
+        return []
+    if db_path.is_dir():
+        raise MktError(500, f"Cannot open the database {db_path}: it is a directory.")
+    try:
+        return _create_private(db_path)
+    except OSError as exc:
+        raise MktError(500, f"Cannot create the database {db_path}: {exc.strerror or exc}.") from None
 
-    A file that cannot be opened, is not a SQLite database, or was written by a newer mkt
-    is an MktError with a message that says so (the CLI prints it; `mkt serve` stops).
-    A new file is created 0600 (contacts are personal data), and so are its -wal and -shm.
+
+def remove_created(created: list[Path]) -> None:
+    """Remove what `create_database_file` created: the file with its -wal, -shm and -journal, then
+    the folders it made, if they are empty. An existing database is never in the list."""
+    if not created:
+        return
+    db_path, *folders = created
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        Path(f"{db_path}{suffix}").unlink(missing_ok=True)
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:  # not empty (someone else put a file there), or already gone
+            break
+
+
+def _uri(db_path: Path, query: str) -> str:
+    return "file:" + quote(os.fsencode(os.path.abspath(db_path))) + "?" + query
+
+
+def _sqlite_connect(target: str, *, uri: bool) -> sqlite3.Connection:
+    conn = sqlite3.connect(target, isolation_level=None, check_same_thread=False, uri=uri)
+    conn.row_factory = sqlite3.Row
+    return conn
+
+
+# SQLite's answers when a database file can be read but not written (a read-only file or folder,
+# a read-only mount): the WAL's -shm file cannot be created, or the journal mode cannot be set.
+_CANNOT_WRITE = ("readonly database", "unable to open database file")
+
+
+def _writable(db_path: Path) -> bool:
+    """Whether this process may write the file and create files beside it (-wal, -shm).
+
+    access() also answers False on a read-only mount; for root it is True (file modes do not stop root).
+    """
+    return os.access(db_path, os.W_OK) and os.access(db_path.parent, os.W_OK)
+
+
+def _open_read_only(db_path: Path) -> tuple[sqlite3.Connection, int]:
+    """Open a database this process cannot write, for reading (docs/reliability.md).
+
+    - The -wal and -shm files exist (a server runs, or a crash left them): `mode=ro` reads
+      through them (SQLite reads a read-only -shm since 3.22).
+    - No -wal file, or an empty one: every committed write is in the file itself, and
+      `immutable=1` reads it without creating a -shm (in a folder that is not writable SQLite
+      cannot create one; beside a read-only file it would make a read-only -shm that goes on
+      refusing writes after the operator has fixed the file's mode).
+    - A -wal file that holds writes but no usable -shm: it cannot be read without losing them,
+      so this is the read-only error.
+    Writes on the connection fail with `attempt to write a readonly database` (storage_error).
+    """
+    wal, shm = Path(f"{db_path}-wal"), Path(f"{db_path}-shm")
+    if wal.exists() and shm.exists():
+        conn = _sqlite_connect(_uri(db_path, "mode=ro"), uri=True)
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            return conn, conn.execute("PRAGMA user_version").fetchone()[0]
+        except sqlite3.OperationalError:
+            conn.close()
+    if wal.exists() and wal.stat().st_size > 0:
+        raise sqlite3.OperationalError("attempt to write a readonly database")
+    conn = _sqlite_connect(_uri(db_path, "mode=ro&immutable=1"), uri=True)
+    return conn, conn.execute("PRAGMA user_version").fetchone()[0]
+
+
+def connect(path: str | os.PathLike[str] | None = None, *, upgrade: bool = True,
+            create: bool = True) -> sqlite3.Connection:
+    """Open the database (creating it when `create` and missing) and bring its schema up to date.
+
+    With `create=False` a missing file is `missing_database` and nothing is created (every CLI
+    command but `mkt init` and `mkt serve`). A file that cannot be opened, is not a SQLite
+    database, or was written by a newer mkt is an MktError with a message that says so (the
+    CLI prints it; `mkt serve` stops). A file that can be read but not written (its mode, its
+    folder's, a read-only mount) is opened read-only: reads work, writes get the read-only
+    storage error. A new file is created 0600 (contacts are personal data), and so are its
+    -wal and -shm.
     """
     db_path = resolve_db_path(path)
+    memory = str(db_path) == ":memory:"
     try:
-        if str(db_path) != ":memory:":
+        if not memory:
             if db_path.is_dir():
                 raise MktError(500, f"Cannot open the database {db_path}: it is a directory.")
-            _create_private(db_path)
-        conn = sqlite3.connect(db_path, isolation_level=None, check_same_thread=False)
-        conn.row_factory = sqlite3.Row
-        _configure(conn)
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if create:
+                _create_private(db_path)
+            elif not db_path.exists():
+                raise missing_database(db_path)
+        if not memory and not _writable(db_path):
+            conn, version = _open_read_only(db_path)
+        else:
+            # mode=rw: SQLite never creates the file (it would if it vanished since the check above).
+            conn = _sqlite_connect(":memory:" if memory else _uri(db_path, "mode=rw"), uri=not memory)
+            try:
+                _configure(conn)
+                version = conn.execute("PRAGMA user_version").fetchone()[0]
+            except sqlite3.OperationalError as exc:
+                conn.close()
+                if memory or not any(text in str(exc).lower() for text in _CANNOT_WRITE):
+                    raise
+                conn, version = _open_read_only(db_path)
     except OSError as exc:
         raise MktError(500, f"Cannot open the database {db_path}: {exc.strerror or exc}.") from None
     except sqlite3.DatabaseError as exc:
+        mapped = storage_error(exc)
+        if mapped is not None:
+            raise mapped from None
         raise MktError(500, f"Cannot open the database {db_path}: {exc}.") from None
     if version > latest_version():
         conn.close()
         raise MktError(500, f"The database {db_path} has schema version {version}, newer than this mkt knows "
                             f"({latest_version()}): upgrade mkt to use it.")
     if upgrade:
-        migrate(conn)
+        try:
+            migrate(conn)
+        except BaseException:
+            conn.close()
+            raise
     return conn
 
 

@@ -77,9 +77,19 @@ def init(
     as_json: JsonOption = False,
 ) -> None:
     """Create the database if missing, a new workspace and its first API key."""
+    from marketing_cli.db import create_database_file, remove_created
     from marketing_cli.services.account import workspaces
 
-    result = workspaces.create_workspace(state(ctx).conn(), name)
+    s = state(ctx)
+    created = create_database_file(s.db_path)
+    try:
+        result = workspaces.create_workspace(s.conn(), name)
+    except BaseException:
+        # A failed init leaves no trace: the file it created goes (with its -wal and -shm, and
+        # the folders made for it); an existing database is untouched (the write was rolled back).
+        s.close()
+        remove_created(created)
+        raise
 
     def human(value: dict) -> object:
         from rich.console import Group

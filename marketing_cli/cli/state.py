@@ -26,11 +26,18 @@ class State:
         return resolve_db_path(self.db_option)
 
     def conn(self) -> sqlite3.Connection:
+        """The database's connection. The file must exist: only `mkt init` and `mkt serve` create
+        one (`db.create_database_file`), so a mistyped --db is an error, not a new empty database."""
         if self._conn is None:
             from marketing_cli.db import connect
 
-            self._conn = connect(self.db_path)
+            self._conn = connect(self.db_path, create=False)
         return self._conn
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
 
     def workspace_id(self) -> int:
         conn = self.conn()

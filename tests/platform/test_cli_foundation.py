@@ -107,9 +107,9 @@ def test_workspace_choice_with_several_workspaces(cli_json: Any, cli: Any) -> No
     assert [w["name"] for w in listed] == ["One", "Two"]
 
 
-def test_no_workspace_yet(cli: Any) -> None:
+def test_no_workspace_yet(cli: Any, conn: Any) -> None:
     result = cli("workspace", "show")
-    assert result.exit_code == 1 and "mkt init" in result.stderr
+    assert result.exit_code == 1 and "No workspace in" in result.stderr and "mkt init" in result.stderr
 
 
 def test_billing_commands(cli_json: Any, cli: Any, client: Any) -> None:
