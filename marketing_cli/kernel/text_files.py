@@ -54,6 +54,7 @@ BAD_DELIMITER = ("The delimiter (--delimiter / delimiter=) must be one of: comma
 CHUNK = 1 << 20
 SAMPLE = 1 << 20  # bytes charset-normalizer reads to name an encoding
 _SPOOL_IN_MEMORY = 16 << 20
+_NOT_FILE_ENCODINGS = frozenset({"idna", "punycode", "undefined", "unicode-escape", "raw-unicode-escape"})
 _PREFERRED = "cp1252"
 _UTF8 = "utf-8"
 
@@ -74,7 +75,7 @@ def check_encoding(name: str | None) -> str | None:
         info = codecs.lookup(name.strip())
     except (LookupError, ValueError):
         raise MktError(400, UNKNOWN_ENCODING.format(name=name)) from None
-    if not getattr(info, "_is_text_encoding", True):
+    if not getattr(info, "_is_text_encoding", True) or info.name in _NOT_FILE_ENCODINGS:
         raise MktError(400, UNKNOWN_ENCODING.format(name=name))
     return _UTF8 if info.name in ("utf-8", "utf-8-sig") else info.name
 
@@ -151,10 +152,16 @@ def check_in(chunks: Iterable[bytes], encoding: str, message: str = NOT_IN) -> N
             text = decoder.decode(chunk, final=not chunk)
         except UnicodeDecodeError as exc:
             data = pending + chunk
-            good = data[:exc.start].decode(encoding, "replace")
+            try:
+                newlines = data[:exc.start].decode(encoding, "replace").count("\n")
+            except (ValueError, LookupError):
+                newlines = data.count(b"\n", 0, exc.start)
             raise MktError(400, message.format(encoding=encoding, reason=exc.reason,
-                                               line=lines + good.count("\n"),
+                                               line=lines + newlines,
                                                offset=base - len(pending) + exc.start)) from None
+        except ValueError as exc:  # a codec that cannot decode at all ('undefined'), or a label error ('idna')
+            raise MktError(400, message.format(encoding=encoding, reason=str(exc) or type(exc).__name__,
+                                               line=lines, offset=base)) from None
         lines += text.count("\n")
         base += len(chunk)
 

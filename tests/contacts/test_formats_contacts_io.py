@@ -221,3 +221,26 @@ def test_a_national_number_without_a_region_says_how_to_set_one(cli: Callable[..
         "phone number is invalid: '07911 200005' has no country code (+...) and no default region is set. Set the "
         f"phone_number field's default region (mkt fields update {phone['id']} --default-region CC; API: PATCH "
         f"/v1/fields/{phone['id']} with default_region), or write the number with + and its country code.")
+
+
+# -- odd options are 400s, never 500s ---------------------------------------------------------
+
+@pytest.mark.parametrize("params", [
+    {"encoding": "idna"}, {"encoding": "undefined"}, {"encoding": "rot13"}, {"encoding": "x" * 500},
+    {"encoding": "utf-16"}, {"encoding": "\x00"},
+    {"date_format": "%d%d%m%Y"}, {"date_format": "%"}, {"date_format": "%d" * 100}, {"date_format": "%m/%Y"},
+    {"day_first": "maybe"}, {"delimiter": "\x00"}, {"delimiter": ",,"},
+])
+def test_odd_options_are_refused_whole(params: dict[str, str], client: Any, auth: dict[str, str], ws: int,
+                                       conn: Any) -> None:
+    r = post(client, auth, "Email,Born\na@example.com,05/06/1987\n", params)
+    assert r.status_code == 400, r.text
+    assert conn.execute("SELECT count(*) FROM contacts").fetchone()[0] == 0
+
+
+@pytest.mark.parametrize("cell", ["1987", "Tuesday", "9" * 40, "05/06", "31/02/1987", "x" * 300, "1/2/3/4"])
+def test_cells_that_are_not_whole_dates_are_rejected_rows(cell: str, client: Any, auth: dict[str, str],
+                                                          ws: int) -> None:
+    for params in ({}, {"day_first": "true"}):
+        summary = post(client, auth, f"Email,Born\na@example.com,{cell}\n", params).json()["data"]
+        assert summary["skipped"] == 1 and summary["errors"][0]["reason"].startswith("Field 'born'")

@@ -16,6 +16,7 @@ parts from a default; a cell read differently with two defaults lacks one and is
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from datetime import date, datetime
 from typing import Any
@@ -31,6 +32,7 @@ AMBIGUOUS = ("Field '{tag}': '{text}' is {first} read day first and {second} rea
 NOT_FORMAT = "Field '{tag}' must be a date in the format {fmt} (--date-format), or YYYY-MM-DD."
 NOT_DATE = ("Field '{tag}' must be a date: YYYY-MM-DD, an RFC 3339 timestamp, or a day, month and year "
             "such as 17.01.1987 (--date-format / --day-first / --month-first say how to read others).")
+MAX_FORMAT = 64
 _SAMPLE = datetime(1987, 1, 17)
 _DEFAULTS = (datetime(2000, 1, 1), datetime(2001, 2, 2))
 
@@ -41,8 +43,9 @@ def check_date_options(date_format: str | None, day_first: bool | None) -> None:
         raise MktError(400, BOTH)
     if date_format is not None:
         try:
-            ok = datetime.strptime(_SAMPLE.strftime(date_format), date_format).date() == _SAMPLE.date()
-        except (ValueError, TypeError):
+            ok = len(date_format) <= MAX_FORMAT and \
+                datetime.strptime(_SAMPLE.strftime(date_format), date_format).date() == _SAMPLE.date()
+        except (ValueError, TypeError, re.error):  # re.error: a directive given twice
             ok = False
         if not ok:
             raise MktError(400, BAD_FORMAT.format(fmt=date_format))
@@ -53,7 +56,7 @@ def _whole(text: str, day_first: bool) -> date | None:
 
     try:
         a, b = (parser.parse(text, default=d, dayfirst=day_first) for d in _DEFAULTS)
-    except (ValueError, OverflowError, parser.ParserError):
+    except (ValueError, OverflowError, TypeError, parser.ParserError):
         return None
     return a.date() if a.date() == b.date() else None
 
