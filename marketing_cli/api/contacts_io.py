@@ -69,10 +69,17 @@ async def import_contacts(request: Request) -> Response:
         mapping = bulk.parse_column_map(request.query_params.getlist("map"))
     except ValueError as exc:
         raise MktError(400, f"Invalid query parameter 'map': {exc}.") from None
+    delimiter = bulk.check_delimiter(request.query_params.get("delimiter"))
+    encoding = request.query_params.get("encoding")
+    bulk.check_encoding(encoding)
+    date_format = request.query_params.get("date_format") or None
+    day_first = _flag(request, "day_first") if "day_first" in request.query_params else None
+    bulk.check_date_options(date_format, day_first)
     raw = await read_body(request, max_bytes=IMPORT_MAX_BYTES, timeout_factor=10)
     if not raw.strip():
         raise MktError(400, EMPTY_BODY)
-    text = bulk.decode_text(raw)  # all of it up front: bad UTF-8 is refused before any write
+    # all of it up front: a file that is not UTF-8 (or `encoding`) is refused before any write
+    text, decoding = bulk.decode_text(raw, encoding)
     del raw
     db = request.app.state.db
     stop = StopOnShutdown(getattr(request.state, "shutting_down", None))
@@ -82,7 +89,8 @@ async def import_contacts(request: Request) -> Response:
         return bulk.import_contacts(
             db.conn(), workspace_id, io.StringIO(text, newline=""), mapping=mapping,
             ignore_unknown=ignore_unknown, tag_ids=tag_ids, default_status=status, dry_run=dry_run,
-            batch_size=batch_size, progress=stop.progress)
+            batch_size=batch_size, progress=stop.progress, delimiter=delimiter, decoding=decoding,
+            date_format=date_format, day_first=day_first)
 
     return envelope_b(await run_in_threadpool(stop.run, db.conn, run))
 

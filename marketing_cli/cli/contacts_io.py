@@ -55,6 +55,17 @@ def contacts_import(
         "--errors", metavar="FILE.csv", help="Write the rejected rows here, with their line and reason.")] = None,
     batch_size: Annotated[int, typer.Option(
         "--batch-size", help="Rows per write transaction, 1 to 20,000.")] = 20_000,
+    delimiter: Annotated[Optional[str], typer.Option(
+        "--delimiter", metavar="comma|semicolon|tab|pipe",
+        help="The column delimiter (default: read from the header line).")] = None,
+    encoding: Annotated[Optional[str], typer.Option(
+        "--encoding", metavar="NAME",
+        help="The file's text encoding, e.g. cp1252 or latin-1 (default: UTF-8, or detected when it is not).")] = None,
+    date_format: Annotated[Optional[str], typer.Option(
+        "--date-format", metavar="FORMAT", help="How DATE cells are written, e.g. %d.%m.%Y (strptime).")] = None,
+    day_first: Annotated[Optional[bool], typer.Option(
+        "--day-first/--month-first", show_default=False,
+        help="Read ambiguous dates such as 05/06/1987 day first or month first.")] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Import contacts from a CSV file: upsert by email in batches, reporting bad rows by line."""
@@ -62,16 +73,25 @@ def contacts_import(
 
     mapping = _parse_map(map_ or [])
     batch_size = contacts_io.check_batch_size(batch_size)  # before the file is read, as over HTTP
+    delimiter = contacts_io.check_delimiter(delimiter)
+    contacts_io.check_date_options(date_format, day_first)
     s = state(ctx)
     conn, workspace_id = s.conn(), s.workspace_id()
     with ExitStack() as stack:
-        # One check for both faces (kernel/text_files.py): the whole file is UTF-8, or
-        # nothing is imported and the error names the line and byte offset.
+        # One check for both faces (kernel/text_files.py): the whole file is UTF-8 (or in the
+        # encoding given or detected), or nothing is imported and the error names the line and
+        # byte offset.
+        decoding = None
         if file == "-":
             buffer = getattr(sys.stdin, "buffer", None)
-            source = sys.stdin if buffer is None else stack.enter_context(contacts_io.spool_text(buffer))
+            if buffer is None:
+                source: Any = sys.stdin
+            else:
+                source, decoding = contacts_io.spool_text(buffer, encoding)
+                stack.enter_context(source)
         else:
-            source = stack.enter_context(contacts_io.open_text(file))
+            source, decoding = contacts_io.open_text(file, encoding)
+            stack.enter_context(source)
         total = None
         errors_out = None
         if errors:
@@ -92,7 +112,7 @@ def contacts_import(
         result = contacts_io.import_contacts(
             conn, workspace_id, source, mapping=mapping, ignore_unknown=ignore_unknown, tag_ids=tag or [],
             default_status=status, dry_run=dry_run, batch_size=batch_size, errors_out=errors_out,
-            progress=progress,
+            progress=progress, delimiter=delimiter, decoding=decoding, date_format=date_format, day_first=day_first,
         )
     emit(result, as_json, lambda r: _import_report(r, errors))
 
@@ -108,6 +128,8 @@ def _import_report(result: dict[str, Any], errors_path: str | None) -> Any:
         f"{verb}created": result["created"],
         f"{verb}updated": result["updated"],
         "rejected": result["skipped"],
+        "delimiter": result["delimiter"],
+        "encoding": result["encoding"] + (" (detected)" if result["encoding_detected"] else ""),
         **({f"tags {verb}created": ", ".join(result["tags_created"])} if result["tags_created"] else {}),
     })]
     shown = result["errors"][:SHOWN_ERRORS]

@@ -133,19 +133,23 @@ BAD_FILES: dict[str, tuple[bytes, str]] = {
     # a bad byte in the middle, after whole batches of good rows
     "bad byte mid-file": (
         b"email,first_name\n" + GOOD_ROWS.encode() + b"caf\xe9@example.com,Bad\n" + GOOD_ROWS.encode(),
-        "The file is not UTF-8 text (invalid continuation byte at line 42, byte {}): nothing was imported.",
+        "The file is not UTF-8 text (invalid continuation byte at line 42, byte {}): nothing was imported."
+        " If it is in another encoding, name it with --encoding (API: encoding=).",
     ),
     "lone continuation byte": (
         b"email,first_name\na@example.com,\x80\n",
-        "The file is not UTF-8 text (invalid start byte at line 2, byte 31): nothing was imported.",
+        "The file is not UTF-8 text (invalid start byte at line 2, byte 31): nothing was imported."
+        " If it is in another encoding, name it with --encoding (API: encoding=).",
     ),
     "cut character at the end": (
         b"email,first_name\na@example.com,Zo\xc3",
-        "The file is not UTF-8 text (unexpected end of data at line 2, byte 33): nothing was imported.",
+        "The file is not UTF-8 text (unexpected end of data at line 2, byte 33): nothing was imported."
+        " If it is in another encoding, name it with --encoding (API: encoding=).",
     ),
     "a surrogate encoded in UTF-8": (
         b"email,first_name\na@example.com,\xed\xa0\x80\n",
-        "The file is not UTF-8 text (invalid continuation byte at line 2, byte 31): nothing was imported.",
+        "The file is not UTF-8 text (invalid continuation byte at line 2, byte 31): nothing was imported."
+        " If it is in another encoding, name it with --encoding (API: encoding=).",
     ),
 }
 
@@ -194,7 +198,8 @@ def test_check_utf8_across_chunk_boundaries() -> None:
         with pytest.raises(Exception) as caught:
             text_files.check_utf8(chunks)
         assert caught.value.message == (  # type: ignore[attr-defined]
-            f"The file is not UTF-8 text (invalid start byte at line 51, byte {expected}): nothing was imported.")
+            f"The file is not UTF-8 text (invalid start byte at line 51, byte {expected}): nothing was imported."
+            " If it is in another encoding, name it with --encoding (API: encoding=).")
     text_files.check_utf8([data[:10], data[10:expected]])  # the good part passes in any split
 
 

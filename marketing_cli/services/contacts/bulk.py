@@ -3,6 +3,7 @@
 - kernel/text_files.py: the one check and decoding of uploaded files (UTF-8, a bad
   byte named by line and offset before anything is written);
 - services/contacts/columns.py: a CSV header mapped to merge tags, one normaliser per column;
+- services/contacts/dates.py: how an import reads dates (--date-format, --day-first / --month-first);
 - services/contacts/rows.py: one CSV row checked and normalised into a contact row;
 - services/contacts/importer.py: CSV import (the file read, rows checked, the report);
 - services/contacts/batches.py: the import's batched upserts, at most MAX_BATCH_SIZE rows
@@ -14,7 +15,16 @@
 
 from __future__ import annotations
 
-from marketing_cli.kernel.text_files import NOT_UTF8, count_lines, decode_text, open_text, spool_text
+from marketing_cli.kernel.text_files import (
+    NOT_UTF8,
+    Decoding,
+    check_delimiter,
+    check_encoding,
+    count_lines,
+    decode_text,
+    open_text,
+    spool_text,
+)
 from marketing_cli.services.contacts.batches import (
     BATCH_SIZE,
     BATCH_SIZE_RANGE,
@@ -23,6 +33,7 @@ from marketing_cli.services.contacts.batches import (
     check_batch_size,
 )
 from marketing_cli.services.contacts.columns import column_key, column_normaliser, map_columns, parse_column_map
+from marketing_cli.services.contacts.dates import check_date_options
 from marketing_cli.services.contacts.export import (
     EXPORT_CHUNK,
     EXPORT_FORMATS,
@@ -45,8 +56,8 @@ from marketing_cli.services.contacts.io_lock import (
 
 __all__ = [
     "BATCH_SIZE", "BATCH_SIZE_RANGE", "EXPORT_CHUNK", "EXPORT_FORMATS", "IMPORT_CACHE_KIB", "LOCKED", "LOCK_SECONDS",
-    "MAX_BATCH_SIZE", "MAX_ERRORS", "NOT_UTF8", "ContactExport", "acquire_io_lock", "begin_export",
-    "check_batch_size", "column_key", "column_normaliser", "count_lines", "decode_text", "export_contacts",
+    "MAX_BATCH_SIZE", "MAX_ERRORS", "NOT_UTF8", "ContactExport", "Decoding", "acquire_io_lock", "begin_export",
+    "check_batch_size", "check_date_options", "check_delimiter", "check_encoding", "column_key", "column_normaliser", "count_lines", "decode_text", "export_contacts",
     "held_io_lock", "import_contacts", "io_in_progress", "iter_contact_rows", "lock_owner", "map_columns",
     "open_text", "parse_column_map", "release_io_lock", "renew_io_lock", "spool_text",
 ]

@@ -17,6 +17,7 @@ from typing import Any
 from marketing_cli.errors import MktError
 from marketing_cli.services.contacts import values
 from marketing_cli.services.contacts.checks import UNKNOWN_MERGE_TAG
+from marketing_cli.services.contacts.dates import date_reader
 from marketing_cli.services.contacts.values import EMAIL_TAG, PHONE_TAG, Field, FieldMap
 
 META_COLUMNS = ("status", "sms_status", "tags")
@@ -107,22 +108,26 @@ def map_columns(
 
 # --- per-column normalisers -------------------------------------------------------------
 
-def column_normaliser(f: Field) -> Callable[[str], Any]:
+def column_normaliser(f: Field, date_format: str | None = None,
+                      day_first: bool | None = None) -> Callable[[str], Any]:
     """CSV text -> stored value for field `f` (None: no value); ValueError when invalid.
 
-    The check is values.normalize_value, chosen once per column. Types with few distinct
-    values (all but TEXT) are memoised: a million rows of countries cost a dict lookup each.
+    The check is values.normalize_value, chosen once per column (a DATE column also reads
+    the dates services/contacts/dates.py describes). Types with few distinct values (all but
+    TEXT) are memoised: a million rows of countries cost a dict lookup each.
     """
-    normalize = values.normalize_value
     if f.type == "TEXT":
-        return lambda raw: normalize(f, raw)
+        return lambda raw: values.normalize_value(f, raw)
+    check: Callable[[str], Any] = lambda raw: values.normalize_value(f, raw)
+    if f.type == "DATE":
+        check = date_reader(f.merge_tag, check, date_format, day_first)
     memo: dict[str, Any] = {}
 
     def normalise(raw: str) -> Any:
         try:
             return memo[raw]
         except KeyError:
-            value = normalize(f, raw)
+            value = check(raw)
             if len(memo) < MEMO_LIMIT:
                 memo[raw] = value
             return value

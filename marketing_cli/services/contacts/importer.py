@@ -2,8 +2,13 @@
 
 Import is a bulk upsert built for a million rows:
 
-- The file is checked to be UTF-8 throughout before anything is written
-  (kernel/text_files.py, the same check for both faces).
+- The file is checked to be UTF-8 (or in the encoding given or detected) throughout before
+  anything is written (kernel/text_files.py, the same check for both faces).
+- The delimiter (comma, semicolon, tab, pipe) is given or read from the header line
+  (kernel/text_files.py: sniff_delimiter); the summary says which one was used, and how
+  the file was decoded.
+- DATE columns read other forms of dates when told how (`date_format`, `day_first`;
+  services/contacts/dates.py).
 - The header is mapped to merge tags once, before any row is read: a column name matches
   a field's merge tag or label (case-insensitive), or one of the contact columns
   `status`, `sms_status`, `tags` (`created_at`, `updated_at`, `id` are read and ignored,
@@ -30,6 +35,7 @@ Import is a bulk upsert built for a million rows:
 from __future__ import annotations
 
 import csv
+import itertools
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack
@@ -38,10 +44,12 @@ from typing import Any, TextIO
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import limits
 from marketing_cli.kernel.addresses import needs_smtputf8
+from marketing_cli.kernel.text_files import DELIMITERS, Decoding, check_delimiter, sniff_delimiter
 from marketing_cli.services.contacts import tags, values
 from marketing_cli.services.contacts.batches import BATCH_SIZE, BatchWriter, check_batch_size, import_cache
 from marketing_cli.services.contacts.checks import allows_no_email
 from marketing_cli.services.contacts.columns import map_columns
+from marketing_cli.services.contacts.dates import check_date_options
 from marketing_cli.services.contacts.io_lock import held_io_lock
 from marketing_cli.services.contacts.records import STATUS_INVALID, STATUSES
 from marketing_cli.services.contacts.rows import ContactRow, RowParser
@@ -85,6 +93,18 @@ def _check_tags(conn: sqlite3.Connection, workspace_id: int, tag_ids: Iterable[i
                        f"An import can tag contacts with at most {limits.IMPORT_TAG_IDS} tags (--tag / tag=).")
     tags.tags_by_id(conn, workspace_id, ids)  # 400 "Tag ID <id> does not exist in this workspace"
     return ids
+
+
+def _reader(source: Iterable[str], delimiter: str | None) -> tuple[Any, str]:
+    """A csv reader of `source` and its delimiter (given, or read from the header line)."""
+    if delimiter is not None:
+        return csv.reader(source, delimiter=delimiter), delimiter
+    lines = iter(source)
+    first = next(lines, None)
+    if first is None:
+        return csv.reader(()), ","
+    delimiter = sniff_delimiter(first)
+    return csv.reader(itertools.chain([first], lines), delimiter=delimiter), delimiter
 
 
 def _read_header(reader: Any) -> list[str]:
@@ -155,21 +175,31 @@ def import_contacts(
     errors_out: TextIO | None = None,
     progress: Callable[[int], None] | None = None,
     max_errors: int = MAX_ERRORS,
+    delimiter: str | None = None,
+    decoding: Decoding | None = None,
+    date_format: str | None = None,
+    day_first: bool | None = None,
 ) -> dict[str, Any]:
     """Import CSV text (an open file or any iterable of lines) into the workspace.
 
     Returns {"rows", "created", "updated", "skipped", "errors": [{"line", "reason"}...]
     (the first `max_errors`; "skipped" counts them all), "warned", "warnings" (rows
     imported with a warning, the same way), "tags_created", "columns" {column: merge tag},
-    "dry_run"}. A dry run validates and looks up every row and
-    reports what would happen, writing nothing.
+    "dry_run", "delimiter", "encoding", "encoding_detected"}. A dry run validates and looks
+    up every row and reports what would happen, writing nothing.
+
+    `delimiter`: `,` `;` tab `|` (also by name), None to read it from the header line.
+    `decoding`: how the faces decoded the file (kernel/text_files.py), for the summary.
+    `date_format` / `day_first`: how DATE cells other than YYYY-MM-DD are read.
     """
     status = (default_status or "").strip().upper()
     if status not in STATUSES:
         raise MktError(400, STATUS_INVALID)
     batch_size = check_batch_size(batch_size)
+    delimiter = check_delimiter(delimiter)
+    check_date_options(date_format, day_first)
     tag_list = _check_tags(conn, workspace_id, tag_ids)
-    reader = csv.reader(source)
+    reader, delimiter = _reader(source, delimiter)
     header = _read_header(reader)
     fields = values.load_fields(conn, workspace_id)
     columns = map_columns(header, fields, mapping, ignore_unknown)
@@ -177,7 +207,7 @@ def import_contacts(
     with ExitStack() as stack:
         lock = None if dry_run else stack.enter_context(held_io_lock(conn, workspace_id, "import"))
         stack.enter_context(import_cache(conn))
-        parser = RowParser(len(header), columns, fields, allows_no_email(conn, workspace_id))
+        parser = RowParser(len(header), columns, fields, allows_no_email(conn, workspace_id), date_format, day_first)
         report = _Report(header, errors_out, max_errors)
         writer = BatchWriter(conn, workspace_id, fields, tag_list, status, dry_run, report.reject)
         batch: list[ContactRow] = []
@@ -205,4 +235,7 @@ def import_contacts(
         "tags_created": writer.tags_created,
         "columns": {header[i]: tag for i, tag in columns.items()},
         "dry_run": dry_run,
+        "delimiter": DELIMITERS[delimiter],
+        "encoding": (decoding or Decoding("utf-8")).encoding,
+        "encoding_detected": (decoding or Decoding("utf-8")).detected,
     }

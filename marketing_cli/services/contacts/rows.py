@@ -49,12 +49,14 @@ class ContactRow:
 class RowParser:
     """Cells of one row -> a ContactRow, or the reason it is rejected."""
 
-    def __init__(self, ncols: int, columns: dict[int, str], fields: FieldMap, allow_without_email: bool) -> None:
+    def __init__(self, ncols: int, columns: dict[int, str], fields: FieldMap, allow_without_email: bool,
+                 date_format: str | None = None, day_first: bool | None = None) -> None:
         self.ncols = ncols
         self.allow_without_email = allow_without_email
         self.email_idx = self.phone_idx = self.status_idx = self.sms_idx = self.tags_idx = -1
         self.data_cols: list[tuple[int, str, Callable[[str], Any]]] = []
         self.phone_region = fields.phone.default_region if fields.phone else None
+        self.phone_field_id = fields.phone.id if fields.phone else 0
         for index, target in columns.items():
             if target == EMAIL_TAG:
                 self.email_idx = index
@@ -68,9 +70,23 @@ class RowParser:
                 self.tags_idx = index
             else:
                 f = fields.by_tag[target]
-                self.data_cols.append((index, str(f.id), column_normaliser(f)))
+                self.data_cols.append((index, str(f.id), column_normaliser(f, date_format, day_first)))
         self.status_of = status_normaliser(records.STATUSES, records.STATUS_INVALID)
         self.sms_of = status_normaliser(records.SMS_STATUSES, records.SMS_STATUS_INVALID)
+
+    def _phone_reason(self, raw: str, exc: ValueError) -> str:
+        """Why a phone number is refused, and for a number without +, which region read it and how to change it."""
+        reason = f"phone number is invalid: {exc}"
+        if raw.strip().startswith("+"):
+            return reason
+        how = (f"(mkt fields update {self.phone_field_id} --default-region CC; API: PATCH "
+               f"/v1/fields/{self.phone_field_id} with default_region)")
+        if self.phone_region is None:
+            return (f"{reason} Set the phone_number field's default region {how}, or write the number with "
+                    "+ and its country code.")
+        return (f"{reason} It has no + country code, so it was read as a number of {self.phone_region}, the "
+                f"phone_number field's default region: write it with + and its country code, or change the "
+                f"default region {how}.")
 
     def parse(self, line: int, cells: list[str]) -> ContactRow | str:
         """The row's normalised values, or the reason to reject it (all its reasons at once)."""
@@ -101,7 +117,7 @@ class RowParser:
             try:
                 phone = values.normalize_phone(cells[self.phone_idx], self.phone_region)
             except ValueError as exc:
-                reasons = (reasons or []) + [f"phone number is invalid: {exc}"]
+                reasons = (reasons or []) + [self._phone_reason(cells[self.phone_idx], exc)]
         if self.status_idx >= 0 and cells[self.status_idx]:
             try:
                 status = self.status_of(cells[self.status_idx])
