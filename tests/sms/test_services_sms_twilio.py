@@ -188,7 +188,9 @@ def test_concurrency_is_honoured(conn: sqlite3.Connection, ws: int, monkeypatch:
         monkeypatch.delenv("MKT_SMS_CONCURRENCY", raising=False)
     else:
         monkeypatch.setenv("MKT_SMS_CONCURRENCY", setting)
-    with f.TwilioStandIn(delay=0.03) as server:
+    # Each answer is held 0.25 s, so that all the requests of a round overlap even on a loaded
+    # machine (with 0.03 s, a worker thread started late under load saw 6-7 in flight, not 8).
+    with f.TwilioStandIn(delay=0.25) as server:
         use_twilio(conn, ws, server)
         send(conn, ws, MANY[:40])
     assert len(server.received) == 40
