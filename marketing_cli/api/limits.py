@@ -12,8 +12,14 @@ httptools protocol (`mkt serve` passes it as `http=`):
   MAX_HEAD_BYTES gets 431, both with the error body, before the application sees anything.
 - connection cap: past `max_connections` open connections a request gets 503 with the error
   body (uvicorn's own answer is plain text).
-- an unread request body is not drained forever: a client that keeps trickling a body
-  after its response was sent is closed when the keep-alive timeout runs out.
+- answers sent before the request has fully arrived (a 401 for a wrong key, a 413 for a body
+  over the limit, a refusal above) close the connection with a lingering close, whatever
+  the request's framing (Content-Length, chunked) or its `Connection` header: the answer
+  says `Connection: close`, the server half-closes (FIN after the answer) and reads and
+  drops what the client is still sending until the client closes, nothing has arrived for
+  LINGER seconds, LINGER_MAX seconds have passed or MAX_DRAIN_BYTES were dropped. Closing at
+  once with unread data makes the kernel answer with a reset, which destroys the answer the
+  client has not read yet and fails its send of the body.
 - graceful shutdown: the lifespan's `shutting_down` event is set as soon as the server
   begins to stop, so long handlers (the HTTP import) can stop at a safe point.
 
@@ -39,7 +45,9 @@ MAX_CONNECTIONS = 4096  # open connections before requests get 503
 BACKLOG = 2048  # connections the kernel queues before the server accepts them
 GRACEFUL_SHUTDOWN = 5.0  # seconds in-flight requests get to finish on SIGTERM/SIGINT
 MAX_URL_BYTES = 8 * 1024  # the request target (path and query string)
-LINGER = 1.0  # seconds a refused connection is drained before it is closed
+LINGER = 1.0  # a lingering close ends once nothing has arrived for this many seconds
+LINGER_MAX = 30.0  # ... or after this many seconds in all (the body timeout: a client's time to send a body)
+MAX_DRAIN_BYTES = 64 * 1024 * 1024  # ... or once this much was dropped: the largest body a route takes (CSV import)
 MAX_HEAD_BYTES = 32 * 1024  # the header lines together (names, values, separators)
 
 URL_TOO_LONG = "The request URL is too long: the limit is {limit} bytes."
@@ -62,8 +70,22 @@ def error_bytes(status: int, message: str, reason: str) -> bytes:
     return head.encode("ascii") + body
 
 
+class _CycleTransport:
+    """The transport as uvicorn's request cycle sees it: writes go straight through (the bound
+    methods themselves, no extra call), and the close after an answer is the protocol's."""
+
+    __slots__ = ("write", "is_closing", "get_extra_info", "close")
+
+    def __init__(self, protocol: GuardedHttpToolsProtocol, transport: Any) -> None:
+        self.write = transport.write
+        self.is_closing = transport.is_closing
+        self.get_extra_info = transport.get_extra_info
+        self.close = protocol.close_after_answer
+
+
 class GuardedHttpToolsProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol with a header timeout, head size limits and a JSON 503 cap."""
+    """uvicorn's httptools protocol with a header timeout, head size limits, a JSON 503 cap and
+    a lingering close after an answer sent before the request had fully arrived."""
 
     header_timeout = HEADER_TIMEOUT
 
@@ -76,12 +98,18 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self.begun = False  # a byte of the current request has arrived
         self.head_bytes = 0  # raw bytes received while reading the head
         self.header_bytes = 0  # the header lines parsed so far
-        self.refused = False
+        self.refused = False  # answered and closing (lingering): whatever arrives is dropped
+        self.request_complete = True  # the current request has fully arrived (its body included)
+        self.keep_alive_after_body = False  # the current request's cycle may keep the connection once it has
+        self.linger_since = self.last_data = 0.0
+        self.dropped = 0  # bytes dropped while lingering
+        self.cycle_transport: _CycleTransport | None = None
 
     # --- the header timeout -----------------------------------------------------------
 
     def connection_made(self, transport: Any) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        self.cycle_transport = _CycleTransport(self, transport)
         self._start_head_timer()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -110,9 +138,9 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def data_received(self, data: bytes) -> None:
         if self.refused:
+            self._drop(len(data))
             return
-        if not self._draining_unread_body():
-            self._unset_keepalive_if_required()
+        self._unset_keepalive_if_required()
         if self.reading_head:
             self.head_bytes += len(data)
         try:
@@ -137,14 +165,10 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self.logger.warning(msg)
         self.send_400_response(msg)
 
-    def _draining_unread_body(self) -> bool:
-        """The response is sent but the request body is still arriving: the keep-alive timer keeps running."""
-        cycle = self.cycle
-        return cycle is not None and cycle.response_complete and cycle.more_body and not self.reading_head
-
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self.reading_head = self.begun = True
+        self.request_complete = False
         self.header_bytes = 0
         self._start_head_timer()
 
@@ -170,7 +194,72 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
                         self.max_connections)
             self._refuse(503, TOO_MANY_CONNECTIONS.format(limit=self.max_connections), "Service Unavailable")
             raise _Refused
+        before = self.cycle
         super().on_headers_complete()
+        cycle = self.cycle
+        if cycle is not before:
+            # Until the whole request has arrived the connection cannot carry another one: an
+            # answer sent before that (a 401, a 413) says `Connection: close` and the connection
+            # closes lingering (close_after_answer). A request without a body completes in this
+            # same parse, before its handler starts, and keeps the connection alive as asked.
+            self.keep_alive_after_body = cycle.keep_alive
+            cycle.keep_alive = False
+            cycle.transport = self.cycle_transport
+
+    def on_message_complete(self) -> None:
+        self.request_complete = True
+        super().on_message_complete()
+        cycle = self.cycle
+        if self.keep_alive_after_body and not cycle.response_started:
+            cycle.keep_alive = True
+        self.keep_alive_after_body = False
+
+    def on_response_complete(self) -> None:
+        if self.refused:  # lingering before the close: no next request, no keep-alive timer
+            self.server_state.total_requests += 1
+            return
+        super().on_response_complete()
+
+    # --- closing after an answer ------------------------------------------------------------
+
+    def close_after_answer(self) -> None:
+        """The request's cycle closes the connection after its answer (or on an error): at once
+        when the request has fully arrived, else lingering so the client can read the answer."""
+        if self.request_complete or self.transport.is_closing():
+            self.transport.close()
+        else:
+            self._linger()
+
+    def _linger(self) -> None:
+        """Half-close now and close once the client has stopped sending (see the module docstring)."""
+        self.refused = True
+        self.pipeline.clear()
+        self._stop_head_timer()
+        self._unset_keepalive_if_required()
+        if self.transport.is_closing():
+            return
+        if self.transport.can_write_eof():
+            self.transport.write_eof()  # a FIN after the answer: the client sees where it ends
+        self.flow.resume_reading()  # uvicorn pauses reading while a body waits for its handler
+        self.linger_since = self.last_data = self.loop.time()
+        self.loop.call_later(LINGER, self._linger_check)
+
+    def _drop(self, size: int) -> None:
+        self.dropped += size
+        self.last_data = self.loop.time()
+        if self.dropped > MAX_DRAIN_BYTES and not self.transport.is_closing():
+            self.transport.close()
+
+    def _linger_check(self) -> None:
+        if self.transport.is_closing():
+            return
+        now = self.loop.time()
+        idle_left = self.last_data + LINGER - now
+        total_left = self.linger_since + LINGER_MAX - now
+        if idle_left <= 0 or total_left <= 0:
+            self.transport.close()
+        else:
+            self.loop.call_later(min(idle_left, total_left), self._linger_check)
 
     def _refuse(self, status: int, message: str, reason: str) -> None:
         """Answer `status` with the error body and close; the application never sees the request."""
@@ -180,12 +269,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         if self.transport.is_closing():
             return
         self.transport.write(error_bytes(status, message, reason))
-        # A lingering close: the rest of what the client is sending is read and dropped for a
-        # moment, so that the kernel does not reset the connection (a reset can destroy the
-        # answer before the client has read it).
-        if self.transport.can_write_eof():
-            self.transport.write_eof()
-        self.loop.call_later(LINGER, self.transport.close)
+        self._linger()
 
     def _peer(self) -> str:
         return "%s:%d" % self.client if self.client else "-"
@@ -197,6 +281,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         event = self.app_state.get("shutting_down")
         if event is not None:
             event.set()
+        self.keep_alive_after_body = False  # the request in progress is the connection's last
         super().shutdown()
 
 

@@ -13,6 +13,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from marketing_cli.api.calls import call
+from marketing_cli.api.responses import read_body
 from marketing_cli.errors import MktError
 from marketing_cli.services.email import tracking, view_online
 
@@ -54,9 +55,10 @@ async def click(request: Request) -> Response:
 
 async def unsubscribe(request: Request) -> Response:
     token = request.path_params["token"]
+    if request.method == "POST":  # RFC 8058: "List-Unsubscribe=One-Click", or the page's form; past the limit, 413
+        await read_body(request, max_bytes=tracking.UNSUBSCRIBE_MAX_BYTES)
     try:
         if request.method == "POST":
-            await request.body()  # RFC 8058: "List-Unsubscribe=One-Click", or the page's form
             page = await call(request, tracking.unsubscribe, token)
         else:
             page = await call(request, tracking.unsubscribe_page, token)

@@ -99,6 +99,26 @@ def test_hourly_emails_count_only_the_current_hour(conn: sqlite3.Connection, wor
     assert resources(conn, ws)["monthly_emails"][0] == 0
 
 
+def test_usage_is_read_by_seeks_whatever_the_past_periods(conn: sqlite3.Connection, workspace: dict,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A year of hourly counters (one row per hour of sending) is never read: one seek per resource."""
+    ws = workspace["id"]
+    monkeypatch.setattr(clock, "utcnow", lambda: datetime(2026, 11, 22, 10, 30, tzinfo=timezone.utc))
+    past = [(ws, "hourly_emails", f"2026-{m:02d}-{d:02d}T{h:02d}", 5) for m in range(1, 11) for d in range(1, 29)
+            for h in range(24)]
+    past += [(ws, r, f"2026-{m:02d}", 9) for r in ("monthly_emails", "events") for m in range(1, 11)]
+    conn.executemany("INSERT INTO usage_counters (workspace_id, resource, period, used) VALUES (?, ?, ?, ?)", past)
+    billing.bump_usage(conn, ws, "hourly_emails", 3)
+    billing.bump_usage(conn, ws, "monthly_emails", 4)
+    assert resources(conn, ws)["hourly_emails"][0] == 3
+    assert resources(conn, ws)["monthly_emails"][0] == 4
+    assert resources(conn, ws)["events"][0] == 0
+    plan = [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + billing.LIMITS_AND_USAGE, billing.limits_params(ws))]
+    seeks = [step for step in plan if step.startswith("SEARCH usage_counters")]
+    assert seeks == ["SEARCH usage_counters USING PRIMARY KEY (workspace_id=? AND resource=? AND period=?)"] * 3, plan
+    assert not any(step.startswith("SCAN") for step in plan), plan
+
+
 def test_plan_catalog(conn: sqlite3.Connection) -> None:
     plans = {p["name"]: p for p in billing.list_plans(conn)}
     assert plans["free"]["conversion_tracking"] is False and plans["pro"]["conversion_tracking"] is True

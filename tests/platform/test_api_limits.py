@@ -5,6 +5,7 @@ The limits themselves are exercised against a real server in tests/platform/test
 
 from __future__ import annotations
 
+import inspect
 import logging
 import resource
 from collections.abc import Callable
@@ -81,8 +82,16 @@ def test_the_uvicorn_protocol_hooks_still_exist() -> None:
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
     for name in ("connection_made", "connection_lost", "data_received", "on_message_begin", "on_url", "on_header",
-                 "on_headers_complete", "shutdown", "_unset_keepalive_if_required", "send_400_response"):
+                 "on_headers_complete", "on_message_complete", "on_response_complete", "shutdown",
+                 "_unset_keepalive_if_required", "send_400_response"):
         assert callable(getattr(HttpToolsProtocol, name)), name
+    # The lingering close sets these on each request's cycle: its transport (whose close it
+    # replaces) and keep_alive (off until the whole request has arrived).
+    from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
+
+    source = inspect.getsource(RequestResponseCycle)
+    for attribute in ("self.transport.close()", "self.keep_alive", "self.response_started"):
+        assert attribute in source, attribute
 
 
 # An INSERT that never ends: interrupted inside a transaction, SQLite rolls the whole transaction back itself.

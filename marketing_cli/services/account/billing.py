@@ -10,6 +10,7 @@ hourly_emails counts the current hour ('YYYY-MM-DDTHH') and so resets every hour
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -70,39 +71,61 @@ def start_subscription(conn: sqlite3.Connection, workspace_id: int, plan_name: s
     )
 
 
-_LIMITS_AND_USAGE = """
-    SELECT 'plan' AS source, a.resource, a.allowed AS amount, '' AS period FROM plan_allowances a
+def _names(resources: Iterable[str]) -> str:
+    return ", ".join(f"'{r}'" for r in sorted(resources))
+
+
+# Allowances and usage of a workspace (:ws) as (source, resource, amount) rows; the
+# parameters come from limits_params. Usage is read with one seek per resource on the
+# counters' key (workspace_id, resource, period) for its current period: hourly_emails gets
+# a row for every hour it was used (8,760 a year), and the read used to go through them all.
+LIMITS_AND_USAGE = f"""
+    SELECT 'plan' AS source, a.resource, a.allowed AS amount FROM plan_allowances a
         JOIN subscriptions s ON s.plan_id = a.plan_id WHERE s.workspace_id = :ws
     UNION ALL
-    SELECT 'addon', a.resource, a.amount * sa.quantity, '' FROM subscription_addons sa
+    SELECT 'addon', a.resource, a.amount * sa.quantity FROM subscription_addons sa
         JOIN addons a ON a.id = sa.addon_id WHERE sa.workspace_id = :ws AND a.resource IS NOT NULL
     UNION ALL
-    SELECT 'override', resource, allowed, '' FROM allowance_overrides WHERE workspace_id = :ws
+    SELECT 'override', resource, allowed FROM allowance_overrides WHERE workspace_id = :ws
     UNION ALL
-    SELECT 'used', resource, used, period FROM usage_counters WHERE workspace_id = :ws
+    SELECT 'used', resource, used FROM usage_counters WHERE workspace_id = :ws
+        AND resource IN ({_names(r for r in RESOURCES if r not in MONTHLY and r not in HOURLY)}) AND period = ''
+    UNION ALL
+    SELECT 'used', resource, used FROM usage_counters WHERE workspace_id = :ws
+        AND resource IN ({_names(MONTHLY)}) AND period = :month
+    UNION ALL
+    SELECT 'used', resource, used FROM usage_counters WHERE workspace_id = :ws
+        AND resource IN ({_names(HOURLY)}) AND period = :hour
 """
 
 
-def _limits_and_usage(conn: sqlite3.Connection, workspace_id: int) -> tuple[dict[str, int], dict[str, int]]:
-    """(allowed, used) per resource, in one query: the plan's allowance plus add-ons, unless
-    the operator overrode it; usage of the current period only."""
-    stamp = clock.utcnow().isoformat()
-    periods = {r: stamp[:7] if r in MONTHLY else stamp[:13] if r in HOURLY else "" for r in RESOURCES}
+def limits_params(workspace_id: int) -> dict[str, Any]:
+    """The parameters of LIMITS_AND_USAGE: the workspace, the current month and hour."""
+    stamp = clock.utcnow().isoformat()  # 'YYYY-MM-DDTHH:...' and cheaper than strftime
+    return {"ws": workspace_id, "month": stamp[:7], "hour": stamp[:13]}
+
+
+def fold_limits(rows: Iterable[Sequence[Any]]) -> tuple[dict[str, int], dict[str, int]]:
+    """(allowed, used) per resource from LIMITS_AND_USAGE's rows: the plan's allowance plus
+    add-ons, unless the operator overrode it; usage of the current period."""
     allowed = dict.fromkeys(RESOURCES, 0)
     used = dict.fromkeys(RESOURCES, 0)
     overrides = {}
-    for source, resource, amount, period in conn.execute(_LIMITS_AND_USAGE, {"ws": workspace_id}):
+    for source, resource, amount in rows:
         if resource not in allowed:
             continue
         if source == "used":
-            if periods[resource] == period:
-                used[resource] = amount
+            used[resource] = amount
         elif source == "override":
             overrides[resource] = amount
         else:
             allowed[resource] += amount
     allowed.update(overrides)
     return allowed, used
+
+
+def _limits_and_usage(conn: sqlite3.Connection, workspace_id: int) -> tuple[dict[str, int], dict[str, int]]:
+    return fold_limits(conn.execute(LIMITS_AND_USAGE, limits_params(workspace_id)))
 
 
 def usage(conn: sqlite3.Connection, workspace_id: int, resource: str) -> int:
@@ -120,7 +143,10 @@ def remaining(conn: sqlite3.Connection, workspace_id: int, resource: str) -> int
 
 
 def resources(conn: sqlite3.Connection, workspace_id: int) -> list[dict[str, Any]]:
-    allowed, used = _limits_and_usage(conn, workspace_id)
+    return resources_view(*_limits_and_usage(conn, workspace_id))
+
+
+def resources_view(allowed: dict[str, int], used: dict[str, int]) -> list[dict[str, Any]]:
     return [{"name": r, "used": used[r], "allowed": allowed[r]} for r in RESOURCES]
 
 

@@ -34,6 +34,9 @@ PIXEL_GIF = (b"GIF89a\x01\x00\x01\x00\x80\x00\x00\x00\x00\x00\xff\xff\xff!\xf9\x
              b",\x00\x00\x00\x00\x01\x00\x01\x00\x00\x02\x02D\x01\x00;")
 LINK_NOT_FOUND = "This link is not valid."
 UNSUBSCRIBE_EVENT = "CONTACT_UNSUBSCRIBED"
+# The POST's body is RFC 8058's "List-Unsubscribe=One-Click" or the page's one-field form: a few
+# dozen bytes, never read further. The route is public, so a larger body is a 413 (docs/reliability.md).
+UNSUBSCRIBE_MAX_BYTES = 4 * 1024
 
 
 def _message(conn: sqlite3.Connection, token: str) -> sqlite3.Row | None:
