@@ -566,3 +566,22 @@ def send_now(conn: sqlite3.Connection, workspace_id: int, campaign_id: str) -> d
     services.load_job_handlers()
     schedule.schedule_campaign(conn, workspace_id, campaign_id, {"schedule_type": "NOW"})
     return jobs.run_due(conn)
+
+
+def scheduled_ab_campaign(conn: sqlite3.Connection, workspace_id: int, html: str, test_percentage: int) -> str:
+    """An A/B campaign to the whole audience, both variants with `html`, its domain verified
+    (the caller stubs DNS), scheduled now with the winner by opens after 0 minutes; its id."""
+    from marketing_cli.services.email import campaigns, domains, schedule, variant_html
+
+    created = campaign(conn, workspace_id, type_="AB_TESTING")
+    campaigns.configure_campaign(conn, workspace_id, created["id"], {
+        "sender": {"sender_identity_id": campaign_sender(conn, workspace_id)}, "audience": {"type": "ENTIRE_AUDIENCE"},
+        "variants": [{"type": "A", "subject": "Subject A"}, {"type": "B", "subject": "Subject B"}]})
+    for kind in "AB":
+        variant_html.set_variant_html(conn, workspace_id, created["id"], kind, {"html": html})
+    for d in domains.list_domains(conn, workspace_id):
+        domains.verify_domain(conn, workspace_id, d["id"])
+    schedule.schedule_campaign(conn, workspace_id, created["id"], {
+        "schedule_type": "NOW",
+        "ab_test": {"test_percentage": test_percentage, "winner_criterion": "OPENS", "wait_minutes": 0}})
+    return created["id"]

@@ -263,21 +263,11 @@ def test_a_preparation_that_fails_for_good_goes_back_to_draft_with_the_reason(
 
 def test_an_ab_winner_job_that_fails_for_good_pauses_the_campaign_and_resume_sends_the_rest(
         conn: sqlite3.Connection, workspace: dict[str, Any], verified_dns: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    from marketing_cli.services.email import variant_html
 
     ws = workspace["id"]
     for address in OTHERS:
         factories.contact(conn, ws, address)
-    created = factories.campaign(conn, ws, type_="AB_TESTING")
-    campaigns.configure_campaign(conn, ws, created["id"], {
-        "sender": {"sender_identity_id": factories.campaign_sender(conn, ws)}, "audience": {"type": "ENTIRE_AUDIENCE"},
-        "variants": [{"type": "A", "subject": "Subject A"}, {"type": "B", "subject": "Subject B"}]})
-    for kind in "AB":
-        variant_html.set_variant_html(conn, ws, created["id"], kind, {"html": HTML})
-    for d in domains.list_domains(conn, ws):
-        domains.verify_domain(conn, ws, d["id"])
-    email_schedule.schedule_campaign(conn, ws, created["id"], {
-        "schedule_type": "NOW", "ab_test": {"test_percentage": 50, "winner_criterion": "OPENS", "wait_minutes": 0}})
+    created = {"id": factories.scheduled_ab_campaign(conn, ws, HTML, 50)}
     real = email_sender.winner_rates
 
     def broken(*args: Any) -> Any:

@@ -262,21 +262,11 @@ def test_a_campaign_cancelled_while_its_dead_runner_held_a_round_ends_with_nothi
 
 def test_ab_test_splits_the_test_share_and_sends_the_winner_to_the_rest(
         conn: sqlite3.Connection, workspace: dict[str, Any], verified_dns: None, smtp: SmtpServer, cli: Any) -> None:
-    from marketing_cli.services.email import campaigns, variant_html
 
     ws = workspace["id"]
     for i in range(20):
         factories.contact(conn, ws, f"u{i:02}@example.org")
-    created = factories.campaign(conn, ws, type_="AB_TESTING")
-    campaigns.configure_campaign(conn, ws, created["id"], {
-        "sender": {"sender_identity_id": factories.campaign_sender(conn, ws)}, "audience": {"type": "ENTIRE_AUDIENCE"},
-        "variants": [{"type": "A", "subject": "Subject A"}, {"type": "B", "subject": "Subject B"}]})
-    for kind in "AB":
-        variant_html.set_variant_html(conn, ws, created["id"], kind, {"html": HTML})
-    for d in domains.list_domains(conn, ws):
-        domains.verify_domain(conn, ws, d["id"])
-    email_schedule.schedule_campaign(conn, ws, created["id"], {
-        "schedule_type": "NOW", "ab_test": {"test_percentage": 40, "winner_criterion": "OPENS", "wait_minutes": 0}})
+    created = {"id": factories.scheduled_ab_campaign(conn, ws, HTML, 40)}
     jobs.run_due(conn)
     subjects = [m.message["Subject"] for m in smtp.messages]
     assert len(subjects) == 20
