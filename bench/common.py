@@ -1,8 +1,10 @@
-"""Helpers shared by the benchmark modules: free ports, server processes, wrk, timing."""
+"""Helpers shared by the benchmark modules: free ports, server processes, HTTP load (wrk or asyncio), timing."""
 
 from __future__ import annotations
 
+import asyncio
 import os
+import re
 import shutil
 import signal
 import socket
@@ -13,7 +15,9 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -60,17 +64,43 @@ def server(cmd: Sequence[str], port: int, env: dict[str, str] | None = None) -> 
             proc.kill()
 
 
-def require_wrk() -> str:
-    path = shutil.which("wrk")
-    if path is None:
-        raise RuntimeError("the HTTP benchmarks need wrk: apt-get install wrk")
-    return path
+@dataclass
+class Load:
+    """What one load run measured: requests per second and latency percentiles (ms)."""
+
+    rps: float
+    p50_ms: float
+    p99_ms: float
+    generator: str  # "wrk" or "asyncio"
 
 
-def wrk_rps(url: str, seconds: int, headers: dict[str, str] | None = None, lua: str | None = None,
-            connections: int = 32, threads: int = 2) -> float:
-    """Requests per second that wrk measured (non-2xx answers make the run fail)."""
-    cmd = [require_wrk(), f"-t{threads}", f"-c{connections}", f"-d{seconds}s"]
+def wrk_path() -> str | None:
+    return shutil.which("wrk")
+
+
+def http_load(url: str, seconds: float, *, headers: dict[str, str] | None = None,
+              request: Callable[[int], bytes] | None = None, lua: str | None = None,
+              connections: int = 32) -> Load:
+    """One load generator, `connections` keep-alive connections for `seconds`: wrk when it is
+    installed (with `lua` for varying requests), else the asyncio client below (with `request`,
+    the i-th request's bytes). Answers other than 2xx make the run fail (RuntimeError)."""
+    if wrk_path() is not None:
+        return wrk_load(url, seconds, headers=headers, lua=lua, connections=connections)
+    return asyncio_load(url, seconds, headers=headers, request=request, connections=connections)
+
+
+def _ms(text: str) -> float:
+    """wrk's '812.00us', '1.23ms', '2.01s' in milliseconds."""
+    match = re.fullmatch(r"([\d.]+)(us|ms|s|m)", text)
+    if match is None:
+        raise RuntimeError(f"unexpected latency in wrk output: {text!r}")
+    return float(match[1]) * {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60_000.0}[match[2]]
+
+
+def wrk_load(url: str, seconds: float, *, headers: dict[str, str] | None = None, lua: str | None = None,
+             connections: int = 32, threads: int = 2) -> Load:
+    """wrk's requests per second and latency distribution (non-2xx answers make the run fail)."""
+    cmd = [wrk_path() or "wrk", f"-t{threads}", f"-c{connections}", f"-d{max(1, round(seconds))}s", "--latency"]
     for key, value in (headers or {}).items():
         cmd += ["-H", f"{key}: {value}"]
     script = None
@@ -87,10 +117,82 @@ def wrk_rps(url: str, seconds: int, headers: dict[str, str] | None = None, lua: 
             os.unlink(script.name)
     if "Non-2xx" in out:
         raise RuntimeError(f"wrk saw error answers:\n{out}")
-    for line in out.splitlines():
-        if line.startswith("Requests/sec:"):
-            return float(line.split()[1])
-    raise RuntimeError(f"no Requests/sec in wrk output:\n{out}")
+    rps = re.search(r"^Requests/sec:\s+([\d.]+)", out, re.MULTILINE)
+    p50 = re.search(r"^\s+50%\s+(\S+)", out, re.MULTILINE)
+    p99 = re.search(r"^\s+99%\s+(\S+)", out, re.MULTILINE)
+    if not (rps and p50 and p99):
+        raise RuntimeError(f"no Requests/sec or latency distribution in wrk output:\n{out}")
+    return Load(float(rps.group(1)), _ms(p50.group(1)), _ms(p99.group(1)), "wrk")
+
+
+def wrk_rps(url: str, seconds: int, headers: dict[str, str] | None = None, lua: str | None = None,
+            connections: int = 32, threads: int = 2) -> float:
+    """Requests per second that wrk measured (non-2xx answers make the run fail)."""
+    return wrk_load(url, seconds, headers=headers, lua=lua, connections=connections, threads=threads).rps
+
+
+def asyncio_load(url: str, seconds: float, *, headers: dict[str, str] | None = None,
+                 request: Callable[[int], bytes] | None = None, connections: int = 32) -> Load:
+    """The load generator without wrk: `connections` keep-alive connections on one asyncio loop,
+    each sending its next request as soon as the answer before has arrived (as wrk does). It is
+    Python, so it needs more CPU per request than wrk: compare its figures with each other only."""
+    parts = urlsplit(url)
+    host, port = parts.hostname or "127.0.0.1", parts.port or 80
+    if request is None:
+        head = f"GET {parts.path or '/'} HTTP/1.1\r\nHost: {parts.netloc}\r\n"
+        head += "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
+        fixed = (head + "\r\n").encode()
+
+        def request(i: int) -> bytes:
+            return fixed
+
+    return asyncio.run(_asyncio_load(host, port, request, seconds, connections))
+
+
+async def _asyncio_load(host: str, port: int, request: Callable[[int], bytes], seconds: float,
+                        connections: int) -> Load:
+    latencies: list[float] = []
+    failures: list[str] = []
+    counter = iter(range(10**12))
+    clock = time.perf_counter
+    deadline = clock() + seconds
+
+    async def connection() -> None:
+        reader = writer = None
+        while clock() < deadline and not failures:
+            if writer is None:
+                reader, writer = await asyncio.open_connection(host, port)
+            started = clock()
+            writer.write(request(next(counter)))
+            try:
+                head = await reader.readuntil(b"\r\n\r\n")
+            except asyncio.IncompleteReadError:  # the server closed a kept-alive connection: reconnect
+                writer.close()
+                reader = writer = None
+                continue
+            lines = head.decode("latin-1").split("\r\n")
+            status = int(lines[0].split()[1])
+            fields = {name.strip().lower(): value.strip() for name, _, value in (h.partition(":") for h in lines[1:] if h)}
+            if "content-length" not in fields:
+                failures.append(f"no content-length in {lines[0]}")
+                break
+            await reader.readexactly(int(fields["content-length"]))
+            latencies.append(clock() - started)
+            if not 200 <= status < 300:
+                failures.append(lines[0])
+            if fields.get("connection", "").lower() == "close":
+                writer.close()
+                reader = writer = None
+        if writer is not None:
+            writer.close()
+
+    started = clock()
+    await asyncio.gather(*(connection() for _ in range(connections)))
+    elapsed = clock() - started
+    if failures:
+        raise RuntimeError(f"the load generator saw error answers: {failures[:3]}")
+    cuts = statistics.quantiles(latencies, n=100)
+    return Load(len(latencies) / elapsed, cuts[49] * 1000, cuts[98] * 1000, "asyncio")
 
 
 def median_seconds(fn: Callable[[], object], repeat: int, warmup: int = 1) -> float:

@@ -7,14 +7,14 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from marketing_cli.api.auth import require_workspace
-from marketing_cli.api.calls import call
+from marketing_cli.api.calls import call, quick_read
 from marketing_cli.api.responses import envelope_a, read_json
 from marketing_cli.services.account import workspaces
 
 
 async def get_workspace(request: Request) -> Response:
     workspace_id = require_workspace(request)
-    return envelope_a(await call(request, workspaces.get_workspace_info, workspace_id))
+    return envelope_a(await quick_read(request, workspaces.get_workspace_info, workspace_id))
 
 
 async def patch_workspace(request: Request) -> Response:

@@ -110,6 +110,7 @@ def run_server(db_path: Path, *, host: str, port: int, smtp_url: str | None, out
     # with the previous handlers restored: these make that a clean exit with status 0.
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _exit_cleanly)
+    _freeze_startup_objects()
     uvicorn.run(app, host=host, port=port, **uvicorn_settings(
         max_connections=max_connections, header_timeout=header_timeout, shutdown_timeout=shutdown_timeout))
     console.print("mkt serve stopped.")
@@ -125,6 +126,16 @@ def print_transports(db_path: Path) -> None:
             console.print(line, markup=False)
     finally:
         conn.close()
+
+
+def _freeze_startup_objects() -> None:
+    """Keep the objects of start-up (modules, routes, the CLI: about 46,000) out of the garbage
+    collector's full passes. Under load a full pass came about every ten seconds and held the event
+    loop for 40-90 ms each time, visible in the 99th percentile of every request."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
 
 
 def _exit_cleanly(signum: int, frame: object) -> None:

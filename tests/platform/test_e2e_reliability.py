@@ -303,3 +303,53 @@ def test_sigterm_during_a_long_search_stops_within_seconds(tmp_path: Path) -> No
     assert "Traceback" not in out and '" 500' not in out
     assert (answer["status"], answer["body"]["error"]["message"]) == (
         503, "The server is shutting down: the request was stopped before it finished. Try again when it is back.")
+
+
+def test_a_long_search_does_not_hold_up_other_workspaces(tmp_path: Path) -> None:
+    """While one workspace runs the heaviest search it may (100 CONTAINS conditions over 80,000
+    contacts, in a loop), another workspace's GET /v1/workspace (run on the event loop,
+    api/calls.quick_read) keeps answering in milliseconds, not after the search."""
+    from marketing_cli.db import connect
+    from marketing_cli.services.account import workspaces
+    from marketing_cli.services.contacts import bulk
+
+    db = tmp_path / "search.db"
+    key = mkt(db, "init", "--name", "Searching")["api_key"]
+    mkt(db, "billing", "allowance", "set", "contacts", "10000000")
+    conn = connect(db)
+    bulk.import_contacts(conn, 1, _contacts_csv(80_000).decode().splitlines(keepends=True))
+    other_key = workspaces.create_workspace(conn, "Other")["api_key"]
+    conn.close()
+    server = Server(db)
+    search = {"fields": [{"merge_tag": "email_address", "operator": "CONTAINS", "value": "example"}] * 100}
+    stop = threading.Event()
+    searches: list[float] = []
+
+    def search_loop() -> None:
+        with httpx.Client(base_url=server.base, headers={"Authorization": f"Bearer {key}"}, timeout=120) as http:
+            while not stop.is_set():
+                started = time.monotonic()
+                assert http.post("/v1/contacts/search", json=search).status_code == 200
+                searches.append(time.monotonic() - started)
+
+    thread = threading.Thread(target=search_loop)
+    thread.start()
+    latencies = []
+    try:
+        time.sleep(0.3)
+        with httpx.Client(base_url=server.base, headers={"Authorization": f"Bearer {other_key}"}) as http:
+            deadline = time.monotonic() + 4
+            while time.monotonic() < deadline:
+                started = time.monotonic()
+                r = http.get("/v1/workspace")
+                latencies.append(time.monotonic() - started)
+                assert r.status_code == 200 and r.json()["data"]["workspace"]["name"] == "Other"
+                time.sleep(0.02)
+    finally:
+        stop.set()
+        thread.join(120)
+        assert server.stop() == 0
+    print(f"\nbeside {len(searches)} searches (median {statistics.median(searches):.2f} s): {len(latencies)} reads, "
+          f"median {statistics.median(latencies) * 1000:.1f} ms, max {max(latencies) * 1000:.0f} ms")
+    assert max(latencies) < statistics.median(searches) / 2  # no read waited for a search
+    assert statistics.median(latencies) < 0.1
