@@ -631,3 +631,33 @@ def email_timeline_world(conn: sqlite3.Connection, workspace_id: int, first: Any
     stats.record_bounce(conn, a[2], "hard", at=at(0.9))               # hour 0
     stats.record_complaint(conn, a[0], at=at(71.5))                   # hour 71
     return {"id": campaign["id"], "messages": [*a, *b]}
+
+
+def sms_timeline_world(conn: sqlite3.Connection, workspace_id: int, first: Any, name: str = "Autumn sale") -> str:
+    """An SMS campaign to three US numbers, sent now through the outbox, its start moved to
+    `first` + 20 min and its delivery reports, STOP reply and clicks written at known offsets
+    from `first` (as the webhooks and the short links write them); its id."""
+    from marketing_cli import jobs
+    from marketing_cli.db import transaction
+    from marketing_cli.services.sms import schedule
+
+    def at(hours: float) -> str:
+        return clock.format_ts(first + timedelta(hours=hours))
+
+    sms_ready(conn, workspace_id)
+    sms_contacts(conn, workspace_id, ["+14155550101", "+14155550102", "+14155550103"])
+    campaign = sms_campaign(conn, workspace_id, name)
+    schedule.schedule_campaign(conn, workspace_id, campaign["id"], {"schedule_type": "NOW"})
+    jobs.run_due(conn)
+    ids = [r[0] for r in conn.execute("SELECT id FROM sms_messages WHERE campaign_id = ? ORDER BY id",
+                                      (campaign["id"],))]
+    with transaction(conn):
+        conn.execute("UPDATE sms_campaigns SET queued_at = ? WHERE id = ?", (at(1 / 3), campaign["id"]))
+        conn.execute("UPDATE sms_messages SET status = 'delivered', delivered_at = ? WHERE id IN (?, ?)",
+                     (at(0.5), ids[0], ids[1]))                                          # hour 0
+        conn.execute("UPDATE sms_messages SET status = 'failed', failed_at = ? WHERE id = ?", (at(1.5), ids[2]))
+        conn.execute("UPDATE sms_messages SET unsubscribed_at = ? WHERE id = ?", (at(5.5), ids[1]))  # hour 5
+        conn.executemany("INSERT INTO sms_clicks (message_id, url, country, device_type, operating_system, clicked_at)"
+                         " VALUES (?, 'https://a.example', 'US', 'mobile', 'iOS', ?)",
+                         [(ids[0], at(2.1)), (ids[0], at(2.2)), (ids[1], at(2.3)), (ids[1], at(75))])
+    return str(campaign["id"])
