@@ -38,14 +38,17 @@ LABEL = 8  # "clicks " and the like, then the columns
 
 class TimelineChart:
     def __init__(self, timeline: dict[str, Any], series: Sequence[tuple[str, str]],
-                 title: str = "per hour since the send started (UTC)") -> None:
+                 title: str = "per hour since the send started (UTC)", *, plain: bool = True) -> None:
         self.hours = timeline["hours"]
         self.series = series  # (member of a bucket, label)
         self.title = title
+        self.plain = plain  # False: nothing at all when not on a terminal (output scripts read)
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Any]:
         from rich.text import Text
 
+        if not console.is_terminal and not self.plain:
+            return
         if not self.hours:
             yield Text("No timeline yet: the send has not started.")
             return

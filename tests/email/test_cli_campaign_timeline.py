@@ -80,3 +80,20 @@ def test_the_timeline_command(cli: Any, conn: Any, workspace: dict) -> None:
     draft = factories.email_campaign(conn, workspace["id"], "Draft")
     assert "the send has not started" in cli("campaigns", "timeline", draft["id"]).stdout
     assert json.loads(cli("campaigns", "timeline", draft["id"], "--json").stdout)["hours"] == []
+
+
+def test_watch_draws_the_chart_on_a_terminal_only(conn: Any, workspace: dict, db_path: Any) -> None:
+    from marketing_cli.cli import campaign_sending
+    from marketing_cli.cli.state import State
+    from marketing_cli.services.email import campaigns
+
+    world = factories.email_timeline_world(conn, workspace["id"], factories.timeline_start(100))
+    view = campaigns.get_campaign(conn, workspace["id"], world["id"])
+    state = State(db_option=str(db_path))
+    try:
+        on_terminal = draw(campaign_sending._with_chart(state, view))
+        piped = draw(campaign_sending._with_chart(state, view), terminal=False)
+    finally:
+        state.close()
+    assert on_terminal.startswith("SENT: 5/5 sent") and "1 hour per column" in on_terminal
+    assert piped.strip() == campaign_sending.watch_report(view)
