@@ -35,12 +35,12 @@ def floor_hour(moment: datetime) -> datetime:
 
 def hour_of(key: str) -> datetime:
     """The start of a stored hour key ('2026-11-25T17')."""
-    return datetime.strptime(key[:13], "%Y-%m-%dT%H").replace(tzinfo=timezone.utc)
+    return datetime.fromisoformat(key[:13] + ":00:00+00:00")  # fromisoformat: ~20x faster than strptime
 
 
 def iso(moment: datetime) -> str:
     """A bucket's start as RFC 3339 UTC with a trailing Z ('2026-11-25T17:00:00Z')."""
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return moment.astimezone(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def bucket_starts(start: datetime, now: datetime) -> tuple[list[datetime], list[datetime]]:
