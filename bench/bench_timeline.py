@@ -117,7 +117,7 @@ def build_email(conn, ws: int, n: int, start) -> str:  # noqa: ANN001
                                         "now": now})
     t0 = int(start.timestamp())
     _updates(conn, "email_messages", cid, EMAIL_EVENTS, t0)
-    link = list(stats.register_links(conn, cid, a, ["https://shop.example/"]).values())[0]
+    [link] = stats.register_links(conn, cid, a, ["https://shop.example/"]).values()
     with transaction(conn):  # every click of the clickers (one or two each), 5 minutes apart
         conn.execute("INSERT INTO email_clicks (message_id, link_id, clicked_at, device_type, os, country)"
                      " SELECT id, :link, clicked_at, 'mobile', 'iOS', 'US' FROM email_messages"

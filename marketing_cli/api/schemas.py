@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from marketing_cli.kernel import timeline
 from marketing_cli.kernel.ids import HEX24_PATTERN
 from marketing_cli.services.contacts import audience, events, segment_filters, segments, tags, values
 from marketing_cli.services.contacts import records as contacts
@@ -89,9 +90,11 @@ def timeline_schema(series: tuple[str, ...], money: tuple[str, ...] = ()) -> Sch
     return obj({
         "campaign_id": HEX_ID, "status": {"type": "string"},
         "started_at": {**NULLABLE_TIMESTAMP, "description": "When the send started; null before (no buckets)."},
-        "hours": array(bucket, maxItems=72, description="One bucket per hour from the start hour, the first 72 "
-                                                        "hours, through the current hour; empty hours included."),
-        "days": array(bucket, description="Then one bucket per 24 hours (at most 90), through the current one."),
+        "hours": array(bucket, maxItems=timeline.HOURS, description=(
+            f"One bucket per hour from the start hour, the first {timeline.HOURS} hours, through the current hour; "
+            "empty hours included.")),
+        "days": array(bucket, maxItems=timeline.DAYS, description=(
+            f"Then one bucket per 24 hours (at most {timeline.DAYS}), through the current one.")),
         "totals": obj(counts, (*series, *money), description="The sums of the buckets."),
     }, ("campaign_id", "status", "started_at", "hours", "days", "totals"))
 

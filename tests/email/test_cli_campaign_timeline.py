@@ -10,7 +10,7 @@ from typing import Any
 
 from rich.console import Console
 
-from marketing_cli.cli.campaign_stats import CHART_SERIES, render, render_timeline
+from marketing_cli.cli.campaign_stats import CHART_SERIES, render
 from marketing_cli.cli.charts import BLOCKS, TimelineChart
 from marketing_cli.services.email import report, stats
 from tests import factories

@@ -47,7 +47,7 @@ def assert_self_contained(page: str) -> Page:
         for name in ("src", "href", "xlink:href", "srcset", "action", "style"):
             assert name not in attrs, (tag, name, attrs)
     assert not re.search(r"url\(|@import", page)  # nothing fetched from the stylesheet either
-    assert "http" not in "".join(re.findall(r"<style>.*?</style>", page, re.S))
+    assert "http" not in "".join(re.findall(r"<style>.*?</style>", page, re.DOTALL))
     return parsed
 
 
@@ -59,7 +59,7 @@ def email_page(conn: Any, workspace: dict) -> tuple[str, dict[str, Any]]:
 
 
 def test_the_email_report_is_self_contained_and_escapes_the_name(email_page: tuple[str, dict[str, Any]]) -> None:
-    page, data = email_page
+    page, _ = email_page
     parsed = assert_self_contained(page)
     assert "<script" not in page
     assert NAME in "".join(parsed.text)  # shown as text, in the title and the heading
