@@ -138,12 +138,11 @@ def series_svg(values: Sequence[int], slots: int, label: str, colour: str, unit:
         return round(10 + height - (v * height / top if top else 0), 1)
 
     points = " ".join(f"{x(i)},{y(v)}" for i, v in enumerate(values))
-    ticks = []
-    step = 24 if unit == "h" else max(1, slots // 6)
-    for i in range(0, slots + 1, step):
-        at = x(min(i, slots - 1)) if slots > 1 else x0
-        ticks.append(el("text", f"{i}{unit}", x=at, y=CHART_H - 6, fill="#64748b", font_size=11,
-                        text_anchor="middle"))
+    # x labels in hours since the start hour: 0h 24h 48h 72h under the hours, 72h 96h ... under the days
+    marks = [(i, f"{i}h") for i in (0, 24, 48)] + [(slots - 1, "72h")] if unit == "h" else \
+        [(i, f"{HOURS + 24 * i}h") for i in range(0, slots, max(1, slots // 6))]
+    ticks = [el("text", label, x=x(i), y=CHART_H - 6, fill="#64748b", font_size=11, text_anchor="middle")
+             for i, label in marks]
     return svg(CHART_W, CHART_H, f"{label} per {'hour' if unit == 'h' else 'day'}",
                el("text", label, x=0, y=14, fill="#0f172a", font_size=13, font_weight="bold"),
                el("text", f"max {top:,}", x=CHART_W - 4, y=14, fill="#64748b", font_size=11, text_anchor="end"),
