@@ -3,7 +3,7 @@
 (.../report). `register(app)` adds them to the `sms` typer app (cli/sms.py calls it).
 
 For a person, `stats` shows the funnel, the messages delivered and clicks per hour
-(cli/charts.py) and the breakdowns, so it reads the report's data; `--json` prints the
+(cli/charts.py) and the breakdowns, so it reads the timeline too; `--json` prints the
 statistics alone, exactly the API's `data`.
 """
 
@@ -54,16 +54,18 @@ def render_stats(r: dict[str, Any], timeline: dict[str, Any] | None = None) -> A
 
 def sms_stats(ctx: typer.Context, campaign_id: CampaignId, as_json: JsonOption = False) -> None:
     """A campaign's statistics and real cost, with its deliveries and clicks per hour (GET /v1/sms-campaigns/:id/statistics)."""
+    from marketing_cli.services.sms import stats
+
     s = state(ctx)
+    figures = stats.campaign_statistics(s.conn(), s.workspace_id(), campaign_id)
     if as_json:
-        from marketing_cli.services.sms import stats
-
-        emit(stats.campaign_statistics(s.conn(), s.workspace_id(), campaign_id), True)
+        emit(figures, True)
         return
-    from marketing_cli.services.sms import report
+    from marketing_cli.services.sms import timeline
 
-    data = report.campaign_report(s.conn(), s.workspace_id(), campaign_id)
-    emit(data, False, lambda d: render_stats(d["statistics"], d["timeline"]))
+    # Not the report's data: its recipients per country scan the messages, which this view does not show.
+    line = timeline.campaign_timeline(s.conn(), s.workspace_id(), campaign_id)
+    emit(figures, False, lambda r: render_stats(r, line))
 
 
 def sms_timeline(ctx: typer.Context, campaign_id: CampaignId, as_json: JsonOption = False) -> None:

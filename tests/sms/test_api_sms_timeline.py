@@ -43,3 +43,13 @@ def test_the_report_through_both_faces(client: Any, auth: dict, conn: sqlite3.Co
     assert str(out) in result.stdout
     page = out.read_text(encoding="utf-8")
     assert "Recipients by country" in page and "STOP replies" in page and "&lt;script&gt;x" in page
+
+
+def test_the_stats_command_shows_the_hours_and_json_stays_the_statistics(
+        cli: Any, cli_json: Any, client: Any, auth: dict, conn: sqlite3.Connection, workspace: dict) -> None:
+    cid = factories.sms_timeline_world(conn, workspace["id"], factories.timeline_start(100))
+    assert cli_json("sms", "stats", cid) == client.get(f"/v1/sms-campaigns/{cid}/statistics", headers=auth).json()["data"]
+    out = cli("sms", "stats", cid).stdout  # not a terminal: the chart's plain lines
+    hours = campaign_timeline(conn, workspace["id"], cid)["hours"]
+    assert "Deliveries and clicks per hour" in out and "total cost" in out
+    assert f"{hours[0]['start']}  deliv. 2  clicks 0" in out and f"{hours[2]['start']}  deliv. 0  clicks 3" in out
