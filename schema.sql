@@ -814,3 +814,161 @@ ALTER TABLE domains ADD COLUMN operator_verified_at TEXT;
 -- (a permanent error, or its last attempt), so the job's gave-up hook cancelled it and
 -- refunded every message never handed to a provider (services/sms/expansion.py).
 ALTER TABLE sms_campaigns ADD COLUMN status_detail TEXT;
+
+-- version: 16
+-- timelines: per-hour counts of each campaign's events, so a timeline (GET
+-- /v1/campaigns/:id/timeline, GET /v1/sms-campaigns/:id/timeline; docs/statistics.md) reads at
+-- most a few thousand small rows whatever the number of messages. `hour` is the first 13
+-- characters of the event's UTC timestamp ('2026-11-25T17'). The triggers count each event
+-- column when it goes from NULL to a value, as the step 9 counters do, so every writer keeps
+-- them right; total opens are counted by services/email/stats.py's record_open (the open's
+-- time is not kept on the message). The step fills both tables from the events already
+-- recorded; before it only the first open of a message had a time, so a message's earlier
+-- opens all count in the hour of its first one.
+CREATE TABLE email_campaign_hours (
+    campaign_id TEXT NOT NULL REFERENCES campaigns(id) ON DELETE CASCADE,
+    hour TEXT NOT NULL,
+    variant_id TEXT NOT NULL,
+    sent INTEGER NOT NULL DEFAULT 0,       -- handed to the transport: delivered or failed
+    delivered INTEGER NOT NULL DEFAULT 0,
+    unique_opens INTEGER NOT NULL DEFAULT 0,
+    total_opens INTEGER NOT NULL DEFAULT 0,
+    unique_clicks INTEGER NOT NULL DEFAULT 0,
+    total_clicks INTEGER NOT NULL DEFAULT 0,
+    unsubscribed INTEGER NOT NULL DEFAULT 0,
+    bounced INTEGER NOT NULL DEFAULT 0,
+    complained INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (campaign_id, hour, variant_id)
+) WITHOUT ROWID;
+CREATE TRIGGER email_hours_delivered AFTER UPDATE OF delivered_at ON email_messages
+WHEN OLD.delivered_at IS NULL AND NEW.delivered_at IS NOT NULL BEGIN
+    INSERT INTO email_campaign_hours (campaign_id, hour, variant_id, sent, delivered)
+    VALUES (NEW.campaign_id, substr(NEW.delivered_at, 1, 13), NEW.variant_id, 1, 1)
+    ON CONFLICT (campaign_id, hour, variant_id) DO UPDATE SET sent = sent + 1, delivered = delivered + 1;
+END;
+CREATE TRIGGER email_hours_failed AFTER UPDATE OF failed_at ON email_messages
+WHEN OLD.failed_at IS NULL AND NEW.failed_at IS NOT NULL BEGIN
+    INSERT INTO email_campaign_hours (campaign_id, hour, variant_id, sent)
+    VALUES (NEW.campaign_id, substr(NEW.failed_at, 1, 13), NEW.variant_id, 1)
+    ON CONFLICT (campaign_id, hour, variant_id) DO UPDATE SET sent = sent + 1;
+END;
+CREATE TRIGGER email_hours_opened AFTER UPDATE OF opened_at ON email_messages
+WHEN OLD.opened_at IS NULL AND NEW.opened_at IS NOT NULL BEGIN
+    INSERT INTO email_campaign_hours (campaign_id, hour, variant_id, unique_opens)
+    VALUES (NEW.campaign_id, substr(NEW.opened_at, 1, 13), NEW.variant_id, 1)
+    ON CONFLICT (campaign_id, hour, variant_id) DO UPDATE SET unique_opens = unique_opens + 1;
+END;
+CREATE TRIGGER email_hours_clicked AFTER UPDATE OF clicked_at ON email_messages
+WHEN OLD.clicked_at IS NULL AND NEW.clicked_at IS NOT NULL BEGIN
+    INSERT INTO email_campaign_hours (campaign_id, hour, variant_id, unique_clicks)
+    VALUES (NEW.campaign_id, substr(NEW.clicked_at, 1, 13), NEW.variant_id, 1)
+    ON CONFLICT (campaign_id, hour, variant_id) DO UPDATE SET unique_clicks = unique_clicks + 1;
+END;
+CREATE TRIGGER email_hours_unsubscribed AFTER UPDATE OF unsubscribed_at ON email_messages
+WHEN OLD.unsubscribed_at IS NULL AND NEW.unsubscribed_at IS NOT NULL BEGIN
+    INSERT INTO email_campaign_hours (campaign_id, hour, variant_id, unsubscribed)
+    VALUES (NEW.campaign_id, substr(NEW.unsubscribed_at, 1, 13), NEW.variant_id, 1)
+    ON CONFLICT (campaign_id, hour, variant_id) DO UPDATE SET unsubscribed = unsubscribed + 1;
+END;
+CREATE TRIGGER email_hours_bounced AFTER UPDATE OF bounced_at ON email_messages
+WHEN OLD.bounced_at IS NULL AND NEW.bounced_at IS NOT NULL BEGIN
+    INSERT INTO email_campaign_hours (campaign_id, hour, variant_id, bounced)
+    VALUES (NEW.campaign_id, substr(NEW.bounced_at, 1, 13), NEW.variant_id, 1)
+    ON CONFLICT (campaign_id, hour, variant_id) DO UPDATE SET bounced = bounced + 1;
+END;
+CREATE TRIGGER email_hours_complained AFTER UPDATE OF complained_at ON email_messages
+WHEN OLD.complained_at IS NULL AND NEW.complained_at IS NOT NULL BEGIN
+    INSERT INTO email_campaign_hours (campaign_id, hour, variant_id, complained)
+    VALUES (NEW.campaign_id, substr(NEW.complained_at, 1, 13), NEW.variant_id, 1)
+    ON CONFLICT (campaign_id, hour, variant_id) DO UPDATE SET complained = complained + 1;
+END;
+CREATE TRIGGER email_hours_click AFTER INSERT ON email_clicks WHEN NEW.machine = 0 BEGIN
+    INSERT INTO email_campaign_hours (campaign_id, hour, variant_id, total_clicks)
+    SELECT campaign_id, substr(NEW.clicked_at, 1, 13), variant_id, 1 FROM email_messages WHERE id = NEW.message_id
+    ON CONFLICT (campaign_id, hour, variant_id) DO UPDATE SET total_clicks = total_clicks + 1;
+END;
+INSERT INTO email_campaign_hours (campaign_id, hour, variant_id, sent, delivered, unique_opens, total_opens,
+                                  unique_clicks, total_clicks, unsubscribed, bounced, complained)
+SELECT campaign_id, hour, variant_id, sum(sent), sum(delivered), sum(unique_opens), sum(total_opens),
+       sum(unique_clicks), sum(total_clicks), sum(unsubscribed), sum(bounced), sum(complained)
+FROM (
+    SELECT campaign_id, variant_id, substr(delivered_at, 1, 13) AS hour, 1 AS sent, 1 AS delivered, 0 AS unique_opens,
+           0 AS total_opens, 0 AS unique_clicks, 0 AS total_clicks, 0 AS unsubscribed, 0 AS bounced, 0 AS complained
+    FROM email_messages WHERE delivered_at IS NOT NULL
+    UNION ALL SELECT campaign_id, variant_id, substr(failed_at, 1, 13), 1, 0, 0, 0, 0, 0, 0, 0, 0
+    FROM email_messages WHERE failed_at IS NOT NULL
+    UNION ALL SELECT campaign_id, variant_id, substr(opened_at, 1, 13), 0, 0, 1, open_count, 0, 0, 0, 0, 0
+    FROM email_messages WHERE opened_at IS NOT NULL
+    UNION ALL SELECT campaign_id, variant_id, substr(clicked_at, 1, 13), 0, 0, 0, 0, 1, 0, 0, 0, 0
+    FROM email_messages WHERE clicked_at IS NOT NULL
+    UNION ALL SELECT m.campaign_id, m.variant_id, substr(k.clicked_at, 1, 13), 0, 0, 0, 0, 0, 1, 0, 0, 0
+    FROM email_clicks k JOIN email_messages m ON m.id = k.message_id WHERE k.machine = 0
+    UNION ALL SELECT campaign_id, variant_id, substr(unsubscribed_at, 1, 13), 0, 0, 0, 0, 0, 0, 1, 0, 0
+    FROM email_messages WHERE unsubscribed_at IS NOT NULL
+    UNION ALL SELECT campaign_id, variant_id, substr(bounced_at, 1, 13), 0, 0, 0, 0, 0, 0, 0, 1, 0
+    FROM email_messages WHERE bounced_at IS NOT NULL
+    UNION ALL SELECT campaign_id, variant_id, substr(complained_at, 1, 13), 0, 0, 0, 0, 0, 0, 0, 0, 1
+    FROM email_messages WHERE complained_at IS NOT NULL
+) GROUP BY campaign_id, hour, variant_id;
+
+-- SMS: sent (handed to the provider), delivered, failed, STOP replies (unsubscribed) and
+-- clicks (every click; unique: a message's first). Cost per hour is read from the ledger.
+CREATE TABLE sms_campaign_hours (
+    campaign_id TEXT NOT NULL REFERENCES sms_campaigns(id) ON DELETE CASCADE,
+    hour TEXT NOT NULL,
+    sent INTEGER NOT NULL DEFAULT 0,
+    delivered INTEGER NOT NULL DEFAULT 0,
+    failed INTEGER NOT NULL DEFAULT 0,
+    unique_clicks INTEGER NOT NULL DEFAULT 0,
+    total_clicks INTEGER NOT NULL DEFAULT 0,
+    unsubscribed INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (campaign_id, hour)
+) WITHOUT ROWID;
+CREATE TRIGGER sms_hours_sent AFTER UPDATE OF handed_at ON sms_messages
+WHEN OLD.handed_at IS NULL AND NEW.handed_at IS NOT NULL BEGIN
+    INSERT INTO sms_campaign_hours (campaign_id, hour, sent) VALUES (NEW.campaign_id, substr(NEW.handed_at, 1, 13), 1)
+    ON CONFLICT (campaign_id, hour) DO UPDATE SET sent = sent + 1;
+END;
+CREATE TRIGGER sms_hours_delivered AFTER UPDATE OF delivered_at ON sms_messages
+WHEN OLD.delivered_at IS NULL AND NEW.delivered_at IS NOT NULL BEGIN
+    INSERT INTO sms_campaign_hours (campaign_id, hour, delivered)
+    VALUES (NEW.campaign_id, substr(NEW.delivered_at, 1, 13), 1)
+    ON CONFLICT (campaign_id, hour) DO UPDATE SET delivered = delivered + 1;
+END;
+CREATE TRIGGER sms_hours_failed AFTER UPDATE OF failed_at ON sms_messages
+WHEN OLD.failed_at IS NULL AND NEW.failed_at IS NOT NULL BEGIN
+    INSERT INTO sms_campaign_hours (campaign_id, hour, failed) VALUES (NEW.campaign_id, substr(NEW.failed_at, 1, 13), 1)
+    ON CONFLICT (campaign_id, hour) DO UPDATE SET failed = failed + 1;
+END;
+CREATE TRIGGER sms_hours_unsubscribed AFTER UPDATE OF unsubscribed_at ON sms_messages
+WHEN OLD.unsubscribed_at IS NULL AND NEW.unsubscribed_at IS NOT NULL BEGIN
+    INSERT INTO sms_campaign_hours (campaign_id, hour, unsubscribed)
+    VALUES (NEW.campaign_id, substr(NEW.unsubscribed_at, 1, 13), 1)
+    ON CONFLICT (campaign_id, hour) DO UPDATE SET unsubscribed = unsubscribed + 1;
+END;
+-- A message's first click is its unique one: sms_clicks_message (message_id, id) finds an earlier one.
+CREATE TRIGGER sms_hours_click AFTER INSERT ON sms_clicks BEGIN
+    INSERT INTO sms_campaign_hours (campaign_id, hour, unique_clicks, total_clicks)
+    SELECT campaign_id, substr(NEW.clicked_at, 1, 13),
+           NOT EXISTS (SELECT 1 FROM sms_clicks k WHERE k.message_id = NEW.message_id AND k.id < NEW.id), 1
+    FROM sms_messages WHERE id = NEW.message_id
+    ON CONFLICT (campaign_id, hour) DO UPDATE SET unique_clicks = unique_clicks + excluded.unique_clicks,
+                                                  total_clicks = total_clicks + 1;
+END;
+INSERT INTO sms_campaign_hours (campaign_id, hour, sent, delivered, failed, unique_clicks, total_clicks, unsubscribed)
+SELECT campaign_id, hour, sum(sent), sum(delivered), sum(failed), sum(unique_clicks), sum(total_clicks),
+       sum(unsubscribed)
+FROM (
+    SELECT campaign_id, substr(handed_at, 1, 13) AS hour, 1 AS sent, 0 AS delivered, 0 AS failed,
+           0 AS unique_clicks, 0 AS total_clicks, 0 AS unsubscribed
+    FROM sms_messages WHERE handed_at IS NOT NULL
+    UNION ALL SELECT campaign_id, substr(delivered_at, 1, 13), 0, 1, 0, 0, 0, 0 FROM sms_messages
+    WHERE delivered_at IS NOT NULL
+    UNION ALL SELECT campaign_id, substr(failed_at, 1, 13), 0, 0, 1, 0, 0, 0 FROM sms_messages
+    WHERE failed_at IS NOT NULL
+    UNION ALL SELECT campaign_id, substr(unsubscribed_at, 1, 13), 0, 0, 0, 0, 0, 1 FROM sms_messages
+    WHERE unsubscribed_at IS NOT NULL
+    UNION ALL SELECT m.campaign_id, substr(k.clicked_at, 1, 13), 0, 0, 0,
+           NOT EXISTS (SELECT 1 FROM sms_clicks e WHERE e.message_id = k.message_id AND e.id < k.id), 1, 0
+    FROM sms_clicks k JOIN sms_messages m ON m.id = k.message_id
+) GROUP BY campaign_id, hour;

@@ -585,3 +585,79 @@ def scheduled_ab_campaign(conn: sqlite3.Connection, workspace_id: int, html: str
         "schedule_type": "NOW",
         "ab_test": {"test_percentage": test_percentage, "winner_criterion": "OPENS", "wait_minutes": 0}})
     return created["id"]
+
+
+# --- campaign timelines (branch timelines) ------------------------------------------------
+
+
+def timeline_start(hours_ago: int = 100) -> Any:
+    """An hour boundary `hours_ago` hours before now (the first bucket of a timeline that starts
+    20 minutes after it); events placed at offsets from it fall in known buckets."""
+    from marketing_cli.kernel import timeline
+
+    return timeline.floor_hour(clock.utcnow() - timedelta(hours=hours_ago))
+
+
+def email_timeline_world(conn: sqlite3.Connection, workspace_id: int, first: Any,
+                         name: str = "Spring") -> dict[str, Any]:
+    """An A/B email campaign whose send started at `first` + 20 min, with events at known
+    times (offsets from `first`) through the recording functions: {"id", "messages"}."""
+    from marketing_cli.db import transaction
+    from marketing_cli.services.email import stats
+
+    def at(hours: float) -> str:
+        return clock.format_ts(first + timedelta(hours=hours))
+
+    campaign = email_campaign(conn, workspace_id, name, "AB_TESTING")
+    a = email_recipients(conn, workspace_id, campaign, ["a1@gmail.com", "a2@gmail.com", "a3@yahoo.com"])
+    b = email_recipients(conn, workspace_id, campaign, ["b1@gmail.com", "b2@icloud.com"], "B")
+    with transaction(conn):
+        conn.execute("UPDATE campaigns SET status = 'SENT', send_started_at = ? WHERE id = ?",
+                     (at(1 / 3), campaign["id"]))
+    [link_a] = stats.register_links(conn, campaign["id"], campaign["variants"]["A"], ["https://shop.example/a"]).values()
+    [link_b] = stats.register_links(conn, campaign["id"], campaign["variants"]["B"], ["https://shop.example/b"]).values()
+    for message in (*a, b[0]):
+        stats.record_delivery(conn, message, at=at(0.5))              # hour 0: 4 sent, 4 delivered
+    stats.record_failure(conn, b[1], "550 no such user", at=at(1.2))  # hour 1: 1 sent
+    stats.record_open(conn, a[0], at=at(1.5))                         # hour 1: unique and total
+    stats.record_open(conn, a[0], at=at(2.1))                         # hour 2: total
+    stats.record_open(conn, a[1], at=at(2.2), machine=True)           # counts nowhere
+    stats.record_open(conn, b[0], at=at(80))                          # day 0 (hours 72-95)
+    stats.record_click(conn, a[0], link_a, "desktop", "Windows", "FR", at=at(2.3))  # hour 2: unique + total
+    stats.record_click(conn, a[0], link_a, "desktop", "Windows", "FR", at=at(2.4))  # hour 2: total
+    stats.record_click(conn, a[1], link_a, "other", "Other", "US", machine=True, at=at(2.5))
+    stats.record_click(conn, b[0], link_b, "mobile", "iOS", "GB", at=at(97))  # day 1 (hours 96-119)
+    stats.record_unsubscribe(conn, a[1], at=at(3.0))
+    stats.record_bounce(conn, a[2], "hard", at=at(0.9))               # hour 0
+    stats.record_complaint(conn, a[0], at=at(71.5))                   # hour 71
+    return {"id": campaign["id"], "messages": [*a, *b]}
+
+
+def sms_timeline_world(conn: sqlite3.Connection, workspace_id: int, first: Any, name: str = "Autumn sale") -> str:
+    """An SMS campaign to three US numbers, sent now through the outbox, its start moved to
+    `first` + 20 min and its delivery reports, STOP reply and clicks written at known offsets
+    from `first` (as the webhooks and the short links write them); its id."""
+    from marketing_cli import jobs
+    from marketing_cli.db import transaction
+    from marketing_cli.services.sms import schedule
+
+    def at(hours: float) -> str:
+        return clock.format_ts(first + timedelta(hours=hours))
+
+    sms_ready(conn, workspace_id)
+    sms_contacts(conn, workspace_id, ["+14155550101", "+14155550102", "+14155550103"])
+    campaign = sms_campaign(conn, workspace_id, name)
+    schedule.schedule_campaign(conn, workspace_id, campaign["id"], {"schedule_type": "NOW"})
+    jobs.run_due(conn)
+    ids = [r[0] for r in conn.execute("SELECT id FROM sms_messages WHERE campaign_id = ? ORDER BY id",
+                                      (campaign["id"],))]
+    with transaction(conn):
+        conn.execute("UPDATE sms_campaigns SET queued_at = ? WHERE id = ?", (at(1 / 3), campaign["id"]))
+        conn.execute("UPDATE sms_messages SET status = 'delivered', delivered_at = ? WHERE id IN (?, ?)",
+                     (at(0.5), ids[0], ids[1]))                                          # hour 0
+        conn.execute("UPDATE sms_messages SET status = 'failed', failed_at = ? WHERE id = ?", (at(1.5), ids[2]))
+        conn.execute("UPDATE sms_messages SET unsubscribed_at = ? WHERE id = ?", (at(5.5), ids[1]))  # hour 5
+        conn.executemany("INSERT INTO sms_clicks (message_id, url, country, device_type, operating_system, clicked_at)"
+                         " VALUES (?, 'https://a.example', 'US', 'mobile', 'iOS', ?)",
+                         [(ids[0], at(2.1)), (ids[0], at(2.2)), (ids[1], at(2.3)), (ids[1], at(75))])
+    return str(campaign["id"])

@@ -24,11 +24,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from marketing_cli.kernel import timeline
 from marketing_cli.kernel.ids import HEX24_PATTERN
 from marketing_cli.services.contacts import audience, events, segment_filters, segments, tags, values
 from marketing_cli.services.contacts import records as contacts
 from marketing_cli.services.contacts import search as contact_search
 from marketing_cli.services.email import bounces, campaigns, domains, senders, templates
+from marketing_cli.services.email import timeline as email_timeline
 
 Schema = dict[str, Any]
 
@@ -77,6 +79,29 @@ def lenient_page_query(default_limit: int, max_limit: int) -> dict[str, Schema]:
     return {"page": {"type": "string", "description": "Page number from 1 (default 1; anything else reads as 1)."},
             "limit": {"type": "string", "description": f"Per page, 1-{max_limit} (default {default_limit}; "
                                                        "out of range is clamped, not an integer reads as the default)."}}
+
+
+def timeline_schema(series: tuple[str, ...], money: tuple[str, ...] = ()) -> Schema:
+    """A campaign timeline: buckets of counts (and decimal-string amounts) per hour, then per day."""
+    counts = {**{name: {"type": "integer", "minimum": 0} for name in series},
+              **{name: DECIMAL_STRING for name in money}}
+    bucket = obj({"start": {**TIMESTAMP, "description": "The bucket's start, UTC, on the hour."}, **counts},
+                 ("start", *series, *money))
+    return obj({
+        "campaign_id": HEX_ID, "status": {"type": "string"},
+        "started_at": {**NULLABLE_TIMESTAMP, "description": "When the send started; null before (no buckets)."},
+        "hours": array(bucket, maxItems=timeline.HOURS, description=(
+            f"One bucket per hour from the start hour, the first {timeline.HOURS} hours, through the current hour; "
+            "empty hours included.")),
+        "days": array(bucket, maxItems=timeline.DAYS, description=(
+            f"Then one bucket per 24 hours (at most {timeline.DAYS}), through the current one.")),
+        "totals": obj(counts, (*series, *money), description="The sums of the buckets."),
+    }, ("campaign_id", "status", "started_at", "hours", "days", "totals"))
+
+
+REPORT_PAGE: dict[str, Schema] = {"text/html": {"type": "string", "description": (
+    "One self-contained HTML page (inline CSS and SVG, no script, nothing fetched): the funnel, the timeline, "
+    "top links, providers, devices, countries and variants.")}}
 
 
 # Path parameters by name (Starlette's `{name}` or `{name:convertor}`).
@@ -341,6 +366,11 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
     ("GET", "/v1/campaigns/{campaign_id}/statistics"): {"summary": "An email campaign's statistics",
                                                         "envelope": "A",
                                                         "data": obj({"outbox": OUTBOX_DELIVERIES}, ("outbox",))},
+    ("GET", "/v1/campaigns/{campaign_id}/timeline"): {
+        "summary": "An email campaign's events per hour for 72 hours after the send started, then per day",
+        "envelope": "A", "data": timeline_schema(email_timeline.SERIES)},
+    ("GET", "/v1/campaigns/{campaign_id}/report"): {"summary": "An email campaign's report as an HTML page",
+                                                    "envelope": None, "media": REPORT_PAGE},
     ("POST", "/v1/campaigns/{campaign_id}/schedule"): {"summary": "Schedule an email campaign (NOW or LATER)",
                                                        "envelope": "A", "body": EMAIL_SCHEDULE, "data": ANY},
     ("POST", "/v1/campaigns/{campaign_id}/cancel"): {"summary": "Cancel a queued or sending campaign",
@@ -425,6 +455,7 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
 def _sms_operations() -> dict[tuple[str, str], dict[str, Any]]:
     try:
         from marketing_cli.services.sms import campaigns as sms
+        from marketing_cli.services.sms import timeline as sms_timeline
     except ImportError:  # the SMS branch is not merged
         return {}
     campaign = obj({"id": HEX_ID, "name": {"type": ["string", "null"]}, "message": {"type": ["string", "null"]},
@@ -457,6 +488,11 @@ def _sms_operations() -> dict[tuple[str, str], dict[str, Any]]:
                                                               "envelope": "A", "data": ANY},
         ("GET", "/v1/sms-campaigns/{campaign_id}/statistics"): {"summary": "An SMS campaign's statistics",
                                                                 "envelope": "A", "data": ANY},
+        ("GET", "/v1/sms-campaigns/{campaign_id}/timeline"): {
+            "summary": "An SMS campaign's messages, clicks, STOP replies and cost per hour for 72 hours, then per day",
+            "envelope": "A", "data": timeline_schema(sms_timeline.SERIES, ("cost",))},
+        ("GET", "/v1/sms-campaigns/{campaign_id}/report"): {"summary": "An SMS campaign's report as an HTML page",
+                                                            "envelope": None, "media": REPORT_PAGE},
         ("GET", "/v1/sms-campaigns/{campaign_id}/messages"): {
             "summary": "An SMS campaign's per-recipient messages and their states", "envelope": "A",
             "query": {**lenient_page_query(sms.DEFAULT_LIMIT, sms.MAX_LIMIT), "status": {"type": "string"}},

@@ -1,5 +1,6 @@
 """/v1 SMS: campaigns (POST, GET list, GET one, PATCH, schedule, cancel, archive,
-statistics) and POST /v1/sms/quote. Every answer is envelope A.
+statistics, timeline) and POST /v1/sms/quote. Every answer is envelope A, but the campaign's
+report: one self-contained HTML page (marketing_cli/reports/html.py).
 
 A path with an empty campaign id (`/v1/sms-campaigns//schedule`) answers the spec's
 "Please provide a campaign ID."; a malformed one "We could not find the campaign you are
@@ -9,13 +10,14 @@ looking for." (both 400).
 from __future__ import annotations
 
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
 from marketing_cli.api.auth import require_workspace
 from marketing_cli.api.calls import call
 from marketing_cli.api.responses import envelope_a, read_json
-from marketing_cli.services.sms import campaigns, schedule, stats
+from marketing_cli.reports import html
+from marketing_cli.services.sms import campaigns, report, schedule, stats, timeline
 
 
 def _id(request: Request) -> str:
@@ -67,6 +69,17 @@ async def campaign_statistics(request: Request) -> Response:
     return envelope_a(await call(request, stats.campaign_statistics, workspace_id, _id(request)))
 
 
+async def campaign_timeline(request: Request) -> Response:
+    workspace_id = require_workspace(request)
+    return envelope_a(await call(request, timeline.campaign_timeline, workspace_id, _id(request)))
+
+
+async def campaign_report(request: Request) -> Response:
+    workspace_id = require_workspace(request)
+    data = await call(request, report.campaign_report, workspace_id, _id(request))
+    return HTMLResponse(html.render(data), headers=html.PAGE_HEADERS)
+
+
 async def quote(request: Request) -> Response:
     workspace_id = require_workspace(request)
     body = await read_json(request, campaigns.INVALID_BODY)
@@ -84,5 +97,9 @@ routes = [
     Route("/v1/sms-campaigns/{campaign_id}/archive", archive_campaign, methods=["POST"]),
     Route("/v1/sms-campaigns/{campaign_id}/statistics", campaign_statistics, methods=["GET"]),
     Route("/v1/sms-campaigns//statistics", campaign_statistics, methods=["GET"]),
+    Route("/v1/sms-campaigns/{campaign_id}/timeline", campaign_timeline, methods=["GET"]),
+    Route("/v1/sms-campaigns//timeline", campaign_timeline, methods=["GET"]),
+    Route("/v1/sms-campaigns/{campaign_id}/report", campaign_report, methods=["GET"]),
+    Route("/v1/sms-campaigns//report", campaign_report, methods=["GET"]),
     Route("/v1/sms/quote", quote, methods=["POST"]),
 ]

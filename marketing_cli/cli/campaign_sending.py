@@ -1,7 +1,9 @@
 """`mkt campaigns schedule / cancel / resume / watch`: sending an email campaign.
 
 `register(app)` adds the commands to the `campaigns` typer app (cli/campaigns.py calls it).
-`watch` polls GET /v1/campaigns/:id's service and draws a progress bar until the send ends.
+`watch` polls GET /v1/campaigns/:id's service and draws a progress bar until the send ends,
+with the opens and clicks per hour of GET /v1/campaigns/:id/timeline below it (cli/charts.py),
+which grows a column per hour.
 """
 
 from __future__ import annotations
@@ -88,32 +90,55 @@ def watch_report(view: dict[str, Any]) -> str:
 def campaigns_watch(ctx: typer.Context, campaign_id: CampaignId,
                     once: Annotated[bool, typer.Option("--once", help="Print the progress once and exit.")] = False,
                     as_json: JsonOption = False) -> None:
-    """Follow a send with a progress bar (sent / total, rate, ETA, errors) until it ends."""
+    """Follow a send with a progress bar (sent / total, rate, ETA, errors) and the opens and clicks per hour until it ends."""
     from marketing_cli.services.email import campaigns
 
     s = state(ctx)
     view = campaigns.get_campaign(s.conn(), s.workspace_id(), campaign_id)
     if once or as_json or view["status"] in FINAL:
-        from rich.text import Text
-
-        emit(view.get("progress"), as_json, lambda _: Text(watch_report(view)))  # Text: no markup in a reason
+        emit(view.get("progress"), as_json, lambda _: _with_chart(s, view))
         return
+    from rich.live import Live
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("{task.fields[rate]}/s, {task.fields[failed]} failed"), TimeRemainingColumn())
-    with Progress(*columns) as bar:
-        task = bar.add_task(view["status"], total=None, rate=0, failed=0)
+    bar = Progress(*columns)
+    task = bar.add_task(view["status"], total=None, rate=0, failed=0)
+    with Live(bar, refresh_per_second=4) as live:
         while True:
             p = view.get("progress") or {"sent": 0, "total": None, "rate_per_second": 0, "failed": 0}
             where = " to the outbox, not to recipients" if p.get("outbox") else ""
             bar.update(task, description=view["status"] + where, completed=p["sent"], total=p["total"],
                        rate=p["rate_per_second"], failed=p["failed"])
+            live.update(_chart_below(s, view, bar))
             if view["status"] in FINAL:
                 break
             time.sleep(POLL_SECONDS)
             view = campaigns.get_campaign(s.conn(), s.workspace_id(), campaign_id)
     typer.echo(watch_report(view))
+
+
+def _chart_below(s: Any, view: dict[str, Any], top: Any) -> Any:
+    """`top` (the progress) and, once the send started and on a terminal, the opens and clicks
+    per hour so far (a pipe gets the progress alone: scripts read its lines)."""
+    from rich.console import Group
+
+    from marketing_cli.cli.campaign_stats import CHART_SERIES
+    from marketing_cli.cli.charts import TimelineChart
+    from marketing_cli.services.email import timeline
+
+    if not view.get("progress"):
+        return top
+    chart = TimelineChart(timeline.get_campaign_timeline(s.conn(), s.workspace_id(), view["id"]), CHART_SERIES,
+                          plain=False)
+    return Group(top, chart)
+
+
+def _with_chart(s: Any, view: dict[str, Any]) -> Any:
+    from rich.text import Text
+
+    return _chart_below(s, view, Text(watch_report(view)))  # Text: no markup in a reason
 
 
 def register(app: typer.Typer) -> None:

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
+from marketing_cli.cli import sms_stats
 from marketing_cli.cli.output import JsonOption, QuietOption, WideOption, emit, json_option, pairs, table, usage_error
 from marketing_cli.cli.registry import HELP
 from marketing_cli.cli.state import state
@@ -148,42 +149,6 @@ def sms_archive(ctx: typer.Context, campaign_id: CampaignId, as_json: JsonOption
     s = state(ctx)
     emit(campaigns.archive_campaign(s.conn(), s.workspace_id(), campaign_id), as_json,
          lambda r: f"Campaign {r['id']} archived")
-
-
-def render_stats(r: dict[str, Any]) -> Any:
-    from rich.console import Group
-    from rich.text import Text
-
-    agg = r["aggregate"]
-    base = agg["sent"] or 0
-    lines: list[Any] = [Text("SMS campaign statistics", style="bold")]
-    for key in ("sent", "delivered", "clicked", "failed", "unsubscribed", "suppressed"):
-        value = agg[key]
-        share = value / base if base and key != "sent" and key != "suppressed" else (1.0 if key == "sent" and base
-                                                                                      else 0.0)
-        bar = "█" * round(share * 30)
-        pct = f"{share * 100:5.1f}%" if key not in ("sent", "suppressed") else "      "
-        lines.append(Text(f"{key:<13}{value:>10,}  {pct}  {bar}"))
-    lines.append(Text(f"{'total cost':<13}{'$' + r['total_cost']:>10}"))
-    for name, key, label in (("clicks_by_country", "country", "Clicks by country"),
-                             ("clicks_by_device_type", "device_type", "Clicks by device"),
-                             ("clicks_by_os", "operating_system", "Clicks by OS")):
-        if r[name]:
-            lines.append(table([key, "clicks"], [(e[key], e["click_count"]) for e in r[name]], title=label))
-    if r["link_activity"]:
-        lines.append(table(["url", "total", "unique"],
-                           [(e["url"], e["total_clicks"], e["unique_clicks"]) for e in r["link_activity"]],
-                           title="Links"))
-    return Group(*lines)
-
-
-@app.command("stats")
-def sms_stats(ctx: typer.Context, campaign_id: CampaignId, as_json: JsonOption = False) -> None:
-    """A campaign's statistics and real cost (GET /v1/sms-campaigns/:id/statistics)."""
-    from marketing_cli.services.sms import stats
-
-    s = state(ctx)
-    emit(stats.campaign_statistics(s.conn(), s.workspace_id(), campaign_id), as_json, render_stats)
 
 
 @app.command("quote")
@@ -369,3 +334,6 @@ def sms_messages_cmd(
         ["id", "phone", "status", "segments", "price", "provider ref", "error"],
         [(m["id"], m["phone"], m["status"], m["segments"], m["price"], m["provider_ref"],
           f"{m['error_code']} {m['error_message'] or ''}".strip() if m["error_code"] else "") for m in r["messages"]]))
+
+
+sms_stats.register(app)

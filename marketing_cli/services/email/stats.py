@@ -237,10 +237,14 @@ def record_open(conn: sqlite3.Connection, message_id: int, *, machine: bool = Fa
             return False
         row = conn.execute(
             "UPDATE email_messages SET open_count = open_count + 1, opened_at = coalesce(opened_at, ?)"
-            " WHERE id = ? RETURNING contact_id, open_count = 1", (at, message_id)).fetchone()
+            " WHERE id = ? RETURNING contact_id, open_count = 1, campaign_id, variant_id", (at, message_id)).fetchone()
         if row is None:
             return False
         first = bool(row[1])
+        # The timeline's total opens (schema step 16): the message keeps only its first open's time.
+        conn.execute("INSERT INTO email_campaign_hours (campaign_id, hour, variant_id, total_opens)"
+                     " VALUES (?, substr(?, 1, 13), ?, 1) ON CONFLICT (campaign_id, hour, variant_id)"
+                     " DO UPDATE SET total_opens = total_opens + 1", (row[2], at, row[3]))
         conn.execute("UPDATE contacts SET total_opens = total_opens + 1, unique_opens = unique_opens + ?,"
                      " last_opened_at = max(coalesce(last_opened_at, ''), ?) WHERE id = ?", (int(first), at, row[0]))
     return first

@@ -1,0 +1,84 @@
+"""The buckets of a campaign timeline, and how hourly counts fold into them (docs/statistics.md).
+
+Both channels keep their events counted per UTC hour (schema step 16: `hour` is the first 13
+characters of the event's timestamp, `2026-11-25T17`). A timeline starts at the hour of the
+send's start (its timestamp floored to the hour) and has:
+
+- `hours`: one bucket per hour for the first HOURS (72) hours;
+- `days`: then one bucket per 24 hours, continuing from the end of the hourly part (so a day
+  bucket starts at the same hour of day as the send did), for at most DAYS days.
+
+Only buckets that have begun are listed (a bucket's start <= now), empty ones included: a
+campaign sent 5 hours ago has 6 hourly buckets and no daily one, one sent a week ago has 72
+and 4. So the number of points depends only on the start and the clock, never on which hours
+saw events, and a chart drawn while a send runs grows one point per hour. An event counted
+before the start hour (a clock step) counts in the first bucket; one after the last daily
+bucket is not drawn (it still counts in the statistics). No database here: the services read
+their hour rows and call `fold`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+HOURS = 72
+DAYS = 90
+HOUR = timedelta(hours=1)
+DAY = timedelta(days=1)
+
+
+def floor_hour(moment: datetime) -> datetime:
+    return moment.astimezone(timezone.utc).replace(minute=0, second=0, microsecond=0)
+
+
+def hour_of(key: str) -> datetime:
+    """The start of a stored hour key ('2026-11-25T17')."""
+    return datetime.fromisoformat(key[:13] + ":00:00+00:00")  # fromisoformat: ~20x faster than strptime
+
+
+def iso(moment: datetime) -> str:
+    """A bucket's start as RFC 3339 UTC with a trailing Z ('2026-11-25T17:00:00Z')."""
+    return moment.astimezone(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def bucket_starts(start: datetime, now: datetime) -> tuple[list[datetime], list[datetime]]:
+    """The hourly and the daily bucket starts of a timeline whose send started at `start`."""
+    first = floor_hour(start)
+    hours = [first + i * HOUR for i in range(HOURS) if first + i * HOUR <= now]
+    daily_from = first + HOURS * HOUR
+    days = [daily_from + i * DAY for i in range(DAYS) if daily_from + i * DAY <= now]
+    return hours, days
+
+
+def fold(start: datetime | None, now: datetime, counts: Iterable[tuple[str, Mapping[str, Any]]],
+         zero: Mapping[str, Any]) -> dict[str, Any]:
+    """{"hours": [...], "days": [...], "totals": {...}} of per-hour `counts` ((hour key, {name: n})).
+
+    Each bucket is {"start": iso, **one value per name of `zero`}; `zero` gives the names and
+    the zero of each (0, or Decimal 0 for money). `totals` sums the listed buckets. A timeline
+    that has not started (`start` None or after `now`) has no buckets."""
+    if start is None or start > now:
+        return {"hours": [], "days": [], "totals": dict(zero)}
+    hour_starts, day_starts = bucket_starts(start, now)
+    hours = [dict(zero) for _ in hour_starts]
+    days = [dict(zero) for _ in day_starts]
+    first = hour_starts[0]
+    for key, values in counts:
+        offset = max(0, int((hour_of(key) - first) / HOUR))
+        if offset < HOURS:
+            target = hours[offset] if offset < len(hours) else None
+        else:
+            index = (offset - HOURS) // 24
+            target = days[index] if index < len(days) else None
+        if target is not None:
+            for name in zero:
+                target[name] += values[name]
+    totals = dict(zero)
+    for bucket in (*hours, *days):
+        for name in zero:
+            totals[name] += bucket[name]
+    return {"hours": [{"start": iso(at), **b} for at, b in zip(hour_starts, hours, strict=True)],
+            "days": [{"start": iso(at), **b} for at, b in zip(day_starts, days, strict=True)],
+            "totals": totals}

@@ -1,0 +1,46 @@
+"""The data of an SMS campaign's report (`mkt sms report ID --html FILE`, and the dashboard's
+campaign page): one dict that marketing_cli/reports/html.py renders.
+
+The campaign (GET /v1/sms-campaigns/:id), its statistics (.../statistics: funnel, top links,
+devices, countries of clicks, the real cost) and its timeline (.../timeline), plus where the
+messages went: recipients per country with what they were charged (the ledger's charges are
+per batch, so the per-country figure is the messages' own charge, before refunds) and
+messages per provider.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from marketing_cli.kernel import clock
+from marketing_cli.services.sms import campaigns, ledger, stats, timeline
+
+
+def _by_country(conn: sqlite3.Connection, campaign_id: str) -> list[dict[str, Any]]:
+    rows = conn.execute(
+        "SELECT COALESCE(country, 'unknown') AS country, COUNT(*) AS messages, SUM(handed_at IS NOT NULL) AS sent,"
+        " SUM(delivered_at IS NOT NULL) AS delivered, SUM(price_units) AS units FROM sms_messages"
+        " WHERE campaign_id = ? GROUP BY 1 ORDER BY messages DESC, country", (campaign_id,)).fetchall()
+    return [{"country": r["country"], "messages": r["messages"], "sent": r["sent"], "delivered": r["delivered"],
+             "charged": ledger.money(ledger.from_units(r["units"] or 0))} for r in rows]
+
+
+def _by_provider(conn: sqlite3.Connection, campaign_id: str) -> list[dict[str, Any]]:
+    rows = conn.execute("SELECT provider, COUNT(*) AS n FROM sms_messages WHERE campaign_id = ?"
+                        " AND provider IS NOT NULL GROUP BY provider ORDER BY n DESC, provider", (campaign_id,))
+    return [{"provider": r["provider"], "messages": r["n"]} for r in rows]
+
+
+def campaign_report(conn: sqlite3.Connection, workspace_id: int, campaign_id: Any) -> dict[str, Any]:
+    """{"kind": "sms", "campaign", "statistics", "timeline", "by_country", "by_provider", "generated_at"}."""
+    campaign = campaigns.get_campaign(conn, workspace_id, campaign_id)
+    return {
+        "kind": "sms",
+        "campaign": campaign,
+        "statistics": stats.campaign_statistics(conn, workspace_id, campaign["id"]),
+        "timeline": timeline.campaign_timeline(conn, workspace_id, campaign["id"]),
+        "by_country": _by_country(conn, campaign["id"]),
+        "by_provider": _by_provider(conn, campaign["id"]),
+        "generated_at": clock.now(),
+    }

@@ -1,0 +1,55 @@
+"""GET /v1/sms-campaigns/:id/timeline (`mkt sms timeline ID`): an SMS campaign's messages
+sent, delivered and failed, clicks, STOP replies and cost per hour for the first 72 hours
+after the send started, per day after that.
+
+The counts come from `sms_campaign_hours` (schema step 16, kept by triggers on
+`sms_messages` and `sms_clicks`); the cost from the campaign's ledger entries (charges minus
+refunds, by the hour they were written: one charge per expansion batch), summed as Decimal
+and shown as decimal strings like every SMS amount, so the buckets' costs add up to the
+statistics' `total_cost`. The buckets are kernel/timeline.py's.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from decimal import Decimal
+from typing import Any
+
+from marketing_cli.db import read_snapshot
+from marketing_cli.kernel import clock, timeline
+from marketing_cli.services.sms import ledger
+from marketing_cli.services.sms.campaigns import campaign_row
+
+SERIES = ("sent", "delivered", "failed", "unique_clicks", "total_clicks", "unsubscribed")
+
+
+def _start(conn: sqlite3.Connection, row: sqlite3.Row) -> str | None:
+    """When the send started: the moment the campaign was due (scheduled_at, or queued_at for
+    NOW), once its expansion wrote a message; None before."""
+    if row["status"] == "DRAFT" or row["queued_at"] is None:
+        return None
+    if conn.execute("SELECT 1 FROM sms_messages WHERE campaign_id = ? LIMIT 1", (row["id"],)).fetchone() is None:
+        return None
+    return clock.format_ts(clock.parse_ts(row["scheduled_at"] or row["queued_at"]))
+
+
+def campaign_timeline(conn: sqlite3.Connection, workspace_id: int, campaign_id: Any) -> dict[str, Any]:
+    """The timeline object: {"campaign_id", "status", "started_at", "hours", "days", "totals"};
+    `cost` in each bucket and in totals is a decimal string (USD)."""
+    with read_snapshot(conn):
+        row = campaign_row(conn, workspace_id, campaign_id)
+        started = _start(conn, row)
+        hours: dict[str, dict[str, Any]] = {}
+        for r in conn.execute("SELECT hour, " + ", ".join(SERIES) + " FROM sms_campaign_hours"
+                              " WHERE campaign_id = ?", (row["id"],)):
+            hours[r["hour"]] = {**{name: r[name] for name in SERIES}, "cost": Decimal(0)}
+        for created_at, amount in conn.execute(
+                "SELECT created_at, amount FROM sms_ledger WHERE campaign_id = ? AND kind IN ('charge', 'refund')",
+                (row["id"],)):
+            bucket = hours.setdefault(created_at[:13], {**dict.fromkeys(SERIES, 0), "cost": Decimal(0)})
+            bucket["cost"] -= Decimal(amount)
+    folded = timeline.fold(clock.parse_ts(started) if started else None, clock.utcnow(), hours.items(),
+                           {**dict.fromkeys(SERIES, 0), "cost": Decimal(0)})
+    for bucket in (*folded["hours"], *folded["days"], folded["totals"]):
+        bucket["cost"] = ledger.money(bucket["cost"])
+    return {"campaign_id": row["id"], "status": row["status"], "started_at": started, **folded}
