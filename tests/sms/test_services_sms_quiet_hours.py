@@ -364,3 +364,45 @@ def test_a_window_longer_than_the_horizon_holds_to_its_end() -> None:
     now = datetime(2026, 12, 2, 12, tzinfo=UTC)
     v = quiet_hours.verdict(quiet_hours.place_of(FLORIDA), now, table)
     assert not v.open and v.until is not None and v.until - now > timedelta(days=10)
+
+
+def test_through_twilio_a_held_number_is_not_requested_until_its_window_opens(
+        conn: sqlite3.Connection, ws: int, fixed: Clock, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sms_providers, "BACKOFF_SECONDS", 0.01)
+    fixed.set("2026-12-02T01:30:00Z")
+    with f.TwilioStandIn() as server:
+        sms_providers.set_provider(conn, ws, "twilio", account_sid=f.TWILIO_SID, auth_token=f.TWILIO_TOKEN,
+                                   base_url=server.base_url)
+        cid = start(conn, ws, [FLORIDA, LONDON])["id"]
+        assert [r["form"]["To"] for r in server.received] == [LONDON]
+        fixed.set("2026-12-02T13:00:00Z")
+        assert jobs.run_due(conn) == {"processed": 1, "failed": 0}
+        assert [r["form"]["To"] for r in server.received] == [LONDON, FLORIDA]
+        fixed.set("2026-12-03T13:00:00Z")
+        assert jobs.run_due(conn) == {"processed": 0, "failed": 0}
+    assert {p: s for p, (s, _, _) in rows(conn, cid).items()} == {FLORIDA: "sent", LONDON: "sent"}
+    assert [k for k, _ in ledger(conn, cid)] == ["charge"]
+    assert campaigns.get_campaign(conn, ws, cid)["status"] == "COMPLETED"
+
+
+def test_a_window_that_closes_during_twilio_retries_puts_the_message_back_and_the_gate_holds_it(
+        conn: sqlite3.Connection, ws: int, fixed: Clock, monkeypatch: pytest.MonkeyPatch) -> None:
+    import time as time_module
+
+    monkeypatch.setattr(sms_providers, "BACKOFF_SECONDS", 0.01)
+    fixed.set("2026-12-02T00:59:59Z")  # 19:59:59 in Miami: one second of Florida's window left
+    real_sleep = time_module.sleep
+
+    def sleep_and_tick(seconds: float) -> None:  # a backoff that outlasts the window
+        fixed.set("2026-12-02T01:00:30Z")
+        real_sleep(min(seconds, 0.01))
+
+    monkeypatch.setattr(time_module, "sleep", sleep_and_tick)
+    with f.TwilioStandIn({FLORIDA: [(503, 20500), (201, None)]}) as server:
+        sms_providers.set_provider(conn, ws, "twilio", account_sid=f.TWILIO_SID, auth_token=f.TWILIO_TOKEN,
+                                   base_url=server.base_url)
+        cid = start(conn, ws, [FLORIDA])["id"]
+        assert len(server.received) == 1  # the 503; the retry came after 20:00 and was not made
+    assert rows(conn, cid)[FLORIDA] == ("held", "2026-12-02T13:00:00.000Z",
+                                        "quiet hours: US-FL 08:00-20:00 America/New_York")
+    assert [k for k, _ in ledger(conn, cid)] == ["charge"]  # charged once, not refunded
