@@ -38,7 +38,10 @@ def render_campaign(c: dict[str, Any]) -> Any:
         "id": c["id"], "name": c["name"], "status": c["status"],
         **({"status_detail": c["status_detail"]} if c.get("status_detail") else {}), "message": c["message"],
         "audience": json.dumps(c["audience"]), "scheduled_at": c["scheduled_at"],
-        "statistics": _stats_line(c["statistics"]), "created_at": c["created_at"], "updated_at": c["updated_at"],
+        "statistics": _stats_line(c["statistics"]),
+        **({"held by quiet hours": f"{c['quiet_hours']['held']:,} (the first until {c['quiet_hours']['next_release_at']})"}
+           if c.get("quiet_hours", {}).get("held") else {}),
+        "created_at": c["created_at"], "updated_at": c["updated_at"],
     }, title=f"SMS campaign {c['id']}")
 
 
@@ -168,6 +171,9 @@ def render_stats(r: dict[str, Any]) -> Any:
         pct = f"{share * 100:5.1f}%" if key not in ("sent", "suppressed") else "      "
         lines.append(Text(f"{key:<13}{value:>10,}  {pct}  {bar}"))
     lines.append(Text(f"{'total cost':<13}{'$' + r['total_cost']:>10}"))
+    if r["quiet_hours"]["held"]:
+        lines.append(Text(f"{'held':<13}{r['quiet_hours']['held']:>10,}  by quiet hours, the first until "
+                          f"{r['quiet_hours']['next_release_at']}"))
     for name, key, label in (("clicks_by_country", "country", "Clicks by country"),
                              ("clicks_by_device_type", "device_type", "Clicks by device"),
                              ("clicks_by_os", "operating_system", "Clicks by OS")):

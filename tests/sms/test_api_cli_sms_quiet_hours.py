@@ -132,3 +132,15 @@ def test_cli_check_reads_an_operators_table(cli: Callable[..., Any], tmp_path: P
     assert checked.exit_code == 0 and json.loads(checked.stdout) == {"rules": 2, "regions": ["US", "US-FL"]}
     refused = cli("sms", "quiet-hours", "check", str(bad))
     assert refused.exit_code == 1 and "line 2" in refused.stderr
+
+
+def test_jobs_run_refuses_to_start_on_an_unreadable_table(cli: Callable[..., Any], workspace: dict[str, Any],
+                                                          tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    broken = tmp_path / "broken.csv"
+    broken.write_text("region,days,hours\nUS,Mon,9-5\n", encoding="utf-8")
+    monkeypatch.setenv(quiet_hours.TABLE_ENV, str(broken))
+    result = cli("jobs", "run")
+    assert result.exit_code == 1 and f"{broken} line 2" in result.stderr
+    monkeypatch.setenv(quiet_hours.TABLE_ENV, str(tmp_path / "missing.csv"))
+    result = cli("jobs", "run")
+    assert result.exit_code == 1 and "MKT_SMS_QUIET_HOURS" in result.stderr

@@ -171,6 +171,12 @@ def current_table() -> Table:
     return _load(path, (st.st_mtime, st.st_size))
 
 
+def check_environment() -> None:
+    """`mkt jobs run` and `mkt serve` refuse to start on a quiet-hours table they cannot read or
+    parse (exit 1 with the file and line), as on a bad MKT_SMS_RATE: better than jobs failing later."""
+    current_table()
+
+
 def table_text() -> str:
     """The table in effect as CSV (`mkt sms quiet-hours show --csv`: a copy to edit)."""
     path = os.environ.get(TABLE_ENV, "").strip() or str(BUILT_IN)
