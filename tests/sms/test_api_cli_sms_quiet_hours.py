@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ REASON = "quiet hours: US-FL 08:00-20:00 America/New_York"
 @pytest.fixture(autouse=True)
 def _night_in_miami(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(quiet_hours.TABLE_ENV, raising=False)  # the built-in table
-    night = datetime(2026, 12, 2, 1, 30, tzinfo=timezone.utc)  # Tuesday 20:30 in Miami
+    night = datetime(2026, 12, 2, 1, 30, tzinfo=UTC)  # Tuesday 20:30 in Miami
     monkeypatch.setattr(clock, "utcnow", lambda: night)
 
 

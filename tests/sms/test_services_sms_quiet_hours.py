@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -16,11 +16,10 @@ import pytest
 from marketing_cli import jobs
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
-from marketing_cli.services.sms import campaigns, gate, messages, quiet_hours, schedule, stats
+from marketing_cli.services.sms import campaigns, gate, messages, places, quiet_hours, schedule, stats
 from marketing_cli.services.sms import providers as sms_providers
 from tests import factories as f
 
-UTC = timezone.utc
 FLORIDA, IDAHO, TOLL_FREE, TEXAS, CONNECTICUT = "+13055550100", "+12085550100", "+18005550100", "+15125550100", \
     "+12035550100"
 FRANCE, LONDON = "+33612345678", "+442071234567"
@@ -48,7 +47,7 @@ def fixed(monkeypatch: pytest.MonkeyPatch) -> Clock:
 
 
 def verdict(number: str, at: str) -> quiet_hours.Verdict:
-    return quiet_hours.verdict(quiet_hours.place_of(number), clock.parse_ts(at))
+    return quiet_hours.verdict(places.place_of(number), clock.parse_ts(at))
 
 
 def ts(v: datetime | None) -> str | None:
@@ -66,7 +65,7 @@ def test_a_florida_number_at_2030_local_time_is_held_until_0800_the_next_morning
 
 
 def test_a_number_in_two_zones_gets_only_the_hours_allowed_in_both() -> None:
-    place = quiet_hours.place_of(IDAHO)
+    place = places.place_of(IDAHO)
     assert place.zones == ("America/Boise", "America/Los_Angeles") and place.zone_known
     # 07:30 in Los Angeles is 08:30 in Boise: Boise may, Los Angeles may not.
     v = verdict(IDAHO, "2026-12-02T15:30:00Z")
@@ -109,7 +108,7 @@ def test_a_holiday_on_saturday_holds_until_monday() -> None:
 
 
 def test_an_unknown_zone_gets_the_hours_allowed_everywhere_in_its_country() -> None:
-    place = quiet_hours.place_of(TOLL_FREE)
+    place = places.place_of(TOLL_FREE)
     assert (place.country, place.region, place.zone_known) == ("US", None, False)
     assert {"America/New_York", "Pacific/Honolulu", "America/Anchorage"} <= set(place.zones)
     # Derived, not written down: CT's 09:00 in Honolulu to Florida's 20:00 in New York, i.e.
@@ -130,10 +129,10 @@ def test_etc_unknown_fails_closed_to_the_country_window(monkeypatch: pytest.Monk
     data = dict(tzdata.TIMEZONE_DATA)
     data["1305"] = ("Etc/Unknown",)
     monkeypatch.setattr(tzdata, "TIMEZONE_DATA", data)
-    monkeypatch.setattr(quiet_hours, "_PLACES", {})
-    place = quiet_hours.place_of("+13055550177")
+    monkeypatch.setattr(places, "_PLACES", {})
+    place = places.place_of("+13055550177")
     assert (place.region, place.zone_known) == ("US-FL", False)
-    assert set(place.zones) == set(quiet_hours.country_zones("US"))
+    assert set(place.zones) == set(places.country_zones("US"))
     v = quiet_hours.verdict(place, clock.parse_ts("2026-12-02T18:00:00Z"))  # 13:00 EST: 08:00 in Honolulu
     assert (v.open, ts(v.until)) == (True, "2026-12-03T01:00:00Z")  # Florida's 20:00 in New York
     assert not quiet_hours.verdict(place, clock.parse_ts("2026-12-02T17:59:00Z")).open
@@ -362,7 +361,7 @@ def test_the_messages_listing_filters_held(conn: sqlite3.Connection, ws: int, fi
 def test_a_window_longer_than_the_horizon_holds_to_its_end() -> None:
     table = quiet_hours.parse_table("region,days,hours\nUS,Mon-Sun,closed\n", "closed.csv")
     now = datetime(2026, 12, 2, 12, tzinfo=UTC)
-    v = quiet_hours.verdict(quiet_hours.place_of(FLORIDA), now, table)
+    v = quiet_hours.verdict(places.place_of(FLORIDA), now, table)
     assert not v.open and v.until is not None and v.until - now > timedelta(days=10)
 
 

@@ -27,7 +27,7 @@ from typing import Any
 from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
-from marketing_cli.services.sms import quiet_hours
+from marketing_cli.services.sms import places, quiet_hours
 
 log = logging.getLogger("mkt.sms")
 
@@ -46,7 +46,7 @@ class Gate:
 
     def closes_at(self, phone: str) -> str | None:
         """When the window of `phone` closes (RFC 3339 UTC), None when it never does (no rule, or gate off)."""
-        moment = self.closes.get(quiet_hours.gate_key(phone))
+        moment = self.closes.get(places.gate_key(phone))
         return clock.format_ts(moment) if moment is not None else None
 
 
@@ -61,10 +61,10 @@ def hold_closed(conn: sqlite3.Connection, workspace_id: int, where: str, params:
     if not enabled(conn, workspace_id):
         return Gate()
     now, table = clock.utcnow(), quiet_hours.current_table()
-    key = quiet_hours.gate_key_sql("phone")
+    key = places.gate_key_sql("phone")
     gate, closed, verdicts = Gate(), [], {}
     for k, phone in conn.execute(f"SELECT {key} AS k, MIN(phone) FROM sms_messages WHERE {where} GROUP BY k", params):
-        place = quiet_hours.place_of(phone)
+        place = places.place_of(phone)
         verdict = verdicts.get(place)
         if verdict is None:
             verdict = verdicts[place] = quiet_hours.verdict(place, now, table)
