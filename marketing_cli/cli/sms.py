@@ -386,9 +386,13 @@ def _render_quiet_hours(r: dict[str, Any]) -> Any:
 
     state_line = ("SMS quiet hours: on" if r["enabled"] else
                   f"SMS quiet hours: OFF since {r['off_since']} (texts go out at any hour)")
-    return Group(state_line, f"Table: {r['table']}",
-                 table(["region", "days", "hours", "source"],
-                       [(x["region"], x["days"], x["hours"], x["source"]) for x in r["rules"]]))
+    parts: list[Any] = [state_line, f"Table: {r['table']}",
+                        table(["region", "days", "hours", "source"],
+                              [(x["region"], x["days"], x["hours"], x["source"]) for x in r["rules"]])]
+    if r["changes"]:
+        parts.append(table(["when", "who", "change"], [(c["created_at"], c["actor"], c["detail"])
+                                                       for c in r["changes"]], title="Changes (operator log)"))
+    return Group(*parts)
 
 
 @quiet_app.command("show")

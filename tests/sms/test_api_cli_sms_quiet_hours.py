@@ -121,7 +121,11 @@ def test_cli_off_needs_the_flag_and_is_logged(cli: Callable[..., Any], cli_json:
     logged = conn.execute("SELECT action, actor, detail FROM operator_log WHERE workspace_id = ?",
                           (workspace["id"],)).fetchall()
     assert [r[0] for r in logged] == ["sms.quiet_hours.off"] and logged[0][1]
-    assert cli_json("sms", "quiet-hours", "on")["enabled"] is True
+    shown = cli("sms", "quiet-hours", "show")
+    assert "SMS quiet hours: OFF since" in shown.stdout and "turned OFF with --override-quiet-hours" in shown.stdout
+    back = cli_json("sms", "quiet-hours", "on")
+    assert back["enabled"] is True
+    assert [c["action"] for c in back["changes"]] == ["sms.quiet_hours.on", "sms.quiet_hours.off"]
 
 
 def test_cli_check_reads_an_operators_table(cli: Callable[..., Any], tmp_path: Path) -> None:

@@ -127,7 +127,8 @@ def show_settings(conn: sqlite3.Connection, workspace_id: int) -> dict[str, Any]
     table = quiet_hours.current_table()
     return {"enabled": row is None or row[0] is None, "off_since": row[0] if row else None,
             "table": table.origin,
-            "rules": [{"region": r.region, "days": r.days, "hours": r.hours, "source": r.source} for r in table.rules]}
+            "rules": [{"region": r.region, "days": r.days, "hours": r.hours, "source": r.source} for r in table.rules],
+            "changes": operator_log(conn, workspace_id, action="sms.quiet_hours.%", limit=10)}
 
 
 def set_enabled(conn: sqlite3.Connection, workspace_id: int, on: bool, *, override: bool = False) -> dict[str, Any]:
@@ -150,9 +151,10 @@ def set_enabled(conn: sqlite3.Connection, workspace_id: int, on: bool, *, overri
     return show_settings(conn, workspace_id)
 
 
-def operator_log(conn: sqlite3.Connection, workspace_id: int, limit: int = 50) -> list[dict[str, Any]]:
-    """The workspace's operator log, newest first."""
+def operator_log(conn: sqlite3.Connection, workspace_id: int, *, action: str = "%",
+                 limit: int = 50) -> list[dict[str, Any]]:
+    """The workspace's operator log (actions matching the LIKE pattern `action`), newest first."""
     return [{"id": r["id"], "actor": r["actor"], "action": r["action"], "detail": r["detail"],
              "created_at": r["created_at"]}
-            for r in conn.execute("SELECT * FROM operator_log WHERE workspace_id = ? ORDER BY id DESC LIMIT ?",
-                                  (workspace_id, limit))]
+            for r in conn.execute("SELECT * FROM operator_log WHERE workspace_id = ? AND action LIKE ?"
+                                  " ORDER BY id DESC LIMIT ?", (workspace_id, action, limit))]
