@@ -16,8 +16,8 @@ It runs in two phases, each in batches:
    each claimed batch through the quiet-hours gate first (gate.py): messages that may not be
    texted now wait as 'held', and the job is queued again for the instant the first may go.
 
-Then, once no message is pending or held, the campaign is COMPLETED. The job checks the campaign's status inside every batch's
-transaction, so a cancel stops it at the next batch.
+Then, once no message is pending or held, the campaign is COMPLETED. The job checks the
+campaign's status inside every batch's transaction, so a cancel stops it at the next batch.
 """
 
 from __future__ import annotations
