@@ -972,3 +972,25 @@ FROM (
            NOT EXISTS (SELECT 1 FROM sms_clicks e WHERE e.message_id = k.message_id AND e.id < k.id), 1, 0
     FROM sms_clicks k JOIN sms_messages m ON m.id = k.message_id
 ) GROUP BY campaign_id, hour;
+
+-- version: 17
+-- quiet-hours
+-- SMS quiet hours (services/sms/gate.py): a message the gate holds waits in status 'held' until
+-- held_until (UTC), with the rule that held it; the sms.expand job is queued again for that
+-- instant. The partial index finds the earliest release of a campaign without reading its
+-- other messages. sms_quiet_hours_off_at: when an operator turned the workspace's quiet hours
+-- off (`mkt sms quiet-hours off --override-quiet-hours`, CLI only); NULL = on, the default.
+-- operator_log: what an operator changed that an auditor asks about (who, when, what).
+ALTER TABLE sms_messages ADD COLUMN held_until TEXT;
+ALTER TABLE sms_messages ADD COLUMN held_reason TEXT;
+CREATE INDEX sms_messages_held ON sms_messages(campaign_id, held_until) WHERE status = 'held';
+ALTER TABLE workspaces ADD COLUMN sms_quiet_hours_off_at TEXT;
+CREATE TABLE operator_log (
+    id INTEGER PRIMARY KEY,
+    workspace_id INTEGER REFERENCES workspaces(id) ON DELETE CASCADE,
+    actor TEXT NOT NULL,                   -- the operating-system user who ran the command
+    action TEXT NOT NULL,                  -- sms.quiet_hours.off, sms.quiet_hours.on
+    detail TEXT,
+    created_at TEXT NOT NULL
+);
+CREATE INDEX operator_log_workspace ON operator_log(workspace_id, id);

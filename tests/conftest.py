@@ -45,6 +45,8 @@ def _env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MKT_WORKSPACE", raising=False)
     monkeypatch.delenv("MKT_SMTP_URL", raising=False)
     monkeypatch.setenv("MKT_OUTBOX", str(tmp_path / "outbox"))
+    # SMS quiet hours depend on the hour; tests of other things run at any hour of the wall clock.
+    monkeypatch.setenv("MKT_SMS_QUIET_HOURS", str(Path(__file__).parent / "data" / "quiet-hours-none.csv"))
     monkeypatch.setenv("COLUMNS", "200")
     monkeypatch.setenv("NO_COLOR", "1")
     monkeypatch.setenv("TERM", "dumb")

@@ -458,10 +458,19 @@ def _sms_operations() -> dict[tuple[str, str], dict[str, Any]]:
         from marketing_cli.services.sms import timeline as sms_timeline
     except ImportError:  # the SMS branch is not merged
         return {}
+    quiet_hours = obj({"held": {"type": "integer", "minimum": 0}, "next_release_at": NULLABLE_TIMESTAMP},
+                      ("held", "next_release_at"),
+                      description="Extension (docs/sms.md \"Quiet hours\"): messages waiting for their recipients' SMS "
+                                  "quiet hours to end, and when the first of them may go (UTC).")
     campaign = obj({"id": HEX_ID, "name": {"type": ["string", "null"]}, "message": {"type": ["string", "null"]},
                     "status": enum(sms.STATUSES), "status_detail": {"type": ["string", "null"]},
-                    "scheduled_at": NULLABLE_TIMESTAMP,
+                    "scheduled_at": NULLABLE_TIMESTAMP, "quiet_hours": quiet_hours,
                     "created_at": TIMESTAMP}, ("id", "status"))
+    message = obj({"id": {"type": "integer"}, "phone": {"type": "string"}, "status": {"type": "string"},
+                   "held_until": {**NULLABLE_TIMESTAMP, "description": "Extension: until when SMS quiet hours hold "
+                                  "(or held) the message, UTC; kept after it is sent."},
+                   "held_reason": {"type": ["string", "null"], "description": "Extension: the quiet-hours rule that "
+                                   "held the message, e.g. 'quiet hours: US-FL 08:00-20:00 America/New_York'."}})
     body = obj({"name": {"type": "string", "maxLength": sms.MAX_NAME},
                 "message": {"type": "string", "maxLength": sms.MAX_MESSAGE}, "audience": AUDIENCE})
     return {
@@ -487,7 +496,8 @@ def _sms_operations() -> dict[tuple[str, str], dict[str, Any]]:
         ("POST", "/v1/sms-campaigns/{campaign_id}/archive"): {"summary": "Archive an SMS campaign",
                                                               "envelope": "A", "data": ANY},
         ("GET", "/v1/sms-campaigns/{campaign_id}/statistics"): {"summary": "An SMS campaign's statistics",
-                                                                "envelope": "A", "data": ANY},
+                                                                "envelope": "A",
+                                                                "data": obj({"quiet_hours": quiet_hours})},
         ("GET", "/v1/sms-campaigns/{campaign_id}/timeline"): {
             "summary": "An SMS campaign's messages, clicks, STOP replies and cost per hour for 72 hours, then per day",
             "envelope": "A", "data": timeline_schema(sms_timeline.SERIES, ("cost",))},
@@ -496,7 +506,7 @@ def _sms_operations() -> dict[tuple[str, str], dict[str, Any]]:
         ("GET", "/v1/sms-campaigns/{campaign_id}/messages"): {
             "summary": "An SMS campaign's per-recipient messages and their states", "envelope": "A",
             "query": {**lenient_page_query(sms.DEFAULT_LIMIT, sms.MAX_LIMIT), "status": {"type": "string"}},
-            "data": ANY},
+            "data": obj({"messages": array(message)})},
         ("POST", "/v1/sms/quote"): {"summary": "The segments and price of an SMS message", "envelope": "A",
                                     "body": obj({"message": {"type": "string"}, "to": {"type": "string"}}),
                                     "data": ANY},

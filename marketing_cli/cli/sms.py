@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from marketing_cli.cli import sms_stats
+from marketing_cli.cli import sms_quiet_hours, sms_stats
 from marketing_cli.cli.output import JsonOption, QuietOption, WideOption, emit, json_option, pairs, table, usage_error
 from marketing_cli.cli.registry import HELP
 from marketing_cli.cli.state import state
@@ -36,7 +36,10 @@ def render_campaign(c: dict[str, Any]) -> Any:
         "id": c["id"], "name": c["name"], "status": c["status"],
         **({"status_detail": c["status_detail"]} if c.get("status_detail") else {}), "message": c["message"],
         "audience": json.dumps(c["audience"]), "scheduled_at": c["scheduled_at"],
-        "statistics": _stats_line(c["statistics"]), "created_at": c["created_at"], "updated_at": c["updated_at"],
+        "statistics": _stats_line(c["statistics"]),
+        **({"held by quiet hours": f"{c['quiet_hours']['held']:,} (the first until {c['quiet_hours']['next_release_at']})"}
+           if c.get("quiet_hours", {}).get("held") else {}),
+        "created_at": c["created_at"], "updated_at": c["updated_at"],
     }, title=f"SMS campaign {c['id']}")
 
 
@@ -319,8 +322,8 @@ def provider_show(ctx: typer.Context, as_json: JsonOption = False) -> None:
 def sms_messages_cmd(
     ctx: typer.Context,
     campaign_id: CampaignId,
-    status: Annotated[str | None, typer.Option(help="pending, sending, sent, delivered, undelivered, failed or "
-                                                    "suppressed.")] = None,
+    status: Annotated[str | None, typer.Option(help="pending, held, sending, sent, delivered, undelivered, failed "
+                                                    "or suppressed.")] = None,
     page: Annotated[int, typer.Option(help="Page number, from 1.")] = 1,
     limit: Annotated[int, typer.Option(help="Messages per page (1-100).")] = 50,
     as_json: JsonOption = False,
@@ -331,9 +334,11 @@ def sms_messages_cmd(
     s = state(ctx)
     result = sms_messages.list_messages(s.conn(), s.workspace_id(), campaign_id, status=status, page=page, limit=limit)
     emit(result, as_json, lambda r: table(
-        ["id", "phone", "status", "segments", "price", "provider ref", "error"],
+        ["id", "phone", "status", "segments", "price", "provider ref", "error", "held until", "held because"],
         [(m["id"], m["phone"], m["status"], m["segments"], m["price"], m["provider_ref"],
-          f"{m['error_code']} {m['error_message'] or ''}".strip() if m["error_code"] else "") for m in r["messages"]]))
+          f"{m['error_code']} {m['error_message'] or ''}".strip() if m["error_code"] else "",
+          m["held_until"] or "", m["held_reason"] or "") for m in r["messages"]]))
 
 
 sms_stats.register(app)
+sms_quiet_hours.register(app)

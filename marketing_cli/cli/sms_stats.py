@@ -38,6 +38,9 @@ def render_stats(r: dict[str, Any], timeline: dict[str, Any] | None = None) -> A
         pct = f"{share * 100:5.1f}%" if key not in ("sent", "suppressed") else "      "
         lines.append(Text(f"{key:<13}{value:>10,}  {pct}  {bar}"))
     lines.append(Text(f"{'total cost':<13}{'$' + r['total_cost']:>10}"))
+    if r["quiet_hours"]["held"]:
+        lines.append(Text(f"{'held':<13}{r['quiet_hours']['held']:>10,}  by quiet hours, the first until "
+                          f"{r['quiet_hours']['next_release_at']}"))
     if timeline is not None:
         lines += [Rule("Deliveries and clicks per hour", align="left"), TimelineChart(timeline, CHART_SERIES)]
     for name, key, label in (("clicks_by_country", "country", "Clicks by country"),

@@ -42,3 +42,11 @@ def test_wheel_install_in_clean_venv(tmp_path: Path) -> None:
     document = subprocess.run([str(venv / "bin" / "mkt"), "openapi"], capture_output=True, text=True, env=env,
                               cwd=tmp_path, timeout=120)
     assert document.returncode == 0 and json.loads(document.stdout)["openapi"].startswith("3.1.")
+    # The SMS quiet-hours rules are data files inside the package; the wheel reads its own.
+    assert (Path(site) / "services" / "sms" / "quiet_hours.csv").is_file()
+    assert (Path(site) / "services" / "sms" / "regions.csv").is_file()
+    built_in = {k: v for k, v in env.items() if k != "MKT_SMS_QUIET_HOURS"}
+    shown = subprocess.run([str(venv / "bin" / "mkt"), "--db", str(db), "sms", "quiet-hours", "show", "--json"],
+                           capture_output=True, text=True, env=built_in, cwd=tmp_path, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["table"] == "built-in" and json.loads(shown.stdout)["rules"]

@@ -46,7 +46,7 @@ def test_the_api_refuses_a_bad_status_an_unknown_campaign_and_no_key(client: Any
                                                                     campaign: dict[str, Any]) -> None:
     bad = client.get(f"/v1/sms-campaigns/{campaign['id']}/messages?status=lost", headers=auth)
     assert bad.status_code == 400
-    assert bad.json()["error"]["message"] == ("Invalid message status 'lost'. Valid statuses are: pending, sending,"
+    assert bad.json()["error"]["message"] == ("Invalid message status 'lost'. Valid statuses are: pending, held, sending,"
                                               " sent, delivered, undelivered, failed, suppressed.")
     unknown = client.get("/v1/sms-campaigns/" + "0" * 24 + "/messages", headers=auth)
     assert unknown.json()["error"] == {"status": 400, "message": "We could not find the campaign you are looking for."}

@@ -97,7 +97,8 @@ def message_counts(conn: sqlite3.Connection, ids: list[str]) -> dict[str, dict[s
     return out
 
 
-def campaign_view(row: sqlite3.Row, stats: dict[str, int], *, with_workspace: bool = True) -> dict[str, Any]:
+def campaign_view(row: sqlite3.Row, stats: dict[str, int], *, with_workspace: bool = True,
+                  held: dict[str, Any] | None = None) -> dict[str, Any]:
     view: dict[str, Any] = {"id": row["id"]}
     if with_workspace:
         view["workspace_id"] = row["workspace_id"]
@@ -109,6 +110,8 @@ def campaign_view(row: sqlite3.Row, stats: dict[str, int], *, with_workspace: bo
         "status_detail": row["status_detail"],
         "scheduled_at": row["scheduled_at"],
         "statistics": stats,
+        # Extension: messages waiting for their recipients' quiet hours to end (gate.py).
+        "quiet_hours": held or {"held": 0, "next_release_at": None},
         "created_at": row["created_at"],
         "updated_at": row["updated_at"],
     })
@@ -126,7 +129,10 @@ def campaign_row(conn: sqlite3.Connection, workspace_id: int, campaign_id: Any) 
 
 
 def _view(conn: sqlite3.Connection, row: sqlite3.Row, *, with_workspace: bool = True) -> dict[str, Any]:
-    return campaign_view(row, message_counts(conn, [row["id"]])[row["id"]], with_workspace=with_workspace)
+    from marketing_cli.services.sms.gate import held_counts
+
+    return campaign_view(row, message_counts(conn, [row["id"]])[row["id"]], with_workspace=with_workspace,
+                         held=held_counts(conn, [row["id"]])[row["id"]])
 
 
 # --- create, list, read, update --------------------------------------------------------
@@ -170,9 +176,12 @@ def list_campaigns(conn: sqlite3.Connection, workspace_id: int, *, page: Any = N
     total = conn.execute(f"SELECT COUNT(*) FROM sms_campaigns WHERE {where}", params).fetchone()[0]
     rows = conn.execute(f"SELECT * FROM sms_campaigns WHERE {where} ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?",
                         (*params, per_page, (page_number - 1) * per_page)).fetchall()
+    from marketing_cli.services.sms.gate import held_counts
+
     stats = message_counts(conn, [r["id"] for r in rows])
+    held = held_counts(conn, [r["id"] for r in rows])
     return {
-        "campaigns": [campaign_view(r, stats[r["id"]], with_workspace=False) for r in rows],
+        "campaigns": [campaign_view(r, stats[r["id"]], with_workspace=False, held=held[r["id"]]) for r in rows],
         "pagination": {"current_page": page_number, "per_page": per_page,
                        "total_pages": math.ceil(total / per_page), "total_count": total},
     }
@@ -247,9 +256,10 @@ def stop_queued(conn: sqlite3.Connection, row: sqlite3.Row, why: str, detail: st
     a provider is cancelled and refunded in one ledger entry, the queued job is dropped, and the
     campaign's reservation ends with its QUEUED state. (messages, units) refunded. Messages
     already handed over (`sent`, or `sending` to a network provider) stay charged."""
+    # Held messages (quiet hours) were never handed over either.
     count, units = conn.execute("SELECT COUNT(*), COALESCE(SUM(price_units), 0) FROM sms_messages"
-                                " WHERE campaign_id = ? AND status = 'pending'", (row["id"],)).fetchone()
-    conn.execute("UPDATE sms_messages SET status = 'cancelled' WHERE campaign_id = ? AND status = 'pending'",
+                                " WHERE campaign_id = ? AND status IN ('pending', 'held')", (row["id"],)).fetchone()
+    conn.execute("UPDATE sms_messages SET status = 'cancelled' WHERE campaign_id = ? AND status IN ('pending', 'held')",
                  (row["id"],))
     if units > 0:
         ledger.append(conn, row["workspace_id"], "refund", ledger.from_units(units),

@@ -12,10 +12,12 @@ It runs in two phases, each in batches:
    crash) is ignored by the UNIQUE key, and a batch that wrote nothing charges nothing:
    no recipient is ever charged twice. Recipients in countries without a price are
    `suppressed`: written, never charged.
-2. Hand-off: pending messages go to the workspace's provider (services/sms/providers.py).
+2. Hand-off: pending messages go to the workspace's provider (services/sms/providers.py),
+   each claimed batch through the quiet-hours gate first (gate.py): messages that may not be
+   texted now wait as 'held', and the job is queued again for the instant the first may go.
 
-Then the campaign is COMPLETED. The job checks the campaign's status inside every batch's
-transaction, so a cancel stops it at the next batch.
+Then, once no message is pending or held, the campaign is COMPLETED. The job checks the
+campaign's status inside every batch's transaction, so a cancel stops it at the next batch.
 """
 
 from __future__ import annotations
@@ -178,27 +180,35 @@ def _write_batches(conn: sqlite3.Connection, campaign: sqlite3.Row, insert: str,
     return True
 
 
-def hand_off(conn: sqlite3.Connection, campaign: sqlite3.Row) -> bool:
-    """Phase 2: pending messages to the provider, a batch at a time. False when cancelled."""
+CLAIMED = "campaign_id = ? AND status = 'sending'"
+
+
+def hand_off(conn: sqlite3.Connection, campaign: sqlite3.Row) -> bool | str:
+    """Phase 2: pending messages to the provider, a batch at a time, each batch through the
+    quiet-hours gate (gate.py) right before the provider call. False when cancelled; True when
+    every message was handed over; else the UTC instant the first held message may go."""
+    from marketing_cli.services.sms import gate
     from marketing_cli.services.sms.providers import Outgoing, get_provider
 
     workspace_id, cid = campaign["workspace_id"], campaign["id"]
     provider = get_provider(conn, workspace_id)
     sender = ledger.get_sender_id(conn, workspace_id)["sms_sender_id"] or ""
     size = batch_size()
-    # A network provider's batch left 'sending' by a crash is handed over again.
+    # A network provider's batch left 'sending' by a crash is handed over again; held messages
+    # whose window has opened go back in line.
     with transaction(conn):
         conn.execute("UPDATE sms_messages SET status = 'pending' WHERE campaign_id = ? AND status = 'sending'", (cid,))
+        gate.release_due(conn, cid)
+    claim = ("UPDATE sms_messages SET status = 'sending' WHERE id IN (SELECT id FROM sms_messages"
+             " WHERE campaign_id = ? AND status = 'pending' ORDER BY id LIMIT ?)")
     while True:
         if hasattr(provider, "send_claimed"):  # an in-database provider: one SQL statement per batch
             with transaction(conn):
                 if not _still_queued(conn, cid):
                     return False
-                claimed = conn.execute(
-                    "UPDATE sms_messages SET status = 'sending' WHERE id IN (SELECT id FROM sms_messages"
-                    " WHERE campaign_id = ? AND status = 'pending' ORDER BY id LIMIT ?)", (cid, size)).rowcount
-                if claimed == 0:
-                    return True
+                if conn.execute(claim, (cid, size)).rowcount == 0:
+                    return gate.next_release(conn, cid) or True
+                gate.hold_closed(conn, workspace_id, CLAIMED, (cid,))
                 prefix = provider.send_claimed(conn, workspace_id, cid, sender, campaign["message"])
                 conn.execute("UPDATE sms_messages SET status = 'sent', provider = ?, provider_ref = ? || id,"
                              " handed_at = ? WHERE campaign_id = ? AND status = 'sending'",
@@ -209,19 +219,19 @@ def hand_off(conn: sqlite3.Connection, campaign: sqlite3.Row) -> bool:
         with transaction(conn):
             if not _still_queued(conn, cid):
                 return False
-            rows = conn.execute(
-                "UPDATE sms_messages SET status = 'sending' WHERE id IN (SELECT id FROM sms_messages"
-                " WHERE campaign_id = ? AND status = 'pending' ORDER BY id LIMIT ?)"
-                " RETURNING id, phone, COALESCE(body, ?) AS body, segments", (cid, size, campaign["message"])).fetchall()
-            if not rows:
-                return True
-            outgoing = [Outgoing(r["id"], cid, sender, r["phone"], r["body"], r["segments"]) for r in rows]
-            if provider.in_database:
+            if conn.execute(claim, (cid, size)).rowcount == 0:
+                return gate.next_release(conn, cid) or True
+            opened = gate.hold_closed(conn, workspace_id, CLAIMED, (cid,))
+            rows = conn.execute(f"SELECT id, phone, COALESCE(body, ?) AS body, segments FROM sms_messages"
+                                f" WHERE {CLAIMED} ORDER BY id", (campaign["message"], cid)).fetchall()
+            outgoing = [Outgoing(r["id"], cid, sender, r["phone"], r["body"], r["segments"],
+                                 opened.closes_at(r["phone"])) for r in rows]
+            if provider.in_database and outgoing:
                 _record(conn, provider.name, provider.send(conn, workspace_id, outgoing))
-        if not provider.in_database:
+        if not provider.in_database and outgoing:
             receipts = provider.send(conn, workspace_id, outgoing)
             with transaction(conn):
-                refused = [r.message_id for r in receipts if not r.accepted]
+                refused = [r.message_id for r in receipts if not r.accepted and not r.held]
                 count, units = conn.execute(
                     f"SELECT COUNT(*), COALESCE(SUM(price_units), 0) FROM sms_messages WHERE status = 'sending'"
                     f" AND id IN ({', '.join('?' * len(refused)) or 'NULL'})", refused).fetchone()
@@ -236,13 +246,17 @@ def hand_off(conn: sqlite3.Connection, campaign: sqlite3.Row) -> bool:
 
 def _record(conn: sqlite3.Connection, provider: str, receipts: list[Any]) -> None:
     now = clock.now()
+    # A message whose window closed while the provider was still trying it goes back in line:
+    # the gate holds it on its next claim. Still charged once, never refunded.
+    conn.executemany("UPDATE sms_messages SET status = 'pending' WHERE id = ? AND status = 'sending'",
+                     [(r.message_id,) for r in receipts if r.held])
     conn.executemany(
         "UPDATE sms_messages SET status = ?, provider = ?, provider_ref = ?, handed_at = ?, failed_at = ?,"
         " error_code = ?, error_message = ? WHERE id = ? AND status = 'sending'",
         [("sent" if r.accepted else "failed", provider, r.reference, now if r.accepted else None,
           None if r.accepted else now, None if r.accepted else getattr(r, "code", None),
           None if r.accepted else r.error, r.message_id)
-         for r in receipts],
+         for r in receipts if not r.held],
     )
 
 
@@ -254,7 +268,12 @@ def expand_job(conn: sqlite3.Connection, job: dict[str, Any]) -> None:
         return  # cancelled (or deleted) meanwhile: nothing to do
     if campaign["expanded_at"] is None and not expand_recipients(conn, campaign):
         return
-    if not hand_off(conn, campaign):
+    handed = hand_off(conn, campaign)
+    if handed is False:
+        return
+    if isinstance(handed, str):  # messages held by quiet hours: this job comes back when the first may go
+        jobs.enqueue(conn, JOB_TYPE, {"campaign_id": campaign["id"]}, workspace_id=campaign["workspace_id"],
+                     dedupe_key=campaigns.job_key(campaign["id"]), run_at=handed, max_attempts=10)
         return
     with transaction(conn):
         now = clock.now()

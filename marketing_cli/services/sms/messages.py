@@ -10,9 +10,9 @@ from typing import Any
 from marketing_cli.errors import MktError
 from marketing_cli.services.sms import campaigns
 
-MESSAGE_STATUSES = ("pending", "sending", "sent", "delivered", "undelivered", "failed", "suppressed")
+MESSAGE_STATUSES = ("pending", "held", "sending", "sent", "delivered", "undelivered", "failed", "suppressed")
 INVALID_MESSAGE_STATUS = ("Invalid message status '{value}'. Valid statuses are: "
-                          "pending, sending, sent, delivered, undelivered, failed, suppressed.")
+                          "pending, held, sending, sent, delivered, undelivered, failed, suppressed.")
 
 
 def _money(units: int) -> str:
@@ -27,7 +27,9 @@ def message_view(r: sqlite3.Row) -> dict[str, Any]:
             "segments": r["segments"], "price": _money(r["price_units"]), "provider": r["provider"],
             "provider_ref": r["provider_ref"], "error_code": r["error_code"], "error_message": r["error_message"],
             "handed_at": r["handed_at"], "delivered_at": r["delivered_at"], "failed_at": r["failed_at"],
-            "unsubscribed_at": r["unsubscribed_at"]}
+            "unsubscribed_at": r["unsubscribed_at"],
+            # quiet hours (gate.py): until when the message is (or was) held, and by which rule
+            "held_until": r["held_until"], "held_reason": r["held_reason"]}
 
 
 def list_messages(conn: sqlite3.Connection, workspace_id: int, campaign_id: Any, *, status: Any = None,

@@ -34,6 +34,7 @@ class Outgoing:
     to: str
     body: str
     segments: int
+    closes_at: str | None = None  # RFC 3339 UTC: the quiet-hours window closes then (gate.py); None: never
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,7 @@ class Receipt:
     reference: str | None = None
     error: str | None = None
     code: str | None = None
+    held: bool = False  # not tried: the quiet-hours window closed first; the message goes back in line
 
 
 class SmsProvider(Protocol):
@@ -130,6 +132,8 @@ class TwilioProvider:
                 time.sleep(min(30.0, delay))
                 retry_after = None
             self.pacer.wait()  # every request counts against the rate, retries included
+            if m.closes_at is not None and clock.now() >= m.closes_at:
+                return Receipt(m.message_id, False, held=True)  # quiet hours began while it waited its turn
             try:
                 response = client.post(self.url, data=form, auth=self._auth)
             except httpx.HTTPError as exc:
