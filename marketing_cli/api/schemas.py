@@ -24,8 +24,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from marketing_cli.kernel import limits
 from marketing_cli.kernel.ids import HEX24_PATTERN
-from marketing_cli.services.contacts import audience, events, segment_filters, segments, tags, values
+from marketing_cli.services.contacts import audience, batches, events, segment_filters, segments, tags, values
 from marketing_cli.services.contacts import records as contacts
 from marketing_cli.services.contacts import search as contact_search
 from marketing_cli.services.email import bounces, campaigns, domains, senders, templates
@@ -115,7 +116,7 @@ CONTACT = obj({
 # include_segment_ids for SEGMENTS; any other is ignored, whatever it holds) and both
 # exclude lists always.
 IDS: Schema = {"type": ["array", "null"], "items": {"type": "integer"}}
-AUDIENCE = {
+AUDIENCE_ENTRY = {
     **obj({"type": enum(audience.AUDIENCE_TYPES), "include_tag_ids": {}, "include_segment_ids": {},
            "exclude_tag_ids": IDS, "exclude_segment_ids": IDS}, ("type",)),
     "allOf": [
@@ -125,6 +126,20 @@ AUDIENCE = {
          "then": {"properties": {"include_segment_ids": IDS}}},
     ],
 }
+# An Audience object, or a non-empty list of them (services/contacts/audience.validate_audience).
+AUDIENCE = {"anyOf": [AUDIENCE_ENTRY, array(AUDIENCE_ENTRY, minItems=1, maxItems=limits.AUDIENCE_ENTRIES)]}
+# Create and update take the same members (spec: "same members as Create Field").
+FIELD_BODY = obj({
+    "label": {"type": "string"},
+    "merge_tag": {"type": "string"},
+    "type": enum(values.FIELD_TYPES),
+    "definition": {"type": "string", "description": "Comma-separated options (dropdown types)."},
+    "default_value": {"type": "string"},
+    "required": {"type": "boolean"},
+    "default_region": {"type": "string", "description": "ISO 3166-1 alpha-2: the region of phone numbers "
+                                                         "written without a leading + (phone_number field)."},
+    "immutable": {"type": "boolean", "description": "true is refused: immutable fields are built in."},
+})
 TAG_IDS = obj({"tag_ids": array(INT_ID, minItems=1)}, ("tag_ids",))
 SEGMENT_FILTER = obj({
     "type": enum(segment_filters.FILTER_TYPES),
@@ -247,7 +262,9 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                                                 "delimiter": enum((",", ";", "\t", "|", "comma", "semicolon", "tab",
                                                                    "pipe")),
                                                 "encoding": {"type": "string"}, "date_format": {"type": "string"},
-                                                "day_first": {"type": "boolean"}},
+                                                "day_first": {"type": "boolean"},
+                                                "batch_size": {"type": "integer", "minimum": 1,
+                                                               "maximum": batches.MAX_BATCH_SIZE}},
                                       "data": ANY},
     ("GET", "/v1/contacts/export"): {"summary": "Export contacts as CSV or JSON lines (streamed)", "envelope": None,
                                      "query": {"format": enum(("csv", "jsonl")), "fields": {"type": "string"}},
@@ -261,11 +278,9 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
     ("GET", "/v1/fields"): {"summary": "The workspace's contact fields", "envelope": "B", "data": array(FIELD)},
     ("POST", "/v1/fields"): {"links": [("PATCH", "/v1/fields/{field_id}", {"field_id": "id"})],
                              "summary": "Create a custom field", "envelope": "B", "status": 201,
-                             "body": obj({"label": {"type": "string"}, "merge_tag": {"type": "string"},
-                                          "type": enum(values.FIELD_TYPES)}),
-                             "data": FIELD},
-    ("PATCH", "/v1/fields/{field_id}"): {"summary": "Update a custom field", "envelope": "B",
-                                         "body": obj({"label": {"type": "string"}}), "data": FIELD},
+                             "body": FIELD_BODY, "data": FIELD},
+    ("PATCH", "/v1/fields/{field_id}"): {"summary": "Update a custom field (its type cannot change)", "envelope": "B",
+                                         "body": FIELD_BODY, "data": FIELD},
     ("GET", "/v1/tags"): {"summary": "The workspace's tags", "envelope": "B", "data": array(TAG)},
     ("POST", "/v1/tags"): {"summary": "Create a tag", "envelope": "B", "status": 201,
                            "body": obj({"name": {"type": "string", "minLength": 1, "maxLength": tags.MAX_NAME}}, ("name",)),
@@ -371,7 +386,9 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
     ("GET", "/v1/domains"): {"summary": "The workspace's sending domains", "envelope": "A", "data": array(DOMAIN)},
     ("POST", "/v1/domains"): {"links": [("GET", "/v1/domains/{domain_id}", {"domain_id": "id"})],
                               "summary": "Add a sending domain", "envelope": "A", "status": 201,
-                              "body": obj({"domain_name": {"type": "string", "minLength": 1, "maxLength": domains.MAX_NAME}}),
+                              "body": obj({name: {"type": "string", "minLength": 1, "maxLength": domains.MAX_NAME,
+                                                  **({} if name == "domain_name" else {"description": "Same as domain_name."})}
+                                           for name in domains.NAME_MEMBERS}),
                               "data": DOMAIN},
     ("GET", "/v1/domains/{domain_id}"): {"summary": "A sending domain", "envelope": "A", "data": DOMAIN},
     ("POST", "/v1/domains/{domain_id}/verify"): {"summary": "Check a domain's DNS records", "envelope": "A",
