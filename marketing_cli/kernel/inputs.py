@@ -88,12 +88,25 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+_EXACT_INT = 2**53  # beyond it a float no longer holds every whole number
+
+
+def _number(text: str) -> int | float:
+    """A JSON number with a fraction or exponent: a whole one (`3.0`, `1e3`) is the integer it
+    equals. JSON and JSON Schema do not tell 3.0 from 3 ("integer" admits both), so an ID or a
+    count written either way means the same; a fraction stays a float."""
+    value = float(text)
+    if value.is_integer() and abs(value) < _EXACT_INT:
+        return int(value)
+    return value
+
+
 def parse_json(raw: bytes | str) -> Any:
     """Parse JSON text strictly: ValueError (or RecursionError) when it is not JSON.
 
     NaN and Infinity are refused: they are not JSON, and the encoder cannot write them.
     """
-    return json.loads(raw, parse_constant=_reject_constant)
+    return json.loads(raw, parse_constant=_reject_constant, parse_float=_number)
 
 
 def decode_json(raw: bytes | str, invalid_message: str) -> Any:
