@@ -252,3 +252,11 @@ def test_a_whole_number_written_with_a_fraction_is_that_integer(client: Any, aut
     assert response.json()["data"]["pagination"]["limit"] == 10
     response = client.post("/v1/contacts/search", headers=auth, json={"limit": 10.5})
     assert error_of(response) == (400, "The member 'limit' must be an integer.")
+
+
+def test_an_editor_template_with_an_invalid_import_format_is_refused(client: Any, auth: dict[str, str]) -> None:
+    # Found by Schemathesis: {"name": "n]", "type": "editor", "import_format": "\t..."} was created (201).
+    response = client.post("/v1/templates", headers=auth, json={"name": "T", "type": "editor", "import_format": "x"})
+    assert error_of(response) == (400, "Please provide a valid import format. Must be 'html', 'zip', or 'url'.")
+    response = client.post("/v1/templates", headers=auth, json={"name": "T", "type": "editor", "import_format": None})
+    assert response.status_code == 201
