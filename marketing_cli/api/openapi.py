@@ -125,7 +125,8 @@ def _parameters(path: str, declared: dict[str, Any]) -> list[dict[str, Any]]:
                "schema": schemas.PATH_PARAMETERS.get(name, {"type": "string"})}
               for name in _PARAMETER.findall(path)]
     for name, schema in declared.get("query", {}).items():
-        param: dict[str, Any] = {"name": name, "in": "query", "required": False, "schema": schema}
+        param: dict[str, Any] = {"name": name, "in": "query", "required": name in declared.get("query_required", ()),
+                                 "schema": schema}
         if schema.get("type") == "array":
             param.update(style="form", explode=True)
         params.append(param)

@@ -13,6 +13,7 @@ An operation is a dict:
   body        JSON Schema of the JSON request body (absent: no body)
   body_media  the body's media types when it is not JSON (contacts import: CSV)
   query       {name: schema} of the query parameters
+  query_required  the names of the query parameters that must be sent
   auth        "key" (default), "optional" (a key changes the answer) or "none"
   media       {media type: schema} of a non-JSON success response
   errors      {status: {media type: schema}} of errors that are not the JSON error body
@@ -25,7 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from marketing_cli.kernel import limits
-from marketing_cli.kernel.ids import HEX24_PATTERN
+from marketing_cli.kernel.ids import HEX24_PATTERN, MAX_INT_ID
 from marketing_cli.services.contacts import audience, batches, events, segment_filters, segments, tags, values
 from marketing_cli.services.contacts import records as contacts
 from marketing_cli.services.contacts import search as contact_search
@@ -37,10 +38,16 @@ Schema = dict[str, Any]
 
 ANY: Schema = {}
 HEX_ID: Schema = {"type": "string", "pattern": f"^{HEX24_PATTERN}$"}
-INT_ID: Schema = {"type": "integer", "minimum": 1}
+INT_ID: Schema = {"type": "integer", "minimum": 1, "maximum": MAX_INT_ID}
 TIMESTAMP: Schema = {"type": "string", "format": "date-time"}
 NULLABLE_TIMESTAMP: Schema = {"type": ["string", "null"], "format": "date-time"}
 DECIMAL_STRING: Schema = {"type": "string", "pattern": r"^-?\d+(\.\d+)?$"}
+# A required name: the services trim it, and blank is refused with the endpoint's own message.
+NOT_BLANK = r"\S"
+
+
+def name(max_length: int) -> Schema:
+    return {"type": "string", "minLength": 1, "maxLength": max_length, "pattern": NOT_BLANK}
 
 
 def obj(properties: dict[str, Schema] | None = None, required: tuple[str, ...] = (), **extra: Any) -> Schema:
@@ -121,9 +128,12 @@ AUDIENCE_ENTRY = {
            "exclude_tag_ids": IDS, "exclude_segment_ids": IDS}, ("type",)),
     "allOf": [
         {"if": {"properties": {"type": {"const": "TAGS"}}},
-         "then": {"properties": {"include_tag_ids": IDS}}},
+         "then": {"required": ["include_tag_ids"],
+                  "properties": {"include_tag_ids": {"type": "array", "items": {"type": "integer"}, "minItems": 1}}}},
         {"if": {"properties": {"type": {"const": "SEGMENTS"}}},
-         "then": {"properties": {"include_segment_ids": IDS}}},
+         "then": {"required": ["include_segment_ids"],
+                  "properties": {"include_segment_ids": {"type": "array", "items": {"type": "integer"},
+                                                         "minItems": 1}}}},
     ],
 }
 # An Audience object, or a non-empty list of them (services/contacts/audience.validate_audience).
@@ -139,7 +149,7 @@ FIELD_BODY = obj({
     "default_region": {"type": "string", "description": "ISO 3166-1 alpha-2: the region of phone numbers "
                                                          "written without a leading + (phone_number field)."},
     "immutable": {"type": "boolean", "description": "true is refused: immutable fields are built in."},
-})
+}, ("label", "merge_tag", "type"))
 TAG_IDS = obj({"tag_ids": array(INT_ID, minItems=1)}, ("tag_ids",))
 SEGMENT_FILTER = obj({
     "type": enum(segment_filters.FILTER_TYPES),
@@ -148,10 +158,11 @@ SEGMENT_FILTER = obj({
                             | set(segment_filters.TAG_OPERATORS) | set(segment_filters.RATE_OPERATORS)
                             | set(segment_filters.ACTIVITY_OPERATORS))),
     "value": ANY,
-})
+}, ("type", "operator"))
 SEGMENT = obj({"id": INT_ID, "name": {"type": "string", "maxLength": 64}}, ("id", "name"))
 SEGMENT_FILTERS = obj({"condition": enum(("AND", "OR")),
-                       "filters": array(SEGMENT_FILTER, maxItems=segment_filters.MAX_FILTERS)})
+                       "filters": array(SEGMENT_FILTER, minItems=1, maxItems=segment_filters.MAX_FILTERS)},
+                      ("condition", "filters"))
 # Messages written to an outbox folder instead of being sent (they count in `delivered`).
 OUTBOX_DELIVERIES: Schema = {
     "type": ["object", "null"], "required": ["delivered", "path"],
@@ -225,7 +236,12 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                                          ("POST", "/v1/contacts/{contact_id}/tags/add", {"contact_id": "id"})],
                                "summary": "Create a contact", "envelope": "B", "status": 201,
                                "body": obj({"status": enum(contacts.STATUSES), "sms_status": enum(contacts.SMS_STATUSES),
-                                            "fields": {"type": "object"}, "tags": array(INT_ID)}),
+                                            "fields": {"type": "object", "required": ["email_address"],
+                                                       "properties": {"email_address": {"type": "string",
+                                                                                        "pattern": NOT_BLANK}},
+                                                       "additionalProperties": True,
+                                                       "description": "Values keyed by the workspace's merge tags."},
+                                            "tags": array(INT_ID)}, ("fields", "status")),
                                "data": CONTACT},
     ("POST", "/v1/contacts/upsert"): {"links": [("GET", "/v1/contacts/{contact_id}", {"contact_id": "id"})],
                                       "summary": "Create or update a contact by email address or phone number",
@@ -247,18 +263,21 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                                           "sort_by": enum(contact_search.SORT_COLUMNS),
                                           "sort_order": enum(contact_search.SORT_ORDERS),
                                           "fields": {"type": ["array", "null"], "items": obj({
-                                              "merge_tag": {"type": "string"}, "operator": enum(contact_search.OPERATORS),
+                                              "merge_tag": {"type": "string", "minLength": 1},
+                                              "operator": enum(contact_search.OPERATORS),
                                               "value": ANY}, ("merge_tag", "operator"))},
                                           "tags": {"type": ["array", "null"], "items": INT_ID},
                                       }),
                                       "data": ANY},
     ("GET", "/v1/contacts/by-phone"): {"summary": "Find a contact by phone number", "envelope": "B",
-                                       "query": {"phone_number": {"type": "string"}}, "data": CONTACT},
+                                       "query": {"phone_number": {"type": "string", "pattern": NOT_BLANK}},
+                                       "query_required": ("phone_number",),
+                                       "data": CONTACT},
     ("POST", "/v1/contacts/import"): {"summary": "Import contacts from a CSV file (the body)", "envelope": "B",
                                       "body_media": ("text/csv",),
                                       "query": {"dry_run": {"type": "boolean"}, "ignore_unknown": {"type": "boolean"},
                                                 "tag": array(INT_ID), "status": enum(contacts.STATUSES),
-                                                "map": array({"type": "string"}),
+                                                "map": array({"type": "string", "pattern": "^[^=]*\\S[^=]*=.*\\S"}),
                                                 "delimiter": enum((",", ";", "\t", "|", "comma", "semicolon", "tab",
                                                                    "pipe")),
                                                 "encoding": {"type": "string"}, "date_format": {"type": "string"},
@@ -283,7 +302,7 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                                          "body": FIELD_BODY, "data": FIELD},
     ("GET", "/v1/tags"): {"summary": "The workspace's tags", "envelope": "B", "data": array(TAG)},
     ("POST", "/v1/tags"): {"summary": "Create a tag", "envelope": "B", "status": 201,
-                           "body": obj({"name": {"type": "string", "minLength": 1, "maxLength": tags.MAX_NAME}}, ("name",)),
+                           "body": obj({"name": name(tags.MAX_NAME)}, ("name",)),
                            "data": TAG},
     # events
     ("POST", "/v1/events"): {"summary": "Track a custom event for a contact", "envelope": "B",
@@ -301,8 +320,7 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/v1/segments"): {"links": [("GET", "/v1/segments/{segment_id}", {"segment_id": "id"}),
                                          ("GET", "/v1/segments/{segment_id}/members", {"segment_id": "id"})],
                                "summary": "Create a segment", "envelope": "B", "status": 201,
-                               "body": obj({"name": {"type": "string", "maxLength": 64},
-                                            "filters": SEGMENT_FILTERS}),
+                               "body": obj({"name": name(64), "filters": SEGMENT_FILTERS}, ("name", "filters")),
                                "data": SEGMENT},
     ("GET", "/v1/segments"): {"summary": "The workspace's segments", "envelope": "B", "data": array(SEGMENT)},
     ("GET", "/v1/segments/{segment_id}"): {"summary": "A segment", "envelope": "B", "data": SEGMENT},
@@ -312,7 +330,8 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                                                     "status": 202, "data": ANY},
     ("POST", "/v1/audience/count"): {"summary": "How many contacts an audience reaches on a channel",
                                      "envelope": "B",
-                                     "body": obj({"audience": AUDIENCE, "channel": enum(audience.CHANNELS)}),
+                                     "body": obj({"audience": AUDIENCE, "channel": enum(audience.CHANNELS)},
+                                                 ("audience",)),
                                      "data": ANY},
     # email campaigns
     ("POST", "/v1/campaigns"): {"links": [(m, p, {"campaign_id": "id"}) for m, p in (
@@ -321,8 +340,7 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                                     ("GET", "/v1/campaigns/{campaign_id}/statistics"),
                                     ("POST", "/v1/campaigns/{campaign_id}/schedule"))],
                                 "summary": "Create an email campaign (DRAFT)", "envelope": "A", "status": 201,
-                                "body": obj({"name": {"type": "string", "maxLength": 255},
-                                             "type": enum(campaigns.TYPES)}),
+                                "body": obj({"name": name(255), "type": enum(campaigns.TYPES)}, ("name",)),
                                 "data": CAMPAIGN},
     ("GET", "/v1/campaigns"): {"summary": "The workspace's email campaigns", "envelope": "A",
                                "query": {**lenient_page_query(campaigns.DEFAULT_LIMIT, campaigns.MAX_LIMIT),
@@ -348,7 +366,8 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         "media": {"image/svg+xml": {"type": "string"}}},
     ("POST", "/v1/campaigns/{campaign_id}/test"): {"summary": "Send a test email of a variant", "envelope": "A",
                                                    "body": obj({"recipient": {"type": "string"},
-                                                                "variant_type": enum(campaigns.VARIANT_TYPES)}),
+                                                                "variant_type": enum(campaigns.VARIANT_TYPES)},
+                                                               ("recipient", "variant_type")),
                                                    "data": {"type": "string", "description": (
                                                        "A confirmation sentence: `... was sent to ADDRESS.`, or "
                                                        "`... was written to the outbox at PATH: nothing was sent.` "
@@ -364,18 +383,18 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                                                      "data": ANY},
     # bounces, templates
     ("POST", "/v1/bounces"): {"summary": "Record a bounce or a complaint", "envelope": "A", "status": 201,
-                              "body": obj({"email_address": {"type": "string", "minLength": 1}, "type": enum(bounces.TYPES),
-                                           "campaign_id": HEX_ID},
-                                          ("email_address",)),
+                              "body": obj({"email_address": {"type": "string", "pattern": NOT_BLANK},
+                                           "type": enum(bounces.TYPES), "campaign_id": HEX_ID},
+                                          ("email_address", "type")),
                               "data": ANY},
     ("POST", "/v1/templates"): {"links": [("GET", "/v1/templates/{id}", {"id": "id"})],
                                 "summary": "Import a template (HTML, ZIP, URL or editor JSON)", "envelope": "A",
                                 "status": 201,
-                                "body": obj({"name": {"type": "string", "maxLength": templates.MAX_NAME},
+                                "body": obj({"name": name(templates.MAX_NAME),
                                              "type": enum(("editor", "code")),
                                              "import_format": enum(templates.FORMATS),
                                              "content_base64": {"type": "string"}, "url": {"type": "string"},
-                                             "body_json": {"type": "object"}}),
+                                             "body_json": {"type": "object"}}, ("name", "type")),
                                 "data": ANY},
     ("GET", "/v1/templates"): {"summary": "The workspace's templates", "envelope": "A", "data": {"type": "array"}},
     ("GET", "/v1/templates/{id}"): {"summary": "A template", "envelope": "A", "data": {"type": "object"}},
@@ -399,8 +418,9 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                                         "summary": "Add a sender identity", "envelope": "A", "status": 201,
                                         "body": obj({"domain_id": INT_ID,
                                                      "local_part": {"type": "string", "maxLength": senders.MAX_LOCAL_PART},
-                                                     "display_name": {"type": "string",
-                                                                      "maxLength": senders.MAX_DISPLAY_NAME}}),
+                                                     "display_name": {**name(senders.MAX_DISPLAY_NAME),
+                                                                      "pattern": r"^[^\x00-\x1f\x7f]*\S[^\x00-\x1f\x7f]*$"}},
+                                                    ("domain_id", "local_part", "display_name")),
                                         "data": SENDER},
     ("GET", "/v1/sender-identities/{sender_id}"): {"summary": "A sender identity", "envelope": "A", "data": SENDER},
     # the API's own description
@@ -448,7 +468,7 @@ def _sms_operations() -> dict[tuple[str, str], dict[str, Any]]:
                     "status": enum(sms.STATUSES), "status_detail": {"type": ["string", "null"]},
                     "scheduled_at": NULLABLE_TIMESTAMP,
                     "created_at": TIMESTAMP}, ("id", "status"))
-    body = obj({"name": {"type": "string", "maxLength": sms.MAX_NAME},
+    body = obj({"name": name(sms.MAX_NAME),
                 "message": {"type": "string", "maxLength": sms.MAX_MESSAGE}, "audience": AUDIENCE})
     return {
         ("POST", "/v1/sms-campaigns"): {"links": [(m, p, {"campaign_id": "id"}) for m, p in (
@@ -457,7 +477,7 @@ def _sms_operations() -> dict[tuple[str, str], dict[str, Any]]:
                                             ("POST", "/v1/sms-campaigns/{campaign_id}/schedule"),
                                             ("POST", "/v1/sms-campaigns/{campaign_id}/archive"))],
                                         "summary": "Create an SMS campaign (DRAFT)", "envelope": "A", "status": 201,
-                                        "body": obj({"name": body["properties"]["name"]}),  # the rest: PATCH
+                                        "body": obj({"name": name(sms.MAX_NAME)}, ("name",)),  # the rest: PATCH
                                         "data": campaign},
         ("GET", "/v1/sms-campaigns"): {"summary": "The workspace's SMS campaigns", "envelope": "A",
                                        "query": {**lenient_page_query(sms.DEFAULT_LIMIT, sms.MAX_LIMIT),
@@ -479,7 +499,8 @@ def _sms_operations() -> dict[tuple[str, str], dict[str, Any]]:
             "query": {**lenient_page_query(sms.DEFAULT_LIMIT, sms.MAX_LIMIT), "status": {"type": "string"}},
             "data": ANY},
         ("POST", "/v1/sms/quote"): {"summary": "The segments and price of an SMS message", "envelope": "A",
-                                    "body": obj({"message": {"type": "string"}, "to": {"type": "string"}}),
+                                    "body": obj({"message": {"type": "string", "minLength": 1}, "to": {"type": "string"}},
+                                                ("message",)),
                                     "data": ANY},
     }
 
