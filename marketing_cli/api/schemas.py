@@ -46,6 +46,11 @@ DECIMAL_STRING: Schema = {"type": "string", "pattern": r"^-?\d+(\.\d+)?$"}
 NOT_BLANK = r"\S"
 
 
+# What services/email/senders._display_name refuses: C0 and C1 controls, DEL, line and paragraph separators.
+_NO_CONTROL = r"[^\x00-\x1f\x7f-\x9f\u2028\u2029]"
+DISPLAY_NAME_PATTERN = rf"^{_NO_CONTROL}*(?!\s){_NO_CONTROL}{_NO_CONTROL}*$"
+
+
 def name(max_length: int) -> Schema:
     return {"type": "string", "minLength": 1, "maxLength": max_length, "pattern": NOT_BLANK}
 
@@ -419,7 +424,7 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                                         "body": obj({"domain_id": INT_ID,
                                                      "local_part": {"type": "string", "maxLength": senders.MAX_LOCAL_PART},
                                                      "display_name": {**name(senders.MAX_DISPLAY_NAME),
-                                                                      "pattern": r"^[^\x00-\x1f\x7f]*\S[^\x00-\x1f\x7f]*$"}},
+                                                                      "pattern": DISPLAY_NAME_PATTERN}},
                                                     ("domain_id", "local_part", "display_name")),
                                         "data": SENDER},
     ("GET", "/v1/sender-identities/{sender_id}"): {"summary": "A sender identity", "envelope": "A", "data": SENDER},
