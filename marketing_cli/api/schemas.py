@@ -163,7 +163,8 @@ SEGMENT_FILTER = obj({
                             | set(segment_filters.TAG_OPERATORS) | set(segment_filters.RATE_OPERATORS)
                             | set(segment_filters.ACTIVITY_OPERATORS))),
     "value": ANY,
-}, ("type", "operator"))
+}, ("type", "operator"), allOf=[{"if": {"properties": {"type": {"const": "field"}}},  # spec: a field filter names its field
+                                 "then": {"required": ["field_id"], "properties": {"field_id": INT_ID}}}])
 SEGMENT = obj({"id": INT_ID, "name": {"type": "string", "maxLength": 64}}, ("id", "name"))
 SEGMENT_FILTERS = obj({"condition": enum(("AND", "OR")),
                        "filters": array(SEGMENT_FILTER, minItems=1, maxItems=segment_filters.MAX_FILTERS)},
@@ -203,12 +204,16 @@ SENDER = obj({"id": INT_ID, "display_name": {"type": "string"}, "local_part": {"
               "domain_name": {"type": "string"}}, ("id", "display_name", "local_part", "domain_name"))
 # Tracking links answer a person's browser: an unknown or expired token gets an HTML page.
 TRACKING_404: dict[str, Any] = {"404": {"text/html": {"type": "string"}}}
-SCHEDULE = obj({"schedule_type": enum(("NOW", "LATER")), "scheduled_at": TIMESTAMP}, ("schedule_type",))
+# LATER needs its time (the spec's "Scheduled date and time is required when schedule type is 'LATER'.").
+LATER_NEEDS_TIME: Schema = {"if": {"properties": {"schedule_type": {"const": "LATER"}}},
+                            "then": {"required": ["scheduled_at"], "properties": {"scheduled_at": TIMESTAMP}}}
+SCHEDULE = obj({"schedule_type": enum(("NOW", "LATER")), "scheduled_at": TIMESTAMP}, ("schedule_type",),
+               allOf=[LATER_NEEDS_TIME])
 EMAIL_SCHEDULE = obj({**SCHEDULE["properties"],
                       "ab_test": obj({"test_percentage": {"type": "integer", "minimum": 1, "maximum": 100},
                                       "winner_criterion": enum(("OPENS", "CLICKS")),
                                       "wait_minutes": {"type": "integer", "minimum": 0, "maximum": 43200}})},
-                     ("schedule_type",))
+                     ("schedule_type",), allOf=[LATER_NEEDS_TIME])
 
 # --- the operations ------------------------------------------------------------------------
 

@@ -124,7 +124,7 @@ REFUSALS: dict[str, str] = {
 
 
 def refusal_allowed(message: str) -> bool:
-    return any(re.fullmatch(pattern, message) for pattern in REFUSALS)
+    return any(re.fullmatch(pattern, message, re.DOTALL) for pattern in REFUSALS)  # a name may hold a newline
 
 
 @schemathesis.check
