@@ -20,7 +20,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect
 
-from marketing_cli.api import rates
+from marketing_cli.api import rates, strict
 from marketing_cli.api.auth import RateLimiter
 from marketing_cli.api.responses import (
     ShutdownGuard,
@@ -104,6 +104,7 @@ def create_app(db_path: str | os.PathLike[str] | None = None, *, worker: bool = 
         },
     )
     app.state.db = db
+    app.state.declared = strict.declarations(routes)  # what each operation accepts (api/strict.py)
     if body_timeout is not None:
         app.state.body_timeout = body_timeout
     app.state.public_rates_limiter = RateLimiter(60, 60.0, rates.PUBLIC_LIMIT)

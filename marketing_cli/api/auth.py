@@ -7,6 +7,7 @@ from collections import deque
 
 from starlette.requests import Request
 
+from marketing_cli.api.strict import check_query
 from marketing_cli.errors import MktError
 from marketing_cli.services.account import keys
 
@@ -16,16 +17,18 @@ def db_conn(request: Request):  # noqa: ANN201 - sqlite3.Connection
 
 
 def require_workspace(request: Request) -> int:
-    """The workspace of the request's key, or 401."""
-    return keys.authenticate(db_conn(request), request.headers.get("authorization"))
+    """The workspace of the request's key, or 401; then no undeclared query parameter (400)."""
+    workspace_id = keys.authenticate(db_conn(request), request.headers.get("authorization"))
+    check_query(request)
+    return workspace_id
 
 
 def optional_workspace(request: Request) -> int | None:
     """None without an Authorization header; the key's workspace, or 401, with one."""
     header = request.headers.get("authorization")
-    if header is None:
-        return None
-    return keys.authenticate(db_conn(request), header)
+    workspace_id = None if header is None else keys.authenticate(db_conn(request), header)
+    check_query(request)
+    return workspace_id
 
 
 class RateLimiter:

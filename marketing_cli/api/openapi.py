@@ -20,6 +20,7 @@ from starlette.routing import BaseRoute, Route
 
 from marketing_cli.api import schemas
 from marketing_cli.api.responses import JSONBody
+from marketing_cli.kernel.inputs import closed
 
 TITLE = "mkt: email and SMS marketing API"
 _CONVERTOR = re.compile(r"\{(\w+):[^}]+\}")
@@ -67,6 +68,8 @@ def declared_routes(routes: Iterable[BaseRoute]) -> list[tuple[str, str]]:
 
 def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
     kind = schema.get("type")
+    if kind is None and "anyOf" in schema:
+        return {**schema, "anyOf": [*schema["anyOf"], {"type": "null"}]}
     if kind is None:
         return schema
     kinds = kind if isinstance(kind, list) else [kind]
@@ -122,7 +125,8 @@ def _parameters(path: str, declared: dict[str, Any]) -> list[dict[str, Any]]:
                "schema": schemas.PATH_PARAMETERS.get(name, {"type": "string"})}
               for name in _PARAMETER.findall(path)]
     for name, schema in declared.get("query", {}).items():
-        param: dict[str, Any] = {"name": name, "in": "query", "required": False, "schema": schema}
+        param: dict[str, Any] = {"name": name, "in": "query", "required": name in declared.get("query_required", ()),
+                                 "schema": schema}
         if schema.get("type") == "array":
             param.update(style="form", explode=True)
         params.append(param)
@@ -132,7 +136,7 @@ def _parameters(path: str, declared: dict[str, Any]) -> list[dict[str, Any]]:
 def _request_body(declared: dict[str, Any]) -> dict[str, Any] | None:
     if "body" in declared:
         return {"required": not declared.get("body_optional"),
-                "content": {"application/json": {"schema": optional_members_nullable(declared["body"])}}}
+                "content": {"application/json": {"schema": closed(optional_members_nullable(declared["body"]))}}}
     if "body_media" in declared:
         return {"required": True, "content": {media: {"schema": {"type": "string"}} for media in declared["body_media"]}}
     return None

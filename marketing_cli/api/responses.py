@@ -18,6 +18,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from marketing_cli.api.strict import check_body
 from marketing_cli.db import storage_error
 from marketing_cli.encoding import dumps_bytes
 from marketing_cli.errors import MktError
@@ -90,14 +91,16 @@ async def read_json(request: Request, invalid_message: str = INVALID_BODY, *,
     """The decoded body. Over `max_bytes`: 413. Not JSON: 400 with the endpoint's message.
 
     An empty body gives `default` when the endpoint's members are all optional,
-    otherwise it cannot be parsed.
+    otherwise it cannot be parsed. A member the operation does not declare: 400 naming it.
     """
     raw = await read_body(request, max_bytes=max_bytes)
     if not raw.strip():
         if default is not None:
             return default
         raise MktError(400, invalid_message)
-    return decode_json(raw, invalid_message)
+    body = decode_json(raw, invalid_message)
+    check_body(request, body)  # no member the operation does not declare (api/strict.py)
+    return body
 
 
 async def mkt_error_handler(request: Request, exc: Exception) -> Response:

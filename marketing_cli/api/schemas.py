@@ -13,6 +13,7 @@ An operation is a dict:
   body        JSON Schema of the JSON request body (absent: no body)
   body_media  the body's media types when it is not JSON (contacts import: CSV)
   query       {name: schema} of the query parameters
+  query_required  the names of the query parameters that must be sent
   auth        "key" (default), "optional" (a key changes the answer) or "none"
   media       {media type: schema} of a non-JSON success response
   errors      {status: {media type: schema}} of errors that are not the JSON error body
@@ -24,9 +25,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from marketing_cli.kernel import timeline
-from marketing_cli.kernel.ids import HEX24_PATTERN
-from marketing_cli.services.contacts import audience, events, segment_filters, segments, tags, values
+from marketing_cli.kernel import limits, timeline
+from marketing_cli.kernel.ids import HEX24_PATTERN, MAX_INT_ID
+from marketing_cli.services.contacts import audience, batches, events, segment_filters, segments, tags, values
 from marketing_cli.services.contacts import records as contacts
 from marketing_cli.services.contacts import search as contact_search
 from marketing_cli.services.email import bounces, campaigns, domains, senders, templates
@@ -38,10 +39,21 @@ Schema = dict[str, Any]
 
 ANY: Schema = {}
 HEX_ID: Schema = {"type": "string", "pattern": f"^{HEX24_PATTERN}$"}
-INT_ID: Schema = {"type": "integer", "minimum": 1}
+INT_ID: Schema = {"type": "integer", "minimum": 1, "maximum": MAX_INT_ID}
 TIMESTAMP: Schema = {"type": "string", "format": "date-time"}
 NULLABLE_TIMESTAMP: Schema = {"type": ["string", "null"], "format": "date-time"}
 DECIMAL_STRING: Schema = {"type": "string", "pattern": r"^-?\d+(\.\d+)?$"}
+# A required name: the services trim it, and blank is refused with the endpoint's own message.
+NOT_BLANK = r"\S"
+
+
+# What services/email/senders._display_name refuses: C0 and C1 controls, DEL, line and paragraph separators.
+_NO_CONTROL = r"[^\x00-\x1f\x7f-\x9f\u2028\u2029]"
+DISPLAY_NAME_PATTERN = rf"^{_NO_CONTROL}*(?!\s){_NO_CONTROL}{_NO_CONTROL}*$"
+
+
+def name(max_length: int) -> Schema:
+    return {"type": "string", "minLength": 1, "maxLength": max_length, "pattern": NOT_BLANK}
 
 
 def obj(properties: dict[str, Schema] | None = None, required: tuple[str, ...] = (), **extra: Any) -> Schema:
@@ -140,16 +152,33 @@ CONTACT = obj({
 # include_segment_ids for SEGMENTS; any other is ignored, whatever it holds) and both
 # exclude lists always.
 IDS: Schema = {"type": ["array", "null"], "items": {"type": "integer"}}
-AUDIENCE = {
+AUDIENCE_ENTRY = {
     **obj({"type": enum(audience.AUDIENCE_TYPES), "include_tag_ids": {}, "include_segment_ids": {},
            "exclude_tag_ids": IDS, "exclude_segment_ids": IDS}, ("type",)),
     "allOf": [
         {"if": {"properties": {"type": {"const": "TAGS"}}},
-         "then": {"properties": {"include_tag_ids": IDS}}},
+         "then": {"required": ["include_tag_ids"],
+                  "properties": {"include_tag_ids": {"type": "array", "items": {"type": "integer"}, "minItems": 1}}}},
         {"if": {"properties": {"type": {"const": "SEGMENTS"}}},
-         "then": {"properties": {"include_segment_ids": IDS}}},
+         "then": {"required": ["include_segment_ids"],
+                  "properties": {"include_segment_ids": {"type": "array", "items": {"type": "integer"},
+                                                         "minItems": 1}}}},
     ],
 }
+# An Audience object, or a non-empty list of them (services/contacts/audience.validate_audience).
+AUDIENCE = {"anyOf": [AUDIENCE_ENTRY, array(AUDIENCE_ENTRY, minItems=1, maxItems=limits.AUDIENCE_ENTRIES)]}
+# Create and update take the same members (spec: "same members as Create Field").
+FIELD_BODY = obj({
+    "label": {"type": "string"},
+    "merge_tag": {"type": "string"},
+    "type": enum(values.FIELD_TYPES),
+    "definition": {"type": "string", "description": "Comma-separated options (dropdown types)."},
+    "default_value": {"type": "string"},
+    "required": {"type": "boolean"},
+    "default_region": {"type": "string", "description": "ISO 3166-1 alpha-2: the region of phone numbers "
+                                                         "written without a leading + (phone_number field)."},
+    "immutable": {"type": "boolean", "description": "true is refused: immutable fields are built in."},
+}, ("label", "merge_tag", "type"))
 TAG_IDS = obj({"tag_ids": array(INT_ID, minItems=1)}, ("tag_ids",))
 SEGMENT_FILTER = obj({
     "type": enum(segment_filters.FILTER_TYPES),
@@ -158,10 +187,12 @@ SEGMENT_FILTER = obj({
                             | set(segment_filters.TAG_OPERATORS) | set(segment_filters.RATE_OPERATORS)
                             | set(segment_filters.ACTIVITY_OPERATORS))),
     "value": ANY,
-})
+}, ("type", "operator"), allOf=[{"if": {"properties": {"type": {"const": "field"}}},  # spec: a field filter names its field
+                                 "then": {"required": ["field_id"], "properties": {"field_id": INT_ID}}}])
 SEGMENT = obj({"id": INT_ID, "name": {"type": "string", "maxLength": 64}}, ("id", "name"))
 SEGMENT_FILTERS = obj({"condition": enum(("AND", "OR")),
-                       "filters": array(SEGMENT_FILTER, maxItems=segment_filters.MAX_FILTERS)})
+                       "filters": array(SEGMENT_FILTER, minItems=1, maxItems=segment_filters.MAX_FILTERS)},
+                      ("condition", "filters"))
 # Messages written to an outbox folder instead of being sent (they count in `delivered`).
 OUTBOX_DELIVERIES: Schema = {
     "type": ["object", "null"], "required": ["delivered", "path"],
@@ -197,12 +228,16 @@ SENDER = obj({"id": INT_ID, "display_name": {"type": "string"}, "local_part": {"
               "domain_name": {"type": "string"}}, ("id", "display_name", "local_part", "domain_name"))
 # Tracking links answer a person's browser: an unknown or expired token gets an HTML page.
 TRACKING_404: dict[str, Any] = {"404": {"text/html": {"type": "string"}}}
-SCHEDULE = obj({"schedule_type": enum(("NOW", "LATER")), "scheduled_at": TIMESTAMP}, ("schedule_type",))
+# LATER needs its time (the spec's "Scheduled date and time is required when schedule type is 'LATER'.").
+LATER_NEEDS_TIME: Schema = {"if": {"properties": {"schedule_type": {"const": "LATER"}}},
+                            "then": {"required": ["scheduled_at"], "properties": {"scheduled_at": TIMESTAMP}}}
+SCHEDULE = obj({"schedule_type": enum(("NOW", "LATER")), "scheduled_at": TIMESTAMP}, ("schedule_type",),
+               allOf=[LATER_NEEDS_TIME])
 EMAIL_SCHEDULE = obj({**SCHEDULE["properties"],
                       "ab_test": obj({"test_percentage": {"type": "integer", "minimum": 1, "maximum": 100},
                                       "winner_criterion": enum(("OPENS", "CLICKS")),
                                       "wait_minutes": {"type": "integer", "minimum": 0, "maximum": 43200}})},
-                     ("schedule_type",))
+                     ("schedule_type",), allOf=[LATER_NEEDS_TIME])
 
 # --- the operations ------------------------------------------------------------------------
 
@@ -235,7 +270,12 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                                          ("POST", "/v1/contacts/{contact_id}/tags/add", {"contact_id": "id"})],
                                "summary": "Create a contact", "envelope": "B", "status": 201,
                                "body": obj({"status": enum(contacts.STATUSES), "sms_status": enum(contacts.SMS_STATUSES),
-                                            "fields": {"type": "object"}, "tags": array(INT_ID)}),
+                                            "fields": {"type": "object", "required": ["email_address"],
+                                                       "properties": {"email_address": {"type": "string",
+                                                                                        "pattern": NOT_BLANK}},
+                                                       "additionalProperties": True,
+                                                       "description": "Values keyed by the workspace's merge tags."},
+                                            "tags": array(INT_ID)}, ("fields", "status")),
                                "data": CONTACT},
     ("POST", "/v1/contacts/upsert"): {"links": [("GET", "/v1/contacts/{contact_id}", {"contact_id": "id"})],
                                       "summary": "Create or update a contact by email address or phone number",
@@ -257,22 +297,27 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                                           "sort_by": enum(contact_search.SORT_COLUMNS),
                                           "sort_order": enum(contact_search.SORT_ORDERS),
                                           "fields": {"type": ["array", "null"], "items": obj({
-                                              "merge_tag": {"type": "string"}, "operator": enum(contact_search.OPERATORS),
+                                              "merge_tag": {"type": "string", "minLength": 1},
+                                              "operator": enum(contact_search.OPERATORS),
                                               "value": ANY}, ("merge_tag", "operator"))},
                                           "tags": {"type": ["array", "null"], "items": INT_ID},
                                       }),
                                       "data": ANY},
     ("GET", "/v1/contacts/by-phone"): {"summary": "Find a contact by phone number", "envelope": "B",
-                                       "query": {"phone_number": {"type": "string"}}, "data": CONTACT},
+                                       "query": {"phone_number": {"type": "string", "pattern": NOT_BLANK}},
+                                       "query_required": ("phone_number",),
+                                       "data": CONTACT},
     ("POST", "/v1/contacts/import"): {"summary": "Import contacts from a CSV file (the body)", "envelope": "B",
                                       "body_media": ("text/csv",),
                                       "query": {"dry_run": {"type": "boolean"}, "ignore_unknown": {"type": "boolean"},
                                                 "tag": array(INT_ID), "status": enum(contacts.STATUSES),
-                                                "map": array({"type": "string"}),
+                                                "map": array({"type": "string", "pattern": "^[^=]*\\S[^=]*=.*\\S"}),
                                                 "delimiter": enum((",", ";", "\t", "|", "comma", "semicolon", "tab",
                                                                    "pipe")),
                                                 "encoding": {"type": "string"}, "date_format": {"type": "string"},
-                                                "day_first": {"type": "boolean"}},
+                                                "day_first": {"type": "boolean"},
+                                                "batch_size": {"type": "integer", "minimum": 1,
+                                                               "maximum": batches.MAX_BATCH_SIZE}},
                                       "data": ANY},
     ("GET", "/v1/contacts/export"): {"summary": "Export contacts as CSV or JSON lines (streamed)", "envelope": None,
                                      "query": {"format": enum(("csv", "jsonl")), "fields": {"type": "string"}},
@@ -286,14 +331,12 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
     ("GET", "/v1/fields"): {"summary": "The workspace's contact fields", "envelope": "B", "data": array(FIELD)},
     ("POST", "/v1/fields"): {"links": [("PATCH", "/v1/fields/{field_id}", {"field_id": "id"})],
                              "summary": "Create a custom field", "envelope": "B", "status": 201,
-                             "body": obj({"label": {"type": "string"}, "merge_tag": {"type": "string"},
-                                          "type": enum(values.FIELD_TYPES)}),
-                             "data": FIELD},
-    ("PATCH", "/v1/fields/{field_id}"): {"summary": "Update a custom field", "envelope": "B",
-                                         "body": obj({"label": {"type": "string"}}), "data": FIELD},
+                             "body": FIELD_BODY, "data": FIELD},
+    ("PATCH", "/v1/fields/{field_id}"): {"summary": "Update a custom field (its type cannot change)", "envelope": "B",
+                                         "body": FIELD_BODY, "data": FIELD},
     ("GET", "/v1/tags"): {"summary": "The workspace's tags", "envelope": "B", "data": array(TAG)},
     ("POST", "/v1/tags"): {"summary": "Create a tag", "envelope": "B", "status": 201,
-                           "body": obj({"name": {"type": "string", "minLength": 1, "maxLength": tags.MAX_NAME}}, ("name",)),
+                           "body": obj({"name": name(tags.MAX_NAME)}, ("name",)),
                            "data": TAG},
     # events
     ("POST", "/v1/events"): {"summary": "Track a custom event for a contact", "envelope": "B",
@@ -311,8 +354,7 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/v1/segments"): {"links": [("GET", "/v1/segments/{segment_id}", {"segment_id": "id"}),
                                          ("GET", "/v1/segments/{segment_id}/members", {"segment_id": "id"})],
                                "summary": "Create a segment", "envelope": "B", "status": 201,
-                               "body": obj({"name": {"type": "string", "maxLength": 64},
-                                            "filters": SEGMENT_FILTERS}),
+                               "body": obj({"name": name(64), "filters": SEGMENT_FILTERS}, ("name", "filters")),
                                "data": SEGMENT},
     ("GET", "/v1/segments"): {"summary": "The workspace's segments", "envelope": "B", "data": array(SEGMENT)},
     ("GET", "/v1/segments/{segment_id}"): {"summary": "A segment", "envelope": "B", "data": SEGMENT},
@@ -322,7 +364,8 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                                                     "status": 202, "data": ANY},
     ("POST", "/v1/audience/count"): {"summary": "How many contacts an audience reaches on a channel",
                                      "envelope": "B",
-                                     "body": obj({"audience": AUDIENCE, "channel": enum(audience.CHANNELS)}),
+                                     "body": obj({"audience": AUDIENCE, "channel": enum(audience.CHANNELS)},
+                                                 ("audience",)),
                                      "data": ANY},
     # email campaigns
     ("POST", "/v1/campaigns"): {"links": [(m, p, {"campaign_id": "id"}) for m, p in (
@@ -331,8 +374,7 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                                     ("GET", "/v1/campaigns/{campaign_id}/statistics"),
                                     ("POST", "/v1/campaigns/{campaign_id}/schedule"))],
                                 "summary": "Create an email campaign (DRAFT)", "envelope": "A", "status": 201,
-                                "body": obj({"name": {"type": "string", "maxLength": 255},
-                                             "type": enum(campaigns.TYPES)}),
+                                "body": obj({"name": name(255), "type": enum(campaigns.TYPES)}, ("name",)),
                                 "data": CAMPAIGN},
     ("GET", "/v1/campaigns"): {"summary": "The workspace's email campaigns", "envelope": "A",
                                "query": {**lenient_page_query(campaigns.DEFAULT_LIMIT, campaigns.MAX_LIMIT),
@@ -358,7 +400,8 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         "media": {"image/svg+xml": {"type": "string"}}},
     ("POST", "/v1/campaigns/{campaign_id}/test"): {"summary": "Send a test email of a variant", "envelope": "A",
                                                    "body": obj({"recipient": {"type": "string"},
-                                                                "variant_type": enum(campaigns.VARIANT_TYPES)}),
+                                                                "variant_type": enum(campaigns.VARIANT_TYPES)},
+                                                               ("recipient", "variant_type")),
                                                    "data": {"type": "string", "description": (
                                                        "A confirmation sentence: `... was sent to ADDRESS.`, or "
                                                        "`... was written to the outbox at PATH: nothing was sent.` "
@@ -379,18 +422,18 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                                                      "data": ANY},
     # bounces, templates
     ("POST", "/v1/bounces"): {"summary": "Record a bounce or a complaint", "envelope": "A", "status": 201,
-                              "body": obj({"email_address": {"type": "string", "minLength": 1}, "type": enum(bounces.TYPES),
-                                           "campaign_id": HEX_ID},
-                                          ("email_address",)),
+                              "body": obj({"email_address": {"type": "string", "pattern": NOT_BLANK},
+                                           "type": enum(bounces.TYPES), "campaign_id": HEX_ID},
+                                          ("email_address", "type")),
                               "data": ANY},
     ("POST", "/v1/templates"): {"links": [("GET", "/v1/templates/{id}", {"id": "id"})],
                                 "summary": "Import a template (HTML, ZIP, URL or editor JSON)", "envelope": "A",
                                 "status": 201,
-                                "body": obj({"name": {"type": "string", "maxLength": templates.MAX_NAME},
+                                "body": obj({"name": name(templates.MAX_NAME),
                                              "type": enum(("editor", "code")),
                                              "import_format": enum(templates.FORMATS),
                                              "content_base64": {"type": "string"}, "url": {"type": "string"},
-                                             "body_json": {"type": "object"}}),
+                                             "body_json": {"type": "object"}}, ("name", "type")),
                                 "data": ANY},
     ("GET", "/v1/templates"): {"summary": "The workspace's templates", "envelope": "A", "data": {"type": "array"}},
     ("GET", "/v1/templates/{id}"): {"summary": "A template", "envelope": "A", "data": {"type": "object"}},
@@ -401,7 +444,9 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
     ("GET", "/v1/domains"): {"summary": "The workspace's sending domains", "envelope": "A", "data": array(DOMAIN)},
     ("POST", "/v1/domains"): {"links": [("GET", "/v1/domains/{domain_id}", {"domain_id": "id"})],
                               "summary": "Add a sending domain", "envelope": "A", "status": 201,
-                              "body": obj({"domain_name": {"type": "string", "minLength": 1, "maxLength": domains.MAX_NAME}}),
+                              "body": obj({name: {"type": "string", "minLength": 1, "maxLength": domains.MAX_NAME,
+                                                  **({} if name == "domain_name" else {"description": "Same as domain_name."})}
+                                           for name in domains.NAME_MEMBERS}),
                               "data": DOMAIN},
     ("GET", "/v1/domains/{domain_id}"): {"summary": "A sending domain", "envelope": "A", "data": DOMAIN},
     ("POST", "/v1/domains/{domain_id}/verify"): {"summary": "Check a domain's DNS records", "envelope": "A",
@@ -412,8 +457,9 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                                         "summary": "Add a sender identity", "envelope": "A", "status": 201,
                                         "body": obj({"domain_id": INT_ID,
                                                      "local_part": {"type": "string", "maxLength": senders.MAX_LOCAL_PART},
-                                                     "display_name": {"type": "string",
-                                                                      "maxLength": senders.MAX_DISPLAY_NAME}}),
+                                                     "display_name": {**name(senders.MAX_DISPLAY_NAME),
+                                                                      "pattern": DISPLAY_NAME_PATTERN}},
+                                                    ("domain_id", "local_part", "display_name")),
                                         "data": SENDER},
     ("GET", "/v1/sender-identities/{sender_id}"): {"summary": "A sender identity", "envelope": "A", "data": SENDER},
     # the API's own description
@@ -471,7 +517,7 @@ def _sms_operations() -> dict[tuple[str, str], dict[str, Any]]:
                                   "(or held) the message, UTC; kept after it is sent."},
                    "held_reason": {"type": ["string", "null"], "description": "Extension: the quiet-hours rule that "
                                    "held the message, e.g. 'quiet hours: US-FL 08:00-20:00 America/New_York'."}})
-    body = obj({"name": {"type": "string", "maxLength": sms.MAX_NAME},
+    body = obj({"name": name(sms.MAX_NAME),
                 "message": {"type": "string", "maxLength": sms.MAX_MESSAGE}, "audience": AUDIENCE})
     return {
         ("POST", "/v1/sms-campaigns"): {"links": [(m, p, {"campaign_id": "id"}) for m, p in (
@@ -480,7 +526,7 @@ def _sms_operations() -> dict[tuple[str, str], dict[str, Any]]:
                                             ("POST", "/v1/sms-campaigns/{campaign_id}/schedule"),
                                             ("POST", "/v1/sms-campaigns/{campaign_id}/archive"))],
                                         "summary": "Create an SMS campaign (DRAFT)", "envelope": "A", "status": 201,
-                                        "body": obj({"name": body["properties"]["name"]}),  # the rest: PATCH
+                                        "body": obj({"name": name(sms.MAX_NAME)}, ("name",)),  # the rest: PATCH
                                         "data": campaign},
         ("GET", "/v1/sms-campaigns"): {"summary": "The workspace's SMS campaigns", "envelope": "A",
                                        "query": {**lenient_page_query(sms.DEFAULT_LIMIT, sms.MAX_LIMIT),
@@ -508,7 +554,8 @@ def _sms_operations() -> dict[tuple[str, str], dict[str, Any]]:
             "query": {**lenient_page_query(sms.DEFAULT_LIMIT, sms.MAX_LIMIT), "status": {"type": "string"}},
             "data": obj({"messages": array(message)})},
         ("POST", "/v1/sms/quote"): {"summary": "The segments and price of an SMS message", "envelope": "A",
-                                    "body": obj({"message": {"type": "string"}, "to": {"type": "string"}}),
+                                    "body": obj({"message": {"type": "string", "minLength": 1}, "to": {"type": "string"}},
+                                                ("message",)),
                                     "data": ANY},
     }
 

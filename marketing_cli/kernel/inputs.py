@@ -11,6 +11,7 @@ never a 500 further down.
 from __future__ import annotations
 
 import json
+from collections.abc import Container, Iterable
 from typing import Any
 
 from marketing_cli.errors import MktError
@@ -87,12 +88,25 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+_EXACT_INT = 2**53  # beyond it a float no longer holds every whole number
+
+
+def _number(text: str) -> int | float:
+    """A JSON number with a fraction or exponent: a whole one (`3.0`, `1e3`) is the integer it
+    equals. JSON and JSON Schema do not tell 3.0 from 3 ("integer" admits both), so an ID or a
+    count written either way means the same; a fraction stays a float."""
+    value = float(text)
+    if value.is_integer() and abs(value) < _EXACT_INT:
+        return int(value)
+    return value
+
+
 def parse_json(raw: bytes | str) -> Any:
     """Parse JSON text strictly: ValueError (or RecursionError) when it is not JSON.
 
     NaN and Infinity are refused: they are not JSON, and the encoder cannot write them.
     """
-    return json.loads(raw, parse_constant=_reject_constant)
+    return json.loads(raw, parse_constant=_reject_constant, parse_float=_number)
 
 
 def decode_json(raw: bytes | str, invalid_message: str) -> Any:
@@ -138,3 +152,75 @@ def check_text(argument: str) -> str:
         shown = argument.encode("utf-8", "backslashreplace").decode("ascii", "replace")
         raise MktError(400, NOT_UNICODE_ARGUMENT.format(argument=shown))
     return argument
+
+
+# --- strict input: members and parameters nobody declared ---------------------------------
+#
+# A typo must never be read as "no filter" (CONTRACT section 4): a member or query parameter
+# that the operation does not declare is refused, naming it, before any service sees the
+# request. What is declared comes from one JSON Schema per operation (api/schemas.py), the
+# same one the OpenAPI document publishes with `additionalProperties: false`.
+
+UNKNOWN_MEMBER = "Unknown member '{member}'"
+UNKNOWN_PARAMETER = "Unknown query parameter '{parameter}'"
+
+
+def _is_object_schema(schema: dict[str, Any]) -> bool:
+    kind = schema.get("type")
+    return kind == "object" or (isinstance(kind, list) and "object" in kind)
+
+
+def closed(schema: Any) -> Any:
+    """`schema` with `additionalProperties: false` on every object schema that lists its
+    properties and says nothing of others, at every depth. An object schema without
+    `properties` (contact field values keyed by merge tag, event properties, editor JSON)
+    stays open: what it may hold is the workspace's, checked by the services."""
+    if isinstance(schema, list):
+        return [closed(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    result = {key: closed(value) if key in _SUBSCHEMAS else value for key, value in schema.items()}
+    if "properties" in schema:
+        result["properties"] = {name: closed(sub) for name, sub in schema["properties"].items()}
+        if _is_object_schema(schema) and "additionalProperties" not in schema:
+            result["additionalProperties"] = False
+    return result
+
+
+_SUBSCHEMAS = ("items", "allOf", "anyOf", "oneOf", "if", "then", "else", "not")
+
+
+def check_members(value: Any, schema: dict[str, Any], path: str = "") -> None:
+    """MktError(400, "Unknown member 'x'") for the first member of `value` that a closed
+    object of `schema` (see `closed`) does not list; nested members are named with dots and
+    array indexes (`variants[0].subjet`), as the type errors name them. Only the members are
+    checked here: their types and values are the services' to judge."""
+    for branch in schema.get("anyOf", ()) or schema.get("oneOf", ()):
+        if _admits(branch, value):  # the branch of the value's JSON type (an object, or a list of them)
+            check_members(value, branch, path)
+            return
+    if isinstance(value, dict) and isinstance(schema.get("properties"), dict):
+        properties = schema["properties"]
+        if schema.get("additionalProperties") is False:
+            for name in value:
+                if name not in properties:
+                    raise MktError(400, UNKNOWN_MEMBER.format(member=f"{path}.{name}" if path else name))
+        for name, child in value.items():
+            if name in properties:
+                check_members(child, properties[name], f"{path}.{name}" if path else name)
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for index, item in enumerate(value):
+            check_members(item, schema["items"], f"{path}[{index}]")
+
+
+def _admits(schema: dict[str, Any], value: Any) -> bool:
+    kind = schema.get("type")
+    kinds = kind if isinstance(kind, list) else [kind]
+    return (isinstance(value, dict) and "object" in kinds) or (isinstance(value, list) and "array" in kinds)
+
+
+def check_parameters(names: Iterable[str], declared: Container[str]) -> None:
+    """MktError(400, "Unknown query parameter 'x'") for the first name not declared."""
+    for name in names:
+        if name not in declared:
+            raise MktError(400, UNKNOWN_PARAMETER.format(parameter=name))

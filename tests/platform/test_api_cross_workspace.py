@@ -116,6 +116,11 @@ def _properties(schema: dict[str, Any]) -> dict[str, Any]:
     return props
 
 
+def _plain(schema: dict[str, Any]) -> dict[str, Any]:
+    """An anyOf of an object and a list of them (an audience) read as its object form."""
+    return next((b for b in schema.get("anyOf", ()) if _is_object(b)), schema)
+
+
 def _is_array(schema: dict[str, Any]) -> bool:
     kind = schema.get("type")
     return kind == "array" or (isinstance(kind, list) and "array" in kind)
@@ -137,6 +142,7 @@ def body_slots(schema: dict[str, Any], path: tuple[str, ...] = ()) -> tuple[list
     slots: list[tuple[tuple[str, ...], str, bool]] = []
     unmapped: list[str] = []
     for name, sub in _properties(schema).items():
+        sub = _plain(sub)
         here = (*path, name)
         if name in MEMBERS:
             slots.append((here, MEMBERS[name], _is_array(sub) or name.endswith("_ids")))
@@ -185,6 +191,7 @@ def build_body(schema: dict[str, Any], assign: dict[tuple[str, ...], Any], own: 
     required = set(schema.get("required", ()))
     result: dict[str, Any] = {}
     for name, sub in props.items():
+        sub = _plain(sub)
         here = (*path, name)
         if here in assign:
             result[name] = assign[here]

@@ -229,7 +229,7 @@ def audience_count(conn: sqlite3.Connection, workspace_id: int, body: Any) -> di
     """POST /v1/audience/count and `mkt audience count`: {audience, channel} -> the count."""
     if not isinstance(body, dict):
         raise MktError(400, "Invalid request body.")
-    channel = _check_channel(body.get("channel", "email"))
+    channel = _check_channel("email" if body.get("channel") is None else body["channel"])  # null: left out
     audience = validate_audience(conn, workspace_id, body.get("audience"))
     return {"channel": channel, "audience": audience,
             "count": count_audience(conn, workspace_id, audience, channel)}

@@ -201,6 +201,8 @@ def create_template(conn: sqlite3.Connection, workspace_id: int, body: Any) -> d
     kind = _choice(body, "type", ("editor", "code"), INVALID_TYPE)
     assets: list[tuple[str, str, bytes]] = []
     if kind == "editor":
+        if body.get("import_format") is not None:  # given, it must be valid, though an editor template has none
+            _choice(body, "import_format", FORMATS, INVALID_FORMAT)
         record = _editor_record(body)
     else:
         record, assets = _code_record(body)
