@@ -194,21 +194,21 @@ def test_fallbacks_that_stand_are_accepted(html: str) -> None:
 
 TEMPLATES = [
     # text, quoted and unquoted attributes, two tags side by side, a long attribute
-    '<p class="intro" title="{{contact.a}}{{contact.b}}">Hi {{contact.a}}, {{contact.b|there}}</p>'
-    "<td title='{{contact.b}}' width={{contact.a}}>x</td><textarea>{{contact.a}}</textarea>",
+    ('<p class="intro" title="{{contact.a}}{{contact.b}}">Hi {{contact.a}}, {{contact.b|there}}</p>'
+     "<td title='{{contact.b}}' width={{contact.a}}>x</td><textarea>{{contact.a}}</textarea>"),
     # URL attributes
-    '<a href="{{contact.a}}{{contact.b}}">a</a><a href={{contact.a}}>b</a><img src="{{contact.b}}" alt="{{contact.a}}">'
-    '<a title="' + "t" * 60 + '" href="{{contact.a|https://a.example}}">c</a>'
-    '<img srcset="{{contact.a}} 1x, {{contact.b}} 2x"><form action="{{contact.b}}"></form>'
-    '<table background="{{contact.a}}"><tr><td>x</td></tr></table><a href="https://t.example/{{contact.a}}">d</a>',
+    ('<a href="{{contact.a}}{{contact.b}}">a</a><a href={{contact.a}}>b</a><img src="{{contact.b}}" alt="{{contact.a}}">'
+     '<a title="' + "t" * 60 + '" href="{{contact.a|https://a.example}}">c</a>'
+     '<img srcset="{{contact.a}} 1x, {{contact.b}} 2x"><form action="{{contact.b}}"></form>'
+     '<table background="{{contact.a}}"><tr><td>x</td></tr></table><a href="https://t.example/{{contact.a}}">d</a>'),
     # CSS in attributes and in a style element
-    '<p style="color: {{contact.a}}; font-family: \'{{contact.b}}\'; background: url({{contact.a}})">x</p>'
-    '<div style=width:{{contact.b}}>y</div>'
-    "<style>.x{color:{{contact.a}}} .y{content:\"{{contact.b}}\"} /* {{contact.a}} */ "
-    ".z{background-image:url('{{contact.b}}')}</style><p>z</p>",
+    ('<p style="color: {{contact.a}}; font-family: \'{{contact.b}}\'; background: url({{contact.a}})">x</p>'
+     '<div style=width:{{contact.b}}>y</div>'
+     "<style>.x{color:{{contact.a}}} .y{content:\"{{contact.b}}\"} /* {{contact.a}} */ "
+     ".z{background-image:url('{{contact.b}}')}</style><p>z</p>"),
     # comments, conditional comments, script
-    "<!-- {{contact.a}} --><!--[if mso]><v:rect href=\"{{contact.b}}\" style=\"width:{{contact.a}}\">"
-    "<p>{{contact.a}}</p></v:rect><![endif]--><script>var a = '{{contact.b}}';</script><p>{{contact.b}}</p>",
+    ("<!-- {{contact.a}} --><!--[if mso]><v:rect href=\"{{contact.b}}\" style=\"width:{{contact.a}}\">"
+     "<p>{{contact.a}}</p></v:rect><![endif]--><script>var a = '{{contact.b}}';</script><p>{{contact.b}}</p>"),
 ]
 
 HOSTILE = st.sampled_from([
