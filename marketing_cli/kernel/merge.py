@@ -501,11 +501,12 @@ def fallback_problem(match: re.Match[str], context: Any) -> str | None:
             return "it holds markup (< or >); write &lt; and &gt; for the characters"
         return None
     region, kind = context[0], context[1]
-    if region.quote and region.quote in source:
+    attribute = region.kind == markup.ATTRIBUTE
+    if attribute and region.quote and region.quote in source:
         return f"it holds the {region.quote} that ends the attribute value"
-    if not region.quote and _UNQUOTED_BREAKERS & set(source):
+    if attribute and not region.quote and _UNQUOTED_BREAKERS & set(source):
         return "it holds a blank or a character that ends an unquoted attribute value"
-    value = unescape(source) if region.kind == markup.ATTRIBUTE else source
+    value = unescape(source) if attribute else source
     if kind == _URL:
         if not _url_allowed(value):
             return f"{region.attribute} takes only an http(s), mailto or tel URL"

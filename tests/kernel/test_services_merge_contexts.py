@@ -185,6 +185,7 @@ def test_a_fallback_that_would_not_stand_is_refused_on_save(html: str, reason: s
     '<img srcset="{{contact.a|https://c.example/a.png}} 1x">',
     "<script>{{contact.x|</script>}}</script>",  # the cleaner removes scripts: nothing to refuse
     "<p>{{contact.x|a &lt; b}}</p>",
+    "<style>p{font-family:{{contact.f|Open Sans}}}</style>",  # a blank is no attribute's end here
 ])
 def test_fallbacks_that_stand_are_accepted(html: str) -> None:
     check_fallbacks(html)
