@@ -4,6 +4,7 @@ from typing import Any
 
 import pytest
 
+from marketing_cli.services.account import workspaces
 from tests.factories import error_of
 
 
@@ -74,3 +75,16 @@ def test_other_workspace_is_unreachable(client: Any, conn: Any, workspace: dict)
     client.patch("/v1/workspace", headers={"Authorization": f"Bearer {other['api_key']}"},
                  json={"name": "Other renamed", "conversion_tracking": False})
     assert workspaces.get_workspace_info(conn, workspace["id"])["workspace"]["name"] == "Test workspace"
+
+
+@pytest.mark.parametrize("member", ["sms_markup", "tracking_url", "allow_contacts_without_email", "plan"])
+def test_no_api_key_can_change_an_operator_setting(client: Any, auth: dict, conn: Any, workspace: dict,
+                                                   member: str) -> None:
+    """CONTRACT section 3: operator settings exist only in the CLI (docs/security.md)."""
+    before = workspaces.get_operator_settings(conn, workspace["id"])
+    body = {"name": "Fine", "conversion_tracking": False, member: "x"}
+    r = client.patch("/v1/workspace", headers=auth, json=body)
+    assert r.status_code in (200, 400)  # ignored today; CONTRACT section 4 asks for a 400 naming it
+    assert workspaces.get_operator_settings(conn, workspace["id"]) == before
+    for path in ("/v1/keys", "/v1/sms/balance", "/v1/rates", "/v1/billing/plan"):
+        assert client.post(path, headers=auth, json={}).status_code in (404, 405)

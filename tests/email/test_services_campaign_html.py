@@ -192,3 +192,13 @@ def test_an_editor_template_has_no_html_for_a_variant(conn: Any, workspace: dict
     editor = templates.create_template(conn, workspace["id"], {"name": "Drag and drop", "type": "editor"})["id"]
     assert err(h.set_variant_html, conn, workspace["id"], campaign["id"], "A", {"template_id": editor}) == \
         (400, templates.NO_HTML.format(id=editor))
+
+
+def test_a_fallback_that_would_not_stand_is_a_400_and_nothing_is_stored(conn: Any, workspace: dict[str, Any],
+                                                                        campaign: dict[str, Any]) -> None:
+    before = h.get_variant_html(conn, workspace["id"], campaign["id"], "A")
+    html = '<p>Hi</p><a href="{{contact.website|javascript:alert(1)}}">site</a>'
+    status, message = err(h.set_variant_html, conn, workspace["id"], campaign["id"], "A", {"html": html})
+    assert status == 400 and message == ("The fallback of {{contact.website}} cannot stand where it is written: "
+                                         "href takes only an http(s), mailto or tel URL.")
+    assert h.get_variant_html(conn, workspace["id"], campaign["id"], "A") == before

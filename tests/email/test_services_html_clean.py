@@ -153,7 +153,7 @@ def test_style_elements_keep_their_rules() -> None:
     assert clean_html(style + "<p>x</p>") == style + "<p>x</p>"
 
 
-# --- CSS: one rule for <style> elements and style attributes (css_clean.py) ----------------------
+# --- CSS: one rule for <style> elements and style attributes (kernel/css.py) ----------------------
 
 REFUSED_CSS = [
     "background:url(javascript:alert(1))",

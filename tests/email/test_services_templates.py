@@ -445,3 +445,10 @@ def test_https_goes_to_the_checked_address_with_the_host_name_for_tls(conn, work
         thread.join()
     assert created["body_html"] == "<p>over TLS</p>" and created["source_url"] == f"https://localhost:{port}/t.html"
     assert resolved == ["localhost"] and seen["host"] == f"localhost:{port}"
+
+
+def test_a_fallback_that_would_not_stand_is_refused_on_upload(conn, workspace) -> None:
+    html = b'<p style="color: {{contact.color|red;behavior:url(x.htc)}}">Hi</p>'
+    status, message = fails(conn, workspace["id"], code("html", content_base64=base64.b64encode(html).decode()))
+    assert status == 400 and message.startswith("The fallback of {{contact.color}} cannot stand where it is written: ")
+    assert count(conn) == 0

@@ -12,7 +12,7 @@ docs/templates.md lists what is removed and what is kept; in short:
   decoded, case folded, whitespace and control characters removed); in `<style>` elements
   and `style` attributes alike, the CSS that can run code or fetch a style sheet
   (`expression(`, `javascript:`, `url()` with a scheme other than http(s), `@import`,
-  `behavior`, `-moz-binding`: css_clean.py, which reads escapes and comments first); every
+  `behavior`, `-moz-binding`: kernel/css.py, which reads escapes and comments first); every
   ordinary HTML comment.
 - kept: the document shell (doctype, `<html>` with its `lang` / `xmlns:*`, `<head>` with
   `<meta>`, `<title>`, `<style>` and stylesheet `<link>`s, `<body>` with its presentational
@@ -45,7 +45,7 @@ from html.parser import HTMLParser
 
 import nh3
 
-from marketing_cli.services.email.css_clean import clean_declarations, clean_style_sheet, safe_url, squeeze
+from marketing_cli.kernel.css import clean_declarations, clean_style_sheet, safe_url, squeeze
 
 # Tags whose element and content both go.
 REMOVED_WITH_CONTENT = frozenset({
@@ -100,7 +100,7 @@ PREVIEW_SPAN = (
 
 def _safe_url(value: str) -> bool:
     """True for a URL a browser would not run: http(s), mailto, tel, sms, cid, or relative
-    (`#top`, `/x`, `{{unsubscribe_url}}`), read as css_clean.safe_url reads it (the parser has
+    (`#top`, `/x`, `{{unsubscribe_url}}`), read as kernel/css.safe_url reads it (the parser has
     already decoded entities)."""
     return safe_url(value, URL_SCHEMES)
 
@@ -125,7 +125,7 @@ def _filter_attribute(tag: str, attribute: str, value: str) -> str | None:
 
 
 def _clean_style_attribute(value: str) -> str | None:
-    """The declarations css_clean keeps; no attribute when the cleaning left none."""
+    """The declarations kernel/css keeps; no attribute when the cleaning left none."""
     cleaned = clean_declarations(value)
     if cleaned != value and not cleaned.strip(" \t\r\n\f;"):
         return None

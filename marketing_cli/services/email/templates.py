@@ -21,6 +21,7 @@ from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.ids import parse_int_id
 from marketing_cli.kernel.inputs import member, require_object, required_text
+from marketing_cli.kernel.merge import check_fallbacks
 from marketing_cli.services.email import template_url, template_zip
 
 INVALID_BODY = "Invalid request body."
@@ -159,6 +160,7 @@ def _content(body: dict[str, Any]) -> bytes:
 def _html_record(html: str) -> dict[str, Any]:
     if not html.strip():
         raise MktError(400, EMPTY_HTML)
+    check_fallbacks(html)  # a fallback that would not stand where it is written: 400 now, not at send
     return {"body_html": html, "size": len(html.encode("utf-8"))}
 
 

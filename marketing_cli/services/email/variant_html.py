@@ -26,6 +26,7 @@ from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.inputs import type_error
+from marketing_cli.kernel.merge import check_fallbacks
 from marketing_cli.services.contacts.merge_tags import find_unknown_tags
 from marketing_cli.services.email.campaigns import (
     INVALID_BODY,
@@ -84,6 +85,7 @@ def set_variant_html(conn: sqlite3.Connection, workspace_id: int, campaign_id: A
     variant_type = check_variant_type(variant_type)
     html = _html_of(conn, workspace_id, body)
     campaign_row(conn, workspace_id, campaign_id)  # not found before the (costlier) cleaning
+    check_fallbacks(html)
     cleaned = inject_preview_span(clean_html(html))
     with transaction(conn):
         campaign = campaign_row(conn, workspace_id, campaign_id)

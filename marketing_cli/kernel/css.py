@@ -371,3 +371,118 @@ class _Pass:
         for i, j in _items(nodes, _ends_declaration):
             if _refused(nodes[i:j]):
                 self.cuts.append((self.offset(nodes[i]), self.stop(nodes, j, end)))
+
+
+# --- merge-tag values in CSS (kernel/merge.py) ------------------------------------------------
+
+NORMAL, STRING, URL, COMMENT = "normal", "string", "url", "comment"
+_URL_OPENING = re.compile(r"url\s*$", re.IGNORECASE)
+
+
+def placements(text: str, offsets: Sequence[int]) -> list[tuple[str, int, int]]:
+    """For each offset of `text` (a merge tag, read as one identifier character): where it sits
+    (NORMAL, inside a STRING, an unquoted URL or a COMMENT) and the span (start, end) of the
+    smallest unit that holds it: a declaration with its `;`, or a selector or at-rule prelude
+    (without its `{`). A value escaped for its place cannot move these borders, so the unit is
+    what the renderer judges after the value is in."""
+    wanted = dict.fromkeys(offsets)
+    found: dict[int, str] = {}
+    borders: list[int] = []
+    state, quote, depth, i, n = NORMAL, "", 0, 0, len(text)
+    while i < n:
+        if i in wanted:
+            found[i] = state
+        c = text[i]
+        if state == NORMAL:
+            if c == "\\":
+                i += 2
+                continue
+            if c == "/" and text.startswith("*", i + 1):
+                state, i = COMMENT, i + 2
+                continue
+            if c in "\"'":
+                state, quote = STRING, c
+            elif c == "(":
+                depth += 1
+                rest = text[i + 1:i + 64].lstrip(" \t\n\r\f")
+                if _URL_OPENING.search(text, max(0, i - 8), i) and not rest.startswith(("'", '"')):
+                    state = URL
+            elif c == ")":
+                depth = max(0, depth - 1)
+            elif c in "{}":
+                depth = 0
+                borders.append(i)
+            elif c == ";" and depth == 0:
+                borders.append(i)
+        elif state == STRING:
+            if c == "\\":
+                i += 2
+                continue
+            if c == quote or c == "\n":
+                state = NORMAL
+        elif state == COMMENT:
+            if c == "*" and text.startswith("/", i + 1):
+                state, i = NORMAL, i + 2
+                continue
+        else:  # URL
+            if c == "\\":
+                i += 2
+                continue
+            if c == ")":
+                state, depth = NORMAL, max(0, depth - 1)
+        i += 1
+    result = []
+    for offset in offsets:
+        at = bisect_left(borders, offset)
+        start = borders[at - 1] + 1 if at else 0
+        end = n
+        if at < len(borders):
+            end = borders[at] + 1 if text[borders[at]] == ";" else borders[at]
+        result.append((found.get(offset, COMMENT), start, end))
+    return result
+
+
+_KEEP = {NORMAL: "A-Za-z0-9 #%+._,-", COMMENT: "A-Za-z0-9 #%+._-",
+         STRING: "A-Za-z0-9 #%+._,:/?=@~!$*-", URL: "A-Za-z0-9#%+._,:/?=@~!$*-"}
+_ESCAPED = {(where, dash): re.compile("[^" + (keep if dash else keep.replace("-", "")) + "]")
+            for where, keep in _KEEP.items() for dash in (True, False)}
+_WITH_PARENTHESES = {dash: re.compile("[^()" + (_KEEP[NORMAL] if dash else _KEEP[NORMAL].replace("-", "")) + "]")
+                     for dash in (True, False)}
+
+
+def _balanced(value: str) -> bool:
+    depth = 0
+    for c in value:
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth < 0:
+                return False
+    return depth == 0
+
+
+def _hex(match: re.Match[str]) -> str:
+    c = match.group()
+    return "\\fffd " if c == "\0" else f"\\{ord(c):x} "
+
+
+def escape_value(value: str, where: str, *, dash: bool = True) -> str:
+    """A value as CSS reads it back unchanged in `where` (NORMAL, STRING, URL, COMMENT), with
+    every character that could end a string, a URL, a comment, a declaration or a block (or
+    an HTML attribute or `<style>` element around the CSS: quotes, `&`, `<`) written as a
+    hex escape (`\\3b `). `dash=False` escapes `-` too (CSS inside an HTML comment, where
+    `-->` would end it). Elsewhere in a declaration, balanced parentheses stay
+    (`rgb(0,0,0)`): what a function could carry is judged after (`refused_fragment`)."""
+    pattern = _ESCAPED[where, dash]
+    if where == NORMAL and "(" in value and _balanced(value):
+        pattern = _WITH_PARENTHESES[dash]
+    return value if pattern.search(value) is None else pattern.sub(_hex, value)
+
+
+def refused_fragment(css: str) -> bool:
+    """Whether a declaration or a prelude holds a construct `clean_style_sheet` refuses."""
+    if _plainly_safe(css):
+        return False
+    nodes = tinycss2.parse_component_value_list(css)
+    return _depth(nodes) > MAX_NESTING or _refused(nodes)

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from marketing_cli.services.email import css_clean
-from marketing_cli.services.email.css_clean import MAX_NESTING, clean_declarations, clean_style_sheet
+from marketing_cli.kernel import css as css_clean
+from marketing_cli.kernel.css import MAX_NESTING, clean_declarations, clean_style_sheet
 
 PROPERTY = settings(max_examples=150, derandomize=True, database=None, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
