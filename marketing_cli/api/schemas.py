@@ -347,6 +347,12 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                                                      "envelope": "A", "data": ANY},
     ("POST", "/v1/campaigns/{campaign_id}/resume"): {"summary": "Resume a paused campaign", "envelope": "A",
                                                      "data": ANY},
+    ("POST", "/v1/campaigns/{campaign_id}/unschedule"): {
+        "summary": "Return a QUEUED campaign to DRAFT (its queued jobs removed)", "envelope": "A",
+        "data": obj({"id": HEX_ID, "status": enum(("DRAFT",))}, ("id", "status"))},
+    ("POST", "/v1/campaigns/{campaign_id}/duplicate"): {
+        "summary": "Copy a campaign as a new DRAFT named 'Copy of <name>' (statistics not copied)",
+        "envelope": "A", "status": 201, "data": CAMPAIGN},
     # bounces, templates
     ("POST", "/v1/bounces"): {"summary": "Record a bounce or a complaint", "envelope": "A", "status": 201,
                               "body": obj({"email_address": {"type": "string", "minLength": 1}, "type": enum(bounces.TYPES),
@@ -455,6 +461,12 @@ def _sms_operations() -> dict[tuple[str, str], dict[str, Any]]:
                                                              "envelope": "A", "data": ANY},
         ("POST", "/v1/sms-campaigns/{campaign_id}/archive"): {"summary": "Archive an SMS campaign",
                                                               "envelope": "A", "data": ANY},
+        ("POST", "/v1/sms-campaigns/{campaign_id}/unschedule"): {
+            "summary": "Return a QUEUED SMS campaign whose expansion has not begun to DRAFT", "envelope": "A",
+            "data": campaign},
+        ("POST", "/v1/sms-campaigns/{campaign_id}/duplicate"): {
+            "summary": "Copy an SMS campaign as a new DRAFT named 'Copy of <name>'", "envelope": "A", "status": 201,
+            "data": campaign},
         ("GET", "/v1/sms-campaigns/{campaign_id}/statistics"): {"summary": "An SMS campaign's statistics",
                                                                 "envelope": "A", "data": ANY},
         ("GET", "/v1/sms-campaigns/{campaign_id}/messages"): {

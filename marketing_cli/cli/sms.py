@@ -31,10 +31,12 @@ def _stats_line(s: dict[str, int]) -> str:
 def render_campaign(c: dict[str, Any]) -> Any:
     import json
 
+    from marketing_cli.cli.times import when_line
+
     return pairs({
         "id": c["id"], "name": c["name"], "status": c["status"],
         **({"status_detail": c["status_detail"]} if c.get("status_detail") else {}), "message": c["message"],
-        "audience": json.dumps(c["audience"]), "scheduled_at": c["scheduled_at"],
+        "audience": json.dumps(c["audience"]), "scheduled": when_line(c["scheduled_at"], "not scheduled"),
         "statistics": _stats_line(c["statistics"]), "created_at": c["created_at"], "updated_at": c["updated_at"],
     }, title=f"SMS campaign {c['id']}")
 
@@ -67,8 +69,10 @@ def sms_list(
 
     def human(r: dict[str, Any]) -> Any:
         p = r["pagination"]
-        return table(["id", "name", "status", "scheduled_at", "sent", "suppressed", "created_at"],
-                     [(c["id"], c["name"], c["status"], c["scheduled_at"], c["statistics"]["sent"],
+        from marketing_cli.cli.times import when_cell
+
+        return table(["id", "name", "status", "scheduled", "sent", "suppressed", "created_at"],
+                     [(c["id"], c["name"], c["status"], when_cell(c["scheduled_at"]), c["statistics"]["sent"],
                        c["statistics"]["suppressed"], c["created_at"]) for c in r["campaigns"]],
                      title=f"Page {p['current_page']} of {p['total_pages']} ({p['total_count']} campaigns)")
 
@@ -138,6 +142,25 @@ def sms_cancel(ctx: typer.Context, campaign_id: CampaignId, as_json: JsonOption 
     s = state(ctx)
     emit(campaigns.cancel_campaign(s.conn(), s.workspace_id(), campaign_id), as_json,
          lambda r: f"Campaign {r['id']} cancelled; refunded ${r['refunded']} for {r['refunded_messages']:,} messages")
+
+
+@app.command("unschedule")
+def sms_unschedule(ctx: typer.Context, campaign_id: CampaignId, as_json: JsonOption = False) -> None:
+    """Return a QUEUED campaign to DRAFT before it starts sending (POST /v1/sms-campaigns/:id/unschedule)."""
+    from marketing_cli.services.sms import campaigns
+
+    s = state(ctx)
+    emit(campaigns.unschedule_campaign(s.conn(), s.workspace_id(), campaign_id), as_json,
+         lambda r: f"Campaign {r['id']} is a DRAFT again: change it, then `mkt sms schedule {r['id']}`.")
+
+
+@app.command("duplicate")
+def sms_duplicate(ctx: typer.Context, campaign_id: CampaignId, as_json: JsonOption = False) -> None:
+    """Copy a campaign as a new DRAFT, "Copy of NAME" (POST /v1/sms-campaigns/:id/duplicate)."""
+    from marketing_cli.services.sms import campaigns
+
+    s = state(ctx)
+    emit(campaigns.duplicate_campaign(s.conn(), s.workspace_id(), campaign_id), as_json, render_campaign)
 
 
 @app.command("archive")
