@@ -59,13 +59,14 @@ class MktGroup(TyperGroup):
     def main(self, args: Sequence[str] | None = None, *a: Any, **kw: Any) -> Any:
         from marketing_cli.kernel.inputs import check_text
 
+        args = list(sys.argv[1:] if args is None else args)
         try:
-            for arg in sys.argv[1:] if args is None else args:
+            for arg in args:
                 check_text(arg)
         except MktError as exc:
             _consoles()[1].print(exc.message, markup=False, soft_wrap=True)
             sys.exit(2)
-        return super().main(args, *a, **kw)
+        return super().main(global_options_first(args), *a, **kw)
 
     def invoke(self, ctx: Any) -> Any:
         try:
@@ -109,6 +110,36 @@ class MktGroup(TyperGroup):
             super().format_help(ctx, formatter)
         finally:
             self._listing = False
+
+
+ROOT_VALUE_OPTIONS = ("--db", "--workspace")
+
+
+def global_options_first(args: list[str]) -> list[str]:
+    """`mkt tags list --db X --workspace 2` reads as `mkt --db X --workspace 2 tags list`, and
+    `mkt --json tags list` as `mkt tags list --json`: the global options and `--json` are
+    accepted before or after the subcommand. Nothing after `--` moves."""
+    end = args.index("--") if "--" in args else len(args)
+    head, tail = args[:end], args[end:]
+    moved: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(head):
+        arg = head[i]
+        if arg in ROOT_VALUE_OPTIONS and i + 1 < len(head):
+            moved += head[i:i + 2]
+            i += 2
+            continue
+        if arg.split("=", 1)[0] in ROOT_VALUE_OPTIONS and "=" in arg:
+            moved.append(arg)
+        else:
+            rest.append(arg)
+        i += 1
+    # --json before the first word that is not an option (the subcommand) belongs to the command
+    first_word = next((n for n, arg in enumerate(rest) if not arg.startswith("-")), len(rest))
+    if "--json" in rest[:first_word] and first_word < len(rest):
+        rest = [arg for n, arg in enumerate(rest) if not (n < first_word and arg == "--json")] + ["--json"]
+    return moved + rest + tail
 
 
 def _storage_error(exc: Exception) -> MktError | None:
