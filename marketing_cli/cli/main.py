@@ -48,6 +48,7 @@ def _flags_without_type() -> None:
 _flags_without_type()
 
 
+
 def _version(value: bool) -> None:
     if value:
         typer.echo(f"mkt {__version__}")

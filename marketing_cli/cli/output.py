@@ -56,7 +56,7 @@ class MktGroup(TyperGroup):
     lazy: dict[str, tuple[str, str]] = {}
     _listing = False
 
-    def main(self, args: Sequence[str] | None = None, *a: Any, **kw: Any) -> Any:
+    def main(self, args: Sequence[str] | None = None, *a: Any, standalone_mode: bool = True, **kw: Any) -> Any:
         from marketing_cli.kernel.inputs import check_text
 
         args = list(sys.argv[1:] if args is None else args)
@@ -66,7 +66,20 @@ class MktGroup(TyperGroup):
         except MktError as exc:
             _consoles()[1].print(exc.message, markup=False, soft_wrap=True)
             sys.exit(2)
-        return super().main(global_options_first(args), *a, **kw)
+        args = global_options_first(args)
+        if not standalone_mode:
+            return super().main(args, *a, standalone_mode=False, **kw)
+        # typer's standalone mode prints a usage error as the usage text and a boxed message;
+        # run it non-standalone and print one line instead (docs/cli.md, "Conventions").
+        try:
+            code = super().main(args, *a, standalone_mode=False, **kw)
+        except typer.TyperException as exc:  # a usage error: unknown option, missing argument, bad value
+            sys.stderr.write(one_line_usage_error(exc) + "\n")
+            sys.exit(exc.exit_code)
+        except typer.Abort:
+            sys.stderr.write("Aborted.\n")
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
 
     def invoke(self, ctx: Any) -> Any:
         try:
@@ -110,6 +123,15 @@ class MktGroup(TyperGroup):
             super().format_help(ctx, formatter)
         finally:
             self._listing = False
+
+
+def one_line_usage_error(error: Any) -> str:
+    """`mkt tags create: Missing argument 'name'. See `mkt tags create --help`.`"""
+    message = " ".join(error.format_message().split())
+    if message and message[-1] not in ".!?":
+        message += "."
+    ctx = getattr(error, "ctx", None)
+    return f"{ctx.command_path}: {message} See `{ctx.command_path} --help`." if ctx is not None else message
 
 
 ROOT_VALUE_OPTIONS = ("--db", "--workspace")

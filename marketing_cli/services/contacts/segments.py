@@ -83,7 +83,7 @@ def create_segment(conn: sqlite3.Connection, workspace_id: int, body: Any) -> di
     with transaction(conn):
         filters = validate_filters(conn, workspace_id, body.get("filters"))
         if billing.remaining(conn, workspace_id, "segments") == 0:
-            raise MktError(400, BILLING_LIMIT)
+            raise billing.limit_error(conn, workspace_id, "segments", BILLING_LIMIT)
         segment_id = conn.execute(
             "INSERT INTO segments (workspace_id, name, filters, contact_count, created_at, updated_at)"
             " VALUES (?, ?, ?, 0, ?, ?)",

@@ -171,9 +171,9 @@ def _check_allowances(conn: sqlite3.Connection, workspace_id: int, count: int) -
         raise MktError(400, NO_RECIPIENTS)
     left = billing.remaining(conn, workspace_id, "monthly_emails")
     if count > left:
-        raise MktError(400, MONTHLY_LIMIT.format(count=count, left=left))
+        raise billing.limit_error(conn, workspace_id, "monthly_emails", MONTHLY_LIMIT.format(count=count, left=left))
     if billing.remaining(conn, workspace_id, "hourly_emails") == 0:
-        raise MktError(400, HOURLY_LIMIT)
+        raise billing.limit_error(conn, workspace_id, "hourly_emails", HOURLY_LIMIT)
 
 
 def schedule_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id: Any, body: Any) -> dict[str, Any]:
