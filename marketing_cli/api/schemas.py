@@ -134,7 +134,11 @@ SEGMENT_FILTER = obj({
                             | set(segment_filters.ACTIVITY_OPERATORS))),
     "value": ANY,
 })
-SEGMENT = obj({"id": INT_ID, "name": {"type": "string", "maxLength": 64}}, ("id", "name"))
+SEGMENT = obj({"id": INT_ID, "name": {"type": "string", "maxLength": 64}, "contact_count": {"type": "integer"},
+               "counted_at": {**NULLABLE_TIMESTAMP, "description": "Extension: when contact_count was counted "
+                                                                   "(null before the first count)."},
+               "counting": {"type": "boolean", "description": "Extension: a recount is queued or running."}},
+              ("id", "name"))
 SEGMENT_FILTERS = obj({"condition": enum(("AND", "OR")),
                        "filters": array(SEGMENT_FILTER, maxItems=segment_filters.MAX_FILTERS)})
 # Messages written to an outbox folder instead of being sent (they count in `delivered`).
@@ -461,6 +465,16 @@ def _sms_operations() -> dict[tuple[str, str], dict[str, Any]]:
                                                              "envelope": "A", "data": ANY},
         ("POST", "/v1/sms-campaigns/{campaign_id}/archive"): {"summary": "Archive an SMS campaign",
                                                               "envelope": "A", "data": ANY},
+        ("GET", "/v1/sms-campaigns/{campaign_id}/reach"): {
+            "summary": "Who the campaign reaches now, and who it skips and why (no phone number, SMS status, "
+                       "no published rate)", "envelope": "A",
+            "data": obj({"id": HEX_ID, "audience": {"type": "integer"}, "recipients": {"type": "integer"},
+                         "skipped": obj({k: {"type": "integer"} for k in (
+                             "no_phone_number", "unsubscribed", "cleaned", "blocked", "no_published_rate")}),
+                         "skipped_total": {"type": "integer"},
+                         "countries_without_rate": array(obj({"country": {"type": ["string", "null"]},
+                                                              "count": {"type": "integer"}}))},
+                        ("id", "audience", "recipients", "skipped", "skipped_total"))},
         ("POST", "/v1/sms-campaigns/{campaign_id}/unschedule"): {
             "summary": "Return a QUEUED SMS campaign whose expansion has not begun to DRAFT", "envelope": "A",
             "data": campaign},

@@ -57,6 +57,13 @@ async def cancel_campaign(request: Request) -> Response:
     return envelope_a(await call(request, campaigns.cancel_campaign, workspace_id, _id(request)))
 
 
+async def campaign_reach(request: Request) -> Response:
+    from marketing_cli.services.sms import reach
+
+    workspace_id = require_workspace(request)
+    return envelope_a(await call(request, reach.campaign_reach, workspace_id, _id(request)))
+
+
 async def unschedule_campaign(request: Request) -> Response:
     workspace_id = require_workspace(request)
     return envelope_a(await call(request, campaigns.unschedule_campaign, workspace_id, _id(request)))
@@ -91,6 +98,7 @@ routes = [
     Route("/v1/sms-campaigns/{campaign_id}/schedule", schedule_campaign, methods=["POST"]),
     Route("/v1/sms-campaigns//schedule", schedule_campaign, methods=["POST"]),
     Route("/v1/sms-campaigns/{campaign_id}/cancel", cancel_campaign, methods=["POST"]),
+    Route("/v1/sms-campaigns/{campaign_id}/reach", campaign_reach, methods=["GET"]),
     Route("/v1/sms-campaigns/{campaign_id}/unschedule", unschedule_campaign, methods=["POST"]),
     Route("/v1/sms-campaigns/{campaign_id}/duplicate", duplicate_campaign, methods=["POST"]),
     Route("/v1/sms-campaigns/{campaign_id}/archive", archive_campaign, methods=["POST"]),

@@ -10,6 +10,7 @@ import typer
 from marketing_cli.cli.output import JsonOption, QuietOption, WideOption, emit, json_option, pairs, table, usage_error
 from marketing_cli.cli.registry import HELP
 from marketing_cli.cli.state import state
+from marketing_cli.errors import MktError
 
 app = typer.Typer(help=HELP["sms"], no_args_is_help=True)
 balance_app = typer.Typer(help="The prepaid SMS balance (a ledger of top-ups, charges and refunds).",
@@ -129,6 +130,8 @@ def sms_schedule(
         raise usage_error("Give exactly one of --now and --at TIMESTAMP.")
     body: dict[str, Any] = {"schedule_type": "NOW"} if now else {"schedule_type": "LATER", "scheduled_at": at}
     s = state(ctx)
+    if not as_json:
+        print_reach(s, campaign_id)
     emit(schedule.schedule_campaign(s.conn(), s.workspace_id(), campaign_id, body), as_json,
          lambda r: f"Campaign {r['id']} queued" + (f" for {r['scheduled_at']}" if "scheduled_at" in r else
                                                    ": run `mkt jobs run` (or `mkt serve`) to send it"))
@@ -142,6 +145,37 @@ def sms_cancel(ctx: typer.Context, campaign_id: CampaignId, as_json: JsonOption 
     s = state(ctx)
     emit(campaigns.cancel_campaign(s.conn(), s.workspace_id(), campaign_id), as_json,
          lambda r: f"Campaign {r['id']} cancelled; refunded ${r['refunded']} for {r['refunded_messages']:,} messages")
+
+
+def print_reach(s: Any, campaign_id: str) -> None:
+    """Before `schedule` queues anything: who will get the message and who will be skipped, why."""
+    from marketing_cli.services.sms import reach
+
+    try:
+        found = reach.campaign_reach(s.conn(), s.workspace_id(), campaign_id)
+    except MktError:
+        return  # schedule itself gives the message (not found, no audience ...)
+    typer.echo(reach.reach_line(found))
+
+
+@app.command("reach")
+def sms_reach(ctx: typer.Context, campaign_id: CampaignId, as_json: JsonOption = False) -> None:
+    """Who the campaign reaches now, and who it skips and why (GET /v1/sms-campaigns/:id/reach)."""
+    from marketing_cli.services.sms import reach
+
+    s = state(ctx)
+
+    def human(r: dict[str, Any]) -> Any:
+        from rich.console import Group
+        from rich.text import Text
+
+        rows = [(reach.WHY[why], r["skipped"][why]) for why in reach.REASONS if r["skipped"][why]]
+        parts: list[Any] = [Text(reach.reach_line(r))]
+        if rows:
+            parts.append(table(["skipped because", "contacts"], rows))
+        return Group(*parts)
+
+    emit(reach.campaign_reach(s.conn(), s.workspace_id(), campaign_id), as_json, human)
 
 
 @app.command("unschedule")
@@ -213,7 +247,8 @@ def sms_stats(ctx: typer.Context, campaign_id: CampaignId, as_json: JsonOption =
 def sms_quote(
     ctx: typer.Context,
     message: Annotated[str, typer.Argument(help="The SMS text.")],
-    to: Annotated[str | None, typer.Option("--to", help="A recipient in E.164 form, for the price.")] = None,
+    to: Annotated[str | None, typer.Option("--to", help="A recipient's number, for the price: +14155550100, or as contacts take it "
+                                                  "((415) 200-0001 in the phone field's default region).")] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Encoding, segments and price of a message (POST /v1/sms/quote)."""
