@@ -74,7 +74,8 @@ class MktGroup(TyperGroup):
         try:
             code = super().main(args, *a, standalone_mode=False, **kw)
         except typer.TyperException as exc:  # a usage error: unknown option, missing argument, bad value
-            sys.stderr.write(one_line_usage_error(exc) + "\n")
+            if exc.format_message().strip():  # (a group run bare has printed its help and says nothing more)
+                sys.stderr.write(one_line_usage_error(exc) + "\n")
             sys.exit(exc.exit_code)
         except typer.Abort:
             sys.stderr.write("Aborted.\n")

@@ -206,3 +206,10 @@ def test_usage_errors_are_one_line(runner: Any, db_path: Any, args: list[str], e
     result = runner.invoke(app, ["--db", str(db_path), *args])
     assert result.exit_code == 2
     assert result.stderr.strip() == expected
+
+
+def test_a_bare_group_prints_its_help_and_no_error_line(runner: Any, db_path: Any) -> None:
+    from marketing_cli.cli.main import app
+
+    result = runner.invoke(app, ["--db", str(db_path), "tags"])
+    assert "Usage: mkt tags" in result.stdout and result.stderr == ""
