@@ -76,7 +76,8 @@ def campaign_reach(conn: sqlite3.Connection, workspace_id: int, campaign_id: Any
 def reach_line(reach: dict[str, Any]) -> str:
     """`1,450 contacts in the audience: 1,200 will get the message, 250 will be skipped (no
     phone number: 100, no published rate for their country: 150 (IN 150)).`"""
-    head = (f"{reach['audience']:,} contacts in the audience: {reach['recipients']:,} will get the message")
+    noun = "contact" if reach["audience"] == 1 else "contacts"
+    head = f"{reach['audience']:,} {noun} in the audience: {reach['recipients']:,} will get the message"
     if not reach["skipped_total"]:
         return head + "."
     parts = []
