@@ -199,6 +199,17 @@ def enqueue(
         ).lastrowid
 
 
+def drop_queued(conn: sqlite3.Connection, member: str, value: Any, *, keep: tuple[str, ...] = ()) -> int:
+    """Remove the queued (not running) jobs whose payload has `member` equal to `value` (a
+    campaign's jobs: `drop_queued(conn, "campaign_id", id)`), except those of the types in
+    `keep`, in the caller's transaction; returns how many. A running job is left to finish:
+    its handler reads the state it acts on (a campaign's status) and does nothing when that
+    changed."""
+    marks = ", ".join("?" * len(keep))
+    return conn.execute("DELETE FROM jobs WHERE status = 'queued' AND json_extract(payload, ?) = ?"
+                        f" AND type NOT IN ({marks})", (f"$.{member}", value, *keep)).rowcount
+
+
 def claim(conn: sqlite3.Connection, owner: str, lease_seconds: int = DEFAULT_LEASE_SECONDS,
           types: list[str] | None = None) -> sqlite3.Row | None:
     """Lease the next due job (or one whose lease expired) of the given types (default: the

@@ -42,6 +42,7 @@ def _job_handlers() -> None:
 @pytest.fixture(autouse=True)
 def _env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MKT_DB", str(tmp_path / "mkt.db"))
+    monkeypatch.setenv("MKT_CONFIG_DIR", str(tmp_path / "config"))  # `mkt workspace use` writes here
     monkeypatch.delenv("MKT_WORKSPACE", raising=False)
     monkeypatch.delenv("MKT_SMTP_URL", raising=False)
     monkeypatch.setenv("MKT_OUTBOX", str(tmp_path / "outbox"))

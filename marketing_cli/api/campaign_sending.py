@@ -1,4 +1,4 @@
-"""Sending email campaigns (CONTRACT section 7): schedule, cancel and resume. Envelope A."""
+"""Sending email campaigns: schedule, unschedule, cancel and resume. Envelope A."""
 
 from __future__ import annotations
 
@@ -25,6 +25,12 @@ async def cancel_campaign(request: Request) -> Response:
                                  request.path_params["campaign_id"]))
 
 
+async def unschedule_campaign(request: Request) -> Response:
+    workspace_id = require_workspace(request)
+    return envelope_a(await call(request, email_schedule.unschedule_campaign, workspace_id,
+                                 request.path_params["campaign_id"]))
+
+
 async def resume_campaign(request: Request) -> Response:
     workspace_id = require_workspace(request)
     return envelope_a(await call(request, email_schedule.resume_campaign, workspace_id,
@@ -33,6 +39,7 @@ async def resume_campaign(request: Request) -> Response:
 
 routes = [
     Route("/v1/campaigns/{campaign_id}/schedule", schedule_campaign, methods=["POST"]),
+    Route("/v1/campaigns/{campaign_id}/unschedule", unschedule_campaign, methods=["POST"]),
     Route("/v1/campaigns/{campaign_id}/cancel", cancel_campaign, methods=["POST"]),
     Route("/v1/campaigns/{campaign_id}/resume", resume_campaign, methods=["POST"]),
 ]

@@ -23,6 +23,12 @@ async def create_campaign(request: Request) -> Response:
     return envelope_a(await call(request, campaigns.create_campaign, workspace_id, body), 201)
 
 
+async def duplicate_campaign(request: Request) -> Response:
+    workspace_id = require_workspace(request)
+    return envelope_a(await call(request, campaigns.duplicate_campaign, workspace_id,
+                                 request.path_params["campaign_id"]), 201)
+
+
 async def list_campaigns(request: Request) -> Response:
     workspace_id = require_workspace(request)
     query = request.query_params
@@ -76,6 +82,7 @@ routes = [
     Route("/v1/campaigns", list_campaigns, methods=["GET"]),
     Route("/v1/campaigns/{campaign_id}", get_campaign, methods=["GET"]),
     Route("/v1/campaigns/{campaign_id}/configure", configure_campaign, methods=["PATCH"]),
+    Route("/v1/campaigns/{campaign_id}/duplicate", duplicate_campaign, methods=["POST"]),
     Route("/v1/campaigns/{campaign_id}/variants/{variant_type}/html", set_variant_html, methods=["POST"]),
     Route("/v1/campaigns/{campaign_id}/variants/{variant_type}/html", get_variant_html, methods=["GET"]),
     Route("/v1/campaigns/{campaign_id}/variants/{variant_type}/preview", get_variant_preview, methods=["GET"]),

@@ -214,8 +214,13 @@ def document_for_routes(routes: Iterable[BaseRoute]) -> dict[str, Any]:
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer",
                                            "description": "An API key of the workspace (`mkt keys create`)."}},
             "schemas": {"Error": ERROR, "EnvelopeA": ENVELOPE_A, "EnvelopeB": ENVELOPE_B},
-            "responses": {"Error": {"description": "An error: the message is the specification's text",
-                                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}},
+            "responses": {"Error": {
+                "description": "An error: the message is the specification's text",
+                "headers": {"X-Error-Detail": {
+                    "description": "Present when the message cannot say everything: for a plan-limit error, the "
+                                   "allowance, the usage and the command that raises it.",
+                    "schema": {"type": "string"}}},
+                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}},
         },
     }
 

@@ -103,10 +103,23 @@ async def read_json(request: Request, invalid_message: str = INVALID_BODY, *,
     return body
 
 
+DETAIL_HEADER = "X-Error-Detail"
+
+
+def detail_header(detail: str) -> str:
+    """A detail as a header value: one line, ASCII (anything else escaped)."""
+    return " ".join(detail.split()).encode("ascii", "backslashreplace").decode("ascii")
+
+
 async def mkt_error_handler(request: Request, exc: Exception) -> Response:
+    """The body is CONTRACT's fixed shape with the specification's message; what the message
+    cannot say (a plan limit's allowance, usage and the command that raises it) goes in the
+    `X-Error-Detail` header."""
     assert isinstance(exc, MktError)
-    headers = {"Retry-After": "60"} if exc.status == 429 else {"Connection": "close"} if exc.status == 408 else None
-    return error_response(exc.status, exc.message, headers)
+    headers = {"Retry-After": "60"} if exc.status == 429 else {"Connection": "close"} if exc.status == 408 else {}
+    if exc.detail:
+        headers[DETAIL_HEADER] = detail_header(exc.detail)
+    return error_response(exc.status, exc.message, headers or None)
 
 
 async def http_error_handler(request: Request, exc: Exception) -> Response:

@@ -189,7 +189,11 @@ SEGMENT_FILTER = obj({
     "value": ANY,
 }, ("type", "operator"), allOf=[{"if": {"properties": {"type": {"const": "field"}}},  # spec: a field filter names its field
                                  "then": {"required": ["field_id"], "properties": {"field_id": INT_ID}}}])
-SEGMENT = obj({"id": INT_ID, "name": {"type": "string", "maxLength": 64}}, ("id", "name"))
+SEGMENT = obj({"id": INT_ID, "name": {"type": "string", "maxLength": 64}, "contact_count": {"type": "integer"},
+               "counted_at": {**NULLABLE_TIMESTAMP, "description": "Extension: when contact_count was counted "
+                                                                   "(null before the first count)."},
+               "counting": {"type": "boolean", "description": "Extension: a recount is queued or running."}},
+              ("id", "name"))
 SEGMENT_FILTERS = obj({"condition": enum(("AND", "OR")),
                        "filters": array(SEGMENT_FILTER, minItems=1, maxItems=segment_filters.MAX_FILTERS)},
                       ("condition", "filters"))
@@ -420,6 +424,12 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                                                      "envelope": "A", "data": ANY},
     ("POST", "/v1/campaigns/{campaign_id}/resume"): {"summary": "Resume a paused campaign", "envelope": "A",
                                                      "data": ANY},
+    ("POST", "/v1/campaigns/{campaign_id}/unschedule"): {
+        "summary": "Return a QUEUED campaign to DRAFT (its queued jobs removed)", "envelope": "A",
+        "data": obj({"id": HEX_ID, "status": enum(("DRAFT",))}, ("id", "status"))},
+    ("POST", "/v1/campaigns/{campaign_id}/duplicate"): {
+        "summary": "Copy a campaign as a new DRAFT named 'Copy of <name>' (statistics not copied)",
+        "envelope": "A", "status": 201, "data": CAMPAIGN},
     # bounces, templates
     ("POST", "/v1/bounces"): {"summary": "Record a bounce or a complaint", "envelope": "A", "status": 201,
                               "body": obj({"email_address": {"type": "string", "pattern": NOT_BLANK},
@@ -541,6 +551,22 @@ def _sms_operations() -> dict[tuple[str, str], dict[str, Any]]:
                                                              "envelope": "A", "data": ANY},
         ("POST", "/v1/sms-campaigns/{campaign_id}/archive"): {"summary": "Archive an SMS campaign",
                                                               "envelope": "A", "data": ANY},
+        ("GET", "/v1/sms-campaigns/{campaign_id}/reach"): {
+            "summary": "Who the campaign reaches now, and who it skips and why (no phone number, SMS status, "
+                       "no published rate)", "envelope": "A",
+            "data": obj({"id": HEX_ID, "audience": {"type": "integer"}, "recipients": {"type": "integer"},
+                         "skipped": obj({k: {"type": "integer"} for k in (
+                             "no_phone_number", "unsubscribed", "cleaned", "blocked", "no_published_rate")}),
+                         "skipped_total": {"type": "integer"},
+                         "countries_without_rate": array(obj({"country": {"type": ["string", "null"]},
+                                                              "count": {"type": "integer"}}))},
+                        ("id", "audience", "recipients", "skipped", "skipped_total"))},
+        ("POST", "/v1/sms-campaigns/{campaign_id}/unschedule"): {
+            "summary": "Return a QUEUED SMS campaign whose expansion has not begun to DRAFT", "envelope": "A",
+            "data": campaign},
+        ("POST", "/v1/sms-campaigns/{campaign_id}/duplicate"): {
+            "summary": "Copy an SMS campaign as a new DRAFT named 'Copy of <name>'", "envelope": "A", "status": 201,
+            "data": campaign},
         ("GET", "/v1/sms-campaigns/{campaign_id}/statistics"): {"summary": "An SMS campaign's statistics",
                                                                 "envelope": "A",
                                                                 "data": obj({"quiet_hours": quiet_hours})},

@@ -1,6 +1,6 @@
-"""/v1 SMS: campaigns (POST, GET list, GET one, PATCH, schedule, cancel, archive,
-statistics, timeline) and POST /v1/sms/quote. Every answer is envelope A, but the campaign's
-report: one self-contained HTML page (marketing_cli/reports/html.py).
+"""/v1 SMS: campaigns (POST, GET list, GET one, PATCH, schedule, unschedule, duplicate, cancel,
+archive, statistics, timeline) and POST /v1/sms/quote. Every answer is envelope A, but the
+campaign's report: one self-contained HTML page (marketing_cli/reports/html.py).
 
 A path with an empty campaign id (`/v1/sms-campaigns//schedule`) answers the spec's
 "Please provide a campaign ID."; a malformed one "We could not find the campaign you are
@@ -59,6 +59,23 @@ async def cancel_campaign(request: Request) -> Response:
     return envelope_a(await call(request, campaigns.cancel_campaign, workspace_id, _id(request)))
 
 
+async def campaign_reach(request: Request) -> Response:
+    from marketing_cli.services.sms import reach
+
+    workspace_id = require_workspace(request)
+    return envelope_a(await call(request, reach.campaign_reach, workspace_id, _id(request)))
+
+
+async def unschedule_campaign(request: Request) -> Response:
+    workspace_id = require_workspace(request)
+    return envelope_a(await call(request, campaigns.unschedule_campaign, workspace_id, _id(request)))
+
+
+async def duplicate_campaign(request: Request) -> Response:
+    workspace_id = require_workspace(request)
+    return envelope_a(await call(request, campaigns.duplicate_campaign, workspace_id, _id(request)), 201)
+
+
 async def archive_campaign(request: Request) -> Response:
     workspace_id = require_workspace(request)
     return envelope_a(await call(request, campaigns.archive_campaign, workspace_id, _id(request)))
@@ -94,6 +111,9 @@ routes = [
     Route("/v1/sms-campaigns/{campaign_id}/schedule", schedule_campaign, methods=["POST"]),
     Route("/v1/sms-campaigns//schedule", schedule_campaign, methods=["POST"]),
     Route("/v1/sms-campaigns/{campaign_id}/cancel", cancel_campaign, methods=["POST"]),
+    Route("/v1/sms-campaigns/{campaign_id}/reach", campaign_reach, methods=["GET"]),
+    Route("/v1/sms-campaigns/{campaign_id}/unschedule", unschedule_campaign, methods=["POST"]),
+    Route("/v1/sms-campaigns/{campaign_id}/duplicate", duplicate_campaign, methods=["POST"]),
     Route("/v1/sms-campaigns/{campaign_id}/archive", archive_campaign, methods=["POST"]),
     Route("/v1/sms-campaigns/{campaign_id}/statistics", campaign_statistics, methods=["GET"]),
     Route("/v1/sms-campaigns//statistics", campaign_statistics, methods=["GET"]),

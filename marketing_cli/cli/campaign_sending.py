@@ -1,4 +1,4 @@
-"""`mkt campaigns schedule / cancel / resume / watch`: sending an email campaign.
+"""`mkt campaigns schedule / unschedule / cancel / resume / watch`: sending an email campaign.
 
 `register(app)` adds the commands to the `campaigns` typer app (cli/campaigns.py calls it).
 `watch` polls GET /v1/campaigns/:id's service and draws a progress bar until the send ends,
@@ -58,6 +58,15 @@ def campaigns_cancel(ctx: typer.Context, campaign_id: CampaignId, as_json: JsonO
     s = state(ctx)
     emit(email_schedule.cancel_campaign(s.conn(), s.workspace_id(), campaign_id), as_json,
          lambda r: f"Campaign {r['id']} cancelled.")
+
+
+def campaigns_unschedule(ctx: typer.Context, campaign_id: CampaignId, as_json: JsonOption = False) -> None:
+    """Return a QUEUED campaign to DRAFT before it starts sending (POST /v1/campaigns/:id/unschedule)."""
+    from marketing_cli.services.email import schedule as email_schedule
+
+    s = state(ctx)
+    emit(email_schedule.unschedule_campaign(s.conn(), s.workspace_id(), campaign_id), as_json,
+         lambda r: f"Campaign {r['id']} is a DRAFT again: change it, then `mkt campaigns schedule {r['id']}`.")
 
 
 def campaigns_resume(ctx: typer.Context, campaign_id: CampaignId, as_json: JsonOption = False) -> None:
@@ -142,8 +151,9 @@ def _with_chart(s: Any, view: dict[str, Any]) -> Any:
 
 
 def register(app: typer.Typer) -> None:
-    """Add schedule, cancel, resume and watch to the campaigns app."""
+    """Add schedule, unschedule, cancel, resume and watch to the campaigns app."""
     app.command("schedule")(campaigns_schedule)
+    app.command("unschedule")(campaigns_unschedule)
     app.command("cancel")(campaigns_cancel)
     app.command("resume")(campaigns_resume)
     app.command("watch")(campaigns_watch)

@@ -49,6 +49,10 @@ def render_campaign(c: dict[str, Any]) -> Any:
         head["status"] = c["status"]
     if c.get("status_detail"):
         head["status detail"] = c["status_detail"]
+    if "scheduled_at" in c:
+        from marketing_cli.cli.times import when_line
+
+        head["scheduled"] = when_line(c["scheduled_at"], "not scheduled")
     head.update({"sender": _address(c["sender_identity"]), "reply-to": _address(c["reply_to"]),
                  "audience": _audience(c["audience"])})
     if c.get("progress"):
@@ -99,9 +103,11 @@ def campaigns_list(
     s = state(ctx)
     result = campaigns.list_campaigns(s.conn(), s.workspace_id(), page=page, limit=limit, status=status)
     p = result["pagination"]
+    from marketing_cli.cli.times import when_cell
+
     emit(result, as_json, lambda r: table(
-        ["id", "name", "type", "status", "sender", "variants", "created"],
-        [(c["id"], c["name"], c["type"], c["status"], _address(c["sender_identity"]),
+        ["id", "name", "type", "status", "scheduled", "sender", "variants", "created"],
+        [(c["id"], c["name"], c["type"], c["status"], when_cell(c["scheduled_at"]), _address(c["sender_identity"]),
           ", ".join(f"{v['type']}: {v['subject'] or '-'}" for v in c["variants"]), c["created_at"])
          for c in r["campaigns"]],
         title=f"Page {p['current_page']} of {p['total_pages']} ({p['total_count']} campaign(s))",
@@ -116,6 +122,15 @@ def campaigns_show(ctx: typer.Context, campaign_id: CampaignId, as_json: JsonOpt
 
     s = state(ctx)
     emit(campaigns.get_campaign(s.conn(), s.workspace_id(), campaign_id), as_json, render_campaign)
+
+
+@app.command("duplicate")
+def campaigns_duplicate(ctx: typer.Context, campaign_id: CampaignId, as_json: JsonOption = False) -> None:
+    """Copy a campaign as a new DRAFT, "Copy of NAME" (POST /v1/campaigns/:id/duplicate)."""
+    from marketing_cli.services.email import campaigns
+
+    s = state(ctx)
+    emit(campaigns.duplicate_campaign(s.conn(), s.workspace_id(), campaign_id), as_json, render_campaign)
 
 
 def _reply_to(text: str) -> dict[str, str]:

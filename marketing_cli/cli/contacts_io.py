@@ -109,12 +109,35 @@ def contacts_import(
             def progress(rows: int) -> None:
                 bar.update(task, completed=rows)
 
-        result = contacts_io.import_contacts(
-            conn, workspace_id, source, mapping=mapping, ignore_unknown=ignore_unknown, tag_ids=tag or [],
-            default_status=status, dry_run=dry_run, batch_size=batch_size, errors_out=errors_out,
-            progress=progress, delimiter=delimiter, decoding=decoding, date_format=date_format, day_first=day_first,
-        )
+        try:
+            result = contacts_io.import_contacts(
+                conn, workspace_id, source, mapping=mapping, ignore_unknown=ignore_unknown, tag_ids=tag or [],
+                default_status=status, dry_run=dry_run, batch_size=batch_size, errors_out=errors_out,
+                progress=progress, delimiter=delimiter, decoding=decoding, date_format=date_format,
+                day_first=day_first,
+            )
+        except KeyboardInterrupt as stop:
+            stack.close()  # the progress bar ends before the message
+            err_console.print(interrupted_message(stop), markup=False, soft_wrap=True)
+            raise typer.Exit(130) from None
     emit(result, as_json, lambda r: _import_report(r, errors))
+
+
+def interrupted_message(stop: BaseException) -> str:
+    """What Ctrl-C during an import kept, and that running it again is safe."""
+    from marketing_cli.services.contacts.importer import ImportInterrupted
+
+    if not isinstance(stop, ImportInterrupted):
+        return "Import interrupted before any row was written: nothing was imported."
+    if stop.dry_run:
+        return "Dry run interrupted: nothing was written."
+    if stop.rows == 0:
+        return ("Import interrupted: nothing was imported (the batch being written was rolled back). "
+                "Run the same command again to import the file.")
+    return (f"Import interrupted: the first {stop.rows:,} rows of the file were imported and are kept "
+            f"({stop.created:,} contacts created, {stop.updated:,} updated); the batch being written was "
+            "rolled back. Running the same command again is safe: rows already imported are updated in "
+            "place, not duplicated.")
 
 
 def _import_report(result: dict[str, Any], errors_path: str | None) -> Any:

@@ -3,7 +3,9 @@
 A person copies ids from one command into the next, so an id is never cut, folded or dropped.
 When the table is wider than the terminal, it gives way in this order:
 
-1. timestamps lose seconds and zone: `2026-11-25T14:12:32.123Z` becomes `2026-11-25 14:12`;
+1. timestamps lose seconds and zone: `2026-11-25T14:12:32.123Z` becomes `2026-11-25 14:12`
+   (a time already short with its zone named, `2026-11-25 15:12 CET`, stays as it is; a cell
+   may hold several lines, such as a time in UTC over the same time in the terminal's zone);
 2. headers take their abbreviation (`ABBREVIATIONS`, listed in docs/cli.md);
 3. text columns narrow and fold their values onto more lines (never below their header);
 4. columns are hidden, those named in `drop` first, then the rightmost (the key column and id
@@ -45,6 +47,8 @@ ABBREVIATIONS = {
 }
 
 _DATE = re.compile(r"^(\d{4}-\d\d-\d\d)[T ](\d\d:\d\d)(?::\d\d(?:\.\d+)?)?(?:Z|[+-]\d\d:?\d\d)?$")
+# A time already short, with its zone named (cli/times.py: `2026-12-01 10:00 CET`), kept as it is.
+_CLOCK = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d [A-Za-z0-9+:-]{1,8}$")
 _HEX_ID = re.compile(HEX24_PATTERN)
 SHORT_DATE_WIDTH = 16  # 2026-11-25 14:12
 MIN_TEXT_WIDTH = 8
@@ -52,9 +56,22 @@ WHOLE_WORD_WIDTH = 16  # a text column narrows to this, or to its header if long
 
 
 def short_date(text: str) -> str:
-    """`2026-11-25T14:12:32.123Z` -> `2026-11-25 14:12` (UTC as stored); other text unchanged."""
+    """`2026-11-25T14:12:32.123Z` -> `2026-11-25 14:12` (UTC as stored), line by line; other text unchanged."""
+    if "\n" in text:
+        return "\n".join(short_date(line) for line in text.split("\n"))
     match = _DATE.match(text)
     return f"{match.group(1)} {match.group(2)}" if match else text
+
+
+def _is_date(text: str) -> bool:
+    """A timestamp, or lines of them (a time in UTC over the same time in the terminal's zone)."""
+    return all(_DATE.match(line) or _CLOCK.match(line) for line in text.split("\n"))
+
+
+def _width(text: str) -> int:
+    from rich.cells import cell_len
+
+    return max(cell_len(line) for line in text.split("\n"))
 
 
 class Listing:
@@ -74,7 +91,7 @@ class Listing:
         cells = [[row[i] for row in self.rows if row[i] != ""] for i in range(n)]
         self.is_id = [h == "id" or h.endswith(" id") or (bool(c) and all(_HEX_ID.fullmatch(v) for v in c))
                       for h, c in zip(self.headers, cells)]
-        self.is_date = [bool(c) and all(_DATE.match(v) for v in c) for c in cells]
+        self.is_date = [bool(c) and all(_is_date(v) for v in c) for c in cells]
         self.spaced = [any(" " in v for v in c) for c in cells]
 
     def key_values(self) -> list[str]:
@@ -90,9 +107,7 @@ class Listing:
         return ABBREVIATIONS.get(self.headers[i], self.headers[i]) if abbreviate else self.headers[i]
 
     def _natural(self, i: int, short: bool, abbreviate: bool) -> int:
-        from rich.cells import cell_len
-
-        return max([cell_len(self._header(i, abbreviate)), *(cell_len(c) for c in self._cells(i, short))])
+        return max([_width(self._header(i, abbreviate)), *(_width(c) for c in self._cells(i, short))])
 
     def _minimum(self, i: int, short: bool, abbreviate: bool) -> int:
         from rich.cells import cell_len

@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 import typer
 
 from marketing_cli import __version__
-from marketing_cli.cli.output import JsonOption, MktGroup, emit, pairs
+from marketing_cli.cli.output import JsonOption, MktGroup, emit
 from marketing_cli.cli.registry import SUBCOMMANDS
 from marketing_cli.cli.state import state
 
@@ -48,6 +48,7 @@ def _flags_without_type() -> None:
 _flags_without_type()
 
 
+
 def _version(value: bool) -> None:
     if value:
         typer.echo(f"mkt {__version__}")
@@ -76,14 +77,15 @@ def init(
     name: Annotated[str, typer.Option("--name", help="Workspace name (2-50 characters).")],
     as_json: JsonOption = False,
 ) -> None:
-    """Create the database if missing, a new workspace and its first API key."""
+    """Create the database if missing, a workspace and its first API key (names serve's first-start workspace)."""
     from marketing_cli.db import create_database_file, remove_created
     from marketing_cli.services.account import workspaces
 
     s = state(ctx)
     created = create_database_file(s.db_path)
     try:
-        result = workspaces.create_workspace(s.conn(), name)
+        adopted = workspaces.first_start_workspace(s.conn())
+        result = workspaces.init_workspace(s.conn(), name)
     except BaseException:
         # A failed init leaves no trace: the file it created goes (with its -wal and -shm, and
         # the folders made for it); an existing database is untouched (the write was rolled back).
@@ -91,17 +93,34 @@ def init(
         remove_created(created)
         raise
 
-    def human(value: dict) -> object:
-        from rich.console import Group
-        from rich.panel import Panel
+    emit(result, as_json, lambda value: init_report(s, value, adopted=adopted is not None, created=bool(created)))
 
-        ws = value["workspace"]
-        return Group(
-            pairs({"workspace": f"{ws['name']} (id {ws['id']})", "database": str(state(ctx).db_path)}),
-            Panel(value["api_key"], title="API key: copy it now, it is not shown again", expand=False),
-        )
 
-    emit(result, as_json, human)
+def init_report(s: object, value: dict, *, adopted: bool, created: bool) -> object:
+    """What `mkt init` made and where everything is: the database, the workspace, the key
+    (once), the workspaces beside it and how commands pick one, the next steps."""
+    from rich.console import Group
+    from rich.panel import Panel
+    from rich.text import Text
+
+    from marketing_cli.cli.state import remembered_workspace, settings_path
+    from marketing_cli.services.account import workspaces
+
+    ws = value["workspace"]
+    db_path = s.db_path  # type: ignore[attr-defined]
+    others = [w for w in workspaces.list_workspaces(s.conn()) if w["id"] != ws["id"]]  # type: ignore[attr-defined]
+    how = ("named: it is the workspace `mkt serve` made on its first start (the key serve printed still works)"
+           if adopted else "created")
+    lines = [f"Workspace {ws['name']} (id {ws['id']}) {how}.",
+             f"Database: {db_path}" + (" (created)" if created else "")]
+    if others:
+        default = remembered_workspace(db_path)
+        lines.append(f"This database holds {len(others) + 1} workspaces. Commands without --workspace act on "
+                     + (f"workspace {default} (`mkt workspace use`, in {settings_path()})." if default else
+                        f"none of them until you run `mkt workspace use {ws['id']}` (or add --workspace ID)."))
+    lines.append("Next: `mkt workspace show`; `mkt serve` serves the API with this key.")
+    return Group(Text("\n".join(lines)),
+                 Panel(value["api_key"], title="API key: copy it now, it is not shown again", expand=False))
 
 
 @app.command("serve")

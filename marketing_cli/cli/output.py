@@ -56,16 +56,31 @@ class MktGroup(TyperGroup):
     lazy: dict[str, tuple[str, str]] = {}
     _listing = False
 
-    def main(self, args: Sequence[str] | None = None, *a: Any, **kw: Any) -> Any:
+    def main(self, args: Sequence[str] | None = None, *a: Any, standalone_mode: bool = True, **kw: Any) -> Any:
         from marketing_cli.kernel.inputs import check_text
 
+        args = list(sys.argv[1:] if args is None else args)
         try:
-            for arg in sys.argv[1:] if args is None else args:
+            for arg in args:
                 check_text(arg)
         except MktError as exc:
             _consoles()[1].print(exc.message, markup=False, soft_wrap=True)
             sys.exit(2)
-        return super().main(args, *a, **kw)
+        args = global_options_first(args)
+        if not standalone_mode:
+            return super().main(args, *a, standalone_mode=False, **kw)
+        # typer's standalone mode prints a usage error as the usage text and a boxed message;
+        # run it non-standalone and print one line instead (docs/cli.md, "Conventions").
+        try:
+            code = super().main(args, *a, standalone_mode=False, **kw)
+        except typer.TyperException as exc:  # a usage error: unknown option, missing argument, bad value
+            if exc.format_message().strip():  # (a group run bare has printed its help and says nothing more)
+                sys.stderr.write(one_line_usage_error(exc) + "\n")
+            sys.exit(exc.exit_code)
+        except typer.Abort:
+            sys.stderr.write("Aborted.\n")
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
 
     def invoke(self, ctx: Any) -> Any:
         try:
@@ -109,6 +124,45 @@ class MktGroup(TyperGroup):
             super().format_help(ctx, formatter)
         finally:
             self._listing = False
+
+
+def one_line_usage_error(error: Any) -> str:
+    """`mkt tags create: Missing argument 'name'. See `mkt tags create --help`.`"""
+    message = " ".join(error.format_message().split())
+    if message and message[-1] not in ".!?":
+        message += "."
+    ctx = getattr(error, "ctx", None)
+    return f"{ctx.command_path}: {message} See `{ctx.command_path} --help`." if ctx is not None else message
+
+
+ROOT_VALUE_OPTIONS = ("--db", "--workspace")
+
+
+def global_options_first(args: list[str]) -> list[str]:
+    """`mkt tags list --db X --workspace 2` reads as `mkt --db X --workspace 2 tags list`, and
+    `mkt --json tags list` as `mkt tags list --json`: the global options and `--json` are
+    accepted before or after the subcommand. Nothing after `--` moves."""
+    end = args.index("--") if "--" in args else len(args)
+    head, tail = args[:end], args[end:]
+    moved: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(head):
+        arg = head[i]
+        if arg in ROOT_VALUE_OPTIONS and i + 1 < len(head):
+            moved += head[i:i + 2]
+            i += 2
+            continue
+        if arg.split("=", 1)[0] in ROOT_VALUE_OPTIONS and "=" in arg:
+            moved.append(arg)
+        else:
+            rest.append(arg)
+        i += 1
+    # --json before the first word that is not an option (the subcommand) belongs to the command
+    first_word = next((n for n, arg in enumerate(rest) if not arg.startswith("-")), len(rest))
+    if "--json" in rest[:first_word] and first_word < len(rest):
+        rest = [arg for n, arg in enumerate(rest) if not (n < first_word and arg == "--json")] + ["--json"]
+    return moved + rest + tail
 
 
 def _storage_error(exc: Exception) -> MktError | None:

@@ -24,13 +24,28 @@ def describe_filter(f: dict[str, Any]) -> str:
     return f"{f.get('type')} {f.get('operator')} {json.dumps(f.get('value'))}"
 
 
+def counted_cell(s: dict[str, Any]) -> str:
+    """When the count was taken, in UTC and the terminal's zone; `counting…` while a first
+    count is on its way, `(recounting)` under an older one."""
+    from marketing_cli.cli.times import when_cell
+
+    if s.get("counted_at") is None:
+        return "counting…" if s.get("counting") else "not counted yet"
+    return when_cell(s["counted_at"]) + ("\n(recounting)" if s.get("counting") else "")
+
+
 def render_segment(s: dict[str, Any]) -> Any:
+    from marketing_cli.cli.times import when_line
+
     joiner = f" {s['filters']['condition']} "
+    counted = ("counting…" if s.get("counting") else "not counted yet") if s.get("counted_at") is None else \
+        when_line(s["counted_at"]) + (" (recounting)" if s.get("counting") else "")
     return pairs({
         "id": s["id"],
         "name": s["name"],
         "filters": joiner.join(f"({describe_filter(f)})" for f in s["filters"]["filters"]),
         "contacts": s["contact_count"],
+        "counted at": counted,
         "created": s["created_at"],
         "updated": s["updated_at"],
     }, title="Segment")
@@ -70,9 +85,9 @@ def segments_list(ctx: typer.Context, as_json: JsonOption = False, wide: WideOpt
 
     s = state(ctx)
     emit(segments.list_segments(s.conn(), s.workspace_id()), as_json, lambda rows: table(
-        ["id", "name", "filters", "contacts", "created"],
+        ["id", "name", "filters", "contacts", "counted at", "created"],
         [(r["id"], r["name"], f"{len(r['filters']['filters'])} ({r['filters']['condition']})",
-          r["contact_count"], r["created_at"]) for r in rows]), wide=wide, quiet=quiet)
+          r["contact_count"], counted_cell(r), r["created_at"]) for r in rows]), wide=wide, quiet=quiet)
 
 
 @app.command("show")

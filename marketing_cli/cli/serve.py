@@ -8,7 +8,6 @@ import signal
 from pathlib import Path
 
 from rich.console import Console
-from rich.panel import Panel
 
 from marketing_cli.db import connect
 
@@ -63,23 +62,44 @@ def raise_open_file_limit() -> int:
     return soft
 
 
-def _bootstrap(db_path: Path, base_url: str) -> None:
-    """On a database with no workspace, create one so the server is usable at once."""
+def curl_line(base_url: str) -> str:
+    """The request the banner suggests, on one line that fits 80 columns for the default address."""
+    return f'curl -H "Authorization: Bearer $MKT_KEY" {base_url}/v1/workspace'
+
+
+def banner_lines(db_path: Path, base_url: str, bootstrap: bool) -> list[str]:
+    """What serve says before it listens: on a database without a workspace (and `bootstrap`),
+    the one it makes, with its key once, as a line to paste (`export MKT_KEY=...`); otherwise
+    which workspaces it serves. Lines, never a box: a box would cut the lines to paste."""
     from marketing_cli.services.account import workspaces
 
     conn = connect(db_path)
     try:
-        if conn.execute("SELECT 1 FROM workspaces LIMIT 1").fetchone() is not None:
-            return
-        created = workspaces.create_workspace(conn, "My workspace")
+        created = workspaces.create_first_start_workspace(conn) if bootstrap else None
+        rows = workspaces.list_workspaces(conn)
     finally:
         conn.close()
-    console.print(Panel(
-        f"Workspace [bold]{created['workspace']['name']}[/] (id {created['workspace']['id']}) created in {db_path}\n"
-        f"API key (shown once, copy it now): [bold green]{created['api_key']}[/]\n\n"
-        f"Try: curl -H \"Authorization: Bearer $MKT_KEY\" {base_url}/v1/workspace",
-        title="mkt: first run", expand=False,
-    ))
+    if created is not None:
+        ws = created["workspace"]
+        return [f"mkt: first start. Workspace {ws['name']} (id {ws['id']}) created in {db_path};",
+                "`mkt init --name NAME` names it. Its API key, shown once (copy it now):",
+                "",
+                f"  export MKT_KEY={created['api_key']}",
+                f"  {curl_line(base_url)}",
+                ""]
+    if not rows:
+        return [f"mkt: {db_path} holds no workspace yet: create one with `mkt init --name NAME`."]
+    served = ", ".join(f"{w['name']} (id {w['id']})" for w in rows[:3]) + (", ..." if len(rows) > 3 else "")
+    return [f"mkt: workspaces {served}. With the key `mkt init` printed (or a new one from `mkt keys create`):",
+            "",
+            "  export MKT_KEY='<your key>'",
+            f"  {curl_line(base_url)}",
+            ""]
+
+
+def _banner(db_path: Path, base_url: str, bootstrap: bool) -> None:
+    for line in banner_lines(db_path, base_url, bootstrap):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 def run_server(db_path: Path, *, host: str, port: int, smtp_url: str | None, outbox: str | None,
@@ -93,8 +113,7 @@ def run_server(db_path: Path, *, host: str, port: int, smtp_url: str | None, out
         os.environ["MKT_SMTP_URL"] = smtp_url
     if outbox:
         os.environ["MKT_OUTBOX"] = outbox
-    if bootstrap:
-        _bootstrap(db_path, f"http://{host}:{port}")
+    _banner(db_path, f"http://{host}:{port}", bootstrap)
     from marketing_cli.api.limits import RedactSecrets
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

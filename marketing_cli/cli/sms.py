@@ -11,6 +11,7 @@ from marketing_cli.cli import sms_quiet_hours, sms_stats
 from marketing_cli.cli.output import JsonOption, QuietOption, WideOption, emit, json_option, pairs, table, usage_error
 from marketing_cli.cli.registry import HELP
 from marketing_cli.cli.state import state
+from marketing_cli.errors import MktError
 
 app = typer.Typer(help=HELP["sms"], no_args_is_help=True)
 balance_app = typer.Typer(help="The prepaid SMS balance (a ledger of top-ups, charges and refunds).",
@@ -32,10 +33,12 @@ def _stats_line(s: dict[str, int]) -> str:
 def render_campaign(c: dict[str, Any]) -> Any:
     import json
 
+    from marketing_cli.cli.times import when_line
+
     return pairs({
         "id": c["id"], "name": c["name"], "status": c["status"],
         **({"status_detail": c["status_detail"]} if c.get("status_detail") else {}), "message": c["message"],
-        "audience": json.dumps(c["audience"]), "scheduled_at": c["scheduled_at"],
+        "audience": json.dumps(c["audience"]), "scheduled": when_line(c["scheduled_at"], "not scheduled"),
         "statistics": _stats_line(c["statistics"]),
         **({"held by quiet hours": f"{c['quiet_hours']['held']:,} (the first until {c['quiet_hours']['next_release_at']})"}
            if c.get("quiet_hours", {}).get("held") else {}),
@@ -71,8 +74,10 @@ def sms_list(
 
     def human(r: dict[str, Any]) -> Any:
         p = r["pagination"]
-        return table(["id", "name", "status", "scheduled_at", "sent", "suppressed", "created_at"],
-                     [(c["id"], c["name"], c["status"], c["scheduled_at"], c["statistics"]["sent"],
+        from marketing_cli.cli.times import when_cell
+
+        return table(["id", "name", "status", "scheduled", "sent", "suppressed", "created_at"],
+                     [(c["id"], c["name"], c["status"], when_cell(c["scheduled_at"]), c["statistics"]["sent"],
                        c["statistics"]["suppressed"], c["created_at"]) for c in r["campaigns"]],
                      title=f"Page {p['current_page']} of {p['total_pages']} ({p['total_count']} campaigns)")
 
@@ -129,6 +134,8 @@ def sms_schedule(
         raise usage_error("Give exactly one of --now and --at TIMESTAMP.")
     body: dict[str, Any] = {"schedule_type": "NOW"} if now else {"schedule_type": "LATER", "scheduled_at": at}
     s = state(ctx)
+    if not as_json:
+        print_reach(s, campaign_id)
     emit(schedule.schedule_campaign(s.conn(), s.workspace_id(), campaign_id, body), as_json,
          lambda r: f"Campaign {r['id']} queued" + (f" for {r['scheduled_at']}" if "scheduled_at" in r else
                                                    ": run `mkt jobs run` (or `mkt serve`) to send it"))
@@ -142,6 +149,56 @@ def sms_cancel(ctx: typer.Context, campaign_id: CampaignId, as_json: JsonOption 
     s = state(ctx)
     emit(campaigns.cancel_campaign(s.conn(), s.workspace_id(), campaign_id), as_json,
          lambda r: f"Campaign {r['id']} cancelled; refunded ${r['refunded']} for {r['refunded_messages']:,} messages")
+
+
+def print_reach(s: Any, campaign_id: str) -> None:
+    """Before `schedule` queues anything: who will get the message and who will be skipped, why."""
+    from marketing_cli.services.sms import reach
+
+    try:
+        found = reach.campaign_reach(s.conn(), s.workspace_id(), campaign_id)
+    except MktError:
+        return  # schedule itself gives the message (not found, no audience ...)
+    typer.echo(reach.reach_line(found))
+
+
+@app.command("reach")
+def sms_reach(ctx: typer.Context, campaign_id: CampaignId, as_json: JsonOption = False) -> None:
+    """Who the campaign reaches now, and who it skips and why (GET /v1/sms-campaigns/:id/reach)."""
+    from marketing_cli.services.sms import reach
+
+    s = state(ctx)
+
+    def human(r: dict[str, Any]) -> Any:
+        from rich.console import Group
+        from rich.text import Text
+
+        rows = [(reach.WHY[why], r["skipped"][why]) for why in reach.REASONS if r["skipped"][why]]
+        parts: list[Any] = [Text(reach.reach_line(r))]
+        if rows:
+            parts.append(table(["skipped because", "contacts"], rows))
+        return Group(*parts)
+
+    emit(reach.campaign_reach(s.conn(), s.workspace_id(), campaign_id), as_json, human)
+
+
+@app.command("unschedule")
+def sms_unschedule(ctx: typer.Context, campaign_id: CampaignId, as_json: JsonOption = False) -> None:
+    """Return a QUEUED campaign to DRAFT before it starts sending (POST /v1/sms-campaigns/:id/unschedule)."""
+    from marketing_cli.services.sms import campaigns
+
+    s = state(ctx)
+    emit(campaigns.unschedule_campaign(s.conn(), s.workspace_id(), campaign_id), as_json,
+         lambda r: f"Campaign {r['id']} is a DRAFT again: change it, then `mkt sms schedule {r['id']}`.")
+
+
+@app.command("duplicate")
+def sms_duplicate(ctx: typer.Context, campaign_id: CampaignId, as_json: JsonOption = False) -> None:
+    """Copy a campaign as a new DRAFT, "Copy of NAME" (POST /v1/sms-campaigns/:id/duplicate)."""
+    from marketing_cli.services.sms import campaigns
+
+    s = state(ctx)
+    emit(campaigns.duplicate_campaign(s.conn(), s.workspace_id(), campaign_id), as_json, render_campaign)
 
 
 @app.command("archive")
@@ -158,7 +215,8 @@ def sms_archive(ctx: typer.Context, campaign_id: CampaignId, as_json: JsonOption
 def sms_quote(
     ctx: typer.Context,
     message: Annotated[str, typer.Argument(help="The SMS text.")],
-    to: Annotated[str | None, typer.Option("--to", help="A recipient in E.164 form, for the price.")] = None,
+    to: Annotated[str | None, typer.Option("--to", help="A recipient's number, for the price: +14155550100, or as contacts take it "
+                                                  "((415) 200-0001 in the phone field's default region).")] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Encoding, segments and price of a message (POST /v1/sms/quote)."""

@@ -74,9 +74,40 @@ def workspace_show(ctx: typer.Context, as_json: JsonOption = False) -> None:
 @app.command("list")
 def workspace_list(ctx: typer.Context, as_json: JsonOption = False, wide: WideOption = False,
                    quiet: QuietOption = False) -> None:
-    """List the workspaces in the database."""
-    emit(workspaces.list_workspaces(state(ctx).conn()), as_json, lambda rows: table(
-        ["id", "name", "created"], [(w["id"], w["name"], w["created_at"]) for w in rows]), wide=wide, quiet=quiet)
+    """List the workspaces in the database (the default one, `mkt workspace use`, marked)."""
+    from marketing_cli.cli.state import remembered_workspace
+
+    s = state(ctx)
+    default = remembered_workspace(s.db_path)
+    emit(workspaces.list_workspaces(s.conn()), as_json, lambda rows: table(
+        ["id", "name", "default", "created"],
+        [(w["id"], w["name"], "yes" if w["id"] == default else "", w["created_at"]) for w in rows]),
+         wide=wide, quiet=quiet)
+
+
+@app.command("use")
+def workspace_use(
+    ctx: typer.Context,
+    workspace_id: Annotated[Optional[int], typer.Argument(
+        metavar="ID", help="The workspace later commands act on (see `mkt workspace list`).")] = None,
+    forget: Annotated[bool, typer.Option("--forget", help="Forget the default workspace of this database.")] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Remember the workspace that commands without --workspace act on, for this database."""
+    from marketing_cli.cli.output import usage_error
+    from marketing_cli.cli.state import remember_workspace
+
+    s = state(ctx)
+    if forget == (workspace_id is not None):
+        raise usage_error("Give a workspace ID, or --forget.")
+    if forget:
+        path = remember_workspace(s.db_path, None)
+        emit(None, as_json, lambda _: f"No default workspace for {s.db_path} any more (settings: {path}).")
+        return
+    ws = workspaces.get_workspace_info(s.conn(), workspace_id)["workspace"]  # 404 when it does not exist
+    path = remember_workspace(s.db_path, ws["id"])
+    emit(ws, as_json, lambda w: f"Commands on {s.db_path} now act on workspace {w['id']} ({w['name']}) unless "
+                                f"given --workspace (remembered in {path}).")
 
 
 @app.command("update")

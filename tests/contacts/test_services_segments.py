@@ -34,7 +34,7 @@ def create(conn: sqlite3.Connection, ws: int, name: Any = "Engaged", filters: An
 def test_create_answers_the_segment_with_count_zero_and_queues_the_count(conn: sqlite3.Connection,
                                                                          world: dict[str, Any]) -> None:
     seg = create(conn, world["ws"], "  Engaged  ")
-    assert set(seg) == {"id", "name", "filters", "contact_count", "created_at", "updated_at"}
+    assert set(seg) == {"id", "name", "filters", "contact_count", "counted_at", "counting", "created_at", "updated_at"}
     assert seg["name"] == "Engaged" and seg["contact_count"] == 0
     assert seg["filters"] == OPEN_RATE
     queued = jobs.list_jobs(conn, status="queued")

@@ -79,7 +79,9 @@ def test_domain_errors_exit_1_with_the_api_message(cli, cli_json, workspace, con
     assert (result.exit_code, result.stderr.strip()) == (
         1, "The domain example.com has already been added to this workspace.")
     result = cli("domains", "add", "example.org")
-    assert (result.exit_code, result.stderr.strip()) == (1, "Billing limit error")
+    message, detail = result.stderr.strip().split("\n")  # the API's message, then what to do about it
+    assert (result.exit_code, message) == (1, "Billing limit error")
+    assert detail.startswith("domains: the free plan allows 1 and 1 are used.")
     assert len(cli_json("domains", "list")) == 1
 
 

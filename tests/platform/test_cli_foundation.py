@@ -10,6 +10,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from marketing_cli.services.account import keys
 
 
@@ -191,3 +193,23 @@ def test_numbers_beyond_64_bits_are_a_clean_error(cli_json: Any, cli: Any) -> No
     result = cli("keys", "revoke", "99999999999999999999999")
     assert result.exit_code == 1
     assert result.stderr.strip() == "A number in the command is out of range."
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["tags", "create"], "mkt tags create: Missing argument 'name'. See `mkt tags create --help`."),
+    (["tags", "list", "--bogus"], "mkt tags list: No such option: --bogus. See `mkt tags list --help`."),
+    (["nosuch"], "mkt: No such command 'nosuch'. See `mkt --help`."),
+])
+def test_usage_errors_are_one_line(runner: Any, db_path: Any, args: list[str], expected: str) -> None:
+    from marketing_cli.cli.main import app
+
+    result = runner.invoke(app, ["--db", str(db_path), *args])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == expected
+
+
+def test_a_bare_group_prints_its_help_and_no_error_line(runner: Any, db_path: Any) -> None:
+    from marketing_cli.cli.main import app
+
+    result = runner.invoke(app, ["--db", str(db_path), "tags"])
+    assert "Usage: mkt tags" in result.stdout and result.stderr == ""

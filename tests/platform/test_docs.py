@@ -51,3 +51,12 @@ def test_readme_quick_start_commands() -> None:
     ci = (DOCS.parent / ".ci" / "run").read_text()
     test_cmd = "python3 -m pip install -e '.[test]' && python3 -m pytest -n 2"
     assert test_cmd in readme and test_cmd in ci
+
+
+def test_docs_stand_alone() -> None:
+    """A user has README.md and docs/ only: no page sends them to the project's internal files."""
+    pages = [DOCS.parent / "README.md", *sorted(DOCS.glob("*.md"))]
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        for name in ("CONTRACT", "api-spec.md", "STYLE.md", "shared/spec"):
+            assert name not in text, f"{page.name} mentions {name}"

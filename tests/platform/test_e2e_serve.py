@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import signal
 import threading
 import time
@@ -99,8 +100,11 @@ def test_first_run_creates_a_workspace_and_shows_a_key(tmp_path: Path) -> None:
     server = Server(db)
     try:
         out = server.output()
-        key = next(word for word in out.split() if word.startswith("mkt_"))
+        key = re.search(r"^  export MKT_KEY=(mkt_\S+)$", out, re.MULTILINE).group(1)
         assert out.count(key) == 1  # shown once, not again in the example command
+        curl = next(line for line in out.splitlines() if "curl" in line)
+        assert curl == f'  curl -H "Authorization: Bearer $MKT_KEY" {server.base}/v1/workspace'
+        assert len(curl) <= 80  # one line, pasted as it is, even in an 80-column terminal
         r = httpx.get(server.base + "/v1/workspace", headers={"Authorization": f"Bearer {key}"})
         assert r.status_code == 200
     finally:

@@ -142,6 +142,30 @@ def remaining(conn: sqlite3.Connection, workspace_id: int, resource: str) -> int
     return max(0, allowed[resource] - used[resource])
 
 
+PERIODS = {"monthly_emails": " this month", "events": " this month", "hourly_emails": " this hour"}
+LIMIT_DETAIL = ("{resource}: the {plan} plan{override} allows {allowed:,}{period} and {used:,} are used. An operator "
+                "raises it with `mkt billing allowance set {resource} N` or moves the workspace to a larger plan "
+                "with `mkt billing plan set PLAN` (`mkt billing plan list` shows the plans).")
+
+
+def limit_detail(conn: sqlite3.Connection, workspace_id: int, resource: str) -> str:
+    """What a plan-limit error adds to the specification's message: the allowance, the usage
+    and the commands that raise it (MktError.detail: the CLI prints it, the API sends it in
+    the `X-Error-Detail` header; the error body keeps its fixed shape)."""
+    allowed, used = _limits_and_usage(conn, workspace_id)
+    overridden = conn.execute("SELECT 1 FROM allowance_overrides WHERE workspace_id = ? AND resource = ?",
+                              (workspace_id, resource)).fetchone() is not None
+    return LIMIT_DETAIL.format(resource=resource, plan=plan_of(conn, workspace_id)["name"],
+                               override=" (with the operator's override)" if overridden else "",
+                               allowed=allowed[resource], used=used[resource], period=PERIODS.get(resource, ""))
+
+
+def limit_error(conn: sqlite3.Connection, workspace_id: int, resource: str, message: str,
+                status: int = 400) -> MktError:
+    """The error to raise when `resource` is used up: the given message, with limit_detail."""
+    return MktError(status, message, limit_detail(conn, workspace_id, resource))
+
+
 def resources(conn: sqlite3.Connection, workspace_id: int) -> list[dict[str, Any]]:
     return resources_view(*_limits_and_usage(conn, workspace_id))
 

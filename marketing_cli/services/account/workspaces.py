@@ -82,6 +82,48 @@ def create_workspace(conn: sqlite3.Connection, name: Any, *, key_name: str | Non
     return {"workspace": workspace, "api_key": key["key"]}
 
 
+# `mkt serve`'s first start on an empty database makes a workspace under these names, so that
+# the API answers at once; the first `mkt init` then names that workspace instead of making a
+# second one (one story however a user begins: README, "Quick start").
+FIRST_START_NAME = "My workspace"
+FIRST_START_KEY = "mkt serve (first start)"
+
+
+def create_first_start_workspace(conn: sqlite3.Connection) -> dict[str, Any] | None:
+    """`mkt serve` on a database without a workspace: one, with its first key; None when one exists."""
+    with transaction(conn):
+        if conn.execute("SELECT 1 FROM workspaces LIMIT 1").fetchone() is not None:
+            return None
+        return create_workspace(conn, FIRST_START_NAME, key_name=FIRST_START_KEY)
+
+
+def first_start_workspace(conn: sqlite3.Connection) -> int | None:
+    """The id of the workspace `mkt serve` made on its first start, while it is the database's
+    only workspace and still has its first-start name; else None."""
+    rows = conn.execute("SELECT id, name FROM workspaces ORDER BY id LIMIT 2").fetchall()
+    if len(rows) != 1 or rows[0]["name"] != FIRST_START_NAME:
+        return None
+    made_by_serve = conn.execute("SELECT 1 FROM api_keys WHERE workspace_id = ? AND name = ?",
+                                 (rows[0]["id"], FIRST_START_KEY)).fetchone()
+    return rows[0]["id"] if made_by_serve else None
+
+
+def init_workspace(conn: sqlite3.Connection, name: Any) -> dict[str, Any]:
+    """`mkt init --name NAME`: {"workspace", "api_key"}. On a database whose only workspace is
+    the one `mkt serve` made on its first start, that workspace takes the name and a new key
+    (the key serve printed keeps working); otherwise a new workspace with its first key."""
+    from marketing_cli.services.account import keys
+
+    name = _check_name(name)
+    with transaction(conn):
+        adopted = first_start_workspace(conn)
+        if adopted is None:
+            return create_workspace(conn, name)
+        conn.execute("UPDATE workspaces SET name = ? WHERE id = ?", (name, adopted))
+        key = keys.create_key(conn, adopted, "default")
+        return {"workspace": workspace_view(_row(conn, adopted)), "api_key": key["key"]}
+
+
 def list_workspaces(conn: sqlite3.Connection) -> list[dict[str, Any]]:
     return [workspace_view(r) for r in conn.execute("SELECT * FROM workspaces ORDER BY id")]
 

@@ -175,14 +175,23 @@ def resolve_audience(conn: sqlite3.Connection, workspace_id: int, audience: Any,
     `audience` is validated first (Configure Campaign's messages), so callers may pass
     what a campaign stored. Add `ORDER BY`/`LIMIT` or wrap it as a subquery as needed.
     """
-    channel = _check_channel(channel)
+    return _resolve(conn, workspace_id, audience, _ELIGIBLE[_check_channel(channel)], select)
+
+
+def resolve_whole_audience(conn: sqlite3.Connection, workspace_id: int, audience: Any,
+                           select: str = "c.id") -> Compiled:
+    """Every contact the audience names, eligible on a channel or not (to say why some are not)."""
+    return _resolve(conn, workspace_id, audience, "1", select)
+
+
+def _resolve(conn: sqlite3.Connection, workspace_id: int, audience: Any, eligible: str, select: str) -> Compiled:
     entries = validate_audience(conn, workspace_id, audience)
     pieces = [_entry_sql(conn, workspace_id, e) for e in entries]
     params: list[Any] = [workspace_id]
     for p in pieces:
         params += p.params
     included = pieces[0].sql if len(pieces) == 1 else "(" + " OR ".join(p.sql for p in pieces) + ")"
-    return Compiled(f"SELECT {select} FROM contacts c WHERE c.workspace_id = ? AND {_ELIGIBLE[channel]}"
+    return Compiled(f"SELECT {select} FROM contacts c WHERE c.workspace_id = ? AND {eligible}"
                     f" AND {included}", params)
 
 

@@ -250,7 +250,7 @@ def track_event(conn: sqlite3.Connection, workspace_id: int, body: Any) -> dict[
         else:
             contact_id = _contact_by_phone(conn, workspace_id, phone)
         if billing.remaining(conn, workspace_id, "events") < 1:
-            raise MktError(429, ALLOWANCE_USED_UP)
+            raise billing.limit_error(conn, workspace_id, "events", ALLOWANCE_USED_UP, 429)
         append_event(conn, workspace_id, contact_id, "CUSTOM_EVENT",
                      {"event_name": event_name, "properties": properties})
         billing.bump_usage(conn, workspace_id, "events")

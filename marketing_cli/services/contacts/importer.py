@@ -23,7 +23,8 @@ Import is a bulk upsert built for a million rows:
 - A bad row is reported with its line number and every reason; the other rows still go
   in. Both faces work this way: a file-level error (encoding, header, options) writes
   nothing; row errors reject their rows only; batches before a crash stay committed
-  (each is whole).
+  (each is whole). Ctrl-C raises ImportInterrupted with what the committed batches hold,
+  so the CLI can say what was kept (re-running the import is safe: it upserts).
 - A running import holds the workspace's io lock (services/contacts/io_lock.py).
 - Addresses: every address email-validator accepts goes in, internationalised ones
   included (RFC 6531/6532). A domain in Unicode is sendable everywhere (it goes out in
@@ -161,6 +162,16 @@ def _parsed_rows(reader: Any, parser: RowParser, report: _Report) -> Iterator[tu
             yield rows, row
 
 
+class ImportInterrupted(KeyboardInterrupt):
+    """Ctrl-C (or any KeyboardInterrupt) during an import, with what was kept: the batches
+    committed before it (`rows` rows read, `created` and `updated` contacts); the batch being
+    written was rolled back whole. Still a KeyboardInterrupt for callers that only know that."""
+
+    def __init__(self, rows: int, created: int, updated: int, dry_run: bool) -> None:
+        super().__init__(rows, created, updated)
+        self.rows, self.created, self.updated, self.dry_run = rows, created, updated, dry_run
+
+
 def import_contacts(
     conn: sqlite3.Connection,
     workspace_id: int,
@@ -212,16 +223,21 @@ def import_contacts(
         writer = BatchWriter(conn, workspace_id, fields, tag_list, status, dry_run, report.reject)
         batch: list[ContactRow] = []
         rows = 0
-        for rows, row in _parsed_rows(reader, parser, report):
-            if row is not None:
-                batch.append(row)
-                if len(batch) >= batch_size:
-                    writer.apply(batch, lock)
-                    batch = []
-                    if progress is not None:
-                        progress(rows)
-        if batch:
-            writer.apply(batch, lock)
+        kept = (0, 0, 0)  # (rows, created, updated) of the batches committed so far
+        try:
+            for rows, row in _parsed_rows(reader, parser, report):
+                if row is not None:
+                    batch.append(row)
+                    if len(batch) >= batch_size:
+                        writer.apply(batch, lock)
+                        kept = (rows, writer.created, writer.updated)
+                        batch = []
+                        if progress is not None:
+                            progress(rows)
+            if batch:
+                writer.apply(batch, lock)
+        except KeyboardInterrupt:
+            raise ImportInterrupted(*kept, dry_run) from None
         if progress is not None:
             progress(rows)
     return {

@@ -93,7 +93,7 @@ def _dump(data: dict[str, Any]) -> str:
 def _insert(conn: sqlite3.Connection, workspace_id: int, *, email: str | None, phone: str | None, status: str,
             sms_status: str | None, data: dict[str, Any], tag_ids: list[int]) -> str:
     if billing.remaining(conn, workspace_id, "contacts") <= 0:
-        raise MktError(400, BILLING_LIMIT)
+        raise billing.limit_error(conn, workspace_id, "contacts", BILLING_LIMIT)
     contact_id = new_id()
     now = clock.now()
     conn.execute(

@@ -46,15 +46,36 @@ def count_key(segment_id: int) -> str:
     return f"{COUNT_JOB}:{segment_id}"
 
 
-def segment_view(row: sqlite3.Row) -> dict[str, Any]:
+def segment_view(row: sqlite3.Row, counting: bool = False) -> dict[str, Any]:
+    """The specification's segment, plus two extension members that say how fresh
+    `contact_count` is: `counted_at` (when it was counted; null before the first count) and
+    `counting` (a recount is queued or running)."""
     return {
         "id": row["id"],
         "name": row["name"],
         "filters": json.loads(row["filters"]),
         "contact_count": row["contact_count"],
+        "counted_at": row["counted_at"],
+        "counting": counting,
         "created_at": row["created_at"],
         "updated_at": row["updated_at"],
     }
+
+
+def _counting(conn: sqlite3.Connection, segment_ids: list[int]) -> set[int]:
+    """Which of these segments have a count job queued or running."""
+    if not segment_ids:
+        return set()
+    keys = [count_key(i) for i in segment_ids]
+    marks = ", ".join("?" * len(keys))
+    found = conn.execute(f"SELECT dedupe_key FROM jobs WHERE dedupe_key IN ({marks}) AND status IN ('queued', 'running')",
+                         keys).fetchall()
+    return {int(row[0].rsplit(":", 1)[1]) for row in found}
+
+
+def _views(conn: sqlite3.Connection, rows: list[sqlite3.Row]) -> list[dict[str, Any]]:
+    counting = _counting(conn, [r["id"] for r in rows])
+    return [segment_view(r, r["id"] in counting) for r in rows]
 
 
 def parse_segment_id(value: Any) -> int:
@@ -83,25 +104,25 @@ def create_segment(conn: sqlite3.Connection, workspace_id: int, body: Any) -> di
     with transaction(conn):
         filters = validate_filters(conn, workspace_id, body.get("filters"))
         if billing.remaining(conn, workspace_id, "segments") == 0:
-            raise MktError(400, BILLING_LIMIT)
+            raise billing.limit_error(conn, workspace_id, "segments", BILLING_LIMIT)
         segment_id = conn.execute(
             "INSERT INTO segments (workspace_id, name, filters, contact_count, created_at, updated_at)"
             " VALUES (?, ?, ?, 0, ?, ?)",
             (workspace_id, name, filters_json(filters), now, now),
         ).lastrowid
         enqueue_count(conn, workspace_id, segment_id)
-        return segment_view(_row(conn, workspace_id, segment_id))
+        return _views(conn, [_row(conn, workspace_id, segment_id)])[0]
 
 
 def list_segments(conn: sqlite3.Connection, workspace_id: int) -> list[dict[str, Any]]:
     """GET /v1/segments: every segment of the workspace, oldest first (the plan bounds how many)."""
     rows = conn.execute("SELECT * FROM segments WHERE workspace_id = ? ORDER BY id", (workspace_id,))
-    return [segment_view(r) for r in rows]
+    return _views(conn, rows.fetchall())
 
 
 def get_segment(conn: sqlite3.Connection, workspace_id: int, segment_id: Any) -> dict[str, Any]:
     """GET /v1/segments/:id."""
-    return segment_view(_row(conn, workspace_id, segment_id))
+    return _views(conn, [_row(conn, workspace_id, segment_id)])[0]
 
 
 def enqueue_count(conn: sqlite3.Connection, workspace_id: int, segment_id: int) -> int:
@@ -136,7 +157,7 @@ def recount_segment(conn: sqlite3.Connection, workspace_id: int, segment_id: int
             (count, started, segment_id, workspace_id, started),
         )
         row = conn.execute("SELECT * FROM segments WHERE id = ?", (segment_id,)).fetchone()
-    return segment_view(row) if row is not None else None
+    return _views(conn, [row])[0] if row is not None else None
 
 
 @jobs.handler(COUNT_JOB)

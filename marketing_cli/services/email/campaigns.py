@@ -71,6 +71,8 @@ SUBJECT_TOO_LONG = "The subject must be 90 characters or less."
 PREVIEW_TOO_LONG = "The preview text must be 120 characters or less."
 VARIANT_NOT_FOUND = "We could not find the variant you are looking for."
 ILLEGAL_MOVE = "A campaign cannot move from {old} to {new}."
+COPY_NAME = "Copy of {name}"
+AB_SETTINGS = ("test_percentage", "winner_criterion", "wait_minutes")
 PREVIEW_JOB = "campaign.preview"  # its handler: services/email/variant_html.py
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 100
@@ -238,6 +240,39 @@ def list_campaigns(conn: sqlite3.Connection, workspace_id: int, *, page: Any = 1
         "pagination": {"current_page": page, "per_page": limit,
                        "total_pages": math.ceil(total / limit), "total_count": total},
     }
+
+
+# --- duplicate -------------------------------------------------------------------------------
+
+def ab_settings(stored: str | None) -> str | None:
+    """The A/B test settings of a stored `ab_test` (JSON), without a past decision (winner, rates)."""
+    if not stored:
+        return None
+    settings = json.loads(stored)
+    return json.dumps({k: settings[k] for k in AB_SETTINGS if k in settings})
+
+
+def duplicate_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id: Any) -> dict[str, Any]:
+    """POST /v1/campaigns/:id/duplicate: a new DRAFT named `Copy of <name>` with the same type,
+    sender, reply-to, audience, A/B settings and variants (subject, preview text, HTML), each
+    variant with a new id. Nothing of the original's sending is copied: no schedule, messages
+    or statistics. 201."""
+    with transaction(conn):
+        row = campaign_row(conn, workspace_id, campaign_id)
+        now = clock.now()
+        copy_id = new_id()
+        conn.execute("INSERT INTO campaigns (id, workspace_id, name, type, status, sender_identity_id, reply_to,"
+                     " audience, ab_test, created_at, updated_at) VALUES (?, ?, ?, ?, 'DRAFT', ?, ?, ?, ?, ?, ?)",
+                     (copy_id, workspace_id, COPY_NAME.format(name=row["name"])[:255], row["type"],
+                      row["sender_identity_id"], row["reply_to"], row["audience"], ab_settings(row["ab_test"]),
+                      now, now))
+        for v in conn.execute("SELECT * FROM campaign_variants WHERE campaign_id = ? ORDER BY type", (row["id"],)):
+            conn.execute("INSERT INTO campaign_variants (id, campaign_id, type, subject, preview_text, template_type,"
+                         " body_json, body_html, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                         (new_id(), copy_id, v["type"], v["subject"], v["preview_text"], v["template_type"],
+                          v["body_json"], v["body_html"], now, now))
+            _requeue_preview(conn, workspace_id, copy_id, v["type"])  # the thumbnail is the copy's own
+        return get_campaign(conn, workspace_id, copy_id)
 
 
 # --- configure -------------------------------------------------------------------------------

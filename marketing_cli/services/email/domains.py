@@ -205,7 +205,7 @@ def _check_can_add(conn: sqlite3.Connection, workspace_id: int, name: str) -> No
                     (workspace_id, name)).fetchone() is not None:
         raise MktError(400, DUPLICATE.format(name=name))
     if billing.remaining(conn, workspace_id, "domains") == 0:
-        raise MktError(400, BILLING_LIMIT)
+        raise billing.limit_error(conn, workspace_id, "domains", BILLING_LIMIT)
 
 
 def add_domain(conn: sqlite3.Connection, workspace_id: int, name: Any) -> dict[str, Any]:

@@ -1,8 +1,9 @@
-"""Scheduling, cancelling and resuming email campaigns (CONTRACT section 7).
+"""Scheduling, unscheduling, cancelling and resuming email campaigns.
 
     DRAFT --schedule--> QUEUED --(due) preprocess job--> PREPROCESSING --> IN_REVIEW --> SENDING --> SENT
                           |            (audience frozen)           (content re-checked)
                           +--cancel--> CANCELLED  <--cancel-- PREPROCESSING / IN_REVIEW / SENDING / PAUSED
+                          +--unschedule--> DRAFT (nothing prepared yet; the queued jobs removed)
 
 Scheduling checks everything a send needs before anything is queued, so a scheduled
 campaign fails only for reasons that arise later (a transport that refuses). The checks
@@ -58,6 +59,17 @@ MONTHLY_LIMIT = ("This campaign would send {count} emails, but your plan allows 
 HOURLY_LIMIT = "Your plan's hourly email allowance (hourly_emails) is used up for this hour. Please try again later."
 NOT_CANCELLABLE = "Only queued or sending campaigns can be cancelled."
 NOT_PAUSED = "Only paused campaigns can be resumed."
+NOT_UNSCHEDULABLE = ("Only queued campaigns can be unscheduled; this one is {status}. "
+                     "{hint}")
+UNSCHEDULE_HINTS = {
+    "DRAFT": "It is not scheduled.",
+    "PREPROCESSING": "Its sending has started: cancel it with `mkt campaigns cancel {id}` instead.",
+    "IN_REVIEW": "Its sending has started: cancel it with `mkt campaigns cancel {id}` instead.",
+    "SENDING": "Its sending has started: cancel it with `mkt campaigns cancel {id}` instead.",
+    "PAUSED": "Its sending has started: cancel it with `mkt campaigns cancel {id}` instead.",
+    "SENT": "It was sent: `mkt campaigns duplicate {id}` makes a new draft from it.",
+    "CANCELLED": "It was cancelled: `mkt campaigns duplicate {id}` makes a new draft from it.",
+}
 DEFAULT_AB_TEST = {"test_percentage": 20, "winner_criterion": "OPENS", "wait_minutes": 240}
 ACTIVE = ("QUEUED", "PREPROCESSING", "IN_REVIEW", "SENDING", "PAUSED")
 
@@ -123,6 +135,8 @@ def _ab_test(row: sqlite3.Row, value: Any) -> dict[str, Any] | None:
         if value is not None:
             raise MktError(400, AB_ONLY)
         return None
+    if value is None and row["ab_test"]:  # settings kept by unschedule or copied by duplicate
+        value = json.loads(campaigns.ab_settings(row["ab_test"]))
     settings = {**DEFAULT_AB_TEST, **require_object(value if value is not None else {}, AB_PERCENTAGE)}
     percentage, criterion, wait = (settings["test_percentage"], settings["winner_criterion"],
                                    settings["wait_minutes"])
@@ -157,9 +171,9 @@ def _check_allowances(conn: sqlite3.Connection, workspace_id: int, count: int) -
         raise MktError(400, NO_RECIPIENTS)
     left = billing.remaining(conn, workspace_id, "monthly_emails")
     if count > left:
-        raise MktError(400, MONTHLY_LIMIT.format(count=count, left=left))
+        raise billing.limit_error(conn, workspace_id, "monthly_emails", MONTHLY_LIMIT.format(count=count, left=left))
     if billing.remaining(conn, workspace_id, "hourly_emails") == 0:
-        raise MktError(400, HOURLY_LIMIT)
+        raise billing.limit_error(conn, workspace_id, "hourly_emails", HOURLY_LIMIT)
 
 
 def schedule_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id: Any, body: Any) -> dict[str, Any]:
@@ -184,8 +198,25 @@ def schedule_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id: 
     return answer
 
 
+def unschedule_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id: Any) -> dict[str, Any]:
+    """POST /v1/campaigns/:id/unschedule: a QUEUED campaign (nothing prepared or sent yet) goes
+    back to DRAFT, its time cleared (its A/B settings kept for the next schedule) and its
+    queued jobs removed."""
+    with transaction(conn):
+        row = campaigns.campaign_row(conn, workspace_id, campaign_id)
+        if row["status"] != "QUEUED":
+            hint = UNSCHEDULE_HINTS.get(row["status"], "").format(id=row["id"])
+            raise MktError(400, NOT_UNSCHEDULABLE.format(status=row["status"], hint=hint).strip())
+        campaigns.set_campaign_status(conn, row["id"], "DRAFT")
+        conn.execute("UPDATE campaigns SET scheduled_at = NULL, ab_test = ? WHERE id = ?",
+                     (campaigns.ab_settings(row["ab_test"]), row["id"]))
+        jobs.drop_queued(conn, "campaign_id", row["id"])
+    return {"id": row["id"], "status": "DRAFT"}
+
+
 def cancel_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id: Any) -> dict[str, Any]:
-    """POST /v1/campaigns/:id/cancel: nothing not yet handed to the transport goes out afterwards."""
+    """POST /v1/campaigns/:id/cancel: nothing not yet handed to the transport goes out afterwards;
+    the campaign's queued jobs are removed (a running one sees CANCELLED and stops)."""
     with transaction(conn):
         row = campaigns.campaign_row(conn, workspace_id, campaign_id)
         if row["status"] not in ACTIVE:
@@ -194,6 +225,11 @@ def cancel_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id: An
         conn.execute("UPDATE email_messages SET status = 'cancelled' WHERE campaign_id = ? AND status = 'queued'",
                      (row["id"],))
         conn.execute("DELETE FROM email_ab_holdout WHERE campaign_id = ?", (row["id"],))
+        # Messages left `sending` by a runner that died are settled by the send job (it marks
+        # them cancelled): it stays; every other queued job of the campaign goes.
+        in_flight = conn.execute("SELECT 1 FROM email_messages WHERE campaign_id = ? AND status = 'sending' LIMIT 1",
+                                 (row["id"],)).fetchone()
+        jobs.drop_queued(conn, "campaign_id", row["id"], keep=("email.send",) if in_flight else ())
     return {"id": row["id"], "status": "CANCELLED"}
 
 

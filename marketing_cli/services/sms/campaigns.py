@@ -3,7 +3,8 @@ update, archive and cancel.
 
 States (spec part 3): DRAFT -> QUEUED (schedule.py) -> COMPLETED (expansion.py: every
 recipient expanded and handed to the provider); QUEUED -> CANCELLED (cancel: what was never
-handed over is refunded); DRAFT, COMPLETED or CANCELLED -> ARCHIVED.
+handed over is refunded); QUEUED -> DRAFT (unschedule, before expansion begins); DRAFT,
+COMPLETED or CANCELLED -> ARCHIVED. Duplicate copies any campaign as a new DRAFT.
 
 The rest of a campaign's life has a module each: `schedule` (quote, cost estimate, review,
 schedule), `expansion` (the `sms.expand` job: message rows, charges, hand-off), `stats`
@@ -17,6 +18,7 @@ import math
 import sqlite3
 from typing import Any
 
+from marketing_cli import jobs
 from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
@@ -62,6 +64,10 @@ RESERVED = " (${reserved} of your ${balance} is reserved by campaigns already qu
 ONLY_DRAFT_UPDATE = "Only draft campaigns can be updated."
 MESSAGE_TOO_LONG = f"The message must be {MAX_MESSAGE} characters or less."
 ONLY_QUEUED_CANCEL = "Only queued campaigns can be cancelled."
+NOT_UNSCHEDULABLE = "Only queued campaigns can be unscheduled; this one is {status}."
+ALREADY_SENDING = ("This campaign has started sending ({count:,} messages prepared): cancel it with "
+                   "`mkt sms cancel {id}` instead (messages never handed to a provider are refunded).")
+COPY_NAME = "Copy of {name}"
 CANNOT_ARCHIVE = "Only draft, completed or cancelled campaigns can be archived."
 JOB_FAILED = ("Cancelled because the job sending it failed for good: {error} Messages never handed to a provider "
               "were refunded.")
@@ -238,6 +244,43 @@ def archive_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id: A
 
 
 
+# --- unschedule and duplicate ---------------------------------------------------------------
+
+def unschedule_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id: Any) -> dict[str, Any]:
+    """POST /v1/sms-campaigns/:id/unschedule: a QUEUED campaign whose expansion has not begun
+    goes back to DRAFT; its job is removed and its reservation of the balance ends."""
+    with transaction(conn):
+        row = campaign_row(conn, workspace_id, campaign_id)
+        if row["status"] != "QUEUED":
+            raise MktError(400, NOT_UNSCHEDULABLE.format(status=row["status"]))
+        prepared = conn.execute("SELECT COUNT(*) FROM sms_messages WHERE campaign_id = ?", (row["id"],)).fetchone()[0]
+        if prepared or row["expanded_at"]:
+            raise MktError(400, ALREADY_SENDING.format(count=prepared, id=row["id"]))
+        conn.execute("UPDATE sms_campaigns SET status = 'DRAFT', scheduled_at = NULL, queued_at = NULL,"
+                     " estimated_cost = NULL, status_detail = NULL, updated_at = ? WHERE id = ?",
+                     (clock.now(), row["id"]))
+        jobs.drop_queued(conn, "campaign_id", row["id"])
+        return _view(conn, campaign_row(conn, workspace_id, row["id"]))
+
+
+def copy_name(name: str, max_length: int = MAX_NAME) -> str:
+    """`Copy of <name>`, cut to fit the name limit."""
+    return COPY_NAME.format(name=name)[:max_length]
+
+
+def duplicate_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id: Any) -> dict[str, Any]:
+    """POST /v1/sms-campaigns/:id/duplicate: a new DRAFT with the name `Copy of <name>`, the same
+    message and audience; no schedule, no messages, zero statistics. 201."""
+    with transaction(conn):
+        row = campaign_row(conn, workspace_id, campaign_id)
+        now = clock.now()
+        cid = new_id()
+        conn.execute("INSERT INTO sms_campaigns (id, workspace_id, name, message, audience, created_at, updated_at)"
+                     " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                     (cid, workspace_id, copy_name(row["name"]), row["message"], row["audience"], now, now))
+        return _view(conn, campaign_row(conn, workspace_id, cid))
+
+
 # --- cancel ------------------------------------------------------------------------------
 
 def cancel_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id: Any) -> dict[str, Any]:
@@ -268,5 +311,5 @@ def stop_queued(conn: sqlite3.Connection, row: sqlite3.Row, why: str, detail: st
     now = clock.now()
     conn.execute("UPDATE sms_campaigns SET status = 'CANCELLED', status_detail = ?, cancelled_at = ?, updated_at = ?"
                  " WHERE id = ?", (detail, now, now, row["id"]))
-    conn.execute("DELETE FROM jobs WHERE dedupe_key = ? AND status = 'queued'", (job_key(row["id"]),))
+    jobs.drop_queued(conn, "campaign_id", row["id"])
     return count, units

@@ -65,11 +65,12 @@ def quote_message(conn: sqlite3.Connection, workspace_id: int, body: Any) -> dic
         "sendable": None, "note": None,
     }
     if to is not None:
-        country = country_of(to.strip())
+        number = _quote_number(conn, workspace_id, to)
+        country = country_of(number)
         if country is None:
             raise MktError(400, INVALID_NUMBER.format(value=to))
         prices = price_units(conn, workspace_id)
-        quote.update(to=to.strip(), country=country)
+        quote.update(to=number, country=country)
         if country in prices:
             per_segment = Decimal(prices[country]).scaleb(-5)
             quote.update(price_per_segment=f"{per_segment:.5f}", price=f"{per_segment * result.segments:.5f}",
@@ -78,6 +79,28 @@ def quote_message(conn: sqlite3.Connection, workspace_id: int, body: Any) -> dic
             quote.update(sendable=False, note=f"SMS cannot be sent to {country}: no price is published for it "
                                               "(SMS not enabled there, or a dedicated sender registration is needed).")
     return quote
+
+
+def _quote_number(conn: sqlite3.Connection, workspace_id: int, to: str) -> str:
+    """`to` in E.164, read as contacts read phone numbers (services/contacts/values.py):
+    separators and national forms are fine, a number without + is read in the phone_number
+    field's default region. The refusal says which region was used, or that none is set."""
+    from marketing_cli.services.contacts.values import load_fields, normalize_phone
+
+    phone_field = load_fields(conn, workspace_id).phone
+    region = phone_field.default_region if phone_field is not None else None
+    try:
+        return normalize_phone(to, region)
+    except ValueError as exc:
+        if to.strip().startswith("+"):
+            detail = f"{exc}"
+        elif region:
+            detail = (f"{exc} Without a + country code it was read as a number of {region}, the phone_number "
+                      "field's default region, as contacts are.")
+        else:
+            detail = (f"{exc} Write it with + and its country code, or give the phone_number field a default "
+                      "region (`mkt fields update ID --default-region CC`) to read national numbers.")
+        raise MktError(400, INVALID_NUMBER.format(value=to), detail) from None
 
 
 def estimate_cost(conn: sqlite3.Connection, workspace_id: int, message: str,
