@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from marketing_cli.kernel import clock, ids
@@ -585,3 +585,32 @@ def scheduled_ab_campaign(conn: sqlite3.Connection, workspace_id: int, html: str
         "schedule_type": "NOW",
         "ab_test": {"test_percentage": test_percentage, "winner_criterion": "OPENS", "wait_minutes": 0}})
     return created["id"]
+
+
+# --- recurring campaigns (branch recurring) ----------------------------------------------------
+
+class FixedClock:
+    """A clock that stands still until moved: monkeypatch it over `clock.utcnow`."""
+
+    def __init__(self, start: datetime) -> None:
+        self.now = start
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def set(self, moment: datetime) -> None:
+        self.now = moment
+
+    def advance(self, **kw: float) -> None:
+        self.now += timedelta(**kw)
+
+
+def rss(items: list[tuple[str, str, str]], title: str = "The Blog") -> bytes:
+    """An RSS 2.0 document of (guid, title, RFC 822 date) items, newest first; each item's
+    description holds a script that the rendering must drop."""
+    entries = "".join(
+        f"<item><guid>{guid}</guid><title>{name}</title><link>https://blog.example.org/{guid}</link>"
+        f"<description>&lt;p&gt;About {name} &lt;script&gt;alert(1)&lt;/script&gt;&lt;/p&gt;</description>"
+        f"<pubDate>{date}</pubDate></item>" for guid, name, date in items)
+    return (f'<?xml version="1.0" encoding="utf-8"?><rss version="2.0"><channel><title>{title}</title>'
+            f"<link>https://blog.example.org/</link><description>x</description>{entries}</channel></rss>").encode()

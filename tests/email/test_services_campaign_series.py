@@ -19,28 +19,15 @@ from marketing_cli.kernel import clock
 from marketing_cli.services.email import campaigns, series, variant_html
 from marketing_cli.services.email import schedule as email_schedule
 from tests import factories
+from tests.factories import FixedClock, rss
 
 WEEKLY = "FREQ=WEEKLY;BYDAY=MO;BYHOUR=9"
 MONDAY_8 = datetime(2026, 11, 30, 8, 0, tzinfo=timezone.utc)  # a Monday
 
 
-class FixedClock:
-    def __init__(self, start: datetime) -> None:
-        self.now = start
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def set(self, moment: datetime) -> None:
-        self.now = moment
-
-    def advance(self, **kw: float) -> None:
-        self.now += timedelta(**kw)
-
-
 @pytest.fixture
 def fixed(monkeypatch: pytest.MonkeyPatch) -> FixedClock:
-    fake = FixedClock(MONDAY_8)
+    fake = factories.FixedClock(MONDAY_8)
     monkeypatch.setattr(clock, "utcnow", fake)
     return fake
 
@@ -282,16 +269,6 @@ def test_a_campaign_that_is_not_ready_cannot_recur(conn: sqlite3.Connection, wor
 FEED_HTML = ('<p>{{feed.title}}: {{feed.item_count}} new</p>{{#feed.items}}<div class="item"><h2><a href="{{item.url}}">'
              '{{item.title}}</a></h2><p>{{item.summary}}</p><small>{{item.date}}</small></div>{{/feed.items}}'
              '<p><a href="{{unsubscribe_url}}">Unsubscribe</a></p>')
-
-
-def rss(items: list[tuple[str, str, str]]) -> bytes:
-    """An RSS 2.0 document of (guid, title, RFC 822 date) items, newest first."""
-    entries = "".join(
-        f"<item><guid>{guid}</guid><title>{title}</title><link>https://blog.example.org/{guid}</link>"
-        f"<description>&lt;p&gt;About {title} &lt;script&gt;alert(1)&lt;/script&gt;&lt;/p&gt;</description>"
-        f"<pubDate>{date}</pubDate></item>" for guid, title, date in items)
-    return (f'<?xml version="1.0" encoding="utf-8"?><rss version="2.0"><channel><title>The Blog</title>'
-            f"<link>https://blog.example.org/</link><description>x</description>{entries}</channel></rss>").encode()
 
 
 OLD = ("post-1", "First post", "Mon, 23 Nov 2026 10:00:00 GMT")

@@ -163,7 +163,7 @@ def series_view(conn: sqlite3.Connection, row: sqlite3.Row, *, detail: bool = Fa
 
 
 def series_row(conn: sqlite3.Connection, workspace_id: int, series_id: Any) -> sqlite3.Row:
-    series_id = parse_int_id(series_id, NOT_FOUND)
+    series_id = parse_int_id(series_id, NOT_FOUND, 404)
     row = conn.execute("SELECT * FROM campaign_series WHERE id = ? AND workspace_id = ?",
                        (series_id, workspace_id)).fetchone()
     if row is None:
