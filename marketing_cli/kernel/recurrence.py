@@ -16,15 +16,28 @@ What this module settles, so every caller gets the same instants:
   zone, and dateutil refuses anything else; the message says so.
 - `BYMONTHDAY=31` skips short months; `BYMONTHDAY=-1` is the last day of every month.
 - Occurrences closer than MIN_INTERVAL apart are refused (a marketing series is not a
-  per-minute job): FREQ=SECONDLY and MINUTELY, and rules whose first occurrences crowd.
+  per-minute job): FREQ=SECONDLY and MINUTELY, INTERVAL below 1, and rules whose first
+  occurrences crowd.
+- Every computation is bounded (COMPUTE_SECONDS). dateutil walks a rule period by period
+  until it finds an occurrence or reaches the year 9999, and a rule that can never match
+  (`FREQ=HOURLY;BYMONTH=2;BYMONTHDAY=30`, `FREQ=HOURLY;INTERVAL=24;BYHOUR=5` from 08:00)
+  walks 70 million hours without yielding: a request or a job would hang. dateutil offers
+  no bound (UNTIL does not stop a walk that finds nothing), so `_Guarded` wraps its
+  per-period helper (`dateutil.rrule._iterinfo`, looked up on each iteration) with a
+  deadline held in a context variable: outside this module's calls it does nothing; inside
+  one, a walk past the deadline stops with a 400 that says the rule is too sparse.
 
 Knows no database: services/email/series.py stores the rule, the zone and DTSTART.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import contextvars
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
+from typing import Any, TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from marketing_cli.errors import MktError
@@ -33,6 +46,8 @@ MIN_INTERVAL = timedelta(hours=1)
 CHECKED_OCCURRENCES = 50  # how many first occurrences the interval check looks at
 MAX_RULE_LENGTH = 500
 MAX_PREVIEW = 100
+COMPUTE_SECONDS = 2.0
+FINEST = ("SECONDLY", "MINUTELY")
 
 RULE_REQUIRED = "Please provide a recurrence rule (an RFC 5545 RRULE such as FREQ=WEEKLY;BYDAY=MO;BYHOUR=9)."
 RULE_INVALID = "Invalid recurrence rule: {reason}. Write an RFC 5545 RRULE such as FREQ=WEEKLY;BYDAY=MO;BYHOUR=9."
@@ -43,6 +58,50 @@ TOO_OFTEN = "A recurring campaign may repeat at most once an hour: this rule has
 NO_OCCURRENCE = "The recurrence rule has no occurrence after now: nothing would ever be sent."
 ZONE_INVALID = "Unknown time zone '{zone}'."
 PREVIEW_COUNT = f"The preview count must be an integer from 1 to {MAX_PREVIEW}."
+TOO_FINE = "A recurring campaign may repeat at most once an hour: use FREQ=HOURLY or a longer frequency."
+BAD_INTERVAL = "Invalid recurrence rule: INTERVAL must be a whole number from 1 up."
+TOO_SPARSE = ("The recurrence rule's occurrences could not be found in reasonable time (they are too far apart "
+              "or never come): simplify the rule.")
+
+T = TypeVar("T")
+_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar("mkt_rrule_deadline", default=None)
+
+
+class _TooSparse(Exception):
+    pass
+
+
+def _install_guard() -> None:
+    """Wrap dateutil's per-period helper with the deadline check (module docstring)."""
+    import dateutil.rrule as dr
+
+    base = getattr(dr, "_iterinfo", None)
+    if base is None or getattr(base, "_mkt_guarded", False):
+        return
+
+    def guarded(method: Callable[..., Any]) -> Callable[..., Any]:
+        def check(self: Any, *args: Any) -> Any:
+            deadline = _deadline.get()
+            if deadline is not None and time.monotonic() > deadline:
+                raise _TooSparse
+            return method(self, *args)
+        return check
+
+    names = ("rebuild", "ydayset", "mdayset", "wdayset", "ddayset", "htimeset")
+    attributes = {name: guarded(getattr(base, name)) for name in names if hasattr(base, name)}
+    dr._iterinfo = type("_Guarded", (base,), {"_mkt_guarded": True, **attributes})
+
+
+@contextmanager
+def _bounded() -> Iterator[None]:
+    token = _deadline.set(time.monotonic() + COMPUTE_SECONDS) if _deadline.get() is None else None
+    try:
+        yield
+    except _TooSparse:
+        raise MktError(400, TOO_SPARSE) from None
+    finally:
+        if token is not None:
+            _deadline.reset(token)
 
 
 def zone_of(name: str) -> ZoneInfo:
@@ -65,8 +124,13 @@ def normalize_rule(text: object) -> str:
     rule = rule.upper()
     if rule.startswith("RRULE:"):
         rule = rule[len("RRULE:"):]
-    parts = [p for p in rule.split(";") if p]
-    names = {p.split("=", 1)[0] for p in parts}
+    parts = [p.strip() for p in rule.split(";") if p.strip()]
+    values = {p.split("=", 1)[0]: p.partition("=")[2] for p in parts}
+    names = set(values)
+    if values.get("FREQ") in FINEST:
+        raise MktError(400, TOO_FINE)
+    if "INTERVAL" in values and not (values["INTERVAL"].isdigit() and int(values["INTERVAL"]) >= 1):
+        raise MktError(400, BAD_INTERVAL)
     if "BYHOUR" in names and "BYMINUTE" not in names:
         parts.append("BYMINUTE=0")
     if "BYSECOND" not in names:
@@ -85,6 +149,7 @@ class Rule:
     def __init__(self, rule: str, zone: str, dtstart: datetime) -> None:
         from dateutil.rrule import rrulestr
 
+        _install_guard()
         self.text = rule
         self.zone = zone_of(zone)
         start = dtstart.astimezone(self.zone)
@@ -103,9 +168,9 @@ class Rule:
 
         return tz.resolve_imaginary(local).astimezone(timezone.utc)
 
-    def _iter(self, moment: datetime, inclusive: bool) -> Iterator[datetime]:
+    def _walk(self, moment: datetime, inclusive: bool) -> Iterator[datetime]:
         """Occurrences from `moment` on, UTC, each instant once (a gap-resolved 02:30 that
-        lands on a 03:30 of the rule counts once)."""
+        lands on a 03:30 of the rule counts once). Callers bound it with `_bounded`."""
         last = None
         for local in self._rule.xafter(moment.astimezone(self.zone), inc=inclusive):
             instant = self._resolved(local)
@@ -118,22 +183,27 @@ class Rule:
 
     def after(self, moment: datetime, *, inclusive: bool = False) -> datetime | None:
         """The first occurrence after `moment` (or at it, when inclusive), UTC; None when the rule ended."""
-        return next(self._iter(moment, inclusive), None)
+        with _bounded():
+            return next(self._walk(moment, inclusive), None)
 
-    def between(self, low: datetime, high: datetime) -> Iterator[datetime]:
+    def between(self, low: datetime, high: datetime) -> list[datetime]:
         """Occurrences from `low` to `high`, both included, UTC, in order."""
-        for instant in self._iter(low, True):
-            if instant > high:
-                return
-            yield instant
+        out: list[datetime] = []
+        with _bounded():
+            for instant in self._walk(low, True):
+                if instant > high:
+                    break
+                out.append(instant)
+        return out
 
     def upcoming(self, moment: datetime, count: int) -> list[datetime]:
         """The next `count` occurrences after `moment` (fewer when the rule ends)."""
         out: list[datetime] = []
-        for instant in self._iter(moment, False):
-            out.append(instant)
-            if len(out) >= count:
-                break
+        with _bounded():
+            for instant in self._walk(moment, False):
+                out.append(instant)
+                if len(out) >= count:
+                    break
         return out
 
     def local(self, moment: datetime) -> str:

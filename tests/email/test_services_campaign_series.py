@@ -230,8 +230,16 @@ def test_the_workspace_zone_is_utc_until_the_setting_exists(conn: sqlite3.Connec
     ({"rrule": "FREQ=FORTNIGHTLY"}, "Invalid recurrence rule: invalid 'FREQ': FORTNIGHTLY. Write an RFC 5545 RRULE "
                                     "such as FREQ=WEEKLY;BYDAY=MO;BYHOUR=9."),
     ({"rrule": "FREQ=WEEKLY;BYDAY=XX"}, None),
-    ({"rrule": "FREQ=MINUTELY"}, "A recurring campaign may repeat at most once an hour: this rule has occurrences "
-                                 "1 minute(s) apart."),
+    ({"rrule": "FREQ=MINUTELY"}, "A recurring campaign may repeat at most once an hour: use FREQ=HOURLY or a "
+                                 "longer frequency."),
+    ({"rrule": "FREQ=HOURLY;BYMINUTE=0,30"}, "A recurring campaign may repeat at most once an hour: this rule has "
+                                             "occurrences 30 minute(s) apart."),
+    ({"rrule": "FREQ=DAILY;INTERVAL=0"}, "Invalid recurrence rule: INTERVAL must be a whole number from 1 up."),
+    ({"rrule": "FREQ=HOURLY;BYMONTH=2;BYMONTHDAY=30"}, "The recurrence rule's occurrences could not be found in "
+                                                       "reasonable time (they are too far apart or never come): "
+                                                       "simplify the rule."),
+    ({"rrule": "FREQ=MONTHLY;INTERVAL=12;BYMONTH=2"}, "The recurrence rule has no occurrence after now: nothing "
+                                                      "would ever be sent."),
     ({"rrule": "FREQ=DAILY;UNTIL=20200101T000000Z"}, "The recurrence rule has no occurrence after now: nothing "
                                                      "would ever be sent."),
     ({"rrule": "DTSTART:20260101T000000Z\nRRULE:FREQ=DAILY"}, "The recurrence rule must not set DTSTART: a series "
