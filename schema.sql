@@ -835,6 +835,7 @@ CREATE TABLE campaign_series (
     status TEXT NOT NULL DEFAULT 'ACTIVE' CHECK (status IN ('ACTIVE', 'PAUSED', 'STOPPED', 'FINISHED')),
     next_run_at TEXT,                      -- UTC: the next occurrence not yet handled; NULL once ended
     paused_at TEXT,
+    status_detail TEXT,                    -- why a series ended on its own (its rule could not be computed)
     created_at TEXT NOT NULL,
     updated_at TEXT NOT NULL
 );

@@ -196,6 +196,7 @@ OCCURRENCE: Schema = obj({"occurrence_at": TIMESTAMP, "local": {"type": "string"
 SERIES: Schema = obj({
     "id": INT_ID, "campaign_id": HEX_ID, "name": {"type": ["string", "null"]}, "rrule": {"type": "string"},
     "timezone": {"type": "string"}, "feed_url": {"type": ["string", "null"]}, "status": enum(series.STATUSES),
+    "status_detail": {"type": ["string", "null"]},
     "next_occurrence": {"anyOf": [WHEN, {"type": "null"}]},
     "counts": obj({s: {"type": "integer"} for s in series.OCCURRENCE_STATUSES}),
     "last_occurrence": {"anyOf": [OCCURRENCE, {"type": "null"}]},

@@ -26,6 +26,8 @@ def render_series(s: dict[str, Any]) -> Any:
     head = {"id": s["id"], "campaign": f"{s['name']} ({s['campaign_id']})", "rule": s["rrule"],
             "time zone": s["timezone"], "status": s["status"], "next": _when(s["next_occurrence"]),
             "occurrences": counts}
+    if s["status_detail"]:
+        head["status detail"] = s["status_detail"]
     if s["feed_url"]:
         head["feed"] = s["feed_url"]
     parts: list[Any] = [pairs(head, title="Series")]

@@ -221,6 +221,22 @@ def test_a_time_in_a_dst_gap_is_moved_forward_never_stored(conn: sqlite3.Connect
         "2027-03-29T02:30:00+02:00"
 
 
+def test_a_rule_that_cannot_be_computed_ends_the_series_with_the_reason(
+        conn: sqlite3.Connection, workspace: dict, ready: dict, fixed: FixedClock,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from marketing_cli.kernel import recurrence
+
+    made = series.create_series(conn, workspace["id"], ready["id"], {"rrule": WEEKLY})
+    monkeypatch.setattr(recurrence, "COMPUTE_SECONDS", -1.0)  # every walk is past its deadline
+    fixed.set(datetime(2026, 11, 30, 9, 0, 5, tzinfo=timezone.utc))
+    assert jobs.run_due(conn)["failed"] == 0
+    row = conn.execute("SELECT status, status_detail, next_run_at FROM campaign_series WHERE id = ?",
+                       (made["id"],)).fetchone()
+    assert (row["status"], row["next_run_at"]) == ("FINISHED", None)
+    assert row["status_detail"].startswith("The series ended: its next occurrence could not be computed (")
+    assert _copies(conn, workspace["id"], ready["id"]) == []
+
+
 def test_the_workspace_zone_is_utc_until_the_setting_exists(conn: sqlite3.Connection, workspace: dict) -> None:
     assert series.workspace_zone(conn, workspace["id"]) == "UTC"
 

@@ -73,6 +73,7 @@ PAUSED_REASON = "The series was paused."
 NOTHING_NEW = "The feed has no item newer than the last send: nothing was sent."
 FEED_FAILED = "The feed could not be fetched: {reason}"
 GAVE_UP = "The occurrence was given up after its job failed for good: {error}"
+RULE_FAILED = "The series ended: its next occurrence could not be computed ({error})"
 
 
 def workspace_zone(conn: sqlite3.Connection, workspace_id: int) -> str:
@@ -150,7 +151,7 @@ def series_view(conn: sqlite3.Connection, row: sqlite3.Row, *, detail: bool = Fa
     view: dict[str, Any] = {
         "id": row["id"], "campaign_id": row["campaign_id"], "name": name["name"] if name else None,
         "rrule": row["rrule"], "timezone": row["timezone"], "feed_url": row["feed_url"], "status": row["status"],
-        "next_occurrence": next_run, "counts": counts,
+        "status_detail": row["status_detail"], "next_occurrence": next_run, "counts": counts,
         "last_occurrence": _occurrence_view(rule, occurrences[0]) if occurrences else None,
         "created_at": row["created_at"], "updated_at": row["updated_at"],
     }
@@ -356,7 +357,12 @@ def run_tick(conn: sqlite3.Connection, payload: dict[str, Any]) -> None:
     if row is None or row["status"] != "ACTIVE" or row["next_run_at"] is None:
         return  # paused, stopped or ended: resume queues a new tick
     now = clock.utcnow()
-    rule, due = _due(row, now)
+    try:
+        rule, due = _due(row, now)
+    except MktError as exc:  # a rule too costly to compute: end the series rather than fail every pass
+        with transaction(conn):
+            _end(conn, row["id"], exc.message)
+        return
     if not due:
         if clock.parse_ts(row["next_run_at"]) > now:
             _enqueue_tick(conn, row)  # early (a repaired or moved job): the right one is queued
@@ -380,6 +386,12 @@ def run_tick(conn: sqlite3.Connection, payload: dict[str, Any]) -> None:
             _record_missed(conn, current, rule, due[:-1], latest)
             _occur(conn, current, rule, latest, feed)
         _advance(conn, current, rule, latest or now)
+
+
+def _end(conn: sqlite3.Connection, series_id: int, error: str) -> None:
+    conn.execute("UPDATE campaign_series SET status = 'FINISHED', next_run_at = NULL, status_detail = ?,"
+                 " updated_at = ? WHERE id = ?", (RULE_FAILED.format(error=error.rstrip(".")) + ".", clock.now(),
+                                                  series_id))
 
 
 def _record_missed(conn: sqlite3.Connection, row: sqlite3.Row, rule: recurrence.Rule, missed: list[datetime],
@@ -492,7 +504,11 @@ def tick_gave_up(conn: sqlite3.Connection, job: dict[str, Any], error: str) -> N
     if row is None or row["status"] != "ACTIVE" or row["next_run_at"] is None:
         return
     now = clock.utcnow()
-    rule, due = _due(row, now)
+    try:
+        rule, due = _due(row, now)
+    except MktError as exc:
+        _end(conn, row["id"], exc.message)
+        return
     if due:
         _record_missed(conn, row, rule, due[:-1], due[-1])
         _record(conn, row["id"], due[-1], "FAILED", reason=GAVE_UP.format(error=error), replace=True)
