@@ -37,10 +37,12 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
+from itertools import pairwise
 from typing import Any, TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from marketing_cli.errors import MktError
+from marketing_cli.kernel.numbers import parse_digits
 
 MIN_INTERVAL = timedelta(hours=1)
 CHECKED_OCCURRENCES = 50  # how many first occurrences the interval check looks at
@@ -59,7 +61,7 @@ NO_OCCURRENCE = "The recurrence rule has no occurrence after now: nothing would 
 ZONE_INVALID = "Unknown time zone '{zone}'."
 PREVIEW_COUNT = f"The preview count must be an integer from 1 to {MAX_PREVIEW}."
 TOO_FINE = "A recurring campaign may repeat at most once an hour: use FREQ=HOURLY or a longer frequency."
-BAD_INTERVAL = "Invalid recurrence rule: INTERVAL must be a whole number from 1 up."
+BAD_INTERVAL = "Invalid recurrence rule: INTERVAL must be a whole number from 1 to 999999."
 TOO_SPARSE = ("The recurrence rule's occurrences could not be found in reasonable time (they are too far apart "
               "or never come): simplify the rule.")
 
@@ -122,14 +124,14 @@ def normalize_rule(text: object) -> str:
         raise MktError(400, DTSTART_GIVEN if "DTSTART" in rule.upper() else
                        RULE_INVALID.format(reason="write one RRULE on one line"))
     rule = rule.upper()
-    if rule.startswith("RRULE:"):
-        rule = rule[len("RRULE:"):]
+    rule = rule.removeprefix("RRULE:")
     parts = [p.strip() for p in rule.split(";") if p.strip()]
     values = {p.split("=", 1)[0]: p.partition("=")[2] for p in parts}
     names = set(values)
     if values.get("FREQ") in FINEST:
         raise MktError(400, TOO_FINE)
-    if "INTERVAL" in values and not (values["INTERVAL"].isdigit() and int(values["INTERVAL"]) >= 1):
+    interval = parse_digits(values["INTERVAL"], 6) if "INTERVAL" in values else 1
+    if interval is None or interval < 1:
         raise MktError(400, BAD_INTERVAL)
     if "BYHOUR" in names and "BYMINUTE" not in names:
         parts.append("BYMINUTE=0")
@@ -215,7 +217,7 @@ class Rule:
         first = self.upcoming(moment, CHECKED_OCCURRENCES)
         if not first:
             raise MktError(400, NO_OCCURRENCE)
-        gaps = [b - a for a, b in zip(first, first[1:])]
+        gaps = [b - a for a, b in pairwise(first)]
         if gaps and min(gaps) < MIN_INTERVAL:
             raise MktError(400, TOO_OFTEN.format(gap=_duration(min(gaps))))
 

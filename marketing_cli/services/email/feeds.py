@@ -46,7 +46,7 @@ NOT_A_FEED = "The url did not return an RSS or Atom feed."
 NO_BLOCK = ("A feed campaign's HTML needs a {{#feed.items}} ... {{/feed.items}} block for the new items "
             "(docs/templates.md).")
 
-BLOCK = re.compile(r"\{\{\s*#\s*feed\.items\s*\}\}(.*?)\{\{\s*/\s*feed\.items\s*\}\}", re.S)
+BLOCK = re.compile(r"\{\{\s*#\s*feed\.items\s*\}\}(.*?)\{\{\s*/\s*feed\.items\s*\}\}", re.DOTALL)
 ITEM_TAG = re.compile(r"\{\{\s*item\.([a-z_]+)\s*\}\}")
 FEED_TAG = re.compile(r"\{\{\s*feed\.([a-z_]+)\s*\}\}")
 

@@ -461,7 +461,7 @@ def _set_outcome(conn: sqlite3.Connection, series_id: int, moment: datetime, sta
 
 
 def _variant_copy(variant: sqlite3.Row, feed: feeds.Feed | None, items: list[feeds.Item]) -> dict[str, Any]:
-    copy = {key: variant[key] for key in variant.keys()}
+    copy = dict(variant)
     if feed is not None:
         copy["body_html"] = feeds.render_html(copy["body_html"] or "", feed, items)
         for key in ("subject", "preview_text"):
