@@ -47,7 +47,7 @@ def campaigns_schedule(
     from marketing_cli.services.email import schedule as email_schedule
 
     if sum((now, at is not None, every is not None)) != 1:
-        raise usage_error("Give exactly one of --now, --at TIMESTAMP or --every RRULE.")
+        raise usage_error("Give exactly one of --now or --at TIMESTAMP (or --every RRULE for a recurring campaign).")
     if every is None and (feed is not None or preview is not None):
         raise usage_error("--feed and --preview go with --every RRULE.")
     ab = {k: v for k, v in {"test_percentage": test_percentage, "winner_criterion": winner_criterion,
