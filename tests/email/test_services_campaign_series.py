@@ -16,7 +16,7 @@ from marketing_cli import jobs
 from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
-from marketing_cli.services.email import campaigns, series, variant_html
+from marketing_cli.services.email import campaigns, occurrences, series, variant_html
 from marketing_cli.services.email import schedule as email_schedule
 from tests import factories
 from tests.factories import FixedClock, rss
@@ -103,10 +103,10 @@ def test_a_replayed_tick_makes_no_second_copy(conn: sqlite3.Connection, workspac
     fixed.set(datetime(2026, 11, 30, 9, 0, 5, tzinfo=timezone.utc))
     stale = conn.execute("SELECT * FROM campaign_series WHERE id = ?", (made["id"],)).fetchone()
     slot = datetime(2026, 11, 30, 9, tzinfo=timezone.utc)
-    series.run_tick(conn, {"series_id": made["id"]})
-    series.run_tick(conn, {"series_id": made["id"]})  # a replay after the series moved on
+    occurrences.run_tick(conn, {"series_id": made["id"]})
+    occurrences.run_tick(conn, {"series_id": made["id"]})  # a replay after the series moved on
     with transaction(conn):  # a second runner that read the series before the first one wrote
-        series._occur(conn, stale, series._rule(stale), slot, None)
+        occurrences._occur(conn, stale, series.rule_of(stale), slot, None)
     jobs.run_due(conn)  # the queued job of that occurrence runs too
     assert len(_copies(conn, ws, ready["id"])) == 1
     assert conn.execute("SELECT count(*) FROM campaign_series_occurrences").fetchone()[0] == 1
@@ -330,7 +330,7 @@ def test_a_feed_with_no_new_item_sends_nothing_and_records_one_skipped_occurrenc
     listed = series.list_series(conn, ws)["series"][0]
     assert listed["counts"] == {"SENT": 0, "MISSED": 0, "SKIPPED": 1, "FAILED": 0}
     assert listed["last_occurrence"]["status"] == "SKIPPED"
-    assert listed["last_occurrence"]["reason"] == series.NOTHING_NEW
+    assert listed["last_occurrence"]["reason"] == occurrences.NOTHING_NEW
 
 
 def test_a_feed_with_two_new_items_sends_one_campaign_with_both(

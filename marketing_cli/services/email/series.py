@@ -25,10 +25,7 @@ MAX_MISSED_ROWS of them), so a runner that was down three weeks sends one weekly
 not three.
 
 Jobs. One `email.series_tick` job per occurrence, its dedupe key naming the series and the
-occurrence. A feed that cannot be fetched records the occurrence FAILED and raises a 502,
-so the job is retried with the queue's backoff; when it gives up (`@jobs.gave_up`) the
-series moves on to its next occurrence. A scheduler re-queues the tick of an ACTIVE
-series that is due and has none queued (a job pruned or lost), so a series never stalls.
+occurrence; services/email/occurrences.py runs it (copies, outages, feeds, retries).
 """
 
 from __future__ import annotations
@@ -42,9 +39,9 @@ from marketing_cli import jobs
 from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock, recurrence
-from marketing_cli.kernel.ids import new_id, parse_int_id
+from marketing_cli.kernel.ids import parse_int_id
 from marketing_cli.kernel.inputs import require_object, type_error
-from marketing_cli.services.email import campaigns, feeds, schedule, template_url, variant_html
+from marketing_cli.services.email import campaigns, feeds, schedule, template_url
 
 JOB = "email.series_tick"
 STATUSES = ("ACTIVE", "PAUSED", "STOPPED", "FINISHED")
@@ -68,12 +65,7 @@ STATUS_INVALID = "Invalid status '{value}'. Use ACTIVE, PAUSED, STOPPED or FINIS
 ONLY_ACTIVE = "Only active series can be paused."
 ONLY_PAUSED = "Only paused series can be resumed."
 ENDED = "This series has already ended ({status})."
-MISSED = "The job runner was not running at this time; the occurrence of {latest} was sent instead."
 PAUSED_REASON = "The series was paused."
-NOTHING_NEW = "The feed has no item newer than the last send: nothing was sent."
-FEED_FAILED = "The feed could not be fetched: {reason}"
-GAVE_UP = "The occurrence was given up after its job failed for good: {error}"
-RULE_FAILED = "The series ended: its next occurrence could not be computed ({error})"
 
 
 def workspace_zone(conn: sqlite3.Connection, workspace_id: int) -> str:
@@ -116,7 +108,7 @@ def _rule_text(body: dict[str, Any]) -> str:
     return recurrence.normalize_rule(value)
 
 
-def _rule(row: sqlite3.Row) -> recurrence.Rule:
+def rule_of(row: sqlite3.Row) -> recurrence.Rule:
     return recurrence.Rule(row["rrule"], row["timezone"], clock.parse_ts(row["dtstart"]))
 
 
@@ -138,7 +130,7 @@ def _occurrence_view(rule: recurrence.Rule, row: sqlite3.Row) -> dict[str, Any]:
 def series_view(conn: sqlite3.Connection, row: sqlite3.Row, *, detail: bool = False) -> dict[str, Any]:
     """A series: its rule, zone, status, next occurrence (UTC and local), counts per outcome
     and the last occurrence; with `detail`, also the occurrences (newest first) and the next ones."""
-    rule = _rule(row)
+    rule = rule_of(row)
     name = conn.execute("SELECT name FROM campaigns WHERE id = ?", (row["campaign_id"],)).fetchone()
     counts = dict.fromkeys(OCCURRENCE_STATUSES, 0)
     for status, n in conn.execute("SELECT status, count(*) FROM campaign_series_occurrences WHERE series_id = ?"
@@ -199,7 +191,7 @@ def _feed_baseline(row: sqlite3.Row, feed_url: str, conn: sqlite3.Connection,
     if not any(feeds.has_block(v["body_html"] or "") for v in variants):
         raise MktError(400, feeds.NO_BLOCK)
     sample = feeds.new_items(feed, set(), None)
-    schedule.check_ready(conn, workspace_id, row, [_variant_copy(v, feed, sample) for v in variants])
+    schedule.check_ready(conn, workspace_id, row, [variant_copy(v, feed, sample) for v in variants])
     return feeds.remember(feed.items, [], None, FEED_SEEN_KEEP)
 
 
@@ -235,7 +227,7 @@ def create_series(conn: sqlite3.Connection, workspace_id: int, campaign_id: Any,
             (workspace_id, row["id"], text, zone, clock.format_ts(dtstart), feed_url,
              json.dumps(seen) if feed_url else None, cutoff, clock.format_ts(first), stamp, stamp)).lastrowid
         created = conn.execute("SELECT * FROM campaign_series WHERE id = ?", (series_id,)).fetchone()
-        _enqueue_tick(conn, created)
+        enqueue_tick(conn, created)
         return series_view(conn, created, detail=True)
 
 
@@ -289,17 +281,17 @@ def resume_series(conn: sqlite3.Connection, workspace_id: int, series_id: Any) -
         if row["status"] != "PAUSED":
             raise MktError(400, ONLY_PAUSED)
         now = clock.utcnow()
-        rule = _rule(row)
+        rule = rule_of(row)
         passed = list(rule.between(clock.parse_ts(row["next_run_at"]), now)) if row["next_run_at"] else []
         for moment in passed[-MAX_MISSED_ROWS:]:
-            _record(conn, row["id"], moment, "SKIPPED", reason=PAUSED_REASON)
+            record_occurrence(conn, row["id"], moment, "SKIPPED", reason=PAUSED_REASON)
         upcoming = rule.after(now)
         conn.execute("UPDATE campaign_series SET status = ?, paused_at = NULL, next_run_at = ?, updated_at = ?"
                      " WHERE id = ?", ("ACTIVE" if upcoming else "FINISHED",
                                        clock.format_ts(upcoming) if upcoming else None, clock.format_ts(now),
                                        row["id"]))
         row = conn.execute("SELECT * FROM campaign_series WHERE id = ?", (row["id"],)).fetchone()
-        _enqueue_tick(conn, row)
+        enqueue_tick(conn, row)
         return series_view(conn, row, detail=True)
 
 
@@ -315,16 +307,16 @@ def stop_series(conn: sqlite3.Connection, workspace_id: int, series_id: Any) -> 
         return get_series(conn, workspace_id, row["id"])
 
 
-# --- the tick ------------------------------------------------------------------------------------
+# --- shared with the tick (services/email/occurrences.py) ----------------------------------------
 
-def _enqueue_tick(conn: sqlite3.Connection, row: sqlite3.Row) -> None:
+def enqueue_tick(conn: sqlite3.Connection, row: sqlite3.Row) -> None:
     if row["status"] != "ACTIVE" or row["next_run_at"] is None:
         return
     jobs.enqueue(conn, JOB, {"series_id": row["id"]}, workspace_id=row["workspace_id"],
                  dedupe_key=f"{JOB}:{row['id']}:{row['next_run_at']}", run_at=row["next_run_at"])
 
 
-def _record(conn: sqlite3.Connection, series_id: int, moment: datetime, status: str, *,
+def record_occurrence(conn: sqlite3.Connection, series_id: int, moment: datetime, status: str, *,
             reason: str | None = None, campaign_id: str | None = None, item_count: int | None = None,
             replace: bool = False) -> None:
     """One occurrence's outcome. An existing row is kept, unless `replace` and it is FAILED
@@ -339,128 +331,7 @@ def _record(conn: sqlite3.Connection, series_id: int, moment: datetime, status: 
         (series_id, clock.format_ts(moment), status, campaign_id, reason, item_count, now, now, replace))
 
 
-def _handled(conn: sqlite3.Connection, series_id: int, moment: datetime) -> bool:
-    row = conn.execute("SELECT status FROM campaign_series_occurrences WHERE series_id = ? AND occurrence_at = ?",
-                       (series_id, clock.format_ts(moment))).fetchone()
-    return row is not None and row["status"] != "FAILED"
-
-
-def _due(row: sqlite3.Row, now: datetime) -> tuple[recurrence.Rule, list[datetime]]:
-    rule = _rule(row)
-    return rule, list(rule.between(clock.parse_ts(row["next_run_at"]), now))
-
-
-@jobs.handler(JOB)
-def run_tick(conn: sqlite3.Connection, payload: dict[str, Any]) -> None:
-    """Handle every due occurrence of one series: the latest sent, the earlier ones MISSED."""
-    row = conn.execute("SELECT * FROM campaign_series WHERE id = ?", (payload["series_id"],)).fetchone()
-    if row is None or row["status"] != "ACTIVE" or row["next_run_at"] is None:
-        return  # paused, stopped or ended: resume queues a new tick
-    now = clock.utcnow()
-    try:
-        rule, due = _due(row, now)
-    except MktError as exc:  # a rule too costly to compute: end the series rather than fail every pass
-        with transaction(conn):
-            _end(conn, row["id"], exc.message)
-        return
-    if not due:
-        if clock.parse_ts(row["next_run_at"]) > now:
-            _enqueue_tick(conn, row)  # early (a repaired or moved job): the right one is queued
-            return
-        due = []  # next_run_at is not an occurrence of the rule any more: move on below
-    latest = due[-1] if due else None
-    feed = None
-    if latest is not None and row["feed_url"] and not _handled(conn, row["id"], latest):
-        try:
-            feed = feeds.fetch_feed(row["feed_url"])
-        except MktError as exc:
-            with transaction(conn):
-                _record(conn, row["id"], latest, "FAILED", reason=FEED_FAILED.format(reason=exc.message),
-                        replace=True)
-            raise MktError(502, FEED_FAILED.format(reason=exc.message)) from None
-    with transaction(conn):
-        current = conn.execute("SELECT * FROM campaign_series WHERE id = ?", (row["id"],)).fetchone()
-        if current["status"] != "ACTIVE" or current["next_run_at"] != row["next_run_at"]:
-            return  # paused, stopped or handled by another runner meanwhile
-        if latest is not None:
-            _record_missed(conn, current, rule, due[:-1], latest)
-            _occur(conn, current, rule, latest, feed)
-        _advance(conn, current, rule, latest or now)
-
-
-def _end(conn: sqlite3.Connection, series_id: int, error: str) -> None:
-    conn.execute("UPDATE campaign_series SET status = 'FINISHED', next_run_at = NULL, status_detail = ?,"
-                 " updated_at = ? WHERE id = ?", (RULE_FAILED.format(error=error.rstrip(".")) + ".", clock.now(),
-                                                  series_id))
-
-
-def _record_missed(conn: sqlite3.Connection, row: sqlite3.Row, rule: recurrence.Rule, missed: list[datetime],
-                   latest: datetime) -> None:
-    reason = MISSED.format(latest=rule.local(latest))
-    for moment in missed[-MAX_MISSED_ROWS:]:
-        _record(conn, row["id"], moment, "MISSED", reason=reason)
-
-
-def _advance(conn: sqlite3.Connection, row: sqlite3.Row, rule: recurrence.Rule, handled: datetime) -> None:
-    """Point the series at the first occurrence after `handled` (FINISHED when the rule has none)."""
-    upcoming = rule.after(handled)
-    conn.execute("UPDATE campaign_series SET next_run_at = ?, status = ?, updated_at = ? WHERE id = ?",
-                 (clock.format_ts(upcoming) if upcoming else None, "ACTIVE" if upcoming else "FINISHED", clock.now(),
-                  row["id"]))
-    _enqueue_tick(conn, conn.execute("SELECT * FROM campaign_series WHERE id = ?", (row["id"],)).fetchone())
-
-
-def _claim(conn: sqlite3.Connection, series_id: int, moment: datetime) -> bool:
-    """Take the occurrence's row (UNIQUE per series and occurrence) before making anything;
-    False when another runner, or an earlier run of this job, already handled it."""
-    now = clock.now()
-    return conn.execute(
-        "INSERT INTO campaign_series_occurrences (series_id, occurrence_at, status, created_at, updated_at)"
-        " VALUES (?, ?, 'SENT', ?, ?) ON CONFLICT (series_id, occurrence_at) DO UPDATE SET status = 'SENT',"
-        " reason = NULL, updated_at = excluded.updated_at WHERE campaign_series_occurrences.status = 'FAILED'"
-        " RETURNING id", (series_id, clock.format_ts(moment), now, now)).fetchone() is not None
-
-
-def _occur(conn: sqlite3.Connection, row: sqlite3.Row, rule: recurrence.Rule, moment: datetime,
-           feed: feeds.Feed | None) -> None:
-    """One occurrence: SKIPPED when a feed has nothing new, else a copy scheduled NOW (SENT),
-    or FAILED / SKIPPED with the reason scheduling refused it. Runs inside the caller's transaction."""
-    if not _claim(conn, row["id"], moment):
-        return
-    items: list[feeds.Item] = []
-    seen: list[str] = json.loads(row["feed_seen"] or "[]")
-    cutoff = clock.parse_ts(row["feed_cutoff"]) if row["feed_cutoff"] else None
-    if feed is not None:
-        items = feeds.new_items(feed, set(seen), cutoff)
-        if not items:
-            _set_outcome(conn, row["id"], moment, "SKIPPED", reason=NOTHING_NEW)
-            return
-    conn.execute("SAVEPOINT series_copy")
-    try:
-        copy_id = _copy_campaign(conn, row, rule, moment, feed, items)
-        schedule.schedule_campaign(conn, row["workspace_id"], copy_id, {"schedule_type": "NOW"})
-    except MktError as exc:
-        conn.execute("ROLLBACK TO series_copy")
-        conn.execute("RELEASE series_copy")
-        status = "SKIPPED" if exc.message == schedule.NO_RECIPIENTS else "FAILED"
-        _set_outcome(conn, row["id"], moment, status, reason=exc.message)
-        return
-    conn.execute("RELEASE series_copy")
-    _set_outcome(conn, row["id"], moment, "SENT", campaign_id=copy_id, item_count=len(items) if feed else None)
-    if feed is not None:
-        guids, new_cutoff = feeds.remember(items, seen, cutoff, FEED_SEEN_KEEP)
-        conn.execute("UPDATE campaign_series SET feed_seen = ?, feed_cutoff = ? WHERE id = ?",
-                     (json.dumps(guids), new_cutoff, row["id"]))
-
-
-def _set_outcome(conn: sqlite3.Connection, series_id: int, moment: datetime, status: str, *,
-                 reason: str | None = None, campaign_id: str | None = None, item_count: int | None = None) -> None:
-    conn.execute("UPDATE campaign_series_occurrences SET status = ?, reason = ?, campaign_id = ?, item_count = ?,"
-                 " updated_at = ? WHERE series_id = ? AND occurrence_at = ?",
-                 (status, reason, campaign_id, item_count, clock.now(), series_id, clock.format_ts(moment)))
-
-
-def _variant_copy(variant: sqlite3.Row, feed: feeds.Feed | None, items: list[feeds.Item]) -> dict[str, Any]:
+def variant_copy(variant: sqlite3.Row, feed: feeds.Feed | None, items: list[feeds.Item]) -> dict[str, Any]:
     copy = dict(variant)
     if feed is not None:
         copy["body_html"] = feeds.render_html(copy["body_html"] or "", feed, items)
@@ -472,56 +343,3 @@ def _variant_copy(variant: sqlite3.Row, feed: feeds.Feed | None, items: list[fee
     return copy
 
 
-def _copy_campaign(conn: sqlite3.Connection, row: sqlite3.Row, rule: recurrence.Rule, moment: datetime,
-                   feed: feeds.Feed | None, items: list[feeds.Item]) -> str:
-    """A DRAFT copy of the series' campaign for one occurrence, feed rendered in; its id."""
-    source = conn.execute("SELECT * FROM campaigns WHERE id = ?", (row["campaign_id"],)).fetchone()
-    copy_id, now = new_id(), clock.now()
-    local = moment.astimezone(rule.zone).strftime("%Y-%m-%d %H:%M")
-    name = f"{source['name']} ({local})"
-    conn.execute("INSERT INTO campaigns (id, workspace_id, name, type, status, sender_identity_id, reply_to, audience,"
-                 " created_at, updated_at) VALUES (?, ?, ?, ?, 'DRAFT', ?, ?, ?, ?, ?)",
-                 (copy_id, row["workspace_id"], name[:255], source["type"], source["sender_identity_id"],
-                  source["reply_to"], source["audience"], now, now))
-    for variant in conn.execute("SELECT * FROM campaign_variants WHERE campaign_id = ? ORDER BY type",
-                                (source["id"],)).fetchall():
-        copy = _variant_copy(variant, feed, items)
-        variant_id = new_id()
-        conn.execute("INSERT INTO campaign_variants (id, campaign_id, type, subject, preview_text, template_type,"
-                     " body_json, body_html, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                     (variant_id, copy_id, copy["type"], copy["subject"], copy["preview_text"], copy["template_type"],
-                      copy["body_json"], copy["body_html"], now, now))
-        if copy["body_html"]:
-            variant_html.queue_preview(conn, row["workspace_id"], copy_id, variant_id)
-    return copy_id
-
-
-@jobs.gave_up(JOB)
-def tick_gave_up(conn: sqlite3.Connection, job: dict[str, Any], error: str) -> None:
-    """The tick failed for good (a feed down through every retry): the due occurrences are
-    recorded (the latest FAILED with the reason) and the series moves on to its next one."""
-    row = conn.execute("SELECT * FROM campaign_series WHERE id = ?", (job["series_id"],)).fetchone()
-    if row is None or row["status"] != "ACTIVE" or row["next_run_at"] is None:
-        return
-    now = clock.utcnow()
-    try:
-        rule, due = _due(row, now)
-    except MktError as exc:
-        _end(conn, row["id"], exc.message)
-        return
-    if due:
-        _record_missed(conn, row, rule, due[:-1], due[-1])
-        _record(conn, row["id"], due[-1], "FAILED", reason=GAVE_UP.format(error=error), replace=True)
-    _advance(conn, row, rule, due[-1] if due else now)
-
-
-@jobs.scheduler
-def requeue_stalled(conn: sqlite3.Connection) -> None:
-    """An ACTIVE series that is due with no tick queued or running gets one (a lost job never stalls it)."""
-    stalled = conn.execute(
-        "SELECT s.* FROM campaign_series s WHERE s.status = 'ACTIVE' AND s.next_run_at <= ? AND NOT EXISTS"
-        " (SELECT 1 FROM jobs j WHERE j.type = ? AND j.status IN ('queued', 'running')"
-        " AND j.dedupe_key = ? || s.id || ':' || s.next_run_at)", (clock.now(), JOB, f"{JOB}:")).fetchall()
-    for row in stalled:
-        with transaction(conn):
-            _enqueue_tick(conn, row)
