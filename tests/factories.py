@@ -531,11 +531,12 @@ def workspace_world(conn: sqlite3.Connection, marker: str, *, email: str, phone:
     events.track_event(conn, wid, {"event_name": f"{marker}_signup", "email_address": email,
                                    "properties": {"who": marker}})
     event_id = events.list_events(conn, wid)[-1]["id"]
+    series_id = series_row(conn, wid, mail["id"])
     return {
         "workspace": ws, "key": ws["api_key"], "email": email, "phone": phone,
         "ids": {"contact": person["id"], "tag": vip, "field": city, "segment": seg["id"], "domain": dom["id"],
                 "sender": who["id"], "template": tpl["id"], "asset": "img/logo.png", "campaign": mail["id"],
-                "sms_campaign": sms["id"], "event": event_id},
+                "sms_campaign": sms["id"], "event": event_id, "series": series_id},
         "hex_ids": [person["id"], mail["id"], sms["id"], *(v["id"] for v in mail["variants"])],
     }
 
@@ -614,3 +615,17 @@ def rss(items: list[tuple[str, str, str]], title: str = "The Blog") -> bytes:
         f"<pubDate>{date}</pubDate></item>" for guid, name, date in items)
     return (f'<?xml version="1.0" encoding="utf-8"?><rss version="2.0"><channel><title>{title}</title>'
             f"<link>https://blog.example.org/</link><description>x</description>{entries}</channel></rss>").encode()
+
+
+def series_row(conn: sqlite3.Connection, workspace_id: int, campaign_id: str,
+               rrule: str = "FREQ=WEEKLY;BYDAY=MO;BYHOUR=9;BYMINUTE=0;BYSECOND=0") -> int:
+    """A recurring series of a campaign written as a row (the service would first ask for a
+    campaign ready to send: verified domain, unsubscribe link); its id."""
+    from marketing_cli.db import transaction
+
+    now = clock.now()
+    with transaction(conn):
+        return conn.execute(
+            "INSERT INTO campaign_series (workspace_id, campaign_id, rrule, timezone, dtstart, status, next_run_at,"
+            " created_at, updated_at) VALUES (?, ?, ?, 'UTC', ?, 'ACTIVE', ?, ?, ?)",
+            (workspace_id, campaign_id, rrule, now, "2099-01-05T09:00:00.000Z", now, now)).lastrowid

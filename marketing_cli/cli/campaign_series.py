@@ -23,7 +23,7 @@ def render_series(s: dict[str, Any]) -> Any:
     from rich.console import Group
 
     counts = ", ".join(f"{n} {status.lower()}" for status, n in s["counts"].items())
-    head = {"id": s["id"], "campaign": f"{s['name']} ({s['campaign_id']})", "rule": s["rrule"],
+    head = {"id": s["id"], "campaign": s["campaign_id"], "name": s["name"], "rule": s["rrule"],
             "time zone": s["timezone"], "status": s["status"], "next": _when(s["next_occurrence"]),
             "occurrences": counts}
     if s["status_detail"]:
@@ -58,12 +58,13 @@ def series_list(
 
     s = state(ctx)
     emit(series.list_series(s.conn(), s.workspace_id(), status), as_json, lambda r: table(
-        ["id", "campaign", "rule", "status", "next", "last", "sent", "missed", "skipped", "failed"],
-        [(x["id"], x["name"], x["rrule"], x["status"], x["next_occurrence"]["at"] if x["next_occurrence"] else "-",
+        ["id", "campaign", "name", "rule", "status", "next", "last", "sent", "missed", "skipped", "failed"],
+        [(x["id"], x["campaign_id"], x["name"], x["rrule"], x["status"], x["next_occurrence"]["at"] if x["next_occurrence"] else "-",
           (f"{x['last_occurrence']['status']}: {x['last_occurrence']['reason']}" if x["last_occurrence"] and
            x["last_occurrence"]["reason"] else (x["last_occurrence"] or {}).get("status", "-")),
           *x["counts"].values()) for x in r["series"]],
-        title=f"{len(r['series'])} series", drop=("rule", "last")), wide=wide, quiet=quiet)
+        title=f"{len(r['series'])} series", drop=("name", "rule", "last", "missed", "failed")), wide=wide,
+        quiet=quiet)
 
 
 @app.command("show")
