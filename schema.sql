@@ -994,3 +994,43 @@ CREATE TABLE operator_log (
     created_at TEXT NOT NULL
 );
 CREATE INDEX operator_log_workspace ON operator_log(workspace_id, id);
+
+-- version: 18
+-- recurring
+-- Recurring (and feed) campaigns: a series sends a copy of its campaign (which stays a DRAFT,
+-- the definition) at each occurrence of an RFC 5545 rule read in `timezone`
+-- (services/email/series.py). Each occurrence the runner reached is one row, unique per
+-- (series, occurrence): two runners or a replayed job never make two copies. A feed series
+-- remembers the items it already sent (`feed_seen`: guids; `feed_cutoff`: the newest date).
+CREATE TABLE campaign_series (
+    id INTEGER PRIMARY KEY,
+    workspace_id INTEGER NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    campaign_id TEXT NOT NULL REFERENCES campaigns(id) ON DELETE CASCADE,
+    rrule TEXT NOT NULL,                   -- normalised (services/email/series.py, kernel/recurrence.py)
+    timezone TEXT NOT NULL,                -- IANA zone the rule is read in
+    dtstart TEXT NOT NULL,                 -- UTC
+    feed_url TEXT,
+    feed_seen TEXT,                        -- JSON array of the guids already sent (newest last)
+    feed_cutoff TEXT,                      -- UTC: the newest item date already sent
+    status TEXT NOT NULL DEFAULT 'ACTIVE' CHECK (status IN ('ACTIVE', 'PAUSED', 'STOPPED', 'FINISHED')),
+    next_run_at TEXT,                      -- UTC: the next occurrence not yet handled; NULL once ended
+    paused_at TEXT,
+    status_detail TEXT,                    -- why a series ended on its own (its rule could not be computed)
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+);
+CREATE INDEX campaign_series_workspace ON campaign_series(workspace_id, id);
+CREATE UNIQUE INDEX campaign_series_live ON campaign_series(campaign_id) WHERE status IN ('ACTIVE', 'PAUSED');
+
+CREATE TABLE campaign_series_occurrences (
+    id INTEGER PRIMARY KEY,
+    series_id INTEGER NOT NULL REFERENCES campaign_series(id) ON DELETE CASCADE,
+    occurrence_at TEXT NOT NULL,           -- UTC: the rule's instant
+    status TEXT NOT NULL CHECK (status IN ('SENT', 'MISSED', 'SKIPPED', 'FAILED')),
+    campaign_id TEXT REFERENCES campaigns(id) ON DELETE SET NULL,  -- the copy, when one was made
+    reason TEXT,
+    item_count INTEGER,                    -- feed items in the copy
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    UNIQUE (series_id, occurrence_at)
+);

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from marketing_cli.kernel import clock, ids
@@ -531,11 +531,12 @@ def workspace_world(conn: sqlite3.Connection, marker: str, *, email: str, phone:
     events.track_event(conn, wid, {"event_name": f"{marker}_signup", "email_address": email,
                                    "properties": {"who": marker}})
     event_id = events.list_events(conn, wid)[-1]["id"]
+    series_id = series_row(conn, wid, mail["id"])
     return {
         "workspace": ws, "key": ws["api_key"], "email": email, "phone": phone,
         "ids": {"contact": person["id"], "tag": vip, "field": city, "segment": seg["id"], "domain": dom["id"],
                 "sender": who["id"], "template": tpl["id"], "asset": "img/logo.png", "campaign": mail["id"],
-                "sms_campaign": sms["id"], "event": event_id},
+                "sms_campaign": sms["id"], "event": event_id, "series": series_id},
         "hex_ids": [person["id"], mail["id"], sms["id"], *(v["id"] for v in mail["variants"])],
     }
 
@@ -661,3 +662,46 @@ def sms_timeline_world(conn: sqlite3.Connection, workspace_id: int, first: Any, 
                          " VALUES (?, 'https://a.example', 'US', 'mobile', 'iOS', ?)",
                          [(ids[0], at(2.1)), (ids[0], at(2.2)), (ids[1], at(2.3)), (ids[1], at(75))])
     return str(campaign["id"])
+
+
+# --- recurring campaigns (branch recurring) ----------------------------------------------------
+
+class FixedClock:
+    """A clock that stands still until moved: monkeypatch it over `clock.utcnow`."""
+
+    def __init__(self, start: datetime) -> None:
+        self.now = start
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def set(self, moment: datetime) -> None:
+        self.now = moment
+
+    def advance(self, **kw: float) -> None:
+        self.now += timedelta(**kw)
+
+
+def rss(items: list[tuple[str, str, str]], title: str = "The Blog") -> bytes:
+    """An RSS 2.0 document of (guid, title, RFC 822 date) items, newest first; each item's
+    description holds a script that the rendering must drop."""
+    entries = "".join(
+        f"<item><guid>{guid}</guid><title>{name}</title><link>https://blog.example.org/{guid}</link>"
+        f"<description>&lt;p&gt;About {name} &lt;script&gt;alert(1)&lt;/script&gt;&lt;/p&gt;</description>"
+        f"<pubDate>{date}</pubDate></item>" for guid, name, date in items)
+    return (f'<?xml version="1.0" encoding="utf-8"?><rss version="2.0"><channel><title>{title}</title>'
+            f"<link>https://blog.example.org/</link><description>x</description>{entries}</channel></rss>").encode()
+
+
+def series_row(conn: sqlite3.Connection, workspace_id: int, campaign_id: str,
+               rrule: str = "FREQ=WEEKLY;BYDAY=MO;BYHOUR=9;BYMINUTE=0;BYSECOND=0") -> int:
+    """A recurring series of a campaign written as a row (the service would first ask for a
+    campaign ready to send: verified domain, unsubscribe link); its id."""
+    from marketing_cli.db import transaction
+
+    now = clock.now()
+    with transaction(conn):
+        return conn.execute(
+            "INSERT INTO campaign_series (workspace_id, campaign_id, rrule, timezone, dtstart, status, next_run_at,"
+            " created_at, updated_at) VALUES (?, ?, ?, 'UTC', ?, 'ACTIVE', ?, ?, ?)",
+            (workspace_id, campaign_id, rrule, now, "2099-01-05T09:00:00.000Z", now, now)).lastrowid

@@ -50,6 +50,7 @@ ROUTE_MODULES = [
     "marketing_cli.api.campaigns",
     "marketing_cli.api.campaign_stats",
     "marketing_cli.api.campaign_sending",
+    "marketing_cli.api.campaign_series",
     "marketing_cli.api.bounces",
     "marketing_cli.api.templates",
     "marketing_cli.api.domains",

@@ -27,6 +27,15 @@ def campaigns_schedule(
     now: Annotated[bool, typer.Option("--now", help="Send as soon as the job worker runs.")] = False,
     at: Annotated[Optional[str], typer.Option("--at", metavar="TIMESTAMP",
                                               help="Send at this RFC 3339 time (UTC), e.g. 2026-12-01T09:00:00Z.")] = None,
+    every: Annotated[Optional[str], typer.Option(
+        "--every", metavar="RRULE", help="Send a copy at each occurrence of this RFC 5545 rule, read in the "
+                                         "workspace's time zone, e.g. \"FREQ=WEEKLY;BYDAY=MO;BYHOUR=9\".")] = None,
+    feed: Annotated[Optional[str], typer.Option(
+        "--feed", metavar="URL", help="With --every: fill each copy with the new items of this RSS or Atom feed; "
+                                      "nothing new, nothing sent.")] = None,
+    preview: Annotated[Optional[int], typer.Option(
+        "--preview", metavar="N", help="With --every: list the next N occurrences (UTC and local) and change "
+                                       "nothing.")] = None,
     test_percentage: Annotated[Optional[int], typer.Option(
         "--test-percentage", help="A/B: the share (1-100) that gets the test, split evenly between A and B.")] = None,
     winner_criterion: Annotated[Optional[str], typer.Option(
@@ -35,20 +44,45 @@ def campaigns_schedule(
         "--wait-minutes", help="A/B: minutes between the test and the winner's send to the rest.")] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Queue a DRAFT campaign for sending, now or later (POST /v1/campaigns/:id/schedule)."""
+    """Queue a DRAFT campaign for sending, now, later or every time a rule recurs (POST
+    /v1/campaigns/:id/schedule; --every: POST /v1/campaigns/:id/series)."""
     from marketing_cli.services.email import schedule as email_schedule
 
-    if now == (at is not None):
-        raise usage_error("Give exactly one of --now or --at TIMESTAMP.")
-    body: dict[str, Any] = {"schedule_type": "NOW"} if now else {"schedule_type": "LATER", "scheduled_at": at}
+    if sum((now, at is not None, every is not None)) != 1:
+        raise usage_error("Give exactly one of --now or --at TIMESTAMP (or --every RRULE for a recurring campaign).")
+    if every is None and (feed is not None or preview is not None):
+        raise usage_error("--feed and --preview go with --every RRULE.")
     ab = {k: v for k, v in {"test_percentage": test_percentage, "winner_criterion": winner_criterion,
                             "wait_minutes": wait_minutes}.items() if v is not None}
+    if every is not None:
+        if ab:
+            raise usage_error("The A/B options go with --now or --at: the copies of a series use the default test.")
+        _schedule_every(ctx, campaign_id, every, feed, preview, as_json)
+        return
+    body: dict[str, Any] = {"schedule_type": "NOW"} if now else {"schedule_type": "LATER", "scheduled_at": at}
     if ab:
         body["ab_test"] = ab
     s = state(ctx)
     emit(email_schedule.schedule_campaign(s.conn(), s.workspace_id(), campaign_id, body), as_json,
          lambda r: f"Campaign {r['id']} queued" + (f" for {r['scheduled_at']}." if r.get("scheduled_at") else
                                                     ": `mkt jobs run` (or `mkt serve`'s worker) sends it."))
+
+
+def _schedule_every(ctx: typer.Context, campaign_id: str, every: str, feed: str | None, preview: int | None,
+                    as_json: bool) -> None:
+    from marketing_cli.cli.campaign_series import render_series
+    from marketing_cli.cli.output import table
+    from marketing_cli.services.email import series
+
+    s = state(ctx)
+    if preview is not None:
+        emit(series.preview_series(s.conn(), s.workspace_id(), campaign_id, {"rrule": every, "count": preview}),
+             as_json, lambda r: table(["UTC", f"local ({r['timezone']})"],
+                                      [(o["at"], o["local"]) for o in r["occurrences"]],
+                                      title=f"Next {len(r['occurrences'])} occurrence(s) of {r['rrule']}"))
+        return
+    body: dict[str, Any] = {"rrule": every, **({"feed_url": feed} if feed is not None else {})}
+    emit(series.create_series(s.conn(), s.workspace_id(), campaign_id, body), as_json, render_series)
 
 
 def campaigns_cancel(ctx: typer.Context, campaign_id: CampaignId, as_json: JsonOption = False) -> None:

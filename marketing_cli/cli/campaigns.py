@@ -277,7 +277,8 @@ def campaigns_test(
 
 
 # Commands whose code lives beside their own views (one module each).
-from marketing_cli.cli import campaign_sending, campaign_stats  # noqa: E402
+from marketing_cli.cli import campaign_sending, campaign_series, campaign_stats  # noqa: E402
 
 campaign_sending.register(app)
 campaign_stats.register(app)
+campaign_series.register(app)

@@ -41,7 +41,7 @@ MARK_B = "Bravoown"
 # Path parameters: the resource each names. Where the name alone cannot tell (a campaign
 # of which channel, a template's bare `id`), the path's prefix decides.
 PATH_RESOURCES = {"contact_id": "contact", "field_id": "field", "segment_id": "segment", "domain_id": "domain",
-                  "sender_id": "sender", "path": "asset"}
+                  "sender_id": "sender", "path": "asset", "series_id": "series"}
 PATH_BY_PREFIX = {("campaign_id", "/v1/campaigns/"): "campaign",
                   ("campaign_id", "/v1/sms-campaigns/"): "sms_campaign",
                   ("id", "/v1/templates/"): "template"}
@@ -98,7 +98,7 @@ def missing_world() -> dict[str, Any]:
 
     hex_ids = {name: new_id() for name in ("contact", "campaign", "sms_campaign")}
     ints = {name: 10**6 + n for n, name in enumerate(("tag", "field", "segment", "domain", "sender", "template",
-                                                      "event"))}
+                                                      "event", "series"))}
     return {"ids": {**hex_ids, **ints, "asset": "img/missing.png"}, "email": "nobody@example.com",
             "phone": "+447911000000", "hex_ids": []}
 

@@ -71,7 +71,8 @@ def world(conn: Any, workspace: dict[str, Any]) -> dict[str, Any]:
     template = factories.code_template(conn, ws, "<p>Hi</p>", name=LONG)
     factories.sms_ready(conn, ws)
     sms = factories.sms_campaign(conn, ws, LONG)
-    found = {"campaign": campaign["id"], "domain": domain["id"], "segment": segment["id"],
+    series = factories.series_row(conn, ws, campaign["id"])
+    found = {"series": series, "campaign": campaign["id"], "domain": domain["id"], "segment": segment["id"],
              "sender": sender["id"], "template": template["id"], "sms": sms["id"]}
     return {k: str(v) for k, v in found.items()}
 
@@ -87,6 +88,7 @@ def walk(command: Any, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
 # Arguments of the commands that need them, from the world above.
 ARGS = {
     ("campaigns", "show"): lambda w: [w["campaign"]],
+    ("campaigns", "series", "show"): lambda w: [w["series"]],
     ("campaigns", "html", "show"): lambda w: [w["campaign"], "A"],
     ("domains", "show"): lambda w: [w["domain"]],
     ("segments", "show"): lambda w: [w["segment"]],

@@ -71,6 +71,8 @@ UNSCHEDULE_HINTS = {
     "CANCELLED": "It was cancelled: `mkt campaigns duplicate {id}` makes a new draft from it.",
 }
 DEFAULT_AB_TEST = {"test_percentage": 20, "winner_criterion": "OPENS", "wait_minutes": 240}
+SERIES_DEFINITION = ("This campaign defines recurring series {id}: each occurrence sends a copy of it. "
+                     "Stop the series (mkt campaigns series stop {id}) to schedule the campaign itself.")
 ACTIVE = ("QUEUED", "PREPROCESSING", "IN_REVIEW", "SENDING", "PAUSED")
 
 
@@ -149,8 +151,12 @@ def _ab_test(row: sqlite3.Row, value: Any) -> dict[str, Any] | None:
     return {"test_percentage": percentage, "winner_criterion": criterion, "wait_minutes": wait}
 
 
-def _check_ready(conn: sqlite3.Connection, workspace_id: int, row: sqlite3.Row) -> int:
-    """Every check on the campaign's own settings; returns the number of recipients."""
+def check_ready(conn: sqlite3.Connection, workspace_id: int, row: sqlite3.Row,
+                variants: list[Any] | None = None) -> int:
+    """Every check on the campaign's own settings; returns the number of recipients.
+
+    `variants` replaces the stored ones (a recurring feed campaign checks its variants as a
+    copy will carry them, feed block rendered)."""
     sender = senders.get_sender_identity(conn, workspace_id, row["sender_identity_id"]) \
         if row["sender_identity_id"] is not None else None
     if sender is None:
@@ -159,11 +165,22 @@ def _check_ready(conn: sqlite3.Connection, workspace_id: int, row: sqlite3.Row) 
         raise MktError(400, UNVERIFIED.format(domain=sender["domain_name"], domain_id=sender["domain_id"]))
     if not row["audience"]:
         raise MktError(400, NO_AUDIENCE)
-    for variant in conn.execute("SELECT * FROM campaign_variants WHERE campaign_id = ? ORDER BY type", (row["id"],)):
+    if variants is None:
+        variants = conn.execute("SELECT * FROM campaign_variants WHERE campaign_id = ? ORDER BY type",
+                                (row["id"],)).fetchall()
+    for variant in variants:
         problems = content_problems(conn, workspace_id, variant)
         if problems:
             raise MktError(400, problems[0], "\n".join(problems[1:]) or None)
     return audience.count_audience(conn, workspace_id, json.loads(row["audience"]), "email")
+
+
+def _check_not_series(conn: sqlite3.Connection, campaign_id: str) -> None:
+    """The definition of a live series (services/email/series.py) stays a DRAFT: it is copied, not sent."""
+    series = conn.execute("SELECT id FROM campaign_series WHERE campaign_id = ? AND status IN ('ACTIVE', 'PAUSED')",
+                          (campaign_id,)).fetchone()
+    if series is not None:
+        raise MktError(400, SERIES_DEFINITION.format(id=series["id"]))
 
 
 def _check_allowances(conn: sqlite3.Connection, workspace_id: int, count: int) -> None:
@@ -184,7 +201,8 @@ def schedule_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id: 
         scheduled_at = _scheduled_at(body)
         if row["status"] != "DRAFT":
             raise MktError(400, ONLY_DRAFT)
-        count = _check_ready(conn, workspace_id, row)
+        _check_not_series(conn, row["id"])
+        count = check_ready(conn, workspace_id, row)
         ab_test = _ab_test(row, body.get("ab_test"))
         _check_allowances(conn, workspace_id, count)
         campaigns.set_campaign_status(conn, row["id"], "QUEUED")

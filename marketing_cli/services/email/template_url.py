@@ -92,7 +92,11 @@ def _tls() -> ssl.SSLContext:
     return ssl.create_default_context(cafile=certifi.where())
 
 
-def fetch_html(url: str) -> Fetched:
+HTML_ACCEPT = "text/html,*/*;q=0.5"
+
+
+def fetch_html(url: str, *, accept: str = HTML_ACCEPT) -> Fetched:
+    """The text at `url` under the rules above (`accept`: the Accept header; feeds ask for XML)."""
     import httpx
 
     try:
@@ -105,14 +109,14 @@ def fetch_html(url: str) -> Fetched:
     timeout = httpx.Timeout(TIMEOUT)
     with httpx.Client(timeout=timeout, follow_redirects=False, trust_env=False, verify=_tls()) as client:
         for _ in range(MAX_REDIRECTS + 1):
-            response_or_next = _hop(client, current, started)
+            response_or_next = _hop(client, current, started, accept)
             if isinstance(response_or_next, Fetched):
                 return response_or_next
             current = response_or_next
     raise MktError(400, TOO_MANY_REDIRECTS)
 
 
-def _hop(client: httpx.Client, url: httpx.URL, started: float) -> Fetched | httpx.URL:
+def _hop(client: httpx.Client, url: httpx.URL, started: float, accept: str) -> Fetched | httpx.URL:
     """One request: the Fetched page, or the next URL to go to."""
     import httpx
     if url.scheme not in ("http", "https") or not url.host:
@@ -123,7 +127,7 @@ def _hop(client: httpx.Client, url: httpx.URL, started: float) -> Fetched | http
     address = resolve(url.host, port)
     pinned = url.copy_with(host=address)
     headers = {"Host": url.netloc.decode("ascii"), "User-Agent": "mkt-template-import/1",
-               "Accept": "text/html,*/*;q=0.5"}
+               "Accept": accept}
     extensions = {"sni_hostname": url.host} if url.scheme == "https" else {}
     try:
         with client.stream("GET", pinned, headers=headers, extensions=extensions) as response:
