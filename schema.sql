@@ -821,15 +821,18 @@ ALTER TABLE sms_campaigns ADD COLUMN status_detail TEXT;
 -- (an IANA name: the last fallback of a contact's zone, and the zone of times typed without
 -- an offset); the zone of the city of a contact's last human open or click (GeoLite2-City's
 -- location.time_zone, written by the tracking paths); a campaign's local time ('HH:MM') and
--- what happens to recipients whose local time had passed (next_day, send_now, skip).
+-- the date in the workspace's zone it is read on, and what happens to recipients whose local
+-- time had passed when their zone was reached (next_day, send_now, skip).
 -- Each message row keeps its recipient's zone, which source gave it (field, phone, location,
 -- workspace) and its due instant in UTC: the sender claims only due rows and its job is
 -- queued again for the next zone's instant (services/contacts/zones.py).
 ALTER TABLE workspaces ADD COLUMN timezone TEXT NOT NULL DEFAULT 'UTC';
 ALTER TABLE contacts ADD COLUMN located_timezone TEXT;
 ALTER TABLE campaigns ADD COLUMN local_time TEXT;
+ALTER TABLE campaigns ADD COLUMN local_date TEXT;
 ALTER TABLE campaigns ADD COLUMN local_time_missed TEXT;
 ALTER TABLE sms_campaigns ADD COLUMN local_time TEXT;
+ALTER TABLE sms_campaigns ADD COLUMN local_date TEXT;
 ALTER TABLE sms_campaigns ADD COLUMN local_time_missed TEXT;
 -- Recipients left out because their local time had passed (local_time_missed = 'skip').
 ALTER TABLE campaigns ADD COLUMN local_time_skipped INTEGER NOT NULL DEFAULT 0;

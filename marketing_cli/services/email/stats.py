@@ -338,8 +338,11 @@ def campaign_progress(conn: sqlite3.Connection, row: sqlite3.Row) -> dict[str, A
     seconds = max(0.001, (end - clock.parse_ts(row["send_started_at"])).total_seconds())
     rate = (delivered + failed) / seconds
     left = max(0, total - delivered - failed)
+    # A local-time send's messages waiting for their zone (services/contacts/zones.py); 0 otherwise.
+    waiting = conn.execute("SELECT count(*) FROM email_messages WHERE campaign_id = ? AND status = 'queued'"
+                           " AND due_at > ?", (row["id"], clock.now())).fetchone()[0] if row["local_time"] else 0
     return {"total": total, "sent": delivered + failed, "delivered": delivered, "failed": failed,
-            "remaining": left, "rate_per_second": round(rate, 1),
+            "remaining": left, "waiting_for_local_time": waiting, "rate_per_second": round(rate, 1),
             "eta_seconds": None if rate == 0 or row["status"] != "SENDING" else round(left / rate),
             "outbox": outbox_deliveries(row)}
 
