@@ -126,7 +126,20 @@ def campaign_row(conn: sqlite3.Connection, workspace_id: int, campaign_id: Any) 
 
 
 def _view(conn: sqlite3.Connection, row: sqlite3.Row, *, with_workspace: bool = True) -> dict[str, Any]:
-    return campaign_view(row, message_counts(conn, [row["id"]])[row["id"]], with_workspace=with_workspace)
+    view = campaign_view(row, message_counts(conn, [row["id"]])[row["id"]], with_workspace=with_workspace)
+    if row["local_time"]:  # extension (docs/sms.md "Local-time delivery")
+        from marketing_cli.services.contacts.zones import local_time_view
+
+        view["local_time"] = local_time_view(row, waiting_for_zone(conn, row))
+    return view
+
+
+def waiting_for_zone(conn: sqlite3.Connection, row: sqlite3.Row) -> int:
+    """Messages of a local-time campaign written and charged, waiting for their zone's time."""
+    if not row["local_time"]:
+        return 0
+    return conn.execute("SELECT count(*) FROM sms_messages WHERE campaign_id = ? AND status = 'pending'"
+                        " AND due_at > ?", (row["id"], clock.now())).fetchone()[0]
 
 
 # --- create, list, read, update --------------------------------------------------------

@@ -7,7 +7,7 @@ import sqlite3
 from typing import Any
 
 from marketing_cli.services.sms import ledger
-from marketing_cli.services.sms.campaigns import campaign_row, message_counts
+from marketing_cli.services.sms.campaigns import campaign_row, message_counts, waiting_for_zone
 
 
 def _breakdown(conn: sqlite3.Connection, cid: str, column: str, key: str) -> list[dict[str, Any]]:
@@ -33,4 +33,6 @@ def campaign_statistics(conn: sqlite3.Connection, workspace_id: int, campaign_id
         "clicks_by_os": _breakdown(conn, cid, "operating_system", "operating_system"),
         "link_activity": [{"url": r["url"], "total_clicks": r["total"], "unique_clicks": r["uniq"]} for r in links],
         "total_cost": ledger.money(ledger.campaign_cost(conn, cid)),
+        # extension: messages of a local-time campaign still waiting for their zone's time
+        "waiting_for_local_time": waiting_for_zone(conn, row),
     }
