@@ -1,4 +1,4 @@
-"""Sending email campaigns (CONTRACT section 7): schedule, cancel and resume. Envelope A."""
+"""Sending email campaigns (CONTRACT section 7): schedule (and its preview), cancel and resume. Envelope A."""
 
 from __future__ import annotations
 
@@ -19,6 +19,13 @@ async def schedule_campaign(request: Request) -> Response:
                                  request.path_params["campaign_id"], body))
 
 
+async def preview_schedule(request: Request) -> Response:
+    workspace_id = require_workspace(request)
+    body = await read_json(request, email_schedule.INVALID_BODY)
+    return envelope_a(await call(request, email_schedule.preview_schedule, workspace_id,
+                                 request.path_params["campaign_id"], body))
+
+
 async def cancel_campaign(request: Request) -> Response:
     workspace_id = require_workspace(request)
     return envelope_a(await call(request, email_schedule.cancel_campaign, workspace_id,
@@ -33,6 +40,7 @@ async def resume_campaign(request: Request) -> Response:
 
 routes = [
     Route("/v1/campaigns/{campaign_id}/schedule", schedule_campaign, methods=["POST"]),
+    Route("/v1/campaigns/{campaign_id}/schedule/preview", preview_schedule, methods=["POST"]),
     Route("/v1/campaigns/{campaign_id}/cancel", cancel_campaign, methods=["POST"]),
     Route("/v1/campaigns/{campaign_id}/resume", resume_campaign, methods=["POST"]),
 ]

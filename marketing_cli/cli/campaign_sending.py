@@ -11,6 +11,15 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from marketing_cli.cli.local_time import (
+    AtOption,
+    LocalTimeOption,
+    MissedOption,
+    YesOption,
+    confirm_zones,
+    schedule_body,
+    understood,
+)
 from marketing_cli.cli.output import JsonOption, emit, usage_error
 from marketing_cli.cli.state import state
 
@@ -23,30 +32,35 @@ def campaigns_schedule(
     ctx: typer.Context,
     campaign_id: CampaignId,
     now: Annotated[bool, typer.Option("--now", help="Send as soon as the job worker runs.")] = False,
-    at: Annotated[Optional[str], typer.Option("--at", metavar="TIMESTAMP",
-                                              help="Send at this RFC 3339 time (UTC), e.g. 2026-12-01T09:00:00Z.")] = None,
+    at: AtOption = None,
     test_percentage: Annotated[Optional[int], typer.Option(
         "--test-percentage", help="A/B: the share (1-100) that gets the test, split evenly between A and B.")] = None,
     winner_criterion: Annotated[Optional[str], typer.Option(
         "--winner-criterion", metavar="OPENS|CLICKS", help="A/B: how the winner is chosen.")] = None,
     wait_minutes: Annotated[Optional[int], typer.Option(
         "--wait-minutes", help="A/B: minutes between the test and the winner's send to the rest.")] = None,
+    local_time: LocalTimeOption = None,
+    missed: MissedOption = None,
+    yes: YesOption = False,
     as_json: JsonOption = False,
 ) -> None:
     """Queue a DRAFT campaign for sending, now or later (POST /v1/campaigns/:id/schedule)."""
     from marketing_cli.services.email import schedule as email_schedule
 
     if now == (at is not None):
-        raise usage_error("Give exactly one of --now or --at TIMESTAMP.")
-    body: dict[str, Any] = {"schedule_type": "NOW"} if now else {"schedule_type": "LATER", "scheduled_at": at}
+        raise usage_error("Give exactly one of --now or --at TIME.")
+    s = state(ctx)
+    conn, workspace_id = s.conn(), s.workspace_id()
+    body = schedule_body(conn, workspace_id, now, at, local_time, missed)
     ab = {k: v for k, v in {"test_percentage": test_percentage, "winner_criterion": winner_criterion,
                             "wait_minutes": wait_minutes}.items() if v is not None}
     if ab:
         body["ab_test"] = ab
-    s = state(ctx)
-    emit(email_schedule.schedule_campaign(s.conn(), s.workspace_id(), campaign_id, body), as_json,
-         lambda r: f"Campaign {r['id']} queued" + (f" for {r['scheduled_at']}." if r.get("scheduled_at") else
-                                                    ": `mkt jobs run` (or `mkt serve`'s worker) sends it."))
+    if local_time is not None:
+        confirm_zones(lambda: email_schedule.preview_schedule(conn, workspace_id, campaign_id, body), yes)
+    emit(email_schedule.schedule_campaign(conn, workspace_id, campaign_id, body), as_json,
+         lambda r: understood(r) + ("" if r.get("scheduled_at") or r.get("local_time") else
+                                    " `mkt jobs run` (or `mkt serve`'s worker) sends it."))
 
 
 def campaigns_cancel(ctx: typer.Context, campaign_id: CampaignId, as_json: JsonOption = False) -> None:

@@ -36,12 +36,15 @@ def _zones_by_folded_name() -> dict[str, str]:
     return {name.casefold(): name for name in available_timezones()}
 
 
-@lru_cache(maxsize=4096)
 def canonical_zone(name: object) -> str | None:
     """The IANA name of a zone `zoneinfo` can load, in its own spelling; None otherwise."""
     if not isinstance(name, str) or not name.strip() or len(name) > 64:
         return None
-    text = name.strip()
+    return _canonical(name.strip())
+
+
+@lru_cache(maxsize=4096)
+def _canonical(text: str) -> str | None:
     found = _zones_by_folded_name().get(text.casefold())
     if found is not None:
         return found

@@ -158,6 +158,17 @@ def workspace_timezone(conn: sqlite3.Connection, workspace_id: int) -> str:
     return row[0] if row is not None and row[0] else "UTC"
 
 
+def read_typed_time(conn: sqlite3.Connection, workspace_id: int, text: str) -> str:
+    """A time as a person types it (`2026-12-01 09:00` in the workspace's zone, or with an
+    offset) as the RFC 3339 UTC instant understood; 400 saying which forms are read."""
+    from marketing_cli.kernel.localtime import parse_typed_time
+
+    try:
+        return clock.format_ts(parse_typed_time(text, workspace_timezone(conn, workspace_id)))
+    except ValueError as exc:
+        raise MktError(400, str(exc)) from None
+
+
 def get_operator_settings(conn: sqlite3.Connection, workspace_id: int) -> dict[str, Any]:
     from marketing_cli.services.account.rates import DEFAULT_MARKUP
 

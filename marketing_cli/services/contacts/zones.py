@@ -29,6 +29,7 @@ from datetime import date, datetime, timedelta
 from functools import lru_cache
 from typing import Any, Self
 
+from marketing_cli import field_sql
 from marketing_cli.db import transaction
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.localtime import canonical_zone, local_instant, offsets_agree
@@ -157,7 +158,7 @@ class Zones:
                 f" LEFT JOIN {self.fine} zf ON zc.depth IS NOT NULL AND zf.key = substr({c}.phone, 1, zc.depth + 1)")
 
     def _field(self, c: str) -> str:
-        return "NULL" if self.field_id is None else f"json_extract({c}.data, '$.\"{int(self.field_id)}\"')"
+        return "NULL" if self.field_id is None else field_sql.value_expr(self.field_id, c)
 
     def zone(self, c: str = "c") -> str:
         default = self.default.replace("'", "''")  # a name zoneinfo loads (checked when set)
