@@ -13,7 +13,7 @@ from marketing_cli import jobs
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.services.contacts import zones
-from marketing_cli.services.email import campaigns, schedule
+from marketing_cli.services.email import campaigns, schedule, stats
 from tests import factories as f
 
 
@@ -75,6 +75,7 @@ def test_paris_new_york_and_sydney_get_it_at_nine_their_time_across_dst(
     view = campaigns.get_campaign(conn, ws, world["campaign"])
     assert view["status"] == "SENDING" and view["local_time"]["waiting"] == 3
     assert view["progress"]["waiting_for_local_time"] == 3
+    assert stats.get_campaign_statistics(conn, ws, world["campaign"])["waiting_for_local_time"] == 3
     for moment, expected in (("2027-03-27T22:00:00Z", {"syd@example.com"}),
                              ("2027-03-28T07:00:00Z", {"syd@example.com", "paris@example.com"}),
                              ("2027-03-28T13:00:00Z", {"syd@example.com", "paris@example.com", "ny@example.com"})):

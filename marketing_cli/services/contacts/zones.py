@@ -59,15 +59,36 @@ def _depths() -> dict[str, int]:
 
 def phone_zone(number: str, at: datetime) -> str | None:
     """The zone of one E.164 number at `at`, or None (several offsets, unknown, unparsable)."""
+    names, _ = _phone_zones(number)
+    return offsets_agree(names, at)
+
+
+def _phone_zones(number: str) -> tuple[tuple[str, ...], bool]:
+    """phonenumbers' zones of a number, and whether they came from its geographic prefix."""
     import phonenumbers
     from phonenumbers import timezone as phone_timezones
 
     try:
         parsed = phonenumbers.parse(number, None)
     except phonenumbers.NumberParseException:
-        return None
+        return (), False
+    kind = phonenumbers.number_type(parsed)
+    geographic = phonenumbers.is_number_type_geographical(kind, parsed.country_code)
     names = tuple(n for n in phone_timezones.time_zones_for_number(parsed) if n != "Etc/Unknown")
-    return offsets_agree(names, at)
+    return names, geographic
+
+
+def _prefix_zones(key: str) -> tuple[str, ...]:
+    """The zones of the longest prefix of `key` ('+1208201') in phonenumbers' time zone data:
+    what phonenumbers answers for a geographic number (timezone.time_zones_for_geographical_number)."""
+    from phonenumbers.tzdata import TIMEZONE_DATA
+
+    digits = key.lstrip("+")
+    for size in range(len(digits), 0, -1):
+        names = TIMEZONE_DATA.get(digits[:size])
+        if names is not None:
+            return tuple(n for n in names if n != "Etc/Unknown")
+    return ()
 
 
 class Zones:
@@ -107,10 +128,14 @@ class Zones:
         seeks of the finer keys, one pass over the workspace's numbers finds the rest."""
         conn, depths = self.conn, _depths()
         coarse = self._seek_keys("", "\U0010ffff", lambda phone: phone[:COARSE], None)
-        rows = []
+        rows: list[tuple[str, str, str | None, int | None]] = []
+        geographic: set[str] = set()
         for key, phone in coarse:
             depth = depths.get(key[1:])
-            rows.append((key, phone, None if depth else phone_zone(phone, self.at), depth))
+            names, on_prefix = _phone_zones(phone)
+            rows.append((key, phone, None if depth else offsets_agree(names, self.at), depth))
+            if depth and on_prefix:
+                geographic.add(key)
         conn.executemany(f"INSERT OR IGNORE INTO {self.coarse} (key, phone, zone, depth) VALUES (?, ?, ?, ?)", rows)
         budget = max(_SEEKS, size // 50)
         fine: list[tuple[str, str]] = []
@@ -133,8 +158,11 @@ class Zones:
                                  (after,)).fetchall()
             if not chunk:
                 return
+            # Under a geographic example (all of NANP), a finer key's zones are its longest
+            # prefix's in the data, read without parsing a number; others are parsed.
             conn.executemany(f"UPDATE {self.fine} SET zone = ? WHERE key = ?",
-                             [(phone_zone(phone, self.at), key) for key, phone in chunk])
+                             [(offsets_agree(_prefix_zones(key), self.at) if key[:COARSE] in geographic
+                               else phone_zone(phone, self.at), key) for key, phone in chunk])
             after = chunk[-1][0]
 
     def _seek_keys(self, low: str, high: str, key_of: Any, budget: int | None) -> list[tuple[str, str]] | None:

@@ -26,13 +26,14 @@ def campaign_statistics(conn: sqlite3.Connection, workspace_id: int, campaign_id
         "SELECT k.url, COUNT(*) AS total, COUNT(DISTINCT k.message_id) AS uniq FROM sms_clicks k"
         " JOIN sms_messages m ON m.id = k.message_id WHERE m.campaign_id = ? GROUP BY k.url ORDER BY total DESC, k.url",
         (cid,)).fetchall()
-    return {
+    answer = {
         "aggregate": message_counts(conn, [cid])[cid],
         "clicks_by_country": _breakdown(conn, cid, "country", "country"),
         "clicks_by_device_type": _breakdown(conn, cid, "device_type", "device_type"),
         "clicks_by_os": _breakdown(conn, cid, "operating_system", "operating_system"),
         "link_activity": [{"url": r["url"], "total_clicks": r["total"], "unique_clicks": r["uniq"]} for r in links],
         "total_cost": ledger.money(ledger.campaign_cost(conn, cid)),
-        # extension: messages of a local-time campaign still waiting for their zone's time
-        "waiting_for_local_time": waiting_for_zone(conn, row),
     }
+    if row["local_time"]:  # extension: messages of a local-time campaign still waiting for their zone's time
+        answer["waiting_for_local_time"] = waiting_for_zone(conn, row)
+    return answer
