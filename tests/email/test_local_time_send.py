@@ -157,3 +157,26 @@ def test_the_preview_counts_recipients_per_zone(conn: sqlite3.Connection, worksp
         {"zone": "America/New_York", "recipients": 1, "send_at": "2027-03-28T13:00:00.000Z"},
     ]
     assert campaigns.get_campaign(conn, ws, world["campaign"])["status"] == "DRAFT"
+
+
+def test_a_human_open_or_click_records_the_citys_zone(conn: sqlite3.Connection, workspace: dict[str, Any],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from marketing_cli.db import instance_secret
+    from marketing_cli.kernel.tokens import make_token
+    from marketing_cli.services.email import tracking
+
+    ws = workspace["id"]
+    made = f.sendable_campaign(conn, ws, ["ann@example.com"])
+    f.send_now(conn, ws, made["id"])
+    message_id = conn.execute("SELECT id FROM email_messages WHERE campaign_id = ?", (made["id"],)).fetchone()[0]
+    token = make_token(instance_secret(conn), "m", message_id)
+    zone_of = {"81.2.69.160": "Europe/London", "1.2.3.4": None}
+    monkeypatch.setattr(tracking, "time_zone_of", zone_of.get)
+    located = "SELECT located_timezone FROM contacts WHERE email = 'ann@example.com'"
+    bot = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)"
+    tracking.track_open(conn, token, bot, "81.2.69.160")  # a machine: not where the person is
+    assert conn.execute(located).fetchone()[0] is None
+    tracking.track_open(conn, token, "Mozilla/5.0 (Windows NT 10.0; Win64; x64)", "81.2.69.160")
+    assert conn.execute(located).fetchone()[0] == "Europe/London"
+    tracking.track_open(conn, token, "Mozilla/5.0 (Windows NT 10.0; Win64; x64)", "1.2.3.4")  # no city: kept
+    assert conn.execute(located).fetchone()[0] == "Europe/London"
