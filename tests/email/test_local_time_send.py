@@ -180,3 +180,16 @@ def test_a_human_open_or_click_records_the_citys_zone(conn: sqlite3.Connection, 
     assert conn.execute(located).fetchone()[0] == "Europe/London"
     tracking.track_open(conn, token, "Mozilla/5.0 (Windows NT 10.0; Win64; x64)", "1.2.3.4")  # no city: kept
     assert conn.execute(located).fetchone()[0] == "Europe/London"
+
+
+def test_a_runner_that_starts_late_sends_what_came_due_meanwhile_at_once(
+        conn: sqlite3.Connection, workspace: dict[str, Any], fake: FakeClock) -> None:
+    ws = workspace["id"]
+    world = _world(conn, ws)
+    schedule.schedule_campaign(conn, ws, world["campaign"], {
+        "schedule_type": "LATER", "scheduled_at": "2027-03-28T00:00:00Z", "local_time": "09:00"})
+    fake.at("2027-03-27T22:30:00Z")  # no runner from 19:00 to 22:30: Sydney's 09:00 came meanwhile
+    jobs.run_due(conn)
+    assert _delivered(conn, world["campaign"]) == {"syd@example.com": "2027-03-27T22:30:00.000Z"}
+    due = conn.execute("SELECT due_at FROM email_messages WHERE email = 'syd@example.com'").fetchone()[0]
+    assert due == "2027-03-27T22:00:00.000Z"  # its own day, not the next

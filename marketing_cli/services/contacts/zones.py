@@ -31,6 +31,7 @@ from typing import Any, Self
 
 from marketing_cli import field_sql
 from marketing_cli.db import transaction
+from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.localtime import canonical_zone, local_instant, offsets_agree
 from marketing_cli.services.account.workspaces import workspace_timezone
@@ -267,7 +268,6 @@ def read_local_time(conn: sqlite3.Connection, workspace_id: int, body: dict[str,
     None without `local_time`. The date is the scheduled day (`scheduled_at`, else today) in
     the workspace's zone; sending starts when the first zone on Earth (UTC+14) reaches the
     time that day, or now if that has passed. 400 with a message naming the member."""
-    from marketing_cli.errors import MktError
     from marketing_cli.kernel.localtime import first_instant, local_date, parse_local_time
 
     raw, missed_raw = body.get("local_time"), body.get("local_time_missed")
@@ -294,9 +294,12 @@ def local_time_view(row: sqlite3.Row, waiting: int | None) -> dict[str, Any] | N
             "waiting": waiting, "skipped": row["local_time_skipped"]}
 
 
-def plan_day(row: sqlite3.Row) -> tuple[date, str, str]:
-    """(date, 'HH:MM', missed) of a local-time campaign row."""
-    return date.fromisoformat(row["local_date"]), row["local_time"], row["local_time_missed"] or "next_day"
+def plan_day(row: sqlite3.Row) -> tuple[date, str, str, datetime]:
+    """(date, 'HH:MM', missed, planned start) of a local-time campaign row. A time is missed
+    when it came before the planned start: a runner that starts late (cron each minute)
+    sends the zones that came due meanwhile at once, never a day late."""
+    start = clock.parse_ts(row["local_starts_at"]) if row["local_starts_at"] else clock.utcnow()
+    return date.fromisoformat(row["local_date"]), row["local_time"], row["local_time_missed"] or "next_day", start
 
 
 def schedule_preview(conn: sqlite3.Connection, workspace_id: int, sql: str, params: Any, scheduled_at: str | None,

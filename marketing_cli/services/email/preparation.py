@@ -88,15 +88,16 @@ def _snapshot_local(conn: sqlite3.Connection, row: sqlite3.Row, sql: str, params
     zone's instant computed once, earliest first; skipped recipients leave the snapshot."""
     from marketing_cli.services.contacts import zones
 
-    day, hhmm, missed = zones.plan_day(row)
+    day, hhmm, missed, start = zones.plan_day(row)
     with zones.Zones(conn, row["workspace_id"], local_instant(day, hhmm, "UTC")) as found:
         found.resolve()
+        conn.execute("DROP TABLE IF EXISTS temp.mkt_freeze_zones")
         conn.execute(f"CREATE TEMP TABLE mkt_freeze_zones AS SELECT a.id, a.email, {found.zone('c')} AS zone,"
                      f" {found.source('c')} AS zone_source FROM ({sql}) a JOIN contacts c ON c.id = a.id"
                      f"{found.join('c')}", params)
     try:
         names = [r[0] for r in conn.execute("SELECT DISTINCT zone FROM temp.mkt_freeze_zones")]
-        zones.fill_due_table(conn, "temp.mkt_freeze_due", names, day, hhmm, missed, clock.utcnow())
+        zones.fill_due_table(conn, "temp.mkt_freeze_due", names, day, hhmm, missed, start)
         conn.execute("INSERT INTO temp.mkt_freeze (id, email, zone, zone_source, due_at)"
                      " SELECT f.id, f.email, f.zone, f.zone_source, d.due_at FROM temp.mkt_freeze_zones f"
                      " JOIN temp.mkt_freeze_due d ON d.zone = f.zone WHERE d.due_at IS NOT NULL"

@@ -179,9 +179,9 @@ def schedule_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id: 
         _check_allowances(conn, workspace_id, count)
         campaigns.set_campaign_status(conn, row["id"], "QUEUED")
         conn.execute("UPDATE campaigns SET scheduled_at = ?, ab_test = ?, local_time = ?, local_date = ?,"
-                     " local_time_missed = ?, local_time_skipped = 0 WHERE id = ?",
+                     " local_time_missed = ?, local_starts_at = ?, local_time_skipped = 0 WHERE id = ?",
                      (scheduled_at, json.dumps(ab_test) if ab_test else None, local and local["time"],
-                      local and local["date"], local and local["missed"], row["id"]))
+                      local and local["date"], local and local["missed"], local and local["starts_at"], row["id"]))
         # A local-time send is prepared when the first zone reaches the time (or now).
         jobs.enqueue(conn, "email.preprocess", {"campaign_id": row["id"]}, workspace_id=workspace_id,
                      dedupe_key=f"email.preprocess:{row['id']}", run_at=local["starts_at"] if local else scheduled_at)

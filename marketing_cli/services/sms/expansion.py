@@ -124,7 +124,7 @@ def _snapshot_local(conn: sqlite3.Connection, campaign: sqlite3.Row, snapshot: s
     from marketing_cli.kernel.localtime import local_instant
     from marketing_cli.services.contacts import zones
 
-    day, hhmm, missed = zones.plan_day(campaign)
+    day, hhmm, missed, start = zones.plan_day(campaign)
     with zones.Zones(conn, campaign["workspace_id"], local_instant(day, hhmm, "UTC")) as found:
         found.resolve()
         conn.execute(f"INSERT INTO {snapshot} (rid, id, zone, zone_source) SELECT c.rowid, c.id, {found.zone('c')},"
@@ -133,7 +133,7 @@ def _snapshot_local(conn: sqlite3.Connection, campaign: sqlite3.Row, snapshot: s
     due = f"{snapshot}_due"
     try:
         names = [r[0] for r in conn.execute(f"SELECT DISTINCT zone FROM {snapshot}")]
-        zones.fill_due_table(conn, due, names, day, hhmm, missed, clock.utcnow())
+        zones.fill_due_table(conn, due, names, day, hhmm, missed, start)
         skipped = conn.execute(f"DELETE FROM {snapshot} WHERE zone IN (SELECT zone FROM {due} WHERE due_at IS NULL)"
                                ).rowcount
         conn.execute(f"UPDATE {snapshot} SET due_at = (SELECT d.due_at FROM {due} d WHERE d.zone = {snapshot}.zone)")

@@ -198,10 +198,10 @@ def schedule_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id: 
         except (sqlite3.Error, ValueError):
             raise MktError(400, QUEUE_FAILED) from None
         conn.execute("UPDATE sms_campaigns SET status = 'QUEUED', scheduled_at = ?, queued_at = ?, estimated_cost = ?,"
-                     " updated_at = ?, local_time = ?, local_date = ?, local_time_missed = ?, local_time_skipped = 0"
-                     " WHERE id = ?",
+                     " updated_at = ?, local_time = ?, local_date = ?, local_time_missed = ?, local_starts_at = ?,"
+                     " local_time_skipped = 0 WHERE id = ?",
                      (scheduled_at, now, ledger.money(estimate), now, local and local["time"], local and local["date"],
-                      local and local["missed"], row["id"]))
+                      local and local["missed"], local and local["starts_at"], row["id"]))
     result: dict[str, Any] = {"id": row["id"], "status": "QUEUED"}
     if scheduled_at is not None:
         result["scheduled_at"] = scheduled_at
