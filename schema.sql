@@ -1034,3 +1034,38 @@ CREATE TABLE campaign_series_occurrences (
     updated_at TEXT NOT NULL,
     UNIQUE (series_id, occurrence_at)
 );
+
+-- version: 19
+-- local-time
+-- Local-time delivery (docs/campaigns.md "Local-time delivery"). The workspace's own zone
+-- (an IANA name: the last fallback of a contact's zone, and the zone of times typed without
+-- an offset); the zone of the city of a contact's last human open or click (GeoLite2-City's
+-- location.time_zone, written by the tracking paths); a campaign's local time ('HH:MM') and
+-- the date in the workspace's zone it is read on, and what happens to recipients whose local
+-- time had passed when sending was due to start (local_starts_at: a runner that starts late
+-- sends those at once rather than count them as missed) (next_day, send_now, skip).
+-- Each message row keeps its recipient's zone, which source gave it (field, phone, location,
+-- workspace) and its due instant in UTC: the sender claims only due rows and its job is
+-- queued again for the next zone's instant (services/contacts/zones.py).
+ALTER TABLE workspaces ADD COLUMN timezone TEXT NOT NULL DEFAULT 'UTC';
+ALTER TABLE contacts ADD COLUMN located_timezone TEXT;
+ALTER TABLE campaigns ADD COLUMN local_time TEXT;
+ALTER TABLE campaigns ADD COLUMN local_date TEXT;
+ALTER TABLE campaigns ADD COLUMN local_starts_at TEXT;
+ALTER TABLE campaigns ADD COLUMN local_time_missed TEXT;
+ALTER TABLE sms_campaigns ADD COLUMN local_time TEXT;
+ALTER TABLE sms_campaigns ADD COLUMN local_date TEXT;
+ALTER TABLE sms_campaigns ADD COLUMN local_starts_at TEXT;
+ALTER TABLE sms_campaigns ADD COLUMN local_time_missed TEXT;
+-- Recipients left out because their local time had passed (local_time_missed = 'skip').
+ALTER TABLE campaigns ADD COLUMN local_time_skipped INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE sms_campaigns ADD COLUMN local_time_skipped INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE email_messages ADD COLUMN due_at TEXT;
+ALTER TABLE email_messages ADD COLUMN zone TEXT;
+ALTER TABLE email_messages ADD COLUMN zone_source TEXT;
+ALTER TABLE sms_messages ADD COLUMN due_at TEXT;
+ALTER TABLE sms_messages ADD COLUMN zone TEXT;
+ALTER TABLE sms_messages ADD COLUMN zone_source TEXT;
+-- The next zone's instant of a waiting campaign: the smallest due_at among its queued rows.
+CREATE INDEX email_messages_due ON email_messages(campaign_id, due_at) WHERE status = 'queued' AND due_at IS NOT NULL;
+CREATE INDEX sms_messages_due ON sms_messages(campaign_id, due_at) WHERE status = 'pending' AND due_at IS NOT NULL;

@@ -1,4 +1,4 @@
-"""Sending email campaigns: schedule, unschedule, cancel and resume. Envelope A."""
+"""Sending email campaigns: schedule (and its preview), unschedule, cancel and resume. Envelope A."""
 
 from __future__ import annotations
 
@@ -16,6 +16,13 @@ async def schedule_campaign(request: Request) -> Response:
     workspace_id = require_workspace(request)
     body = await read_json(request, email_schedule.INVALID_BODY)
     return envelope_a(await call(request, email_schedule.schedule_campaign, workspace_id,
+                                 request.path_params["campaign_id"], body))
+
+
+async def preview_schedule(request: Request) -> Response:
+    workspace_id = require_workspace(request)
+    body = await read_json(request, email_schedule.INVALID_BODY)
+    return envelope_a(await call(request, email_schedule.preview_schedule, workspace_id,
                                  request.path_params["campaign_id"], body))
 
 
@@ -40,6 +47,7 @@ async def resume_campaign(request: Request) -> Response:
 routes = [
     Route("/v1/campaigns/{campaign_id}/schedule", schedule_campaign, methods=["POST"]),
     Route("/v1/campaigns/{campaign_id}/unschedule", unschedule_campaign, methods=["POST"]),
+    Route("/v1/campaigns/{campaign_id}/schedule/preview", preview_schedule, methods=["POST"]),
     Route("/v1/campaigns/{campaign_id}/cancel", cancel_campaign, methods=["POST"]),
     Route("/v1/campaigns/{campaign_id}/resume", resume_campaign, methods=["POST"]),
 ]

@@ -233,11 +233,31 @@ SENDER = obj({"id": INT_ID, "display_name": {"type": "string"}, "local_part": {"
               "domain_name": {"type": "string"}}, ("id", "display_name", "local_part", "domain_name"))
 # Tracking links answer a person's browser: an unknown or expired token gets an HTML page.
 TRACKING_404: dict[str, Any] = {"404": {"text/html": {"type": "string"}}}
+# extension members of both schedule calls (docs/campaigns.md "Local-time delivery")
+LOCAL_TIME_MEMBERS: dict[str, Schema] = {
+    "local_time": {"type": "string", "pattern": "^([01]?[0-9]|2[0-3]):[0-5][0-9]$",
+                   "description": "Extension: deliver when the clock in each recipient's time zone reads this time "
+                                  "(HH:MM) on the scheduled date (scheduled_at, else today, in the workspace's zone). "
+                                  "Sending starts in the first zone (UTC+14) and moves west."},
+    "local_time_missed": {**enum(("next_day", "send_now", "skip")),
+                          "description": "Extension: recipients whose local time had already passed get it the "
+                                         "next day at that time (next_day, the default), at once (send_now), or "
+                                         "not at all (skip)."},
+}
+LOCAL_TIME_PLAN = obj({"time": {"type": "string"}, "date": {"type": "string", "format": "date"},
+                       "missed": enum(("next_day", "send_now", "skip")), "starts_at": TIMESTAMP})
+SCHEDULE_PREVIEW = obj({
+    "scheduled_at": NULLABLE_TIMESTAMP, "local_time": {**LOCAL_TIME_PLAN, "type": ["object", "null"]},
+    "recipients": {"type": "integer"},
+    "zones": {"type": ["array", "null"], "items": obj({
+        "zone": {"type": "string", "description": "IANA time zone name"}, "recipients": {"type": "integer"},
+        "send_at": {**NULLABLE_TIMESTAMP, "description": "When this zone gets it (UTC); null: skipped."}})},
+}, ("scheduled_at", "local_time", "recipients", "zones"))
 # LATER needs its time (the spec's "Scheduled date and time is required when schedule type is 'LATER'.").
 LATER_NEEDS_TIME: Schema = {"if": {"properties": {"schedule_type": {"const": "LATER"}}},
                             "then": {"required": ["scheduled_at"], "properties": {"scheduled_at": TIMESTAMP}}}
-SCHEDULE = obj({"schedule_type": enum(("NOW", "LATER")), "scheduled_at": TIMESTAMP}, ("schedule_type",),
-               allOf=[LATER_NEEDS_TIME])
+SCHEDULE = obj({"schedule_type": enum(("NOW", "LATER")), "scheduled_at": TIMESTAMP, **LOCAL_TIME_MEMBERS},
+               ("schedule_type",), allOf=[LATER_NEEDS_TIME])
 EMAIL_SCHEDULE = obj({**SCHEDULE["properties"],
                       "ab_test": obj({"test_percentage": {"type": "integer", "minimum": 1, "maximum": 100},
                                       "winner_criterion": enum(("OPENS", "CLICKS")),
@@ -273,7 +293,10 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
     # workspace, billing, rates, merge tags
     ("GET", "/v1/workspace"): {"summary": "The workspace, its settings and billing", "envelope": "A",
                                "data": obj({"workspace": obj({"id": INT_ID, "name": {"type": "string"},
-                                                                "created_at": TIMESTAMP}, ("id", "name")),
+                                                                "created_at": TIMESTAMP,
+                                                                "timezone": {"type": "string", "description": (
+                                                                    "Extension: the workspace's time zone (IANA)")}},
+                                                               ("id", "name")),
                                             "billing": obj({"resources": array(obj({
                                                 "name": {"type": "string"}, "used": {"type": "integer"},
                                                 "allowed": {"type": ["integer", "null"]}}))})},
@@ -281,7 +304,11 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
     ("PATCH", "/v1/workspace"): {"summary": "Update the workspace's name and tracking settings", "envelope": "A",
                                  "body": obj({"name": {"type": "string", "minLength": 2, "maxLength": 50},
                                               "conversion_tracking": {"type": "boolean"},
-                                              "interaction_tracking": {"type": ["boolean", "null"]}},
+                                              "interaction_tracking": {"type": ["boolean", "null"]},
+                                              "timezone": {"type": ["string", "null"], "description": (
+                                                  "Extension: the workspace's time zone, an IANA name (default "
+                                                  "UTC): the zone of contacts whose own is unknown, and of the "
+                                                  "day a local-time send is read on.")}},
                                              ("name", "conversion_tracking")),
                                  "data": {"type": "object"}},
     ("GET", "/v1/sms-rates"): {"summary": "SMS prices per segment and country (public without a key)",
@@ -444,6 +471,9 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                                                     "envelope": None, "media": REPORT_PAGE},
     ("POST", "/v1/campaigns/{campaign_id}/schedule"): {"summary": "Schedule an email campaign (NOW or LATER)",
                                                        "envelope": "A", "body": EMAIL_SCHEDULE, "data": ANY},
+    ("POST", "/v1/campaigns/{campaign_id}/schedule/preview"): {
+        "summary": "Extension: what scheduling with this body would do, without doing it (count per time zone)",
+        "envelope": "A", "body": EMAIL_SCHEDULE, "data": SCHEDULE_PREVIEW},
     ("POST", "/v1/campaigns/{campaign_id}/cancel"): {"summary": "Cancel a queued or sending campaign",
                                                      "envelope": "A", "data": ANY},
     ("POST", "/v1/campaigns/{campaign_id}/resume"): {"summary": "Resume a paused campaign", "envelope": "A",
@@ -601,6 +631,9 @@ def _sms_operations() -> dict[tuple[str, str], dict[str, Any]]:
                                                        "body": body, "data": campaign},
         ("POST", "/v1/sms-campaigns/{campaign_id}/schedule"): {"summary": "Schedule an SMS campaign",
                                                                "envelope": "A", "body": SCHEDULE, "data": ANY},
+        ("POST", "/v1/sms-campaigns/{campaign_id}/schedule/preview"): {
+            "summary": "Extension: what scheduling with this body would do, without doing it (count per time zone)",
+            "envelope": "A", "body": SCHEDULE, "data": SCHEDULE_PREVIEW},
         ("POST", "/v1/sms-campaigns/{campaign_id}/cancel"): {"summary": "Cancel a queued SMS campaign",
                                                              "envelope": "A", "data": ANY},
         ("POST", "/v1/sms-campaigns/{campaign_id}/archive"): {"summary": "Archive an SMS campaign",

@@ -54,6 +54,12 @@ async def schedule_campaign(request: Request) -> Response:
     return envelope_a(await call(request, schedule.schedule_campaign, workspace_id, _id(request), body))
 
 
+async def preview_schedule(request: Request) -> Response:
+    workspace_id = require_workspace(request)
+    body = await read_json(request, campaigns.SCHEDULE_INVALID_BODY)
+    return envelope_a(await call(request, schedule.preview_schedule, workspace_id, _id(request), body))
+
+
 async def cancel_campaign(request: Request) -> Response:
     workspace_id = require_workspace(request)
     return envelope_a(await call(request, campaigns.cancel_campaign, workspace_id, _id(request)))
@@ -110,6 +116,7 @@ routes = [
     Route("/v1/sms-campaigns/{campaign_id}", update_campaign, methods=["PATCH"]),
     Route("/v1/sms-campaigns/{campaign_id}/schedule", schedule_campaign, methods=["POST"]),
     Route("/v1/sms-campaigns//schedule", schedule_campaign, methods=["POST"]),
+    Route("/v1/sms-campaigns/{campaign_id}/schedule/preview", preview_schedule, methods=["POST"]),
     Route("/v1/sms-campaigns/{campaign_id}/cancel", cancel_campaign, methods=["POST"]),
     Route("/v1/sms-campaigns/{campaign_id}/reach", campaign_reach, methods=["GET"]),
     Route("/v1/sms-campaigns/{campaign_id}/unschedule", unschedule_campaign, methods=["POST"]),

@@ -39,7 +39,9 @@ def _not_found(exc: MktError) -> Response:
 
 
 async def open_pixel(request: Request) -> Response:
-    body = await call(request, tracking.track_open, request.path_params["token"], request.headers.get("user-agent"))
+    client = request.client.host if request.client else None
+    body = await call(request, tracking.track_open, request.path_params["token"], request.headers.get("user-agent"),
+                      client)
     return Response(body, media_type="image/gif", headers=NO_STORE)
 
 

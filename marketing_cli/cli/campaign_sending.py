@@ -13,6 +13,15 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from marketing_cli.cli.local_time import (
+    AtOption,
+    LocalTimeOption,
+    MissedOption,
+    YesOption,
+    confirm_zones,
+    schedule_body,
+    understood,
+)
 from marketing_cli.cli.output import JsonOption, emit, usage_error
 from marketing_cli.cli.state import state
 
@@ -25,8 +34,7 @@ def campaigns_schedule(
     ctx: typer.Context,
     campaign_id: CampaignId,
     now: Annotated[bool, typer.Option("--now", help="Send as soon as the job worker runs.")] = False,
-    at: Annotated[Optional[str], typer.Option("--at", metavar="TIMESTAMP",
-                                              help="Send at this RFC 3339 time (UTC), e.g. 2026-12-01T09:00:00Z.")] = None,
+    at: AtOption = None,
     every: Annotated[Optional[str], typer.Option(
         "--every", metavar="RRULE", help="Send a copy at each occurrence of this RFC 5545 rule, read in the "
                                          "workspace's time zone, e.g. \"FREQ=WEEKLY;BYDAY=MO;BYHOUR=9\".")] = None,
@@ -42,6 +50,9 @@ def campaigns_schedule(
         "--winner-criterion", metavar="OPENS|CLICKS", help="A/B: how the winner is chosen.")] = None,
     wait_minutes: Annotated[Optional[int], typer.Option(
         "--wait-minutes", help="A/B: minutes between the test and the winner's send to the rest.")] = None,
+    local_time: LocalTimeOption = None,
+    missed: MissedOption = None,
+    yes: YesOption = False,
     as_json: JsonOption = False,
 ) -> None:
     """Queue a DRAFT campaign for sending, now, later or every time a rule recurs (POST
@@ -49,7 +60,7 @@ def campaigns_schedule(
     from marketing_cli.services.email import schedule as email_schedule
 
     if sum((now, at is not None, every is not None)) != 1:
-        raise usage_error("Give exactly one of --now or --at TIMESTAMP (or --every RRULE for a recurring campaign).")
+        raise usage_error("Give exactly one of --now or --at TIME (or --every RRULE for a recurring campaign).")
     if every is None and (feed is not None or preview is not None):
         raise usage_error("--feed and --preview go with --every RRULE.")
     ab = {k: v for k, v in {"test_percentage": test_percentage, "winner_criterion": winner_criterion,
@@ -57,15 +68,20 @@ def campaigns_schedule(
     if every is not None:
         if ab:
             raise usage_error("The A/B options go with --now or --at: the copies of a series use the default test.")
+        if local_time is not None or missed is not None:
+            raise usage_error("--local-time and --missed go with --now or --at: a series sends at its rule's times.")
         _schedule_every(ctx, campaign_id, every, feed, preview, as_json)
         return
-    body: dict[str, Any] = {"schedule_type": "NOW"} if now else {"schedule_type": "LATER", "scheduled_at": at}
+    s = state(ctx)
+    conn, workspace_id = s.conn(), s.workspace_id()
+    body = schedule_body(conn, workspace_id, now, at, local_time, missed)
     if ab:
         body["ab_test"] = ab
-    s = state(ctx)
-    emit(email_schedule.schedule_campaign(s.conn(), s.workspace_id(), campaign_id, body), as_json,
-         lambda r: f"Campaign {r['id']} queued" + (f" for {r['scheduled_at']}." if r.get("scheduled_at") else
-                                                    ": `mkt jobs run` (or `mkt serve`'s worker) sends it."))
+    if local_time is not None:
+        confirm_zones(lambda: email_schedule.preview_schedule(conn, workspace_id, campaign_id, body), yes)
+    emit(email_schedule.schedule_campaign(conn, workspace_id, campaign_id, body), as_json,
+         lambda r: understood(r) + ("" if r.get("scheduled_at") or r.get("local_time") else
+                                    " `mkt jobs run` (or `mkt serve`'s worker) sends it."))
 
 
 def _schedule_every(ctx: typer.Context, campaign_id: str, every: str, feed: str | None, preview: int | None,

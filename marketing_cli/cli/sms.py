@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from marketing_cli.cli import sms_quiet_hours, sms_stats
+from marketing_cli.cli.local_time import AtOption, LocalTimeOption, MissedOption, YesOption
 from marketing_cli.cli.output import JsonOption, QuietOption, WideOption, emit, json_option, pairs, table, usage_error
 from marketing_cli.cli.registry import HELP
 from marketing_cli.cli.state import state
@@ -124,21 +125,28 @@ def sms_schedule(
     ctx: typer.Context,
     campaign_id: CampaignId,
     now: Annotated[bool, typer.Option("--now", help="Send as soon as the job queue runs.")] = False,
-    at: Annotated[str | None, typer.Option("--at", help="Send later: an RFC 3339 timestamp in the future.")] = None,
+    at: AtOption = None,
+    local_time: LocalTimeOption = None,
+    missed: MissedOption = None,
+    yes: YesOption = False,
     as_json: JsonOption = False,
 ) -> None:
     """Queue a DRAFT campaign, now or later (POST /v1/sms-campaigns/:id/schedule)."""
+    from marketing_cli.cli.local_time import confirm_zones, schedule_body, understood
     from marketing_cli.services.sms import schedule
 
     if now == (at is not None):
-        raise usage_error("Give exactly one of --now and --at TIMESTAMP.")
-    body: dict[str, Any] = {"schedule_type": "NOW"} if now else {"schedule_type": "LATER", "scheduled_at": at}
+        raise usage_error("Give exactly one of --now and --at TIME.")
     s = state(ctx)
+    conn, workspace_id = s.conn(), s.workspace_id()
+    body = schedule_body(conn, workspace_id, now, at, local_time, missed)
     if not as_json:
         print_reach(s, campaign_id)
-    emit(schedule.schedule_campaign(s.conn(), s.workspace_id(), campaign_id, body), as_json,
-         lambda r: f"Campaign {r['id']} queued" + (f" for {r['scheduled_at']}" if "scheduled_at" in r else
-                                                   ": run `mkt jobs run` (or `mkt serve`) to send it"))
+    if local_time is not None:
+        confirm_zones(lambda: schedule.preview_schedule(conn, workspace_id, campaign_id, body), yes)
+    emit(schedule.schedule_campaign(conn, workspace_id, campaign_id, body), as_json,
+         lambda r: understood(r) + ("" if r.get("scheduled_at") or r.get("local_time") else
+                                    " Run `mkt jobs run` (or `mkt serve`) to send it."))
 
 
 @app.command("cancel")

@@ -22,6 +22,7 @@ def render_workspace(ws: dict[str, Any], settings: dict[str, Any] | None = None)
         "interaction tracking": ws["interaction_tracking"],
         "approved": ws["is_approved"],
         "suspended": ws["is_suspended"],
+        "time zone": ws.get("timezone", "UTC"),
         "created": ws["created_at"],
     }
     if settings:
@@ -127,12 +128,17 @@ def workspace_update(
         "--tracking-url", metavar="URL",
         help="Base URL of tracking, unsubscribe and webhook links (operator; default MKT_PUBLIC_URL, "
              "else http://127.0.0.1:8000).")] = None,
+    timezone: Annotated[Optional[str], typer.Option(
+        "--timezone", metavar="ZONE",
+        help="The workspace's time zone, an IANA name such as Europe/Paris (default UTC): times typed without "
+             "an offset are read in it, and contacts whose zone is unknown get it.")] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Change workspace settings; options left out keep their values."""
     s = state(ctx)
     changes = {k: v for k, v in {"name": name, "conversion_tracking": conversion_tracking,
-                                  "interaction_tracking": interaction_tracking}.items() if v is not None}
+                                  "interaction_tracking": interaction_tracking,
+                                  "timezone": timezone}.items() if v is not None}
     workspace_id = s.workspace_id()
     result = workspaces.update_operator_settings(
         s.conn(), workspace_id, sms_markup=sms_markup,

@@ -1,7 +1,9 @@
-"""Country of an open or a click from its IP address, with an optional MaxMind database.
+"""Country (and, with a City database, time zone) of an open or a click from its IP
+address, with an optional MaxMind database.
 
     geo = GeoIP(path)          # `mkt serve --geoip PATH`; None: no database
     geo.country("81.2.69.160") -> "GB"
+    geo.time_zone("81.2.69.160") -> "Europe/London"   # GeoLite2-City's location.time_zone; else None
 
 The database is any MaxMind DB (`.mmdb`) file with a `country` record: GeoLite2-Country,
 GeoLite2-City, GeoIP2-Country/City, or the DB-IP "lite" country databases in the same
@@ -57,22 +59,34 @@ class GeoIP:
 
     def country(self, ip: str | None) -> str:
         """The ISO 3166-1 alpha-2 code for a client address, or "Unknown"."""
+        return _iso_code(self._record(ip))
+
+    def time_zone(self, ip: str | None) -> str | None:
+        """The IANA time zone of the address's city (GeoLite2-City's `location.time_zone`), or
+        None: no database, a country-only database, no location, or a name zoneinfo does not know."""
+        from marketing_cli.kernel.localtime import canonical_zone
+
+        record = self._record(ip)
+        location = record.get("location") if isinstance(record, dict) else None
+        name = location.get("time_zone") if isinstance(location, dict) else None
+        return canonical_zone(name) if isinstance(name, str) else None
+
+    def _record(self, ip: str | None) -> Any:
         reader = self._reader  # one read: close() may run in another thread
         if reader is None or not ip:
-            return UNKNOWN
+            return None
         try:
             address = ipaddress.ip_address(ip.strip())
         except ValueError:
-            return UNKNOWN
+            return None
         if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
             address = address.ipv4_mapped
         if not address.is_global:
-            return UNKNOWN
+            return None
         try:
-            record = reader.get(address)
+            return reader.get(address)
         except ValueError:  # an IPv6 address in an IPv4-only database, or a closed reader
-            return UNKNOWN
-        return _iso_code(record)
+            return None
 
     def close(self) -> None:
         if self._reader is not None:
@@ -105,3 +119,8 @@ def _shared(path: str | None) -> GeoIP:
 def country_of(ip: str | None) -> str:
     """The country of an open or a click, from the database named by MKT_GEOIP (`mkt serve --geoip`)."""
     return _shared(os.environ.get("MKT_GEOIP") or None).country(ip)
+
+
+def time_zone_of(ip: str | None) -> str | None:
+    """The time zone of the city of an open or a click (a City database named by MKT_GEOIP), or None."""
+    return _shared(os.environ.get("MKT_GEOIP") or None).time_zone(ip)

@@ -13,7 +13,7 @@ def test_create_workspace_has_builtin_fields_free_plan_and_key(conn: sqlite3.Con
     ws = created["workspace"]
     assert ws["name"] == "Acme"
     assert set(ws) == {"id", "name", "conversion_tracking", "interaction_tracking", "is_approved",
-                       "is_suspended", "created_at"}
+                       "is_suspended", "created_at", "timezone"}
     assert ws["interaction_tracking"] is True and ws["conversion_tracking"] is False
     assert ws["created_at"].endswith("Z")
     assert created["api_key"].startswith("mkt_")

@@ -83,7 +83,7 @@ def test_the_series_list_shows_a_skipped_feed_occurrence(cli: Callable[..., Any]
 
 @pytest.mark.parametrize(("args", "message"), [
     (("--now", "--every", WEEKLY),
-     "Give exactly one of --now or --at TIMESTAMP (or --every RRULE for a recurring campaign)."),
+     "Give exactly one of --now or --at TIME (or --every RRULE for a recurring campaign)."),
     (("--now", "--preview", "3"), "--feed and --preview go with --every RRULE."),
     (("--every", WEEKLY, "--test-percentage", "10"),
      "The A/B options go with --now or --at: the copies of a series use the default test."),

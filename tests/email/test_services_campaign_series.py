@@ -237,8 +237,13 @@ def test_a_rule_that_cannot_be_computed_ends_the_series_with_the_reason(
     assert _copies(conn, workspace["id"], ready["id"]) == []
 
 
-def test_the_workspace_zone_is_utc_until_the_setting_exists(conn: sqlite3.Connection, workspace: dict) -> None:
+def test_the_rule_is_read_in_the_workspace_zone_utc_unless_set(conn: sqlite3.Connection, workspace: dict) -> None:
+    from marketing_cli.services.account import workspaces
+
     assert series.workspace_zone(conn, workspace["id"]) == "UTC"
+    workspaces.update_workspace(conn, workspace["id"], {"name": "W", "conversion_tracking": False,
+                                                        "timezone": "Europe/Paris"})
+    assert series.workspace_zone(conn, workspace["id"]) == "Europe/Paris"
 
 
 @pytest.mark.parametrize(("body", "message"), [

@@ -150,3 +150,24 @@ def test_closed_reader_answers_unknown(db: Path) -> None:
     assert geo.country("81.2.69.160") == "GB"
     geo.close()
     assert geo.country("81.2.69.160") == UNKNOWN
+
+
+def test_the_time_zone_of_the_city_from_a_city_database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from marketing_cli.kernel import geoip
+
+    path = tmp_path / "GeoLite2-City.mmdb"
+    write_mmdb(path, {
+        "81.2.69.0/24": {"country": {"iso_code": "GB"}, "location": {"time_zone": "Europe/London"}},
+        "2.125.160.0/19": {"country": {"iso_code": "FR"}, "location": {"time_zone": "Mars/Olympus_Mons"}},
+        "89.160.20.112/28": {"country": {"iso_code": "SE"}},  # no location
+    })
+    with GeoIP(path) as geo:
+        assert geo.time_zone("81.2.69.160") == "Europe/London"
+        assert geo.country("81.2.69.160") == "GB"
+        assert geo.time_zone("2.125.170.3") is None  # a name zoneinfo does not know
+        assert geo.time_zone("89.160.20.120") is None
+        assert geo.time_zone("10.0.0.1") is None
+    with GeoIP(None) as geo:
+        assert geo.time_zone("81.2.69.160") is None
+    monkeypatch.setenv("MKT_GEOIP", str(path))
+    assert geoip.time_zone_of("81.2.69.7") == "Europe/London"

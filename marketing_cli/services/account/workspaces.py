@@ -23,6 +23,8 @@ NOT_FOUND = "The workspace does not exist."
 INVALID_BODY = "Invalid request body."
 NO_CONVERSION_PLAN = "Your plan does not support conversion tracking. Please upgrade to enable this feature."
 CONVERSION_NEEDS_INTERACTION = "Conversion tracking cannot be enabled while interaction tracking is disabled."
+BAD_TIMEZONE = ("The member 'timezone' must be an IANA time zone name (for example Europe/Paris or UTC), "
+                "not '{value}'.")
 
 # Fields every workspace starts with (CONTRACT section 5).
 BUILTIN_FIELDS = (
@@ -47,6 +49,8 @@ def workspace_view(row: sqlite3.Row) -> dict[str, Any]:
         "is_approved": bool(row["is_approved"]),
         "is_suspended": bool(row["is_suspended"]),
         "created_at": row["created_at"],
+        # extension (docs/api.md): the workspace's own time zone, an IANA name (default UTC)
+        "timezone": row["timezone"],
     }
 
 
@@ -160,6 +164,7 @@ def update_workspace(conn: sqlite3.Connection, workspace_id: int, body: Any) -> 
         raise MktError(400, "The member 'conversion_tracking' is required.")
     conversion = member(body, "conversion_tracking", bool)
     interaction = member(body, "interaction_tracking", bool)
+    zone = check_timezone(body["timezone"]) if body.get("timezone") is not None else None
     with transaction(conn):
         row = _row(conn, workspace_id)
         if interaction is None:
@@ -173,7 +178,37 @@ def update_workspace(conn: sqlite3.Connection, workspace_id: int, body: Any) -> 
             "UPDATE workspaces SET name = ?, conversion_tracking = ?, interaction_tracking = ? WHERE id = ?",
             (name, int(conversion), int(interaction), workspace_id),
         )
+        if zone is not None:
+            conn.execute("UPDATE workspaces SET timezone = ? WHERE id = ?", (zone, workspace_id))
         return workspace_view(_row(conn, workspace_id))
+
+
+def check_timezone(value: Any) -> str:
+    """A workspace time zone: an IANA name zoneinfo knows, in its own spelling."""
+    from marketing_cli.kernel.localtime import canonical_zone
+
+    zone = canonical_zone(value)
+    if zone is None:
+        raise MktError(400, BAD_TIMEZONE.format(value=value))
+    return zone
+
+
+def workspace_timezone(conn: sqlite3.Connection, workspace_id: int) -> str:
+    """The workspace's zone: where times typed without an offset are read, and the last
+    fallback of a contact's zone (services/contacts/zones.py)."""
+    row = conn.execute("SELECT timezone FROM workspaces WHERE id = ?", (workspace_id,)).fetchone()
+    return row[0] if row is not None and row[0] else "UTC"
+
+
+def read_typed_time(conn: sqlite3.Connection, workspace_id: int, text: str) -> str:
+    """A time as a person types it (`2026-12-01 09:00` in the workspace's zone, or with an
+    offset) as the RFC 3339 UTC instant understood; 400 saying which forms are read."""
+    from marketing_cli.kernel.localtime import parse_typed_time
+
+    try:
+        return clock.format_ts(parse_typed_time(text, workspace_timezone(conn, workspace_id)))
+    except ValueError as exc:
+        raise MktError(400, str(exc)) from None
 
 
 def get_operator_settings(conn: sqlite3.Connection, workspace_id: int) -> dict[str, Any]:

@@ -129,6 +129,11 @@ def _check(conn: sqlite3.Connection, workspace_id: int, body: dict[str, Any], *,
             raise FieldValidationError("The phone_number merge tag cannot be given to or taken from another field.")
         if type_ != "TEXT":
             raise FieldValidationError("The phone_number field must be of type TEXT.")
+    if values.TIMEZONE_TAG in (merge_tag, current and current["merge_tag"]):
+        if current is not None and merge_tag != current["merge_tag"]:
+            raise FieldValidationError("The timezone merge tag cannot be given to or taken from another field.")
+        if type_ != "TEXT":
+            raise FieldValidationError("The timezone field must be of type TEXT.")
 
     if default_value is not None and default_value.strip():
         probe = values.Field(id=0, label=label, merge_tag=merge_tag, type=type_,

@@ -32,6 +32,7 @@ FIELD_TYPES = ("TEXT", "NUMBER", "BOOLEAN", "DATE", "DROPDOWN_SINGLE", "DROPDOWN
 DROPDOWN_TYPES = ("DROPDOWN_SINGLE", "DROPDOWN_MULTIPLE")
 EMAIL_TAG = "email_address"
 PHONE_TAG = "phone_number"
+TIMEZONE_TAG = "timezone"  # a built-in field: an IANA zone name (kernel/localtime.py)
 
 
 _INT = re.compile(r"[+-]?\d+")
@@ -258,7 +259,21 @@ def normalize_value(f: Field, raw: Any) -> Any:
     """
     if is_empty(raw):
         return None
+    if f.merge_tag == TIMEZONE_TAG:
+        return normalize_timezone(raw)
     return _CHECKS[f.type](f, raw)
+
+
+def normalize_timezone(raw: Any) -> str:
+    """A `timezone` value: an IANA name zoneinfo knows, in its own spelling (europe/paris ->
+    Europe/Paris). Raises ValueError naming the field otherwise."""
+    from marketing_cli.kernel.localtime import canonical_zone
+
+    name = canonical_zone(raw)
+    if name is None:
+        raise ValueError(f"Field '{TIMEZONE_TAG}' must be an IANA time zone name (for example Europe/Paris "
+                         f"or America/New_York), not '{raw}'.")
+    return name
 
 
 # --- email and phone ----------------------------------------------------------------

@@ -22,6 +22,7 @@ from typing import Any
 from marketing_cli import jobs
 from marketing_cli.db import transaction
 from marketing_cli.kernel import clock
+from marketing_cli.kernel.localtime import local_instant
 from marketing_cli.services.email import campaigns, stats
 from marketing_cli.services.email.schedule import content_problems
 
@@ -47,7 +48,13 @@ def _rank(salt: str) -> Any:
 
 
 def freeze_audience(conn: sqlite3.Connection, row: sqlite3.Row) -> int:
-    """Write one message per recipient (A/B: test share split, the rest held back); returns the total."""
+    """Write one message per recipient (A/B: test share split, the rest held back); returns the total.
+
+    A local-time campaign also gives each recipient its zone, the zone's source and its due
+    instant (services/contacts/zones.py), all in the snapshot's one INSERT ... SELECT and a
+    join on a table of one row per zone; recipients are numbered earliest zone first, so the
+    sender's claim (in id order) meets the due rows first. Skipped recipients (their time
+    had passed, `skip`) get no message and are counted on the campaign."""
     from marketing_cli.services.contacts.audience import resolve_audience
 
     query = resolve_audience(conn, row["workspace_id"], json.loads(row["audience"]), "email", "c.id, c.email")
@@ -56,10 +63,15 @@ def freeze_audience(conn: sqlite3.Connection, row: sqlite3.Row) -> int:
     conn.create_function("mkt_provider", 1, stats.provider_of, deterministic=True)
     table = "temp.mkt_freeze"  # fixed name of ours, per connection
     conn.execute(f"DROP TABLE IF EXISTS {table}")
-    conn.execute(f"CREATE TABLE {table} (position INTEGER PRIMARY KEY, id TEXT NOT NULL, email TEXT NOT NULL)")
+    conn.execute("DROP TABLE IF EXISTS temp.mkt_freeze_due")
+    conn.execute(f"CREATE TABLE {table} (position INTEGER PRIMARY KEY, id TEXT NOT NULL, email TEXT NOT NULL,"
+                 " zone TEXT, zone_source TEXT, due_at TEXT)")
     try:
-        conn.execute(f"INSERT INTO {table} (id, email) SELECT id, email FROM ({query.sql}) ORDER BY mkt_rank(id)",
-                     query.params)
+        if row["local_time"]:
+            _snapshot_local(conn, row, query.sql, query.params)
+        else:
+            conn.execute(f"INSERT INTO {table} (id, email) SELECT id, email FROM ({query.sql}) ORDER BY mkt_rank(id)",
+                         query.params)
         total = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
         for low, high, target in _shares(row, total):
             for start in range(low, high, FREEZE_BATCH):
@@ -67,7 +79,35 @@ def freeze_audience(conn: sqlite3.Connection, row: sqlite3.Row) -> int:
                 jobs.heartbeat(conn)
     finally:
         conn.execute(f"DROP TABLE IF EXISTS {table}")
+        conn.execute("DROP TABLE IF EXISTS temp.mkt_freeze_due")
     return total
+
+
+def _snapshot_local(conn: sqlite3.Connection, row: sqlite3.Row, sql: str, params: Any) -> None:
+    """The snapshot of a local-time campaign: zone and source per recipient in SQL, each
+    zone's instant computed once, earliest first; skipped recipients leave the snapshot."""
+    from marketing_cli.services.contacts import zones
+
+    day, hhmm, missed, start = zones.plan_day(row)
+    with zones.Zones(conn, row["workspace_id"], local_instant(day, hhmm, "UTC")) as found:
+        found.resolve()
+        conn.execute("DROP TABLE IF EXISTS temp.mkt_freeze_zones")
+        conn.execute(f"CREATE TEMP TABLE mkt_freeze_zones AS SELECT a.id, a.email, {found.zone('c')} AS zone,"
+                     f" {found.source('c')} AS zone_source FROM ({sql}) a JOIN contacts c ON c.id = a.id"
+                     f"{found.join('c')}", params)
+    try:
+        names = [r[0] for r in conn.execute("SELECT DISTINCT zone FROM temp.mkt_freeze_zones")]
+        zones.fill_due_table(conn, "temp.mkt_freeze_due", names, day, hhmm, missed, start)
+        conn.execute("INSERT INTO temp.mkt_freeze (id, email, zone, zone_source, due_at)"
+                     " SELECT f.id, f.email, f.zone, f.zone_source, d.due_at FROM temp.mkt_freeze_zones f"
+                     " JOIN temp.mkt_freeze_due d ON d.zone = f.zone WHERE d.due_at IS NOT NULL"
+                     " ORDER BY d.due_at, mkt_rank(f.id)")
+        skipped = conn.execute("SELECT count(*) FROM temp.mkt_freeze_zones f JOIN temp.mkt_freeze_due d"
+                               " ON d.zone = f.zone WHERE d.due_at IS NULL").fetchone()[0]
+        with transaction(conn):
+            conn.execute("UPDATE campaigns SET local_time_skipped = ? WHERE id = ?", (skipped, row["id"]))
+    finally:
+        conn.execute("DROP TABLE IF EXISTS temp.mkt_freeze_zones")
 
 
 def _shares(row: sqlite3.Row, total: int) -> list[tuple[int, int, str | None]]:
@@ -89,8 +129,8 @@ def _freeze_batch(conn: sqlite3.Connection, campaign_id: str, variant_id: str | 
             return
         conn.execute(
             "INSERT OR IGNORE INTO email_messages (campaign_id, variant_id, contact_id, email, domain, provider,"
-            " created_at) SELECT ?, ?, id, email, lower(substr(email, instr(email, '@') + 1)),"
-            " mkt_provider(lower(substr(email, instr(email, '@') + 1))), ?"
+            " created_at, zone, zone_source, due_at) SELECT ?, ?, id, email, lower(substr(email, instr(email, '@') + 1)),"
+            " mkt_provider(lower(substr(email, instr(email, '@') + 1))), ?, zone, zone_source, due_at"
             " FROM temp.mkt_freeze WHERE position >= ? AND position < ?",
             (campaign_id, variant_id, clock.now(), start, end))
 

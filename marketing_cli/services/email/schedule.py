@@ -29,7 +29,7 @@ from marketing_cli.kernel import clock
 from marketing_cli.kernel.inputs import require_object
 from marketing_cli.kernel.merge import TAG
 from marketing_cli.services.account import billing
-from marketing_cli.services.contacts import audience
+from marketing_cli.services.contacts import audience, zones
 from marketing_cli.services.contacts.merge_tags import find_unknown_tags
 from marketing_cli.services.email import campaigns, senders
 from marketing_cli.services.email.compose import tracked_links
@@ -73,6 +73,7 @@ UNSCHEDULE_HINTS = {
 DEFAULT_AB_TEST = {"test_percentage": 20, "winner_criterion": "OPENS", "wait_minutes": 240}
 SERIES_DEFINITION = ("This campaign defines recurring series {id}: each occurrence sends a copy of it. "
                      "Stop the series (mkt campaigns series stop {id}) to schedule the campaign itself.")
+AB_LOCAL_TIME = "Local-time delivery is not available for A/B testing campaigns: schedule it without local_time."
 ACTIVE = ("QUEUED", "PREPROCESSING", "IN_REVIEW", "SENDING", "PAUSED")
 
 
@@ -204,16 +205,37 @@ def schedule_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id: 
         _check_not_series(conn, row["id"])
         count = check_ready(conn, workspace_id, row)
         ab_test = _ab_test(row, body.get("ab_test"))
+        local = zones.read_local_time(conn, workspace_id, body, scheduled_at)
+        if local is not None and row["type"] == "AB_TESTING":
+            raise MktError(400, AB_LOCAL_TIME)
         _check_allowances(conn, workspace_id, count)
         campaigns.set_campaign_status(conn, row["id"], "QUEUED")
-        conn.execute("UPDATE campaigns SET scheduled_at = ?, ab_test = ? WHERE id = ?",
-                     (scheduled_at, json.dumps(ab_test) if ab_test else None, row["id"]))
+        conn.execute("UPDATE campaigns SET scheduled_at = ?, ab_test = ?, local_time = ?, local_date = ?,"
+                     " local_time_missed = ?, local_starts_at = ?, local_time_skipped = 0 WHERE id = ?",
+                     (scheduled_at, json.dumps(ab_test) if ab_test else None, local and local["time"],
+                      local and local["date"], local and local["missed"], local and local["starts_at"], row["id"]))
+        # A local-time send is prepared when the first zone reaches the time (or now).
         jobs.enqueue(conn, "email.preprocess", {"campaign_id": row["id"]}, workspace_id=workspace_id,
-                     dedupe_key=f"email.preprocess:{row['id']}", run_at=scheduled_at)
+                     dedupe_key=f"email.preprocess:{row['id']}", run_at=local["starts_at"] if local else scheduled_at)
     answer: dict[str, Any] = {"id": row["id"], "status": "QUEUED"}
     if scheduled_at is not None:
         answer["scheduled_at"] = scheduled_at
+    if local is not None:
+        answer["local_time"] = local
     return answer
+
+
+def preview_schedule(conn: sqlite3.Connection, workspace_id: int, campaign_id: Any, body: Any) -> dict[str, Any]:
+    """POST /v1/campaigns/:id/schedule/preview: what the schedule call would do with this body,
+    without doing it: the UTC instant understood and, with local_time, the count per zone."""
+    body = require_object(body, INVALID_BODY)
+    row = campaigns.campaign_row(conn, workspace_id, campaign_id)
+    scheduled_at = _scheduled_at(body)
+    if not row["audience"]:
+        raise MktError(400, NO_AUDIENCE)
+    local = zones.read_local_time(conn, workspace_id, body, scheduled_at)
+    query = audience.resolve_audience(conn, workspace_id, json.loads(row["audience"]), "email", "c.id")
+    return zones.schedule_preview(conn, workspace_id, query.sql, query.params, scheduled_at, local)
 
 
 def unschedule_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id: Any) -> dict[str, Any]:
@@ -226,7 +248,8 @@ def unschedule_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id
             hint = UNSCHEDULE_HINTS.get(row["status"], "").format(id=row["id"])
             raise MktError(400, NOT_UNSCHEDULABLE.format(status=row["status"], hint=hint).strip())
         campaigns.set_campaign_status(conn, row["id"], "DRAFT")
-        conn.execute("UPDATE campaigns SET scheduled_at = NULL, ab_test = ? WHERE id = ?",
+        conn.execute("UPDATE campaigns SET scheduled_at = NULL, ab_test = ?, local_time = NULL, local_date = NULL,"
+                     " local_time_missed = NULL, local_starts_at = NULL, local_time_skipped = 0 WHERE id = ?",
                      (campaigns.ab_settings(row["ab_test"]), row["id"]))
         jobs.drop_queued(conn, "campaign_id", row["id"])
     return {"id": row["id"], "status": "DRAFT"}

@@ -172,17 +172,19 @@ class _Send:
             transport.close()
 
 
+# A local-time message waits for its zone (due_at, UTC); its rows were numbered earliest zone
+# first (services/email/preparation.py), so the claim in id order meets the due ones first.
 _CLAIM = ("SELECT m.id, m.variant_id, m.email, m.attempts, c.email AS contact_email, c.phone, c.data"
           " FROM email_messages m LEFT JOIN contacts c ON c.id = m.contact_id"
-          " WHERE m.campaign_id = ? AND m.status = 'queued' AND (m.retry_at IS NULL OR m.retry_at <= ?)"
-          " ORDER BY m.id LIMIT ?")
+          " WHERE m.campaign_id = :campaign AND m.status = 'queued' AND (m.retry_at IS NULL OR m.retry_at <= :now)"
+          " AND (m.due_at IS NULL OR m.due_at <= :now) ORDER BY m.id LIMIT :size")
 
 
 def _claim(conn: sqlite3.Connection, campaign_id: str, size: int) -> list[sqlite3.Row]:
     with transaction(conn):
         if conn.execute("SELECT status FROM campaigns WHERE id = ?", (campaign_id,)).fetchone()[0] != "SENDING":
             return []
-        rows = conn.execute(_CLAIM, (campaign_id, clock.now(), size)).fetchall()
+        rows = conn.execute(_CLAIM, {"campaign": campaign_id, "now": clock.now(), "size": size}).fetchall()
         conn.executemany("UPDATE email_messages SET status = 'sending', attempts = attempts + 1 WHERE id = ?",
                          [(r["id"],) for r in rows])
     return rows
@@ -331,12 +333,13 @@ def _again_at(conn: sqlite3.Connection, row: sqlite3.Row, run_at: str, job: str 
 
 
 def _finish_or_wait(conn: sqlite3.Connection, row: sqlite3.Row) -> None:
-    """No message is due now: wait for retries, for the A/B winner, or end the send (SENT)."""
+    """No message is due now: wait for retries, for the next zone of a local-time send, for
+    the A/B winner, or end the send (SENT)."""
     with transaction(conn):
-        retry = conn.execute("SELECT min(retry_at) FROM email_messages WHERE campaign_id = ? AND status = 'queued'",
-                             (row["id"],)).fetchone()[0]
+        retry = conn.execute("SELECT min(max(coalesce(retry_at, ''), coalesce(due_at, ''))) FROM email_messages"
+                             " WHERE campaign_id = ? AND status = 'queued'", (row["id"],)).fetchone()[0]
         if retry is not None:
-            _again_at(conn, row, retry)
+            _again_at(conn, row, retry or clock.now())
             return
         if conn.execute("SELECT 1 FROM email_ab_holdout WHERE campaign_id = ? LIMIT 1", (row["id"],)).fetchone():
             wait = json.loads(row["ab_test"])["wait_minutes"]

@@ -41,6 +41,7 @@ from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock, recurrence
 from marketing_cli.kernel.ids import parse_int_id
 from marketing_cli.kernel.inputs import require_object, type_error
+from marketing_cli.services.account import workspaces
 from marketing_cli.services.email import campaigns, feeds, schedule, template_url
 
 JOB = "email.series_tick"
@@ -69,14 +70,9 @@ PAUSED_REASON = "The series was paused."
 
 
 def workspace_zone(conn: sqlite3.Connection, workspace_id: int) -> str:
-    """The workspace's time zone (an IANA name), "UTC" while workspaces have no `timezone` setting.
-
-    The one place that reads it: the time-zone work of issue 23 adds the column."""
-    columns = {r["name"] for r in conn.execute("PRAGMA table_info(workspaces)")}
-    if "timezone" not in columns:
-        return "UTC"
-    row = conn.execute("SELECT timezone FROM workspaces WHERE id = ?", (workspace_id,)).fetchone()
-    return (row["timezone"] if row is not None else None) or "UTC"
+    """The workspace's time zone (an IANA name; `mkt workspace update --timezone`, UTC unless set),
+    where a series' rule is read."""
+    return workspaces.workspace_timezone(conn, workspace_id)
 
 
 # --- input ---------------------------------------------------------------------------------

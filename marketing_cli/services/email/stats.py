@@ -84,8 +84,8 @@ def get_campaign_statistics(conn: sqlite3.Connection, workspace_id: int, campaig
     """GET /v1/campaigns/:id/statistics: the email campaign statistics object."""
     campaign_id = check_campaign_id(campaign_id)
     with read_snapshot(conn):
-        found = conn.execute("SELECT outbox_delivered, outbox_path FROM campaigns WHERE id = ? AND workspace_id = ?",
-                             (campaign_id, workspace_id)).fetchone()
+        found = conn.execute("SELECT outbox_delivered, outbox_path, local_time FROM campaigns"
+                             " WHERE id = ? AND workspace_id = ?", (campaign_id, workspace_id)).fetchone()
         if found is None:
             raise MktError(400, NOT_FOUND)
         variants = conn.execute(
@@ -104,7 +104,8 @@ def get_campaign_statistics(conn: sqlite3.Connection, workspace_id: int, campaig
         links = conn.execute(
             "SELECT url, sum(total_clicks) AS total, sum(unique_clicks) AS uniq FROM email_links"
             " WHERE campaign_id = ? GROUP BY url ORDER BY total DESC, uniq DESC, url", (campaign_id,)).fetchall()
-    return {
+        waiting = _waiting(conn, campaign_id) if found["local_time"] else None
+    answer = {
         "aggregate": {name: sum(v[name] for v in variants) for name in COUNTERS},
         "clicks_by_country": [{"country": k, "click_count": n} for k, n in breakdowns["country"]],
         "clicks_by_device_type": [{"device_type": k, "click_count": n} for k, n in breakdowns["device_type"]],
@@ -114,6 +115,14 @@ def get_campaign_statistics(conn: sqlite3.Connection, workspace_id: int, campaig
         "variant_stats": [{"variant_id": v["id"], **{name: v[name] for name in COUNTERS}} for v in variants],
         "outbox": outbox_deliveries(found),
     }
+    if waiting is not None:  # extension: a local-time send's messages still waiting for their zone
+        answer["waiting_for_local_time"] = waiting
+    return answer
+
+
+def _waiting(conn: sqlite3.Connection, campaign_id: str) -> int:
+    return conn.execute("SELECT count(*) FROM email_messages WHERE campaign_id = ? AND status = 'queued'"
+                        " AND due_at > ?", (campaign_id, clock.now())).fetchone()[0]
 
 
 def campaign_counters(conn: sqlite3.Connection, campaign_id: str) -> dict[str, int]:
@@ -342,8 +351,10 @@ def campaign_progress(conn: sqlite3.Connection, row: sqlite3.Row) -> dict[str, A
     seconds = max(0.001, (end - clock.parse_ts(row["send_started_at"])).total_seconds())
     rate = (delivered + failed) / seconds
     left = max(0, total - delivered - failed)
+    # A local-time send's messages waiting for their zone (services/contacts/zones.py); 0 otherwise.
+    waiting = _waiting(conn, row["id"]) if row["local_time"] else 0
     return {"total": total, "sent": delivered + failed, "delivered": delivered, "failed": failed,
-            "remaining": left, "rate_per_second": round(rate, 1),
+            "remaining": left, "waiting_for_local_time": waiting, "rate_per_second": round(rate, 1),
             "eta_seconds": None if rate == 0 or row["status"] != "SENDING" else round(left / rate),
             "outbox": outbox_deliveries(row)}
 

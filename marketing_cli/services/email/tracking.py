@@ -23,11 +23,11 @@ from html import escape
 from marketing_cli.db import instance_secret, transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
-from marketing_cli.kernel.geoip import country_of
+from marketing_cli.kernel.geoip import country_of, time_zone_of
 from marketing_cli.kernel.numbers import parse_digits
 from marketing_cli.kernel.tokens import read_token
 from marketing_cli.kernel.user_agents import classify
-from marketing_cli.services.contacts import events
+from marketing_cli.services.contacts import events, zones
 from marketing_cli.services.email import stats
 
 PIXEL_GIF = (b"GIF89a\x01\x00\x01\x00\x80\x00\x00\x00\x00\x00\xff\xff\xff!\xf9\x04\x01\x00\x00\x00\x00"
@@ -47,11 +47,14 @@ def _message(conn: sqlite3.Connection, token: str) -> sqlite3.Row | None:
                         " WHERE m.id = ?", (message_id,)).fetchone()
 
 
-def track_open(conn: sqlite3.Connection, token: str, user_agent: str | None) -> bytes:
+def track_open(conn: sqlite3.Connection, token: str, user_agent: str | None, ip: str | None = None) -> bytes:
     """The pixel's bytes; the open counts when the token is genuine."""
     message = _message(conn, token)
     if message is not None:
-        stats.record_open(conn, message["id"], machine=classify(user_agent).machine)
+        machine = classify(user_agent).machine
+        stats.record_open(conn, message["id"], machine=machine)
+        if not machine:
+            zones.remember_location(conn, message["contact_id"], time_zone_of(ip))
     return PIXEL_GIF
 
 
@@ -69,6 +72,8 @@ def track_click(conn: sqlite3.Connection, token: str, link_id: str, user_agent: 
     kind = classify(user_agent)
     stats.record_click(conn, message["id"], int(link_id), kind.device_type, kind.os_family,
                                 country_of(ip), machine=kind.machine)
+    if not kind.machine:  # the city's zone (a City database): the contact's `location` zone
+        zones.remember_location(conn, message["contact_id"], time_zone_of(ip))
     return link["url"]
 
 

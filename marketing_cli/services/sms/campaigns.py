@@ -137,8 +137,21 @@ def campaign_row(conn: sqlite3.Connection, workspace_id: int, campaign_id: Any) 
 def _view(conn: sqlite3.Connection, row: sqlite3.Row, *, with_workspace: bool = True) -> dict[str, Any]:
     from marketing_cli.services.sms.gate import held_counts
 
-    return campaign_view(row, message_counts(conn, [row["id"]])[row["id"]], with_workspace=with_workspace,
+    view = campaign_view(row, message_counts(conn, [row["id"]])[row["id"]], with_workspace=with_workspace,
                          held=held_counts(conn, [row["id"]])[row["id"]])
+    if row["local_time"]:  # extension (docs/sms.md "Local-time delivery")
+        from marketing_cli.services.contacts.zones import local_time_view
+
+        view["local_time"] = local_time_view(row, waiting_for_zone(conn, row))
+    return view
+
+
+def waiting_for_zone(conn: sqlite3.Connection, row: sqlite3.Row) -> int:
+    """Messages of a local-time campaign written and charged, waiting for their zone's time."""
+    if not row["local_time"]:
+        return 0
+    return conn.execute("SELECT count(*) FROM sms_messages WHERE campaign_id = ? AND status = 'pending'"
+                        " AND due_at > ?", (row["id"], clock.now())).fetchone()[0]
 
 
 # --- create, list, read, update --------------------------------------------------------
@@ -257,7 +270,9 @@ def unschedule_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id
         if prepared or row["expanded_at"]:
             raise MktError(400, ALREADY_SENDING.format(count=prepared, id=row["id"]))
         conn.execute("UPDATE sms_campaigns SET status = 'DRAFT', scheduled_at = NULL, queued_at = NULL,"
-                     " estimated_cost = NULL, status_detail = NULL, updated_at = ? WHERE id = ?",
+                     " estimated_cost = NULL, status_detail = NULL, local_time = NULL, local_date = NULL,"
+                     " local_time_missed = NULL, local_starts_at = NULL, local_time_skipped = 0, updated_at = ?"
+                     " WHERE id = ?",
                      (clock.now(), row["id"]))
         jobs.drop_queued(conn, "campaign_id", row["id"])
         return _view(conn, campaign_row(conn, workspace_id, row["id"]))

@@ -98,20 +98,51 @@ def expand_recipients(conn: sqlite3.Connection, campaign: sqlite3.Row) -> bool:
         renderer.has_tags or bool(links.find_urls(renderer.text)))
     snapshot = f"temp.sms_snapshot_{uuid.uuid4().hex}"  # our own name, never user text
     query = resolve_audience(conn, workspace_id, json.loads(campaign["audience"]), "sms", "c.rowid, c.id")
-    conn.execute(f"CREATE TABLE {snapshot} (rid INTEGER NOT NULL, id TEXT NOT NULL)")
+    conn.execute(f"CREATE TABLE {snapshot} (rid INTEGER NOT NULL, id TEXT NOT NULL, zone TEXT, zone_source TEXT,"
+                 " due_at TEXT)")
     try:
         with Pricing(conn, workspace_id, prices) as pricing:
             # In rowid order: each batch then reads its contacts in table order and appends their
             # ids to sms_messages' (campaign_id, contact_id) key. Without it, an index plan (by
             # phone, without ANALYZE's statistics) made each batch's rows land all over the key:
             # 3.4 s against 1.8 s at 200,000 recipients. With a table scan the order is free.
-            conn.execute(f"INSERT INTO {snapshot} (rid, id) {query.sql} ORDER BY c.rowid", query.params)
+            if campaign["local_time"]:
+                ids = resolve_audience(conn, workspace_id, json.loads(campaign["audience"]), "sms", "c.id")
+                _snapshot_local(conn, campaign, snapshot, ids.sql, ids.params)
+            else:
+                conn.execute(f"INSERT INTO {snapshot} (rid, id) {query.sql} ORDER BY c.rowid", query.params)
             last = conn.execute(f"SELECT MAX(rowid) FROM {snapshot}").fetchone()[0] or 0
             pricing.resolve(f"SELECT c.phone FROM {snapshot} s JOIN contacts c ON c.rowid = s.rid", size=last)
             insert = _batch_statement(campaign["message"], renderer, snapshot, pricing)
             return _write_batches(conn, campaign, insert, last, prices, track_links)
     finally:
         conn.execute(f"DROP TABLE IF EXISTS {snapshot}")
+
+
+def _snapshot_local(conn: sqlite3.Connection, campaign: sqlite3.Row, snapshot: str, sql: str, params: Any) -> None:
+    """The snapshot of a local-time campaign: each recipient's zone and its source in the one
+    INSERT ... SELECT (services/contacts/zones.py), then each zone's instant computed once;
+    recipients whose time had passed under `skip` leave the snapshot (counted on the campaign)."""
+    from marketing_cli.kernel.localtime import local_instant
+    from marketing_cli.services.contacts import zones
+
+    day, hhmm, missed, start = zones.plan_day(campaign)
+    with zones.Zones(conn, campaign["workspace_id"], local_instant(day, hhmm, "UTC")) as found:
+        found.resolve()
+        conn.execute(f"INSERT INTO {snapshot} (rid, id, zone, zone_source) SELECT c.rowid, c.id, {found.zone('c')},"
+                     f" {found.source('c')} FROM ({sql}) a JOIN contacts c ON c.id = a.id{found.join('c')}"
+                     " ORDER BY c.rowid", params)
+    due = f"{snapshot}_due"
+    try:
+        names = [r[0] for r in conn.execute(f"SELECT DISTINCT zone FROM {snapshot}")]
+        zones.fill_due_table(conn, due, names, day, hhmm, missed, start)
+        skipped = conn.execute(f"DELETE FROM {snapshot} WHERE zone IN (SELECT zone FROM {due} WHERE due_at IS NULL)"
+                               ).rowcount
+        conn.execute(f"UPDATE {snapshot} SET due_at = (SELECT d.due_at FROM {due} d WHERE d.zone = {snapshot}.zone)")
+        with transaction(conn):
+            conn.execute("UPDATE sms_campaigns SET local_time_skipped = ? WHERE id = ?", (skipped, campaign["id"]))
+    finally:
+        conn.execute(f"DROP TABLE IF EXISTS {due}")
 
 
 def _batch_statement(message: str, renderer: Renderer, snapshot: str, pricing: Pricing) -> str:
@@ -121,24 +152,27 @@ def _batch_statement(message: str, renderer: Renderer, snapshot: str, pricing: P
                   " WHERE s.rowid > :start AND s.rowid <= :end AND c.phone IS NOT NULL AND c.phone <> ''"
                   " AND (c.sms_status IS NULL OR c.sms_status = 'SUBSCRIBED')")
     columns = ("INSERT OR IGNORE INTO sms_messages (campaign_id, contact_id, batch, phone, country, body,"
-               " encoding, segments, price_units, status, created_at)")
+               " encoding, segments, price_units, status, created_at, zone, zone_source, due_at)")
     if not renderer.has_tags:  # one text for all: its encoding and segments are values of ours
         fixed = count_segments(renderer.text)
         body = "NULL" if renderer.text == message else sql_text(renderer.text)  # NULL: the message as written
         return (f"{columns} SELECT :cid, c.id, :batch, c.phone, {country}, {body}, '{fixed.encoding}',"
                 f" {int(fixed.segments)}, COALESCE(({units}) * {int(fixed.segments)}, 0),"
-                f" CASE WHEN ({units}) IS NULL THEN 'suppressed' ELSE 'pending' END, :now {recipients}")
+                f" CASE WHEN ({units}) IS NULL THEN 'suppressed' ELSE 'pending' END, :now, s.zone, s.zone_source,"
+                f" s.due_at {recipients}")
     # Two steps, each MATERIALIZED so that its columns are computed once per recipient: b
     # reads the tags' texts (one json_extract each), r renders and measures from them.
     # m packs a message's measure in one integer: segments * 2, plus 1 for UCS-2.
     texts = renderer.texts_sql("c")
     body, measure = renderer.rendered_sql("b")
-    return (f"WITH b AS MATERIALIZED (SELECT c.id, c.phone, {country} AS country, {units} AS units, {texts}"
+    return (f"WITH b AS MATERIALIZED (SELECT c.id, c.phone, {country} AS country, {units} AS units,"
+            f" s.zone AS zone, s.zone_source AS zone_source, s.due_at AS due_at, {texts}"
             f" {recipients}), r AS MATERIALIZED (SELECT b.id, b.phone, b.country, b.units, {body} AS body,"
-            f" {measure} AS m FROM b) {columns}"
+            f" {measure} AS m, b.zone, b.zone_source, b.due_at FROM b) {columns}"
             " SELECT :cid, r.id, :batch, r.phone, r.country, r.body, CASE WHEN r.m & 1 THEN 'UCS-2' ELSE 'GSM-7'"
             " END, r.m >> 1, COALESCE(r.units * (r.m >> 1), 0),"
-            " CASE WHEN r.units IS NULL THEN 'suppressed' ELSE 'pending' END, :now FROM r")
+            " CASE WHEN r.units IS NULL THEN 'suppressed' ELSE 'pending' END, :now, r.zone, r.zone_source, r.due_at"
+            " FROM r")
 
 
 def _write_batches(conn: sqlite3.Connection, campaign: sqlite3.Row, insert: str, last: int,
@@ -192,6 +226,10 @@ def hand_off(conn: sqlite3.Connection, campaign: sqlite3.Row) -> bool | str:
 
     workspace_id, cid = campaign["workspace_id"], campaign["id"]
     provider = get_provider(conn, workspace_id)
+    # A local-time campaign hands over only the messages whose zone has reached the time, in
+    # the order of the partial index sms_messages_due (its earliest zone first).
+    pick = (" AND due_at <= :now ORDER BY due_at, id LIMIT :size" if campaign["local_time"]
+            else " ORDER BY id LIMIT :size")
     sender = ledger.get_sender_id(conn, workspace_id)["sms_sender_id"] or ""
     size = batch_size()
     # A network provider's batch left 'sending' by a crash is handed over again; held messages
@@ -200,13 +238,13 @@ def hand_off(conn: sqlite3.Connection, campaign: sqlite3.Row) -> bool | str:
         conn.execute("UPDATE sms_messages SET status = 'pending' WHERE campaign_id = ? AND status = 'sending'", (cid,))
         gate.release_due(conn, cid)
     claim = ("UPDATE sms_messages SET status = 'sending' WHERE id IN (SELECT id FROM sms_messages"
-             " WHERE campaign_id = ? AND status = 'pending' ORDER BY id LIMIT ?)")
+             f" WHERE campaign_id = :cid AND status = 'pending'{pick})")
     while True:
         if hasattr(provider, "send_claimed"):  # an in-database provider: one SQL statement per batch
             with transaction(conn):
                 if not _still_queued(conn, cid):
                     return False
-                if conn.execute(claim, (cid, size)).rowcount == 0:
+                if conn.execute(claim, {"cid": cid, "size": size, "now": clock.now()}).rowcount == 0:
                     return gate.next_release(conn, cid) or True
                 gate.hold_closed(conn, workspace_id, CLAIMED, (cid,))
                 prefix = provider.send_claimed(conn, workspace_id, cid, sender, campaign["message"])
@@ -219,7 +257,7 @@ def hand_off(conn: sqlite3.Connection, campaign: sqlite3.Row) -> bool | str:
         with transaction(conn):
             if not _still_queued(conn, cid):
                 return False
-            if conn.execute(claim, (cid, size)).rowcount == 0:
+            if conn.execute(claim, {"cid": cid, "size": size, "now": clock.now()}).rowcount == 0:
                 return gate.next_release(conn, cid) or True
             opened = gate.hold_closed(conn, workspace_id, CLAIMED, (cid,))
             rows = conn.execute(f"SELECT id, phone, COALESCE(body, ?) AS body, segments FROM sms_messages"
@@ -271,14 +309,35 @@ def expand_job(conn: sqlite3.Connection, job: dict[str, Any]) -> None:
     handed = hand_off(conn, campaign)
     if handed is False:
         return
-    if isinstance(handed, str):  # messages held by quiet hours: this job comes back when the first may go
-        jobs.enqueue(conn, JOB_TYPE, {"campaign_id": campaign["id"]}, workspace_id=campaign["workspace_id"],
-                     dedupe_key=campaigns.job_key(campaign["id"]), run_at=handed, max_attempts=10)
-        return
     with transaction(conn):
+        # Messages held by quiet hours, or waiting for their zone's local time: this job comes
+        # back when the first of them may go (the campaign stays QUEUED and cancellable).
+        held_until = handed if isinstance(handed, str) else None
+        if _come_back(conn, campaign, min(filter(None, (held_until, _next_zone(conn, campaign))), default=None)):
+            return
         now = clock.now()
         conn.execute("UPDATE sms_campaigns SET status = 'COMPLETED', completed_at = ?, updated_at = ?"
                      " WHERE id = ? AND status = 'QUEUED'", (now, now, campaign["id"]))
+
+
+def _next_zone(conn: sqlite3.Connection, campaign: sqlite3.Row) -> str | None:
+    """A local-time campaign's next zone instant: its earliest message still waiting for its
+    zone's time (written and charged, refunded on cancel). None when nothing waits."""
+    if not campaign["local_time"]:
+        return None
+    return conn.execute("SELECT min(due_at) FROM sms_messages WHERE campaign_id = ? AND status = 'pending'"
+                        " AND due_at IS NOT NULL", (campaign["id"],)).fetchone()[0]
+
+
+def _come_back(conn: sqlite3.Connection, campaign: sqlite3.Row, at: str | None) -> bool:
+    """The campaign's job again at `at` while the campaign is still QUEUED; False when there is
+    nothing to wait for."""
+    if at is None or conn.execute("SELECT status FROM sms_campaigns WHERE id = ?",
+                                  (campaign["id"],)).fetchone()[0] != "QUEUED":
+        return False
+    jobs.enqueue(conn, JOB_TYPE, {"campaign_id": campaign["id"]}, workspace_id=campaign["workspace_id"],
+                 dedupe_key=campaigns.job_key(campaign["id"]), run_at=at, max_attempts=10)
+    return True
 
 
 @jobs.gave_up(JOB_TYPE)

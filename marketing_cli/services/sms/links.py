@@ -77,8 +77,9 @@ def shorten_batch(conn: sqlite3.Connection, workspace_id: int, campaign_id: str,
 
 def track_click(conn: sqlite3.Connection, token: str, user_agent: str | None, ip: str | None) -> str:
     """GET {base}/s/{token}: the original URL (302); the click is recorded. 404 for a forged token."""
-    from marketing_cli.kernel.geoip import country_of
+    from marketing_cli.kernel.geoip import country_of, time_zone_of
     from marketing_cli.kernel.user_agents import classify
+    from marketing_cli.services.contacts.zones import remember_location
 
     number = read_token(instance_secret(conn), KIND, token, SMS_MAC_BYTES) if len(token) <= 32 else None
     if number is None:
@@ -93,4 +94,6 @@ def track_click(conn: sqlite3.Connection, token: str, user_agent: str | None, ip
             conn.execute("INSERT INTO sms_clicks (message_id, url, country, device_type, operating_system, clicked_at)"
                          " VALUES (?, ?, ?, ?, ?, ?)", (number // MAX_LINKS, link["url"], country_of(ip),
                                                         kind.device_type, kind.os_family, clock.now()))
+        contact = conn.execute("SELECT contact_id FROM sms_messages WHERE id = ?", (number // MAX_LINKS,)).fetchone()
+        remember_location(conn, contact and contact[0], time_zone_of(ip))
     return str(link["url"])

@@ -210,16 +210,41 @@ def schedule_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id: 
             raise MktError(400, REVIEW_FAILED) from None
         if verdict["flagged"]:
             raise MktError(400, REVIEW_FLAGGED)
+        from marketing_cli.services.contacts import zones
+
+        local = zones.read_local_time(conn, workspace_id, body, scheduled_at)
         now = clock.now()
         try:
             jobs.enqueue(conn, JOB_TYPE, {"campaign_id": row["id"]}, workspace_id=workspace_id,
-                         dedupe_key=job_key(row['id']), run_at=scheduled_at, max_attempts=10)
+                         dedupe_key=job_key(row['id']), run_at=local["starts_at"] if local else scheduled_at,
+                         max_attempts=10)
         except (sqlite3.Error, ValueError):
             raise MktError(400, QUEUE_FAILED) from None
         conn.execute("UPDATE sms_campaigns SET status = 'QUEUED', scheduled_at = ?, queued_at = ?, estimated_cost = ?,"
-                     " updated_at = ? WHERE id = ?",
-                     (scheduled_at, now, ledger.money(estimate), now, row["id"]))
+                     " updated_at = ?, local_time = ?, local_date = ?, local_time_missed = ?, local_starts_at = ?,"
+                     " local_time_skipped = 0 WHERE id = ?",
+                     (scheduled_at, now, ledger.money(estimate), now, local and local["time"], local and local["date"],
+                      local and local["missed"], local and local["starts_at"], row["id"]))
     result: dict[str, Any] = {"id": row["id"], "status": "QUEUED"}
     if scheduled_at is not None:
         result["scheduled_at"] = scheduled_at
+    if local is not None:
+        result["local_time"] = local
     return result
+
+
+def preview_schedule(conn: sqlite3.Connection, workspace_id: int, campaign_id: Any, body: Any) -> dict[str, Any]:
+    """POST /v1/sms-campaigns/:id/schedule/preview: what the schedule call would do with this
+    body, without doing it: the UTC instant understood and, with local_time, the count per zone."""
+    from marketing_cli.services.contacts import zones
+    from marketing_cli.services.contacts.audience import resolve_audience
+
+    body = require_object(body, SCHEDULE_INVALID_BODY)
+    row = campaign_row(conn, workspace_id, campaign_id)
+    _, scheduled_at = _parse_schedule(body)
+    audience = json.loads(row["audience"])
+    if not audience:
+        raise MktError(400, AUDIENCE_BEFORE_SCHEDULING)
+    local = zones.read_local_time(conn, workspace_id, body, scheduled_at)
+    query = resolve_audience(conn, workspace_id, audience, "sms", "c.id")
+    return zones.schedule_preview(conn, workspace_id, query.sql, query.params, scheduled_at, local)

@@ -7,7 +7,7 @@ import sqlite3
 from typing import Any
 
 from marketing_cli.services.sms import ledger
-from marketing_cli.services.sms.campaigns import campaign_row, message_counts
+from marketing_cli.services.sms.campaigns import campaign_row, message_counts, waiting_for_zone
 from marketing_cli.services.sms.gate import held_counts
 
 
@@ -27,7 +27,7 @@ def campaign_statistics(conn: sqlite3.Connection, workspace_id: int, campaign_id
         "SELECT k.url, COUNT(*) AS total, COUNT(DISTINCT k.message_id) AS uniq FROM sms_clicks k"
         " JOIN sms_messages m ON m.id = k.message_id WHERE m.campaign_id = ? GROUP BY k.url ORDER BY total DESC, k.url",
         (cid,)).fetchall()
-    return {
+    answer = {
         "aggregate": message_counts(conn, [cid])[cid],
         "clicks_by_country": _breakdown(conn, cid, "country", "country"),
         "clicks_by_device_type": _breakdown(conn, cid, "device_type", "device_type"),
@@ -36,3 +36,6 @@ def campaign_statistics(conn: sqlite3.Connection, workspace_id: int, campaign_id
         "total_cost": ledger.money(ledger.campaign_cost(conn, cid)),
         "quiet_hours": held_counts(conn, [cid])[cid],  # extension: messages waiting for quiet hours to end
     }
+    if row["local_time"]:  # extension: messages of a local-time campaign still waiting for their zone's time
+        answer["waiting_for_local_time"] = waiting_for_zone(conn, row)
+    return answer

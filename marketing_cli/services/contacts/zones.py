@@ -1,0 +1,318 @@
+"""A contact's time zone, resolved in SQL over a whole audience, and the plan of a
+local-time send (docs/campaigns.md "Local-time delivery").
+
+A contact's zone comes from the first of these that answers, and the answer records which:
+
+    field       the built-in `timezone` field (an IANA name, checked when written)
+    phone       the zone of the phone number (phonenumbers.timezone), only when every zone
+                phonenumbers gives for it has the same UTC offset at the moment of sending
+                (+1 212: New York; +1 208: Boise and Los Angeles differ, no answer; +1 800:
+                42 zones; `Etc/Unknown`: none)
+    location    the zone of the city of the contact's last human open or click
+                (`contacts.located_timezone`, GeoLite2-City's location.time_zone)
+    workspace   the workspace's own zone (`workspaces.timezone`, UTC unless set)
+
+`Zones` puts that in one SQL expression over `contacts c`, so a snapshot of a million
+recipients is one `INSERT ... SELECT` with no Python call per row. The phone's answer is
+joined from two small temporary tables filled once per number prefix, as SMS pricing does
+(services/sms/pricing.py): phonenumbers' time zone data is keyed by prefixes of up to nine
+digits, so each distinct first four digits (`+1208`, `+3361`) is resolved once; where the
+data has longer prefixes below it (+1 208 201 is Denver alone), the numbers under it are
+keyed by as many digits as the longest such prefix and each of those keys is resolved once.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid
+from datetime import date, datetime, timedelta
+from functools import lru_cache
+from typing import Any, Self
+
+from marketing_cli import field_sql
+from marketing_cli.db import transaction
+from marketing_cli.errors import MktError
+from marketing_cli.kernel import clock
+from marketing_cli.kernel.localtime import canonical_zone, local_instant, offsets_agree
+from marketing_cli.services.account.workspaces import workspace_timezone
+from marketing_cli.services.contacts.values import TIMEZONE_TAG
+
+SOURCES = ("field", "phone", "location", "workspace")
+MISSED = ("next_day", "send_now", "skip")
+COARSE = 5  # characters of a stored number keyed first: '+' and four digits
+_SEEKS = 1_000  # index seeks for distinct keys allowed at least, before one pass over the numbers
+_CHUNK = 5_000
+
+
+@lru_cache(maxsize=1)
+def _depths() -> dict[str, int]:
+    """Four leading digits -> the longest prefix (in digits) of phonenumbers' time zone data
+    below them, for the four-digit keys that have longer prefixes under them."""
+    from phonenumbers.tzdata import TIMEZONE_DATA
+
+    depths: dict[str, int] = {}
+    for prefix in TIMEZONE_DATA:
+        if len(prefix) > COARSE - 1:
+            head = prefix[:COARSE - 1]
+            depths[head] = max(depths.get(head, 0), len(prefix))
+    return depths
+
+
+def phone_zone(number: str, at: datetime) -> str | None:
+    """The zone of one E.164 number at `at`, or None (several offsets, unknown, unparsable)."""
+    names, _ = _phone_zones(number)
+    return offsets_agree(names, at)
+
+
+def _phone_zones(number: str) -> tuple[tuple[str, ...], bool]:
+    """phonenumbers' zones of a number, and whether they came from its geographic prefix."""
+    import phonenumbers
+    from phonenumbers import timezone as phone_timezones
+
+    try:
+        parsed = phonenumbers.parse(number, None)
+    except phonenumbers.NumberParseException:
+        return (), False
+    kind = phonenumbers.number_type(parsed)
+    geographic = phonenumbers.is_number_type_geographical(kind, parsed.country_code)
+    names = tuple(n for n in phone_timezones.time_zones_for_number(parsed) if n != "Etc/Unknown")
+    return names, geographic
+
+
+def _prefix_zones(key: str) -> tuple[str, ...]:
+    """The zones of the longest prefix of `key` ('+1208201') in phonenumbers' time zone data:
+    what phonenumbers answers for a geographic number (timezone.time_zones_for_geographical_number)."""
+    from phonenumbers.tzdata import TIMEZONE_DATA
+
+    digits = key.lstrip("+")
+    for size in range(len(digits), 0, -1):
+        names = TIMEZONE_DATA.get(digits[:size])
+        if names is not None:
+            return tuple(n for n in names if n != "Etc/Unknown")
+    return ()
+
+
+class Zones:
+    """A contact's zone and its source as SQL over `contacts c` (a context manager).
+
+    `resolve()` fills the prefix tables for the workspace's numbers; a query then adds
+    `join(c)` and reads `zone(c)` and `source(c)`.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, workspace_id: int, at: datetime) -> None:
+        self.conn, self.workspace_id, self.at = conn, workspace_id, at
+        self.default = workspace_timezone(conn, workspace_id)
+        row = conn.execute("SELECT id FROM fields WHERE workspace_id = ? AND merge_tag = ?",
+                           (workspace_id, TIMEZONE_TAG)).fetchone()
+        self.field_id: int | None = row[0] if row is not None else None
+        suffix = uuid.uuid4().hex  # our own names, never user text
+        self.coarse, self.fine = f"temp.tz_coarse_{suffix}", f"temp.tz_fine_{suffix}"
+
+    def __enter__(self) -> Self:
+        self.conn.execute(f"CREATE TABLE {self.coarse} (key TEXT PRIMARY KEY, phone TEXT NOT NULL, zone TEXT,"
+                          " depth INTEGER) WITHOUT ROWID")
+        self.conn.execute(f"CREATE TABLE {self.fine} (key TEXT PRIMARY KEY, phone TEXT NOT NULL, zone TEXT)"
+                          " WITHOUT ROWID")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for table in (self.coarse, self.fine):
+            self.conn.execute(f"DROP TABLE IF EXISTS {table}")
+
+    # ------------------------------------------------------------------ the prefix tables
+
+    def resolve(self, size: int = 0) -> None:
+        """Each distinct prefix of the workspace's numbers, resolved once in Python.
+
+        The distinct keys are found by one seek each past the last key on the workspace's
+        phone index (contacts_phone), as Pricing.resolve does; past max(_SEEKS, size // 50)
+        seeks of the finer keys, one pass over the workspace's numbers finds the rest."""
+        conn, depths = self.conn, _depths()
+        coarse = self._seek_keys("", "\U0010ffff", lambda phone: phone[:COARSE], None)
+        rows: list[tuple[str, str, str | None, int | None]] = []
+        geographic: set[str] = set()
+        for key, phone in coarse:
+            depth = depths.get(key[1:])
+            names, on_prefix = _phone_zones(phone)
+            rows.append((key, phone, None if depth else offsets_agree(names, self.at), depth))
+            if depth and on_prefix:
+                geographic.add(key)
+        conn.executemany(f"INSERT OR IGNORE INTO {self.coarse} (key, phone, zone, depth) VALUES (?, ?, ?, ?)", rows)
+        budget = max(_SEEKS, size // 50)
+        fine: list[tuple[str, str]] = []
+        for key, _, _, depth in rows:
+            if depth is None:
+                continue
+            found = self._seek_keys(key, key + "\U0010ffff", lambda phone, d=depth: phone[:d + 1], budget - len(fine))
+            if found is None:
+                fine = []
+                conn.execute(
+                    f"INSERT OR IGNORE INTO {self.fine} (key, phone) SELECT substr(c.phone, 1, k.depth + 1), c.phone"
+                    f" FROM contacts c JOIN {self.coarse} k ON k.key = substr(c.phone, 1, {COARSE})"
+                    " WHERE c.workspace_id = ? AND c.phone IS NOT NULL AND k.depth IS NOT NULL", (self.workspace_id,))
+                break
+            fine.extend(found)
+        conn.executemany(f"INSERT OR IGNORE INTO {self.fine} (key, phone) VALUES (?, ?)", fine)
+        after = ""
+        while True:
+            chunk = conn.execute(f"SELECT key, phone FROM {self.fine} WHERE key > ? ORDER BY key LIMIT {_CHUNK}",
+                                 (after,)).fetchall()
+            if not chunk:
+                return
+            # Under a geographic example (all of NANP), a finer key's zones are its longest
+            # prefix's in the data, read without parsing a number; others are parsed.
+            conn.executemany(f"UPDATE {self.fine} SET zone = ? WHERE key = ?",
+                             [(offsets_agree(_prefix_zones(key), self.at) if key[:COARSE] in geographic
+                               else phone_zone(phone, self.at), key) for key, phone in chunk])
+            after = chunk[-1][0]
+
+    def _seek_keys(self, low: str, high: str, key_of: Any, budget: int | None) -> list[tuple[str, str]] | None:
+        """(key, example number) of each distinct key of the numbers in (low, high), by index
+        seeks; None when more than `budget` were needed."""
+        found, after = [], low
+        while budget is None or len(found) <= budget:
+            row = self.conn.execute("SELECT phone FROM contacts WHERE workspace_id = ? AND phone > ? AND phone < ?"
+                                    " ORDER BY phone LIMIT 1", (self.workspace_id, after, high)).fetchone()
+            if row is None:
+                return found
+            key = key_of(row[0])
+            found.append((key, row[0]))
+            after = key + "\U0010ffff"  # past every number that starts with the key
+        return None
+
+    # ------------------------------------------------------------------ the SQL
+
+    def join(self, c: str = "c") -> str:
+        return (f" LEFT JOIN {self.coarse} zc ON zc.key = substr({c}.phone, 1, {COARSE})"
+                f" LEFT JOIN {self.fine} zf ON zc.depth IS NOT NULL AND zf.key = substr({c}.phone, 1, zc.depth + 1)")
+
+    def _field(self, c: str) -> str:
+        return "NULL" if self.field_id is None else field_sql.value_expr(self.field_id, c)
+
+    def zone(self, c: str = "c") -> str:
+        default = self.default.replace("'", "''")  # a name zoneinfo loads (checked when set)
+        return (f"COALESCE({self._field(c)}, CASE WHEN zc.depth IS NULL THEN zc.zone ELSE zf.zone END,"
+                f" {c}.located_timezone, '{default}')")
+
+    def source(self, c: str = "c") -> str:
+        return (f"CASE WHEN {self._field(c)} IS NOT NULL THEN 'field'"
+                " WHEN (CASE WHEN zc.depth IS NULL THEN zc.zone ELSE zf.zone END) IS NOT NULL THEN 'phone'"
+                f" WHEN {c}.located_timezone IS NOT NULL THEN 'location' ELSE 'workspace' END")
+
+
+# ---------------------------------------------------------------------- local-time plans
+
+def check_missed(value: Any) -> str:
+    """'next_day' (the default), 'send_now' or 'skip'; also accepts next-day / now."""
+    if value is None:
+        return "next_day"
+    text = value.strip().lower().replace("-", "_") if isinstance(value, str) else None
+    text = {"now": "send_now"}.get(text or "", text)
+    if text not in MISSED:
+        raise ValueError(f"local_time_missed must be one of next_day, send_now or skip, not '{value}'.")
+    return text
+
+
+def due_at(zone: str, day: date, hhmm: str, missed: str, now: datetime) -> str | None:
+    """When a recipient in `zone` gets a message read at `hhmm` on `day`, in UTC; None: skipped.
+
+    A time already passed when the zone is reached is the next day's (next_day), now
+    (send_now), or not at all (skip)."""
+    name = canonical_zone(zone) or "UTC"
+    moment = local_instant(day, hhmm, name)
+    if moment < now:
+        if missed == "skip":
+            return None
+        moment = now if missed == "send_now" else local_instant(day + timedelta(days=1), hhmm, name)
+    return clock.format_ts(moment)
+
+
+def fill_due_table(conn: sqlite3.Connection, table: str, zones: list[str], day: date, hhmm: str, missed: str,
+                   now: datetime) -> None:
+    """A temporary table `table` (zone PRIMARY KEY, due_at): each zone's instant, once per zone."""
+    conn.execute(f"CREATE TABLE {table} (zone TEXT PRIMARY KEY, due_at TEXT) WITHOUT ROWID")
+    conn.executemany(f"INSERT INTO {table} (zone, due_at) VALUES (?, ?)",
+                     [(z, due_at(z, day, hhmm, missed, now)) for z in zones])
+
+
+def zone_plan(conn: sqlite3.Connection, workspace_id: int, audience_sql: str, params: Any, day: date, hhmm: str,
+              missed: str, now: datetime) -> list[dict[str, Any]]:
+    """The count per zone of an audience (a SELECT of contact ids `c.id`), with each zone's
+    instant (null: skipped), earliest first; the preview a person sees before confirming."""
+    with Zones(conn, workspace_id, local_instant(day, hhmm, "UTC")) as zones:
+        zones.resolve()
+        rows = conn.execute(f"SELECT {zones.zone('c')} AS zone, count(*) AS n FROM ({audience_sql}) a"
+                            f" JOIN contacts c ON c.id = a.id{zones.join('c')} GROUP BY 1", params).fetchall()
+    plan = [{"zone": r["zone"], "recipients": r["n"], "send_at": due_at(r["zone"], day, hhmm, missed, now)}
+            for r in rows]
+    return sorted(plan, key=lambda p: (p["send_at"] is None, p["send_at"] or "", p["zone"]))
+
+
+def remember_location(conn: sqlite3.Connection, contact_id: str | None, zone: str | None) -> None:
+    """A human open or click located in `zone` (GeoLite2-City): the contact's `location` zone."""
+    if contact_id is None or zone is None:
+        return
+    with transaction(conn):
+        conn.execute("UPDATE contacts SET located_timezone = ? WHERE id = ? AND located_timezone IS NOT ?",
+                     (zone, contact_id, zone))
+
+
+# ---------------------------------------------------------------------- the schedule members
+
+LOCAL_TIME_MEMBERS = ("local_time", "local_time_missed")
+
+
+def read_local_time(conn: sqlite3.Connection, workspace_id: int, body: dict[str, Any],
+                    scheduled_at: str | None) -> dict[str, str] | None:
+    """The schedule call's local-time members, checked: {time, date, missed, starts_at}, or
+    None without `local_time`. The date is the scheduled day (`scheduled_at`, else today) in
+    the workspace's zone; sending starts when the first zone on Earth (UTC+14) reaches the
+    time that day, or now if that has passed. 400 with a message naming the member."""
+    from marketing_cli.kernel.localtime import first_instant, local_date, parse_local_time
+
+    raw, missed_raw = body.get("local_time"), body.get("local_time_missed")
+    if raw is None:
+        if missed_raw is not None:
+            raise MktError(400, "local_time_missed needs local_time.")
+        return None
+    try:
+        hhmm = parse_local_time(raw)
+        missed = check_missed(missed_raw)
+    except ValueError as exc:
+        raise MktError(400, str(exc)) from None
+    now = clock.utcnow()
+    day = local_date(clock.parse_ts(scheduled_at) if scheduled_at else now, workspace_timezone(conn, workspace_id))
+    starts = max(now, first_instant(day, hhmm))
+    return {"time": hhmm, "date": day.isoformat(), "missed": missed, "starts_at": clock.format_ts(starts)}
+
+
+def local_time_view(row: sqlite3.Row, waiting: int | None) -> dict[str, Any] | None:
+    """The `local_time` member of a campaign (email or SMS) scheduled in its recipients' time."""
+    if not row["local_time"]:
+        return None
+    return {"time": row["local_time"], "date": row["local_date"], "missed": row["local_time_missed"],
+            "waiting": waiting, "skipped": row["local_time_skipped"]}
+
+
+def plan_day(row: sqlite3.Row) -> tuple[date, str, str, datetime]:
+    """(date, 'HH:MM', missed, planned start) of a local-time campaign row. A time is missed
+    when it came before the planned start: a runner that starts late (cron each minute)
+    sends the zones that came due meanwhile at once, never a day late."""
+    start = clock.parse_ts(row["local_starts_at"]) if row["local_starts_at"] else clock.utcnow()
+    return date.fromisoformat(row["local_date"]), row["local_time"], row["local_time_missed"] or "next_day", start
+
+
+def schedule_preview(conn: sqlite3.Connection, workspace_id: int, sql: str, params: Any, scheduled_at: str | None,
+                     local: dict[str, str] | None) -> dict[str, Any]:
+    """The schedule preview of both channels: the instant understood, the recipients and,
+    for a local-time send, the count per zone with each zone's instant (null: skipped)."""
+    answer: dict[str, Any] = {"scheduled_at": scheduled_at, "local_time": local}
+    if local is None:
+        answer["recipients"] = conn.execute(f"SELECT count(*) FROM ({sql})", params).fetchone()[0]
+        answer["zones"] = None
+        return answer
+    plan = zone_plan(conn, workspace_id, sql, params, date.fromisoformat(local["date"]), local["time"],
+                     local["missed"], clock.parse_ts(local["starts_at"]))
+    answer["recipients"] = sum(p["recipients"] for p in plan)
+    answer["zones"] = plan
+    return answer
