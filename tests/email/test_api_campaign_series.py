@@ -84,7 +84,7 @@ def test_preview(client: Any, auth: dict, ready: dict) -> None:
      (400, "UNTIL must be a UTC time ending in Z (for example UNTIL=20261231T235959Z).")),
     ("/v1/campaigns/{cid}/series", {"rrule": ["FREQ=DAILY"]}, (400, "The member 'rrule' must be a string.")),
     ("/v1/campaigns/{cid}/series", {"rrule": WEEKLY, "feed": "x"},
-     (400, "Unknown member 'feed': the body takes rrule and feed_url.")),
+     (400, "Unknown member 'feed'")),
     ("/v1/campaigns/{cid}/series", "not json", (400, "Invalid request body.")),
     ("/v1/campaigns/0123456789abcdef01234567/series", {"rrule": WEEKLY},
      (400, "We could not find the campaign you are looking for.")),

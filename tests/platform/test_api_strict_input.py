@@ -36,7 +36,9 @@ def world(conn: Any, workspace: dict[str, Any]) -> dict[str, Any]:
     campaign = f.campaign(conn, ws, type_="AB_TESTING")
     template = f.code_template(conn, ws, "<p>Hi</p>")
     sms = f.sms_campaign(conn, ws)
+    series = f.series_row(conn, ws, campaign["id"])
     return {"ws": ws, "vip": vip, "path": {
+        "series_id": series,
         "contact_id": contact["id"], "field_id": city, "segment_id": segment["id"], "domain_id": domain["id"],
         "sender_id": sender["id"], "id": template["id"], "variant_type": "A", "path": "index.html",
         "token": "x", "link_id": "1"}, "campaign": campaign["id"], "sms": sms["id"], "sender": sender["id"],
@@ -74,6 +76,9 @@ def valid_bodies(w: dict[str, Any]) -> dict[tuple[str, str], Any]:
         ("POST", "/v1/campaigns/{campaign_id}/schedule"): {
             "schedule_type": "NOW", "ab_test": {"test_percentage": 50, "winner_criterion": "OPENS",
                                                 "wait_minutes": 10}},
+        ("POST", "/v1/campaigns/{campaign_id}/schedule/preview"): {"schedule_type": "NOW", "local_time": "09:00"},
+        ("POST", "/v1/campaigns/{campaign_id}/series"): {"rrule": "FREQ=WEEKLY;BYDAY=MO;BYHOUR=9"},
+        ("POST", "/v1/campaigns/{campaign_id}/series/preview"): {"rrule": "FREQ=WEEKLY;BYDAY=MO;BYHOUR=9", "count": 3},
         ("POST", "/v1/bounces"): {"email_address": "ann@example.com", "type": "hard"},
         ("POST", "/v1/templates"): {"name": "T", "type": "code", "import_format": "html",
                                     "content_base64": base64.b64encode(b"<p>x</p>").decode()},
@@ -83,6 +88,7 @@ def valid_bodies(w: dict[str, Any]) -> dict[tuple[str, str], Any]:
         ("PATCH", "/v1/sms-campaigns/{campaign_id}"): {"name": "Renamed", "message": "Hello there",
                                                        "audience": [audience]},
         ("POST", "/v1/sms-campaigns/{campaign_id}/schedule"): {"schedule_type": "NOW"},
+        ("POST", "/v1/sms-campaigns/{campaign_id}/schedule/preview"): {"schedule_type": "NOW", "local_time": "09:00"},
         ("POST", "/v1/sms/quote"): {"message": "Hello", "to": "+14155550100"},
     }
 

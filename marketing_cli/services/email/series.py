@@ -40,7 +40,7 @@ from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock, recurrence
 from marketing_cli.kernel.ids import parse_int_id
-from marketing_cli.kernel.inputs import require_object, type_error
+from marketing_cli.kernel.inputs import UNKNOWN_MEMBER, require_object, type_error
 from marketing_cli.services.account import workspaces
 from marketing_cli.services.email import campaigns, feeds, schedule, template_url
 
@@ -57,7 +57,6 @@ FEED_SEEN_KEEP = 1_000
 MAX_URL = 2_000
 
 INVALID_BODY = "Invalid request body."
-UNKNOWN_MEMBER = "Unknown member '{name}': the body takes {members}."
 NOT_DRAFT = "Only draft campaigns can be made recurring."
 ALREADY = "This campaign already has a recurring series ({id}): stop it first (mkt campaigns series stop {id})."
 FEED_URL_LONG = f"The feed_url must be {MAX_URL} characters or less."
@@ -80,7 +79,7 @@ def workspace_zone(conn: sqlite3.Connection, workspace_id: int) -> str:
 def _check_members(body: dict[str, Any], allowed: tuple[str, ...]) -> None:
     for name in body:
         if name not in allowed:
-            raise MktError(400, UNKNOWN_MEMBER.format(name=str(name)[:100], members=" and ".join(allowed)))
+            raise MktError(400, UNKNOWN_MEMBER.format(member=str(name)[:100]))  # as the HTTP face's check says
 
 
 def _feed_url(body: dict[str, Any]) -> str | None:
