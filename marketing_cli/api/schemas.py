@@ -410,6 +410,12 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                                          "tracked links and open pixel included; 410 when its contact was deleted",
                               "errors": {**TRACKING_404, "410": {"text/html": {"type": "string"}}}, "envelope": None, "auth": "none",
                               "media": {"text/html": {"type": "string"}}},
+    ("GET", "/t/confirm/{token}"): {"summary": "Double opt-in confirmation page (a button that POSTs back)",
+                                    "errors": TRACKING_404, "envelope": None, "auth": "none",
+                                    "media": {"text/html": {"type": "string"}}},
+    ("POST", "/t/confirm/{token}"): {"summary": "Confirm a subscription: UNCONFIRMED -> SUBSCRIBED",
+                                     "errors": TRACKING_404, "envelope": None, "auth": "none",
+                                     "media": {"text/html": {"type": "string"}}},
     # SMS (public: the short links in sent messages, and Twilio's signed webhooks)
     ("GET", "/s/{token}"): {"summary": "SMS short link: records the click and redirects to the original URL",
                             "errors": TRACKING_404, "envelope": None, "auth": "none", "status": 302, "media": {}},

@@ -14,6 +14,8 @@ JOB_MODULES: tuple[str, ...] = (
     "marketing_cli.services.email.variant_html",
     "marketing_cli.services.email.sender",
     "marketing_cli.services.sms.expansion",
+    "marketing_cli.services.automations.runner",
+    "marketing_cli.services.automations.webhooks",
 )
 
 
