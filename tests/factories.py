@@ -585,3 +585,29 @@ def scheduled_ab_campaign(conn: sqlite3.Connection, workspace_id: int, html: str
         "schedule_type": "NOW",
         "ab_test": {"test_percentage": test_percentage, "winner_criterion": "OPENS", "wait_minutes": 0}})
     return created["id"]
+
+
+# --- automations -----------------------------------------------------------------------------
+
+def email_step(step_id: str, sender_id: int, next_: str | None = None, **extra: Any) -> dict[str, Any]:
+    """A send_email step with inline HTML (merge tags, a link, the unsubscribe URL)."""
+    return {"id": step_id, "type": "send_email", "sender_id": sender_id, "subject": f"Step {step_id}",
+            "html": f"<p>Hi {{{{contact.first_name}}}}, this is {step_id}. <a href=\"https://example.org/x\">x</a>"
+                    " <a href=\"{{unsubscribe_url}}\">unsubscribe</a></p>",
+            **({"next": next_} if next_ else {}), **extra}
+
+
+def automation(conn: sqlite3.Connection, workspace_id: int, doc: dict[str, Any], *,
+               publish: bool = True) -> dict[str, Any]:
+    """An automation created (and published) through the services."""
+    from marketing_cli.services.automations import flows
+
+    created = flows.create_automation(conn, workspace_id, doc)
+    return flows.publish_automation(conn, workspace_id, created["id"]) if publish else created
+
+
+def run_automations(conn: sqlite3.Connection) -> dict[str, int]:
+    """One pass of the automations job and every job it queues (email.send, webhooks), as `mkt jobs run`."""
+    from marketing_cli import jobs
+
+    return jobs.run_due(conn)
