@@ -531,11 +531,16 @@ def workspace_world(conn: sqlite3.Connection, marker: str, *, email: str, phone:
     events.track_event(conn, wid, {"event_name": f"{marker}_signup", "email_address": email,
                                    "properties": {"who": marker}})
     event_id = events.list_events(conn, wid)[-1]["id"]
+    flow = automation(conn, wid, {"name": f"{marker} automation", "triggers": [{"type": "manual"}],
+                                  "steps": [email_step("hello", who["id"], subject=f"{marker} welcome")]})
+    from marketing_cli.services.automations import triggers
+
+    triggers.enroll_contact(conn, wid, flow["id"], {"contact_id": person["id"]})
     return {
         "workspace": ws, "key": ws["api_key"], "email": email, "phone": phone,
         "ids": {"contact": person["id"], "tag": vip, "field": city, "segment": seg["id"], "domain": dom["id"],
                 "sender": who["id"], "template": tpl["id"], "asset": "img/logo.png", "campaign": mail["id"],
-                "sms_campaign": sms["id"], "event": event_id},
+                "sms_campaign": sms["id"], "event": event_id, "automation": flow["id"]},
         "hex_ids": [person["id"], mail["id"], sms["id"], *(v["id"] for v in mail["variants"])],
     }
 

@@ -35,6 +35,7 @@ def automation_stats(conn: sqlite3.Connection, workspace_id: int, automation_id:
         versions.append({"version": v["version"], "steps": _steps(conn, v["id"], json.loads(v["flow"]))})
     return {
         "automation_id": aid,
+        "name": row["name"],
         "entered": sum(by_status.values()),
         **{k: by_status[k] for k in ("active", "paused", "completed")},
         "exited": by_status["exited"],
