@@ -939,3 +939,13 @@ CREATE TABLE automation_webhooks (
     created_at TEXT NOT NULL,
     delivered_at TEXT
 );
+
+-- Contacts moved between versions (`mkt automations migrate`): one row per run, with the
+-- report of what moved where, stayed or exited.
+CREATE TABLE automation_migrations (
+    id INTEGER PRIMARY KEY,
+    automation_id INTEGER NOT NULL REFERENCES automations(id) ON DELETE CASCADE,
+    to_version INTEGER NOT NULL,
+    report TEXT NOT NULL,                  -- JSON: the rows `migrate` answered
+    created_at TEXT NOT NULL
+);

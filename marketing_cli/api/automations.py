@@ -12,7 +12,7 @@ from marketing_cli.api.auth import require_workspace
 from marketing_cli.api.calls import call
 from marketing_cli.api.responses import envelope_a, read_json
 from marketing_cli.errors import MktError
-from marketing_cli.services.automations import flows, format, stats, triggers
+from marketing_cli.services.automations import flows, format, migrate, stats, triggers
 
 INVALID_BODY = "Invalid request body: send the automation as a JSON object."
 
@@ -85,6 +85,12 @@ async def backfill(request: Request) -> Response:
     return envelope_a(await call(request, triggers.backfill, workspace_id, request.path_params["automation_id"], body))
 
 
+async def migrate_contacts(request: Request) -> Response:
+    workspace_id = require_workspace(request)
+    body = await read_json(request, "Invalid request body: send {\"to_version\": N, \"map\": {...}}.")
+    return envelope_a(await call(request, migrate.migrate, workspace_id, request.path_params["automation_id"], body))
+
+
 async def statistics(request: Request) -> Response:
     workspace_id = require_workspace(request)
     return envelope_a(await call(request, stats.automation_stats, workspace_id, request.path_params["automation_id"]))
@@ -105,4 +111,5 @@ routes = [
     Route("/v1/automations/{automation_id}/enrollments", list_enrollments, methods=["GET"]),
     Route("/v1/automations/{automation_id}/backfill", backfill, methods=["POST"]),
     Route("/v1/automations/{automation_id}/statistics", statistics, methods=["GET"]),
+    Route("/v1/automations/{automation_id}/migrate", migrate_contacts, methods=["POST"]),
 ]

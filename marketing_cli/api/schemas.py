@@ -534,6 +534,13 @@ def _automation_operations() -> dict[tuple[str, str], dict[str, Any]]:
                                       "body": obj({"segment_id": INT_ID, "dry_run": {"type": "boolean"}}),
                                       "data": ANY},
         ("GET", one + "/statistics"): {"summary": "Statistics per version and step", "envelope": "A", "data": ANY},
+        ("POST", one + "/migrate"): {"summary": "Move in-flight contacts to a version (dry_run: only the report)",
+                                     "envelope": "A",
+                                     "body": obj({"to_version": {"type": "integer", "minimum": 1},
+                                                  "map": {"type": "object", "additionalProperties": {"type": "string"}},
+                                                  "dry_run": {"type": "boolean"}, "unmapped": enum(("stay", "exit"))},
+                                                 ("to_version",)),
+                                     "data": ANY},
     }
 
 

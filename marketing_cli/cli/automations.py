@@ -194,6 +194,39 @@ def automations_stats(ctx: typer.Context, automation_id: AutomationId, as_json: 
     emit(stats.automation_stats(s.conn(), s.workspace_id(), automation_id), as_json, human)
 
 
+@app.command("migrate")
+def automations_migrate(ctx: typer.Context, automation_id: AutomationId,
+                        to_version: Annotated[int, typer.Option("--to-version", help="The version to move them to.")],
+                        mapping: Annotated[Optional[list[str]], typer.Option(
+                            "--map", metavar="OLD=NEW", help="Send the contacts at step OLD to step NEW (repeatable).")]
+                        = None,
+                        unmapped: Annotated[str, typer.Option(
+                            "--unmapped", help="Contacts at a step without a counterpart: stay or exit.")] = "stay",
+                        dry_run: Annotated[bool, typer.Option("--dry-run", help="Only print where they would go.")]
+                        = False,
+                        as_json: JsonOption = False) -> None:
+    """Move in-flight contacts to another version (POST /v1/automations/:id/migrate), logged."""
+    from marketing_cli.services.automations import migrate
+
+    pairs_: dict[str, str] = {}
+    for item in mapping or []:
+        old, sep, new = item.partition("=")
+        if not sep or not old or not new:
+            raise MktError(400, f"--map takes OLD=NEW step ids, not '{item}'.")
+        pairs_[old] = new
+    s = state(ctx)
+    body = {"to_version": to_version, "map": pairs_, "dry_run": dry_run, "unmapped": unmapped}
+
+    def human(r: dict[str, Any]) -> Any:
+        title = (f"{'Would move' if r['dry_run'] else 'Moved'} {r['moved']} to version {r['to_version']}; "
+                 f"{r['stayed']} stay, {r['exited']} exit")
+        return table(["from version", "step", "contacts", "to step", "action"],
+                     [(str(x["from_version"]), x["step_id"] or "-", x["contacts"], x["to_step"] or "-", x["action"])
+                      for x in r["steps"]], title)
+
+    emit(migrate.migrate(s.conn(), s.workspace_id(), automation_id, body), as_json, human)
+
+
 @app.command("schema")
 def automations_schema(ctx: typer.Context, as_json: JsonOption = False) -> None:
     """Print the JSON Schema of the flow document (GET /v1/automations/schema)."""
