@@ -26,7 +26,7 @@ from marketing_cli.kernel import clock
 from marketing_cli.kernel.ids import parse_int_id
 from marketing_cli.services.account import billing
 from marketing_cli.services.automations import validate
-from marketing_cli.services.automations.format import TRIGGER_EVENTS, check_document
+from marketing_cli.services.automations.format import ANNIVERSARY, TRIGGER_EVENTS, check_document
 
 NOT_FOUND = "We could not find the automation you are looking for."
 BILLING_LIMIT = "Billing limit error"
@@ -138,12 +138,13 @@ def _take_allowance(conn: sqlite3.Connection, workspace_id: int) -> None:
 
 def _write_triggers(conn: sqlite3.Connection, row: sqlite3.Row, version_id: int, flow: dict[str, Any]) -> None:
     """The active version's triggers, flat (manual has no event: it is not listed)."""
+    kinds = {**TRIGGER_EVENTS, "date_anniversary": ANNIVERSARY}
     conn.execute("DELETE FROM automation_triggers WHERE automation_id = ?", (row["id"],))
     conn.executemany(
         "INSERT INTO automation_triggers (automation_id, version_id, workspace_id, position, event_type, matcher)"
         " VALUES (?, ?, ?, ?, ?, ?)",
-        [(row["id"], version_id, row["workspace_id"], i, TRIGGER_EVENTS[t["type"]], _dump(t))
-         for i, t in enumerate(flow["triggers"]) if t["type"] in TRIGGER_EVENTS])
+        [(row["id"], version_id, row["workspace_id"], i, kinds[t["type"]], _dump(t))
+         for i, t in enumerate(flow["triggers"]) if t["type"] in kinds])
     # The first active flow of a workspace starts reading the log from now: older events
     # (and events while no flow was active) enroll nobody. Backfill is explicit.
     conn.execute("INSERT INTO automation_cursors (workspace_id, last_event_id) SELECT ?, coalesce(max(id), 0)"

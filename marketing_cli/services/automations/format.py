@@ -38,12 +38,16 @@ TRIGGER_EVENTS = {
     "field_updated": "FIELD_UPDATED",
     "custom_event": "CUSTOM_EVENT",
 }
-TRIGGER_TYPES = (*TRIGGER_EVENTS, "manual")
+# Triggers that read no event: a date field's yearly anniversary (triggers.anniversaries) and
+# enrolling by hand.
+TRIGGER_TYPES = (*TRIGGER_EVENTS, "date_anniversary", "manual")
+ANNIVERSARY = "DATE_ANNIVERSARY"  # automation_triggers.event_type of an anniversary (no event has it)
 # members of each trigger / event condition besides "type": (name, JSON type, required)
 _EVENT_MEMBERS: dict[str, tuple[tuple[str, Any, bool], ...]] = {
     "contact_subscribed": (),
     "subscription_pending": (),
     "manual": (),
+    "date_anniversary": (("field", str, True),),
     "tag_added": (("tag", str, True),),
     "tag_removed": (("tag", str, True),),
     "field_updated": (("field", str, True), ("from", object, False), ("to", object, False)),
@@ -134,12 +138,12 @@ def duration_seconds(value: Any, path: str) -> int:
     return total
 
 
-def check_event_condition(value: Any, path: str, *, allow_manual: bool = False) -> dict[str, Any]:
-    """A trigger, a goal or a wait-for-event's event: {"type": ..., members of the type}."""
+def check_event_condition(value: Any, path: str, *, trigger: bool = False) -> dict[str, Any]:
+    """A trigger (`trigger`: also the kinds without an event), a goal or a wait-for-event's event."""
     if not isinstance(value, dict):
         raise _bad(f"The member '{path}' must be an object.")
     kind = value.get("type")
-    kinds = TRIGGER_TYPES if allow_manual else tuple(TRIGGER_EVENTS)
+    kinds = TRIGGER_TYPES if trigger else tuple(TRIGGER_EVENTS)
     if kind not in kinds:
         raise _bad(f"The member '{path}.type' must be one of: {', '.join(kinds)}.")
     _members(value, path, _EVENT_MEMBERS[kind], ("type",))
@@ -244,7 +248,7 @@ def check_document(doc: Any) -> dict[str, Any]:
         raise _bad("The member 'triggers' must be an array of at least one trigger.")
     if len(triggers) > MAX_TRIGGERS:
         raise _bad(f"An automation can have at most {MAX_TRIGGERS} triggers.")
-    out["triggers"] = [check_event_condition(t, f"triggers[{i}]", allow_manual=True) for i, t in enumerate(triggers)]
+    out["triggers"] = [check_event_condition(t, f"triggers[{i}]", trigger=True) for i, t in enumerate(triggers)]
     if doc.get("goal") is not None:
         out["goal"] = check_event_condition(doc["goal"], "goal")
     steps = doc.get("steps")

@@ -29,7 +29,7 @@ def _queue(conn: sqlite3.Connection, run_at: str | None = None) -> None:
 
 @jobs.handler(JOB)
 def run(conn: sqlite3.Connection, payload: dict[str, Any]) -> dict[str, int]:
-    done = {"events": 0, "enrolled": 0, "steps_due": 0}
+    done = {"events": 0, "enrolled": triggers.anniversaries(conn), "steps_due": 0}
     for _ in range(MAX_BATCHES):
         read = triggers.read_all_events(conn)
         done["events"] += read["events"]

@@ -277,3 +277,55 @@ def list_enrollments(conn: sqlite3.Connection, workspace_id: int, automation_id:
     rows = conn.execute(f"SELECT x.*, v.version FROM automation_enrollments x JOIN automation_versions v"
                         f" ON v.id = x.version_id WHERE {where} ORDER BY x.id DESC LIMIT ?", (*params, limit))
     return [enrollment_view(r) for r in rows]
+
+
+# --- anniversaries -------------------------------------------------------------------------
+
+FIRST_YEAR = 1900
+
+
+def anniversary_dates(today: str) -> list[str]:
+    """The stored dates (YYYY-MM-DD) whose anniversary is `today`, from FIRST_YEAR on.
+
+    29 February: in a year without one, its anniversary is 28 February (the last day of
+    the month it belongs to; docs/automations.md).
+    """
+    year, month_day = int(today[:4]), today[5:]
+    days = [month_day]
+    leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
+    if month_day == "02-28" and not leap:
+        days.append("02-29")
+    return [f"{y:04d}-{d}" for y in range(FIRST_YEAR, year + 1) for d in days]
+
+
+def anniversaries(conn: sqlite3.Connection) -> int:
+    """Enroll the contacts whose date field has its anniversary today (UTC), per trigger: one
+    INSERT ... SELECT each, found through the field's expression index (an IN list of the
+    day in every year). Entry key `anniversary:<year>` (or `once`): a second run the same
+    day, or the same year, enrolls nobody again. How many were enrolled."""
+    from marketing_cli import field_sql
+    from marketing_cli.services.automations.format import ANNIVERSARY
+
+    now = clock.now()
+    dates = json.dumps(anniversary_dates(now[:10]))
+    enrolled = 0
+    for t in conn.execute("SELECT t.automation_id, t.version_id, t.workspace_id, t.matcher, v.flow"
+                          " FROM automation_triggers t JOIN automation_versions v ON v.id = t.version_id"
+                          " WHERE t.event_type = ?", (ANNIVERSARY,)).fetchall():
+        flow = json.loads(t["flow"])
+        field_id = json.loads(t["matcher"])["field_id"]
+        key = "'once'" if flow["reentry"] == "once" else f"'anniversary:{now[:4]}'"
+        with transaction(conn):
+            enrolled += conn.execute(
+                "INSERT INTO automation_enrollments (automation_id, version_id, workspace_id, contact_id, entry_key,"
+                " entry_event_id, status, step_id, seq, next_run_at, entered_at, updated_at)"
+                f" SELECT ?, ?, c.workspace_id, c.id, {key},"
+                " (SELECT coalesce(max(id), 0) FROM contact_events WHERE workspace_id = c.workspace_id),"
+                " 'active', ?, 0, ?, ?, ? FROM contacts c"
+                f" WHERE c.workspace_id = ? AND {field_sql.value_expr(field_id, 'c')} IN (SELECT value FROM json_each(?))"
+                " AND NOT EXISTS (SELECT 1 FROM automation_enrollments x WHERE x.contact_id = c.id"
+                " AND x.automation_id = ? AND x.status IN ('active', 'paused'))"
+                " ON CONFLICT (automation_id, contact_id, entry_key) DO NOTHING",
+                (t["automation_id"], t["version_id"], flow["start"], now, now, now, t["workspace_id"], dates,
+                 t["automation_id"])).rowcount
+    return enrolled

@@ -106,6 +106,13 @@ def _matcher(refs: _Refs, condition: dict[str, Any], where: str) -> dict[str, An
         for end in ("from", "to"):
             if end in condition:
                 out[end] = refs.value(condition["field"], condition[end], where) if condition[end] is not None else None
+    elif kind == "date_anniversary":
+        f = refs.field(condition["field"], where)
+        if f.type != "DATE":
+            raise MktError(400, f"{where}: the field '{condition['field']}' is not a DATE field, so it has no"
+                                " anniversary.")
+        out["field"] = condition["field"]
+        out["field_id"] = f.id
     elif kind == "custom_event":
         out["name"] = condition["name"]
         out["properties"] = condition.get("properties") or {}
