@@ -949,3 +949,13 @@ CREATE TABLE automation_migrations (
     report TEXT NOT NULL,                  -- JSON: the rows `migrate` answered
     created_at TEXT NOT NULL
 );
+
+-- Who a flow's segment trigger last saw in its segment (set at publish and resume, then
+-- moved by the contacts that have events): entering and leaving are the differences.
+CREATE TABLE automation_segment_state (
+    automation_id INTEGER NOT NULL REFERENCES automations(id) ON DELETE CASCADE,
+    segment_id INTEGER NOT NULL,
+    contact_id TEXT NOT NULL REFERENCES contacts(id) ON DELETE CASCADE,
+    PRIMARY KEY (automation_id, segment_id, contact_id)
+) WITHOUT ROWID;
+CREATE INDEX automation_segment_state_contact ON automation_segment_state(contact_id);

@@ -1,6 +1,7 @@
 """/v1/automations (extension, docs/automations.md): flows, their versions, enrollments and
 statistics, and GET /v1/automations/schema (the JSON Schema of the flow document).
-Envelope A, as the campaign endpoints."""
+Envelope A, as the campaign endpoints. The ids are `:int` path parameters, so that
+/v1/automations/schema is never read as an automation (a PUT there is a 405, not a 400)."""
 
 from __future__ import annotations
 
@@ -100,16 +101,16 @@ routes = [
     Route("/v1/automations", create_automation, methods=["POST"]),
     Route("/v1/automations", list_automations, methods=["GET"]),
     Route("/v1/automations/schema", flow_schema, methods=["GET"]),
-    Route("/v1/automations/{automation_id}", get_automation, methods=["GET"]),
-    Route("/v1/automations/{automation_id}", update_automation, methods=["PUT"]),
-    Route("/v1/automations/{automation_id}/publish", _action(flows.publish_automation), methods=["POST"]),
-    Route("/v1/automations/{automation_id}/pause", _action(flows.pause_automation), methods=["POST"]),
-    Route("/v1/automations/{automation_id}/resume", _action(flows.resume_automation), methods=["POST"]),
-    Route("/v1/automations/{automation_id}/archive", _action(flows.archive_automation), methods=["POST"]),
-    Route("/v1/automations/{automation_id}/versions/{version}", get_version, methods=["GET"]),
-    Route("/v1/automations/{automation_id}/enrollments", enroll, methods=["POST"]),
-    Route("/v1/automations/{automation_id}/enrollments", list_enrollments, methods=["GET"]),
-    Route("/v1/automations/{automation_id}/backfill", backfill, methods=["POST"]),
-    Route("/v1/automations/{automation_id}/statistics", statistics, methods=["GET"]),
-    Route("/v1/automations/{automation_id}/migrate", migrate_contacts, methods=["POST"]),
+    Route("/v1/automations/{automation_id:int}", get_automation, methods=["GET"]),
+    Route("/v1/automations/{automation_id:int}", update_automation, methods=["PUT"]),
+    Route("/v1/automations/{automation_id:int}/publish", _action(flows.publish_automation), methods=["POST"]),
+    Route("/v1/automations/{automation_id:int}/pause", _action(flows.pause_automation), methods=["POST"]),
+    Route("/v1/automations/{automation_id:int}/resume", _action(flows.resume_automation), methods=["POST"]),
+    Route("/v1/automations/{automation_id:int}/archive", _action(flows.archive_automation), methods=["POST"]),
+    Route("/v1/automations/{automation_id:int}/versions/{version:int}", get_version, methods=["GET"]),
+    Route("/v1/automations/{automation_id:int}/enrollments", enroll, methods=["POST"]),
+    Route("/v1/automations/{automation_id:int}/enrollments", list_enrollments, methods=["GET"]),
+    Route("/v1/automations/{automation_id:int}/backfill", backfill, methods=["POST"]),
+    Route("/v1/automations/{automation_id:int}/statistics", statistics, methods=["GET"]),
+    Route("/v1/automations/{automation_id:int}/migrate", migrate_contacts, methods=["POST"]),
 ]

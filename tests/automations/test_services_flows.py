@@ -95,7 +95,7 @@ def test_a_cycle_through_a_wait_is_allowed(conn: Any, world: dict[str, Any]) -> 
      "The member 'triggers' must be an array of at least one trigger."),
     ({"name": "x", "triggers": [{"type": "birthday"}], "steps": [{"id": "a", "type": "exit"}]},
      "The member 'triggers[0].type' must be one of: contact_subscribed, subscription_pending, tag_added, "
-     "tag_removed, field_updated, custom_event, date_anniversary, manual."),
+     "tag_removed, field_updated, custom_event, segment_entered, segment_left, date_anniversary, manual."),
     ({"name": "x", "triggers": [{"type": "manual"}], "steps": [{"id": "a", "type": "exit"}, {"id": "a", "type": "exit"}]},
      "The step id 'a' is used twice (steps[0] and steps[1])."),
     ({"name": "x", "triggers": [{"type": "manual"}], "steps": [{"id": "a", "type": "add_tag", "tag": "t", "next": "z"}]},

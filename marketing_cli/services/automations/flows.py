@@ -26,7 +26,7 @@ from marketing_cli.kernel import clock
 from marketing_cli.kernel.ids import parse_int_id
 from marketing_cli.services.account import billing
 from marketing_cli.services.automations import validate
-from marketing_cli.services.automations.format import ANNIVERSARY, TRIGGER_EVENTS, check_document
+from marketing_cli.services.automations.format import ANNIVERSARY, SEGMENT_KINDS, TRIGGER_EVENTS, check_document
 
 NOT_FOUND = "We could not find the automation you are looking for."
 BILLING_LIMIT = "Billing limit error"
@@ -138,18 +138,31 @@ def _take_allowance(conn: sqlite3.Connection, workspace_id: int) -> None:
 
 def _write_triggers(conn: sqlite3.Connection, row: sqlite3.Row, version_id: int, flow: dict[str, Any]) -> None:
     """The active version's triggers, flat (manual has no event: it is not listed)."""
-    kinds = {**TRIGGER_EVENTS, "date_anniversary": ANNIVERSARY}
+    kinds = {**TRIGGER_EVENTS, **SEGMENT_KINDS, "date_anniversary": ANNIVERSARY}
     conn.execute("DELETE FROM automation_triggers WHERE automation_id = ?", (row["id"],))
     conn.executemany(
         "INSERT INTO automation_triggers (automation_id, version_id, workspace_id, position, event_type, matcher)"
         " VALUES (?, ?, ?, ?, ?, ?)",
         [(row["id"], version_id, row["workspace_id"], i, kinds[t["type"]], _dump(t))
          for i, t in enumerate(flow["triggers"]) if t["type"] in kinds])
+    _start_segment_state(conn, row, flow)
     # The first active flow of a workspace starts reading the log from now: older events
     # (and events while no flow was active) enroll nobody. Backfill is explicit.
     conn.execute("INSERT INTO automation_cursors (workspace_id, last_event_id) SELECT ?, coalesce(max(id), 0)"
                  " FROM contact_events WHERE workspace_id = ? ON CONFLICT (workspace_id) DO NOTHING",
                  (row["workspace_id"], row["workspace_id"]))
+
+
+def _start_segment_state(conn: sqlite3.Connection, row: sqlite3.Row, flow: dict[str, Any]) -> None:
+    """Who is in each segment a trigger watches, as of now: only a later change enters or leaves."""
+    from marketing_cli.services.contacts.segment_filters import member_query
+
+    conn.execute("DELETE FROM automation_segment_state WHERE automation_id = ?", (row["id"],))
+    for segment_id in {t["segment_id"] for t in flow["triggers"] if t["type"] in SEGMENT_KINDS}:
+        filters = conn.execute("SELECT filters FROM segments WHERE id = ?", (segment_id,)).fetchone()[0]
+        query = member_query(conn, row["workspace_id"], json.loads(filters))
+        conn.execute(f"INSERT INTO automation_segment_state (automation_id, segment_id, contact_id)"
+                     f" SELECT ?, ?, id FROM ({query.sql})", [row["id"], segment_id, *query.params])
 
 
 def _current_version(conn: sqlite3.Connection, row: sqlite3.Row) -> sqlite3.Row:

@@ -40,14 +40,18 @@ TRIGGER_EVENTS = {
 }
 # Triggers that read no event: a date field's yearly anniversary (triggers.anniversaries) and
 # enrolling by hand.
-TRIGGER_TYPES = (*TRIGGER_EVENTS, "date_anniversary", "manual")
+TRIGGER_TYPES = (*TRIGGER_EVENTS, "segment_entered", "segment_left", "date_anniversary", "manual")
 ANNIVERSARY = "DATE_ANNIVERSARY"  # automation_triggers.event_type of an anniversary (no event has it)
+# Segment triggers are decided for the contacts that have events (triggers.segment_changes).
+SEGMENT_KINDS = {"segment_entered": "SEGMENT_ENTERED", "segment_left": "SEGMENT_LEFT"}
 # members of each trigger / event condition besides "type": (name, JSON type, required)
 _EVENT_MEMBERS: dict[str, tuple[tuple[str, Any, bool], ...]] = {
     "contact_subscribed": (),
     "subscription_pending": (),
     "manual": (),
     "date_anniversary": (("field", str, True),),
+    "segment_entered": (("segment_id", int, True),),
+    "segment_left": (("segment_id", int, True),),
     "tag_added": (("tag", str, True),),
     "tag_removed": (("tag", str, True),),
     "field_updated": (("field", str, True), ("from", object, False), ("to", object, False)),

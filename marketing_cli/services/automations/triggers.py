@@ -116,11 +116,64 @@ def read_events(conn: sqlite3.Connection, workspace_id: int, batch: int = EVENT_
         if not row[0]:
             return {"events": 0, "enrolled": 0, "goals": 0, "waits": 0}
         params = {"ws": workspace_id, "after": after, "upto": row[1], "now": clock.now()}
-        enrolled = conn.execute(_ENROLL, params).rowcount
+        enrolled = conn.execute(_ENROLL, params).rowcount + _segment_changes(conn, params)
         goals = conn.execute(_GOALS, params).rowcount
         waits = conn.execute(_WAITS, params).rowcount
         conn.execute("UPDATE automation_cursors SET last_event_id = ? WHERE workspace_id = ?", (row[1], workspace_id))
         return {"events": row[0], "enrolled": enrolled, "goals": goals, "waits": waits}
+
+
+def _segment_changes(conn: sqlite3.Connection, p: dict[str, Any]) -> int:
+    """Segment triggers, decided for the contacts with events in the batch by each segment's
+    compiled filters (never by rebuilding the segment): entered = members now and not in the
+    flow's state, left = in the state and members no more. The state moves with them."""
+    from marketing_cli.services.contacts.segment_filters import member_query
+
+    watched: dict[tuple[int, int], dict[str, Any]] = {}
+    for t in conn.execute("SELECT t.automation_id, t.version_id, t.event_type, t.matcher, v.flow FROM automation_triggers t"
+                          " JOIN automation_versions v ON v.id = t.version_id WHERE t.workspace_id = ?"
+                          " AND t.event_type IN ('SEGMENT_ENTERED', 'SEGMENT_LEFT')", (p["ws"],)):
+        key = (t["automation_id"], json.loads(t["matcher"])["segment_id"])
+        entry = watched.setdefault(key, {"version_id": t["version_id"], "flow": json.loads(t["flow"]), "kinds": set()})
+        entry["kinds"].add(t["event_type"])
+    enrolled = 0
+    for (automation_id, segment_id), entry in watched.items():
+        row = conn.execute("SELECT filters FROM segments WHERE id = ?", (segment_id,)).fetchone()
+        if row is None:
+            continue  # deleted since publishing: nobody enters or leaves it
+        query = member_query(conn, p["ws"], json.loads(row["filters"]))
+        conn.execute("CREATE TEMP TABLE IF NOT EXISTS mkt_segment_now (contact_id TEXT PRIMARY KEY)")
+        conn.execute("CREATE TEMP TABLE IF NOT EXISTS mkt_segment_moved (contact_id TEXT PRIMARY KEY, kind TEXT)")
+        conn.execute("DELETE FROM temp.mkt_segment_now")
+        conn.execute("DELETE FROM temp.mkt_segment_moved")
+        conn.execute(f"INSERT INTO temp.mkt_segment_now SELECT id FROM ({query.sql} AND c.id IN (SELECT contact_id"
+                     f" FROM contact_events WHERE workspace_id = ? AND id > ? AND id <= ?))",
+                     [*query.params, p["ws"], p["after"], p["upto"]])
+        state = "automation_id = ? AND segment_id = ?"
+        conn.execute(f"INSERT INTO temp.mkt_segment_moved SELECT contact_id, 'SEGMENT_ENTERED' FROM temp.mkt_segment_now"
+                     f" n WHERE NOT EXISTS (SELECT 1 FROM automation_segment_state s WHERE {state}"
+                     f" AND s.contact_id = n.contact_id)", (automation_id, segment_id))
+        conn.execute(f"INSERT INTO temp.mkt_segment_moved SELECT DISTINCT s.contact_id, 'SEGMENT_LEFT'"
+                     f" FROM automation_segment_state s JOIN contact_events e ON e.contact_id = s.contact_id"
+                     f" WHERE {state} AND e.workspace_id = ? AND e.id > ? AND e.id <= ?"
+                     f" AND s.contact_id NOT IN (SELECT contact_id FROM temp.mkt_segment_now)",
+                     (automation_id, segment_id, p["ws"], p["after"], p["upto"]))
+        conn.execute("INSERT INTO automation_segment_state (automation_id, segment_id, contact_id) SELECT ?, ?,"
+                     " contact_id FROM temp.mkt_segment_moved WHERE kind = 'SEGMENT_ENTERED'", (automation_id, segment_id))
+        conn.execute(f"DELETE FROM automation_segment_state WHERE {state} AND contact_id IN (SELECT contact_id"
+                     f" FROM temp.mkt_segment_moved WHERE kind = 'SEGMENT_LEFT')", (automation_id, segment_id))
+        flow = entry["flow"]
+        key = "'once'" if flow["reentry"] == "once" else f"'segment:{int(p['upto'])}'"
+        enrolled += conn.execute(
+            "INSERT INTO automation_enrollments (automation_id, version_id, workspace_id, contact_id, entry_key,"
+            " entry_event_id, status, step_id, seq, next_run_at, entered_at, updated_at)"
+            f" SELECT ?, ?, ?, m.contact_id, {key}, ?, 'active', ?, 0, ?, ?, ? FROM temp.mkt_segment_moved m"
+            " WHERE m.kind IN (SELECT value FROM json_each(?)) AND NOT EXISTS (SELECT 1 FROM automation_enrollments x"
+            " WHERE x.contact_id = m.contact_id AND x.automation_id = ? AND x.status IN ('active', 'paused'))"
+            " ON CONFLICT (automation_id, contact_id, entry_key) DO NOTHING",
+            (automation_id, entry["version_id"], p["ws"], p["upto"], flow["start"], p["now"], p["now"], p["now"],
+             json.dumps(sorted(entry["kinds"])), automation_id)).rowcount
+    return enrolled
 
 
 def read_all_events(conn: sqlite3.Connection) -> dict[str, int]:

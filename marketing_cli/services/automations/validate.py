@@ -106,6 +106,9 @@ def _matcher(refs: _Refs, condition: dict[str, Any], where: str) -> dict[str, An
         for end in ("from", "to"):
             if end in condition:
                 out[end] = refs.value(condition["field"], condition[end], where) if condition[end] is not None else None
+    elif kind in ("segment_entered", "segment_left"):
+        refs.exists("segments", condition["segment_id"], "segment", where)
+        out["segment_id"] = condition["segment_id"]
     elif kind == "date_anniversary":
         f = refs.field(condition["field"], where)
         if f.type != "DATE":
