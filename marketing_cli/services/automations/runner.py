@@ -19,7 +19,7 @@ from marketing_cli import jobs
 from marketing_cli.kernel import clock
 from marketing_cli.services.automations import steps, triggers
 
-JOB = "automations.run"
+JOB = triggers.RUN_JOB
 MAX_BATCHES = 20
 
 

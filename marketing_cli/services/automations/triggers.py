@@ -35,6 +35,7 @@ from marketing_cli.kernel.ids import parse_hex_id
 from marketing_cli.services.automations.flows import automation_row, version_row
 
 EVENT_BATCH = 5_000
+RUN_JOB = "automations.run"  # runner.py's job; queued when contacts enter by hand or backfill
 CONTACT_NOT_FOUND = "We couldn't find a contact with that ID."
 NOT_ACTIVE = "Only active automations take contacts in."
 NO_MANUAL = "This automation has no manual trigger: add {\"type\": \"manual\"} to its triggers and publish it."
@@ -223,6 +224,14 @@ def _newest_event(conn: sqlite3.Connection, workspace_id: int) -> int:
                         (workspace_id,)).fetchone()[0]
 
 
+def queue_run(conn: sqlite3.Connection) -> None:
+    """Queue the automations pass now (in the caller's transaction), so a contact added by hand
+    starts at once rather than at the scheduler's next tick."""
+    from marketing_cli import jobs
+
+    jobs.enqueue(conn, RUN_JOB, {}, dedupe_key=RUN_JOB)
+
+
 def enroll_contact(conn: sqlite3.Connection, workspace_id: int, automation_id: Any, body: Any) -> dict[str, Any]:
     """POST /v1/automations/:id/enrollments {"contact_id", "entry_key"?}: a contact added by hand.
 
@@ -264,6 +273,7 @@ def enroll_contact(conn: sqlite3.Connection, workspace_id: int, automation_id: A
             " VALUES (?, ?, ?, ?, ?, ?, 'active', ?, 0, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING id",
             (row["id"], version["id"], workspace_id, contact_id, key, _newest_event(conn, workspace_id), flow["start"],
              now, now, now)).fetchone()
+        queue_run(conn)
         if enrollment_id is None:
             if key == "once":
                 raise MktError(409, ONCE_ONLY)
@@ -313,6 +323,7 @@ def backfill(conn: sqlite3.Connection, workspace_id: int, automation_id: Any, bo
             " ON CONFLICT DO NOTHING",
             [row["id"], version["id"], workspace_id, *key_params, _newest_event(conn, workspace_id), flow["start"],
              now, now, now, *params]).rowcount
+        queue_run(conn)
         return {"automation_id": row["id"], "count": count, "enrolled": enrolled, "dry_run": False}
 
 
