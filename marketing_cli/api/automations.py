@@ -53,7 +53,7 @@ async def update_automation(request: Request) -> Response:
                                  request.path_params["automation_id"], body))
 
 
-def _action(service):  # noqa: ANN001, ANN202 - a handler per lifecycle call
+def _action(service):
     async def handler(request: Request) -> Response:
         workspace_id = require_workspace(request)
         return envelope_a(await call(request, service, workspace_id, request.path_params["automation_id"]))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -58,7 +58,7 @@ def automations_update(ctx: typer.Context, automation_id: AutomationId, file: Fi
 
 
 @app.command("list")
-def automations_list(ctx: typer.Context, status: Annotated[Optional[str], typer.Option(
+def automations_list(ctx: typer.Context, status: Annotated[str | None, typer.Option(
         "--status", help="Only DRAFT, ACTIVE, PAUSED or ARCHIVED automations.")] = None,
                      as_json: JsonOption = False, wide: WideOption = False, quiet: QuietOption = False) -> None:
     """List the workspace's automations (GET /v1/automations)."""
@@ -119,7 +119,7 @@ def render_enrollment(e: dict[str, Any]) -> Any:
 def automations_enroll(ctx: typer.Context, automation_id: AutomationId,
                        contact: Annotated[str, typer.Option("--contact", metavar="CONTACT_ID",
                                                             help="The contact to add.")],
-                       entry_key: Annotated[Optional[str], typer.Option(
+                       entry_key: Annotated[str | None, typer.Option(
                            "--entry-key", help="An idempotency key: the same key enrolls once.")] = None,
                        as_json: JsonOption = False) -> None:
     """Add a contact by hand (POST /v1/automations/:id/enrollments; needs a manual trigger)."""
@@ -132,7 +132,7 @@ def automations_enroll(ctx: typer.Context, automation_id: AutomationId,
 
 @app.command("enrollments")
 def automations_enrollments(ctx: typer.Context, automation_id: AutomationId,
-                            status: Annotated[Optional[str], typer.Option(
+                            status: Annotated[str | None, typer.Option(
                                 "--status", help="Only active, paused, completed or exited ones.")] = None,
                             as_json: JsonOption = False, wide: WideOption = False, quiet: QuietOption = False) -> None:
     """List an automation's enrollments, newest first (GET /v1/automations/:id/enrollments)."""
@@ -148,7 +148,7 @@ def automations_enrollments(ctx: typer.Context, automation_id: AutomationId,
 
 @app.command("backfill")
 def automations_backfill(ctx: typer.Context, automation_id: AutomationId,
-                         segment: Annotated[Optional[int], typer.Option(
+                         segment: Annotated[int | None, typer.Option(
                              "--segment", metavar="SEGMENT_ID", help="Only this segment's members.")] = None,
                          yes: Annotated[bool, typer.Option("--yes", help="Enroll them without asking.")] = False,
                          dry_run: Annotated[bool, typer.Option("--dry-run", help="Only count them.")] = False,
@@ -197,7 +197,7 @@ def automations_stats(ctx: typer.Context, automation_id: AutomationId, as_json: 
 @app.command("migrate")
 def automations_migrate(ctx: typer.Context, automation_id: AutomationId,
                         to_version: Annotated[int, typer.Option("--to-version", help="The version to move them to.")],
-                        mapping: Annotated[Optional[list[str]], typer.Option(
+                        mapping: Annotated[list[str] | None, typer.Option(
                             "--map", metavar="OLD=NEW", help="Send the contacts at step OLD to step NEW (repeatable).")]
                         = None,
                         unmapped: Annotated[str, typer.Option(

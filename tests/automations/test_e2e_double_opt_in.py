@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import email
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from email import policy
 from typing import Any
 from urllib.parse import urlsplit
@@ -18,7 +18,7 @@ from marketing_cli.services.automations import stats
 from tests import factories as f
 from tests.smtp_server import SmtpServer
 
-MOMENT = datetime(2026, 11, 25, 9, 0, tzinfo=timezone.utc)
+MOMENT = datetime(2026, 11, 25, 9, 0, tzinfo=UTC)
 
 
 def test_double_opt_in_then_welcome(conn: Any, client: Any, auth: dict[str, str], workspace: dict[str, Any],

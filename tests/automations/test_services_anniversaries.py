@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -14,7 +14,7 @@ from tests import factories as f
 
 
 def _at(monkeypatch: pytest.MonkeyPatch, year: int, month: int, day: int) -> None:
-    monkeypatch.setattr(clock, "utcnow", lambda: datetime(year, month, day, 8, 0, tzinfo=timezone.utc))
+    monkeypatch.setattr(clock, "utcnow", lambda: datetime(year, month, day, 8, 0, tzinfo=UTC))
 
 
 @pytest.fixture

@@ -65,6 +65,9 @@ def test_create_is_a_draft_and_publish_makes_version_1_active(conn: Any, world: 
      "Step 'a' (steps[0]) names the sender 99, which the workspace does not have."),
     ({"steps": [{"id": "a", "type": "send_email", "sender_id": 1, "subject": "Hello", "template_id": 42}]},
      "Step 'a' (steps[0]) names the template 42, which the workspace does not have."),
+    ({"steps": [{"id": "a", "type": "send_email", "sender_id": 1, "subject": "Hi {{contact.nickname}}",
+                 "html": "<p>{{confirmation_url}} {{coupon}}</p>"}]},
+     "Step 'a' (steps[0]) uses merge tags the workspace does not define: {{contact.nickname}}, {{coupon}}."),
     ({"triggers": [{"type": "tag_removed", "tag": "nope"}]},
      "triggers[0] names the tag 'nope', which the workspace does not have."),
 ])
@@ -94,8 +97,8 @@ def test_a_cycle_through_a_wait_is_allowed(conn: Any, world: dict[str, Any]) -> 
     ({"name": "x", "triggers": [], "steps": [{"id": "a", "type": "exit"}]},
      "The member 'triggers' must be an array of at least one trigger."),
     ({"name": "x", "triggers": [{"type": "birthday"}], "steps": [{"id": "a", "type": "exit"}]},
-     "The member 'triggers[0].type' must be one of: contact_subscribed, subscription_pending, tag_added, "
-     "tag_removed, field_updated, custom_event, segment_entered, segment_left, date_anniversary, manual."),
+     ("The member 'triggers[0].type' must be one of: contact_subscribed, subscription_pending, tag_added, "
+      "tag_removed, field_updated, custom_event, segment_entered, segment_left, date_anniversary, manual.")),
     ({"name": "x", "triggers": [{"type": "manual"}], "steps": [{"id": "a", "type": "exit"}, {"id": "a", "type": "exit"}]},
      "The step id 'a' is used twice (steps[0] and steps[1])."),
     ({"name": "x", "triggers": [{"type": "manual"}], "steps": [{"id": "a", "type": "add_tag", "tag": "t", "next": "z"}]},

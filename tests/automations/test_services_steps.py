@@ -15,7 +15,7 @@ import threading
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -282,7 +282,7 @@ def test_a_sigkill_between_claiming_and_committing_creates_no_second_message(
         steps.run_due(connect({str(db_path)!r}))
     """)
     child = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
-                           capture_output=True, timeout=60)
+                           capture_output=True, timeout=60, check=False)
     assert child.returncode == -signal.SIGKILL, child.stderr.decode()
     assert conn.execute("SELECT count(*) FROM email_messages").fetchone()[0] == 0
     steps.run_due(conn)
@@ -326,10 +326,10 @@ def test_deleting_a_step_in_a_new_version_never_touches_older_contacts(conn: Any
 
 
 class _Hook(BaseHTTPRequestHandler):
-    calls: list[tuple[dict[str, str], bytes]] = []
-    answers: list[int] = []
+    calls: ClassVar[list[tuple[dict[str, str], bytes]]] = []
+    answers: ClassVar[list[int]] = []
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+    def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers["Content-Length"]))
         type(self).calls.append((dict(self.headers), body))
         self.send_response(type(self).answers.pop(0) if type(self).answers else 200)

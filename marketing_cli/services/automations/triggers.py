@@ -286,8 +286,8 @@ def enroll_contact(conn: sqlite3.Connection, workspace_id: int, automation_id: A
 def backfill(conn: sqlite3.Connection, workspace_id: int, automation_id: Any, body: Any) -> dict[str, Any]:
     """POST /v1/automations/:id/backfill {"segment_id"?, "dry_run"?}: enroll existing contacts
     (a segment's members, or every contact) who could enter now. With dry_run only counts."""
-    from marketing_cli.services.contacts.segments import get_segment
     from marketing_cli.services.contacts.segment_filters import member_query
+    from marketing_cli.services.contacts.segments import get_segment
 
     body = {} if body is None else body
     if not isinstance(body, dict):

@@ -16,6 +16,7 @@ from typing import Any
 
 from marketing_cli.errors import MktError
 from marketing_cli.services.automations.format import TRIGGER_EVENTS, WAIT_TYPES, pointers_of
+from marketing_cli.services.contacts.merge_tags import find_unknown_tags
 from marketing_cli.services.contacts.values import EMAIL_TAG, PHONE_TAG, load_fields, normalize_value
 
 
@@ -86,7 +87,7 @@ class _Refs:
             raise MktError(400, f"{where}: {exc}") from None
 
     def exists(self, table: str, item_id: int, what: str, where: str) -> None:
-        row = self.conn.execute(f"SELECT 1 FROM {table} WHERE workspace_id = ? AND id = ?",  # noqa: S608 - our names
+        row = self.conn.execute(f"SELECT 1 FROM {table} WHERE workspace_id = ? AND id = ?",
                                 (self.ws, item_id)).fetchone()
         if row is None:
             raise MktError(400, f"{where} names the {what} {item_id}, which the workspace does not have.")
@@ -138,6 +139,9 @@ def _email_step(conn: sqlite3.Connection, refs: _Refs, step: dict[str, Any], whe
             raise MktError(400, f"{where}: the template {step['template_id']} is an editor template without HTML;"
                                 " use a code template or give 'html'.")
         html = row["body_html"]
+    unknown = [t for t in find_unknown_tags(conn, refs.ws, f"{step['subject']} {html}") if t != "{{confirmation_url}}"]
+    if unknown:
+        raise MktError(400, f"{where} uses merge tags the workspace does not define: {', '.join(unknown)}.")
     return {**step, "subject": step["subject"].strip(), "body_html": inject_preview_span(clean_html(html))}
 
 
