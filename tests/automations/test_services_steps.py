@@ -253,14 +253,42 @@ def test_a_crash_inside_the_step_leaves_no_message_and_the_step_runs_once_later(
         raise RuntimeError("the runner died here")
 
     monkeypatch.setattr(automated, "queue_automated_message", write_then_crash)
+    enrollment_id = steps.due_enrollments(conn)[0]
     with pytest.raises(RuntimeError):
-        steps.run_due(conn)
+        steps.run_enrollment(conn, enrollment_id)
     assert conn.execute("SELECT count(*) FROM email_messages").fetchone()[0] == 0
     assert conn.execute("SELECT count(*) FROM automation_step_runs").fetchone()[0] == 0
     monkeypatch.setattr(automated, "queue_automated_message", real)
     steps.run_due(conn)
     steps.run_due(conn)
     assert conn.execute("SELECT count(*) FROM email_messages").fetchone()[0] == 1
+
+
+def test_a_failing_contact_is_put_back_and_the_others_go_on(conn: Any, world: dict[str, Any], fixed: Clock,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    from marketing_cli.services.email import automated
+
+    ws = world["ws"]
+    flow = _manual(conn, ws, [f.email_step("a", world["sender"])])
+    bob = f.contact(conn, ws, "bob@example.com")["id"]
+    for contact_id in (world["ann"], bob):
+        triggers.enroll_contact(conn, ws, flow["id"], {"contact_id": contact_id})
+    real = automated.queue_automated_message
+
+    def fail_for_ann(conn_: Any, campaign_id: str, contact_id: str, email: str) -> int:
+        if contact_id == world["ann"]:
+            raise RuntimeError("a bug")
+        return real(conn_, campaign_id, contact_id, email)
+
+    monkeypatch.setattr(automated, "queue_automated_message", fail_for_ann)
+    assert steps.run_due(conn) == 2
+    assert [r[0] for r in conn.execute("SELECT email FROM email_messages")] == ["bob@example.com"]
+    assert steps.due_enrollments(conn) == []  # ann waits RETRY_SECONDS
+    monkeypatch.setattr(automated, "queue_automated_message", real)
+    fixed.advance(seconds=steps.RETRY_SECONDS + 1)
+    steps.run_due(conn)
+    assert sorted(r[0] for r in conn.execute("SELECT email FROM email_messages")) == ["ann@example.com",
+                                                                                      "bob@example.com"]
 
 
 @pytest.mark.slow

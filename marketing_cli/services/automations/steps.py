@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import sqlite3
 from dataclasses import dataclass
 from datetime import timedelta
@@ -35,7 +36,10 @@ from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.services.contacts import events
 
+log = logging.getLogger("mkt.automations")
+
 CLAIM_BATCH = 500
+RETRY_SECONDS = 300  # a step that failed (not a skip: an error) is tried again this much later
 MAX_STEPS_AT_ONCE = 100  # steps one enrollment runs in a row before others get their turn
 
 
@@ -317,9 +321,23 @@ def run_enrollment(conn: sqlite3.Connection, enrollment_id: int) -> int:
 
 
 def run_due(conn: sqlite3.Connection, limit: int = CLAIM_BATCH) -> int:
-    """One bounded batch of due enrollments; how many were due."""
+    """One bounded batch of due enrollments; how many were due.
+
+    An enrollment whose step fails (its transaction rolled back: nothing of the step was
+    written) is put back RETRY_SECONDS later and logged, so one broken contact never holds
+    up the others at the head of the due index."""
     due = due_enrollments(conn, limit)
     for enrollment_id in due:
-        run_enrollment(conn, enrollment_id)
+        try:
+            run_enrollment(conn, enrollment_id)
+        except Exception:  # noqa: BLE001 - this enrollment only; the error is logged
+            log.exception("automation enrollment %s failed; tried again in %d s", enrollment_id, RETRY_SECONDS)
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            with transaction(conn):
+                conn.execute("UPDATE automation_enrollments SET next_run_at = ?, updated_at = ? WHERE id = ?"
+                             " AND status = 'active'",
+                             (clock.format_ts(clock.utcnow() + timedelta(seconds=RETRY_SECONDS)), clock.now(),
+                              enrollment_id))
     jobs.heartbeat(conn)
     return len(due)

@@ -24,6 +24,7 @@ enrolls existing contacts (all, or a segment's) on purpose: the faces show its c
 from __future__ import annotations
 
 import json
+import logging
 import secrets
 import sqlite3
 from typing import Any
@@ -33,6 +34,8 @@ from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.ids import parse_hex_id
 from marketing_cli.services.automations.flows import automation_row, version_row
+
+log = logging.getLogger("mkt.automations")
 
 EVENT_BATCH = 5_000
 RUN_JOB = "automations.run"  # runner.py's job; queued when contacts enter by hand or backfill
@@ -142,7 +145,10 @@ def _segment_changes(conn: sqlite3.Connection, p: dict[str, Any]) -> int:
         row = conn.execute("SELECT filters FROM segments WHERE id = ?", (segment_id,)).fetchone()
         if row is None:
             continue  # deleted since publishing: nobody enters or leaves it
-        query = member_query(conn, p["ws"], json.loads(row["filters"]))
+        try:
+            query = member_query(conn, p["ws"], json.loads(row["filters"]))
+        except MktError:  # a field or tag of its filters was deleted: it cannot be evaluated
+            continue
         conn.execute("CREATE TEMP TABLE IF NOT EXISTS mkt_segment_now (contact_id TEXT PRIMARY KEY)")
         conn.execute("CREATE TEMP TABLE IF NOT EXISTS mkt_segment_moved (contact_id TEXT PRIMARY KEY, kind TEXT)")
         conn.execute("DELETE FROM temp.mkt_segment_now")
@@ -182,7 +188,11 @@ def read_all_events(conn: sqlite3.Connection) -> dict[str, int]:
     total = {"events": 0, "enrolled": 0, "goals": 0, "waits": 0}
     for (workspace_id,) in conn.execute("SELECT workspace_id FROM automation_cursors ORDER BY workspace_id").fetchall():
         while True:
-            done = read_events(conn, workspace_id)
+            try:
+                done = read_events(conn, workspace_id)
+            except Exception:  # noqa: BLE001 - one workspace's failure must not stop the others'
+                log.exception("reading the event log of workspace %s failed; its cursor stays", workspace_id)
+                break
             for key in total:
                 total[key] += done[key]
             if done["events"] < EVENT_BATCH:
