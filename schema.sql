@@ -1069,3 +1069,148 @@ ALTER TABLE sms_messages ADD COLUMN zone_source TEXT;
 -- The next zone's instant of a waiting campaign: the smallest due_at among its queued rows.
 CREATE INDEX email_messages_due ON email_messages(campaign_id, due_at) WHERE status = 'queued' AND due_at IS NOT NULL;
 CREATE INDEX sms_messages_due ON sms_messages(campaign_id, due_at) WHERE status = 'pending' AND due_at IS NOT NULL;
+
+-- version: 20
+-- automations
+-- A flow (services/automations/) is a draft document plus immutable published versions;
+-- enrollments pin the version they entered with. `automation_triggers` holds the triggers
+-- of each ACTIVE flow's newest version, flat, so a batch of events becomes enrollments in
+-- one INSERT ... SELECT. The per-workspace cursor over contact_events moves in the same
+-- transaction as the enrollments it creates.
+CREATE TABLE automations (
+    id INTEGER PRIMARY KEY,
+    workspace_id INTEGER NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    name TEXT NOT NULL,
+    status TEXT NOT NULL DEFAULT 'DRAFT' CHECK (status IN ('DRAFT', 'ACTIVE', 'PAUSED', 'ARCHIVED')),
+    draft TEXT NOT NULL,                   -- the flow document as last written (JSON)
+    current_version INTEGER,               -- the newest published version; NULL before the first
+    webhook_secret TEXT NOT NULL,          -- signs the flow's webhook calls (HMAC-SHA256)
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+);
+CREATE INDEX automations_workspace ON automations(workspace_id, id);
+
+CREATE TABLE automation_versions (
+    id INTEGER PRIMARY KEY,
+    automation_id INTEGER NOT NULL REFERENCES automations(id) ON DELETE CASCADE,
+    version INTEGER NOT NULL,
+    flow TEXT NOT NULL,                    -- the validated document, references resolved; never changed
+    published_at TEXT NOT NULL,
+    UNIQUE (automation_id, version)
+);
+
+CREATE TABLE automation_triggers (
+    automation_id INTEGER NOT NULL REFERENCES automations(id) ON DELETE CASCADE,
+    version_id INTEGER NOT NULL REFERENCES automation_versions(id) ON DELETE CASCADE,
+    workspace_id INTEGER NOT NULL,
+    position INTEGER NOT NULL,
+    event_type TEXT NOT NULL,              -- contact_events.type it reacts to
+    matcher TEXT NOT NULL,                 -- JSON: tag_id, field_id, from, to, name, properties
+    PRIMARY KEY (automation_id, position)
+);
+CREATE INDEX automation_triggers_event ON automation_triggers(workspace_id, event_type);
+
+CREATE TABLE automation_cursors (
+    workspace_id INTEGER PRIMARY KEY REFERENCES workspaces(id) ON DELETE CASCADE,
+    last_event_id INTEGER NOT NULL
+);
+
+-- One contact's passage through a flow. Unique on (flow, contact, entry key): 'once' for
+-- the default policy, 'event:<id>' or 'manual:<key>' otherwise, so a replayed event enrolls once.
+CREATE TABLE automation_enrollments (
+    id INTEGER PRIMARY KEY,
+    automation_id INTEGER NOT NULL REFERENCES automations(id) ON DELETE CASCADE,
+    version_id INTEGER NOT NULL REFERENCES automation_versions(id),
+    workspace_id INTEGER NOT NULL,
+    contact_id TEXT NOT NULL REFERENCES contacts(id) ON DELETE CASCADE,
+    entry_key TEXT NOT NULL,
+    entry_event_id INTEGER NOT NULL,       -- its place in the log: the event that enrolled it, or
+                                           -- the newest event when enrolled by hand (goals count after it)
+    status TEXT NOT NULL DEFAULT 'active' CHECK (status IN ('active', 'paused', 'completed', 'exited')),
+    step_id TEXT,                          -- the step to run next (NULL once finished)
+    seq INTEGER NOT NULL DEFAULT 0,        -- how many steps it ran: the key of its next step run
+    next_run_at TEXT,                      -- when the next step is due
+    waiting INTEGER NOT NULL DEFAULT 0,    -- 1: in a wait-for-event step (next_run_at = its timeout)
+    wait_event_type TEXT,
+    wait_matcher TEXT,
+    wait_from_event_id INTEGER,            -- only events after this one end the wait
+    wait_next TEXT,                        -- where the event leads
+    wait_timeout_next TEXT,                -- where the timeout leads
+    exit_reason TEXT,                      -- completed, goal, exit step, archived, contact deleted ...
+    goal_reached_at TEXT,
+    entered_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    UNIQUE (automation_id, contact_id, entry_key)
+);
+-- Due work: only active enrollments are in it, ordered by when they are due (a tick with
+-- a million contacts waiting and none due is one index seek).
+CREATE INDEX automation_enrollments_due ON automation_enrollments(next_run_at) WHERE status = 'active';
+CREATE INDEX automation_enrollments_contact ON automation_enrollments(contact_id, automation_id);
+CREATE INDEX automation_enrollments_waiting ON automation_enrollments(contact_id, wait_event_type) WHERE waiting = 1;
+CREATE INDEX automation_enrollments_flow ON automation_enrollments(automation_id, status, step_id);
+
+-- Each step an enrollment ran, unique on (enrollment, seq): written in the same transaction
+-- as the step's message row or webhook outbox row, so no step runs (or sends) twice.
+CREATE TABLE automation_step_runs (
+    enrollment_id INTEGER NOT NULL REFERENCES automation_enrollments(id) ON DELETE CASCADE,
+    seq INTEGER NOT NULL,
+    automation_id INTEGER NOT NULL,
+    version_id INTEGER NOT NULL,
+    step_id TEXT NOT NULL,
+    outcome TEXT NOT NULL,                 -- next, yes, no, timeout, event, sent, skipped, goal, exit ...
+    detail TEXT,                           -- why a step was skipped, what a webhook answered ...
+    email_message_id INTEGER,
+    webhook_id INTEGER,
+    ran_at TEXT NOT NULL,
+    PRIMARY KEY (enrollment_id, seq)
+);
+CREATE INDEX automation_step_runs_step ON automation_step_runs(automation_id, version_id, step_id);
+
+-- The hidden campaign that carries one email step's messages through the normal sender
+-- (DKIM, tracking, unsubscribe, statistics). email_messages is unique on (campaign,
+-- contact), so a contact's second pass through the same step uses the next round.
+ALTER TABLE campaigns ADD COLUMN automation_id INTEGER;
+CREATE TABLE automation_campaigns (
+    version_id INTEGER NOT NULL REFERENCES automation_versions(id) ON DELETE CASCADE,
+    step_id TEXT NOT NULL,
+    round INTEGER NOT NULL,
+    campaign_id TEXT NOT NULL REFERENCES campaigns(id) ON DELETE CASCADE,
+    PRIMARY KEY (version_id, step_id, round)
+) WITHOUT ROWID;
+
+-- The webhook outbox: one row per webhook step run, delivered by the automations.webhook job.
+CREATE TABLE automation_webhooks (
+    id INTEGER PRIMARY KEY,
+    workspace_id INTEGER NOT NULL,
+    automation_id INTEGER NOT NULL REFERENCES automations(id) ON DELETE CASCADE,
+    enrollment_id INTEGER NOT NULL,
+    step_id TEXT NOT NULL,
+    url TEXT NOT NULL,
+    body TEXT NOT NULL,
+    status TEXT NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'delivered', 'failed')),
+    attempts INTEGER NOT NULL DEFAULT 0,
+    last_error TEXT,
+    response_status INTEGER,
+    created_at TEXT NOT NULL,
+    delivered_at TEXT
+);
+
+-- Contacts moved between versions (`mkt automations migrate`): one row per run, with the
+-- report of what moved where, stayed or exited.
+CREATE TABLE automation_migrations (
+    id INTEGER PRIMARY KEY,
+    automation_id INTEGER NOT NULL REFERENCES automations(id) ON DELETE CASCADE,
+    to_version INTEGER NOT NULL,
+    report TEXT NOT NULL,                  -- JSON: the rows `migrate` answered
+    created_at TEXT NOT NULL
+);
+
+-- Who a flow's segment trigger last saw in its segment (set at publish and resume, then
+-- moved by the contacts that have events): entering and leaving are the differences.
+CREATE TABLE automation_segment_state (
+    automation_id INTEGER NOT NULL REFERENCES automations(id) ON DELETE CASCADE,
+    segment_id INTEGER NOT NULL,
+    contact_id TEXT NOT NULL REFERENCES contacts(id) ON DELETE CASCADE,
+    PRIMARY KEY (automation_id, segment_id, contact_id)
+) WITHOUT ROWID;
+CREATE INDEX automation_segment_state_contact ON automation_segment_state(contact_id);

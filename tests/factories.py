@@ -532,11 +532,16 @@ def workspace_world(conn: sqlite3.Connection, marker: str, *, email: str, phone:
                                    "properties": {"who": marker}})
     event_id = events.list_events(conn, wid)[-1]["id"]
     series_id = series_row(conn, wid, mail["id"])
+    flow = automation(conn, wid, {"name": f"{marker} automation", "triggers": [{"type": "manual"}],
+                                  "steps": [email_step("hello", who["id"], subject=f"{marker} welcome")]})
+    from marketing_cli.services.automations import triggers
+
+    triggers.enroll_contact(conn, wid, flow["id"], {"contact_id": person["id"]})
     return {
         "workspace": ws, "key": ws["api_key"], "email": email, "phone": phone,
         "ids": {"contact": person["id"], "tag": vip, "field": city, "segment": seg["id"], "domain": dom["id"],
                 "sender": who["id"], "template": tpl["id"], "asset": "img/logo.png", "campaign": mail["id"],
-                "sms_campaign": sms["id"], "event": event_id, "series": series_id},
+                "sms_campaign": sms["id"], "event": event_id, "series": series_id, "automation": flow["id"]},
         "hex_ids": [person["id"], mail["id"], sms["id"], *(v["id"] for v in mail["variants"])],
     }
 
@@ -705,3 +710,29 @@ def series_row(conn: sqlite3.Connection, workspace_id: int, campaign_id: str,
             "INSERT INTO campaign_series (workspace_id, campaign_id, rrule, timezone, dtstart, status, next_run_at,"
             " created_at, updated_at) VALUES (?, ?, ?, 'UTC', ?, 'ACTIVE', ?, ?, ?)",
             (workspace_id, campaign_id, rrule, now, "2099-01-05T09:00:00.000Z", now, now)).lastrowid
+
+
+# --- automations -----------------------------------------------------------------------------
+
+def email_step(step_id: str, sender_id: int, next_: str | None = None, **extra: Any) -> dict[str, Any]:
+    """A send_email step with inline HTML (merge tags, a link, the unsubscribe URL)."""
+    return {"id": step_id, "type": "send_email", "sender_id": sender_id, "subject": f"Step {step_id}",
+            "html": f"<p>Hi {{{{contact.first_name}}}}, this is {step_id}. <a href=\"https://example.org/x\">x</a>"
+                    " <a href=\"{{unsubscribe_url}}\">unsubscribe</a></p>",
+            **({"next": next_} if next_ else {}), **extra}
+
+
+def automation(conn: sqlite3.Connection, workspace_id: int, doc: dict[str, Any], *,
+               publish: bool = True) -> dict[str, Any]:
+    """An automation created (and published) through the services."""
+    from marketing_cli.services.automations import flows
+
+    created = flows.create_automation(conn, workspace_id, doc)
+    return flows.publish_automation(conn, workspace_id, created["id"]) if publish else created
+
+
+def run_automations(conn: sqlite3.Connection) -> dict[str, int]:
+    """One pass of the automations job and every job it queues (email.send, webhooks), as `mkt jobs run`."""
+    from marketing_cli import jobs
+
+    return jobs.run_due(conn)

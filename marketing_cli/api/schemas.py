@@ -126,6 +126,8 @@ PATH_PARAMETERS: dict[str, Schema] = {
     "sender_id": INT_ID,
     "series_id": INT_ID,
     "id": INT_ID,
+    "automation_id": INT_ID,
+    "version": INT_ID,
     "variant_type": enum(campaigns.VARIANT_TYPES),
     "token": {"type": "string", "minLength": 1},
     "link_id": {"type": "string", "minLength": 1},
@@ -580,6 +582,12 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                                          "tracked links and open pixel included; 410 when its contact was deleted",
                               "errors": {**TRACKING_404, "410": {"text/html": {"type": "string"}}}, "envelope": None, "auth": "none",
                               "media": {"text/html": {"type": "string"}}},
+    ("GET", "/t/confirm/{token}"): {"summary": "Double opt-in confirmation page (a button that POSTs back)",
+                                    "errors": TRACKING_404, "envelope": None, "auth": "none",
+                                    "media": {"text/html": {"type": "string"}}},
+    ("POST", "/t/confirm/{token}"): {"summary": "Confirm a subscription: UNCONFIRMED -> SUBSCRIBED",
+                                     "errors": TRACKING_404, "envelope": None, "auth": "none",
+                                     "media": {"text/html": {"type": "string"}}},
     # SMS (public: the short links in sent messages, and Twilio's signed webhooks)
     ("GET", "/s/{token}"): {"summary": "SMS short link: records the click and redirects to the original URL",
                             "errors": TRACKING_404, "envelope": None, "auth": "none", "status": 302, "media": {}},
@@ -674,6 +682,75 @@ def _sms_operations() -> dict[tuple[str, str], dict[str, Any]]:
 
 
 OPERATIONS.update(_sms_operations())
+
+
+def _automation_operations() -> dict[tuple[str, str], dict[str, Any]]:
+    from marketing_cli.services.automations import flows
+    from marketing_cli.services.automations.format import flow_schema
+
+    flow = {k: v for k, v in flow_schema().items() if not k.startswith("$")}
+    summary = obj({"id": INT_ID, "name": {"type": "string"}, "status": enum(flows.STATUSES),
+                   "current_version": {"type": ["integer", "null"]}, "reentry": {"type": "string"},
+                   "triggers": array({"type": "string"}), "created_at": TIMESTAMP, "updated_at": TIMESTAMP},
+                  ("id", "name", "status", "current_version"))
+    automation = {**summary, "properties": {**summary["properties"], "flow": {"type": "object"},
+                                            "versions": array(ANY), "enrollments": {"type": "object"},
+                                            "webhook_secret": {"type": "string"}}}
+    enrollment = obj({"id": INT_ID, "automation_id": INT_ID, "version": INT_ID, "contact_id": HEX_ID,
+                      "status": enum(("active", "paused", "completed", "exited")),
+                      "step_id": {"type": ["string", "null"]}, "next_run_at": NULLABLE_TIMESTAMP,
+                      "waiting_for_event": {"type": "boolean"}, "exit_reason": {"type": ["string", "null"]},
+                      "goal_reached_at": NULLABLE_TIMESTAMP, "entered_at": TIMESTAMP},
+                     ("id", "automation_id", "version", "contact_id", "status"))
+    one = "/v1/automations/{automation_id}"
+
+    def action(summary_: str) -> dict[str, Any]:
+        return {"summary": summary_, "envelope": "A", "data": automation}
+
+    return {
+        ("POST", "/v1/automations"): {"links": [("GET", one, {"automation_id": "id"}),
+                                                ("POST", one + "/publish", {"automation_id": "id"})],
+                                      "summary": "Create an automation (a DRAFT flow; docs/automations.md)",
+                                      "envelope": "A", "status": 201, "body": flow, "data": automation},
+        ("GET", "/v1/automations"): {"summary": "The workspace's automations", "envelope": "A",
+                                     "query": {"status": EMPTY_OR(flows.STATUSES)}, "data": array(summary)},
+        ("GET", "/v1/automations/schema"): {"summary": "The JSON Schema of the flow document", "envelope": "A",
+                                            "data": {"type": "object"}},
+        ("GET", one): {"summary": "An automation: its draft, versions and enrollment counts", "envelope": "A",
+                       "data": automation},
+        ("PUT", one): {"summary": "Replace an automation's draft (publish to make it live)", "envelope": "A",
+                       "body": flow, "data": automation},
+        ("POST", one + "/publish"): action("Validate the draft and publish it as the next version"),
+        ("POST", one + "/pause"): action("Pause: no new entries, every contact held where it is"),
+        ("POST", one + "/resume"): action("Resume a paused automation"),
+        ("POST", one + "/archive"): action("Archive: final; contacts still in it exit"),
+        ("GET", one + "/versions/{version}"): {"summary": "A published version (references resolved)",
+                                               "envelope": "A", "data": ANY},
+        ("POST", one + "/enrollments"): {"summary": "Add a contact by hand (the flow needs a manual trigger)",
+                                         "envelope": "A", "status": 201,
+                                         "body": obj({"contact_id": HEX_ID,
+                                                      "entry_key": {"type": "string", "minLength": 1,
+                                                                    "maxLength": 200}}, ("contact_id",)),
+                                         "data": enrollment},
+        ("GET", one + "/enrollments"): {"summary": "The automation's enrollments, newest first", "envelope": "A",
+                                        "query": {"status": EMPTY_OR(("active", "paused", "completed", "exited"))},
+                                        "data": array(enrollment)},
+        ("POST", one + "/backfill"): {"summary": "Enroll existing contacts (all, or a segment's); dry_run counts",
+                                      "envelope": "A", "body_optional": True,
+                                      "body": obj({"segment_id": INT_ID, "dry_run": {"type": "boolean"}}),
+                                      "data": ANY},
+        ("GET", one + "/statistics"): {"summary": "Statistics per version and step", "envelope": "A", "data": ANY},
+        ("POST", one + "/migrate"): {"summary": "Move in-flight contacts to a version (dry_run: only the report)",
+                                     "envelope": "A",
+                                     "body": obj({"to_version": {"type": "integer", "minimum": 1},
+                                                  "map": {"type": "object", "additionalProperties": {"type": "string"}},
+                                                  "dry_run": {"type": "boolean"}, "unmapped": enum(("stay", "exit"))},
+                                                 ("to_version",)),
+                                     "data": ANY},
+    }
+
+
+OPERATIONS.update(_automation_operations())
 
 
 def is_alias(path: str) -> bool:

@@ -1,5 +1,6 @@
 """The tracking paths (CONTRACT section 7), answered without an API key: the open pixel
-(/t/o/), tracked links (/t/c/), the unsubscribe page (/t/u/) and the view-online page (/t/v/).
+(/t/o/), tracked links (/t/c/), the unsubscribe page (/t/u/), the view-online page (/t/v/)
+and the double opt-in confirmation (/t/confirm/).
 
 They live below the workspace's tracking base URL; a base URL with a path (a reverse
 proxy's `https://example.com/mkt`) is served too, with or without that prefix forwarded.
@@ -15,7 +16,7 @@ from starlette.routing import Route
 from marketing_cli.api.calls import call
 from marketing_cli.api.responses import read_body
 from marketing_cli.errors import MktError
-from marketing_cli.services.email import tracking, view_online
+from marketing_cli.services.email import confirmation, tracking, view_online
 
 NO_STORE = {"Cache-Control": "no-store, max-age=0"}
 # The view-online page is campaign HTML with a contact's values in it, served on the API's
@@ -77,12 +78,28 @@ async def view_online_page(request: Request) -> Response:
     return HTMLResponse(page, headers=VIEW_ONLINE_HEADERS)
 
 
+async def confirm(request: Request) -> Response:
+    """Double opt-in: GET shows a button, POST confirms (services/email/confirmation.py)."""
+    token = request.path_params["token"]
+    if request.method == "POST":
+        await read_body(request, max_bytes=confirmation.CONFIRM_MAX_BYTES)
+    try:
+        if request.method == "POST":
+            page = await call(request, confirmation.confirm, token)
+        else:
+            page = await call(request, confirmation.confirmation_page, token)
+    except MktError as exc:
+        return _not_found(exc)
+    return HTMLResponse(page, headers=NO_STORE)
+
+
 def _routes(prefix: str) -> list[Route]:
     return [
         Route(prefix + "/t/o/{token}", open_pixel, methods=["GET"]),
         Route(prefix + "/t/c/{token}/{link_id}", click, methods=["GET"]),
         Route(prefix + "/t/u/{token}", unsubscribe, methods=["GET", "POST"]),
         Route(prefix + "/t/v/{token}", view_online_page, methods=["GET"]),
+        Route(prefix + "/t/confirm/{token}", confirm, methods=["GET", "POST"]),
     ]
 
 

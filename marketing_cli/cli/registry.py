@@ -23,6 +23,7 @@ SUBCOMMANDS: list[tuple[str, str, str]] = [
     ("domains", "domains", "Add sending domains, show the DNS records to publish, verify them."),
     ("senders", "senders", "Add and list sender identities (From addresses on your domains)."),
     ("sms", "sms", "SMS campaigns, quotes, review, the outbox, the prepaid balance and the sender ID."),
+    ("automations", "automations", "Automations: flows of triggers and steps (welcome series, double opt-in, ...)."),
     ("mail", "mail", "Where the workspace's mail goes: an SMTP server or the outbox folder (operator only)."),
     ("openapi", "openapi", "Print the OpenAPI 3.1 document of the HTTP API (GET /v1/openapi.json)."),
 ]

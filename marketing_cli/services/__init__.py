@@ -15,6 +15,8 @@ JOB_MODULES: tuple[str, ...] = (
     "marketing_cli.services.email.sender",
     "marketing_cli.services.email.occurrences",
     "marketing_cli.services.sms.expansion",
+    "marketing_cli.services.automations.runner",
+    "marketing_cli.services.automations.webhooks",
 )
 
 

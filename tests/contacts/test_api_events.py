@@ -108,8 +108,8 @@ def test_event_log_query_parameters(client, auth, ada):
     ("after_id=1.5", "The query parameter 'after_id' must be an integer."),
     ("limit=0", "The limit must be between 1 and 1000."),
     ("after_id=99999999999999999999999", "after_id must be an event id (an integer, 0 or more)."),
-    ("type=BOUGHT", "The event type 'BOUGHT' is not valid. Valid types are: CONTACT_SUBSCRIBED_PENDING, TAG_ADDED,"
-                    " TAG_REMOVED, FIELD_UPDATED, CUSTOM_EVENT."),
+    ("type=BOUGHT", "The event type 'BOUGHT' is not valid. Valid types are: CONTACT_SUBSCRIBED_PENDING,"
+                    " CONTACT_SUBSCRIBED, TAG_ADDED, TAG_REMOVED, FIELD_UPDATED, CUSTOM_EVENT."),
     ("contact_id=123", "The contact ID you provided is not valid."),
 ])
 def test_event_log_bad_query(client, auth, query, message):

@@ -258,8 +258,8 @@ def test_list_events_keeps_workspaces_apart(conn, ws, ada):
     ({"limit": 1001}, "The limit must be between 1 and 1000."),
     ({"after_id": -1}, "after_id must be an event id (an integer, 0 or more)."),
     ({"after_id": 2**63}, "after_id must be an event id (an integer, 0 or more)."),
-    ({"type": "NOPE"}, "The event type 'NOPE' is not valid. Valid types are: CONTACT_SUBSCRIBED_PENDING, TAG_ADDED,"
-                       " TAG_REMOVED, FIELD_UPDATED, CUSTOM_EVENT."),
+    ({"type": "NOPE"}, "The event type 'NOPE' is not valid. Valid types are: CONTACT_SUBSCRIBED_PENDING,"
+                       " CONTACT_SUBSCRIBED, TAG_ADDED, TAG_REMOVED, FIELD_UPDATED, CUSTOM_EVENT."),
     ({"contact_id": "xyz"}, "The contact ID you provided is not valid."),
 ])
 def test_list_events_checks_arguments(conn, ws, kwargs, message):

@@ -41,18 +41,19 @@ MARK_B = "Bravoown"
 # Path parameters: the resource each names. Where the name alone cannot tell (a campaign
 # of which channel, a template's bare `id`), the path's prefix decides.
 PATH_RESOURCES = {"contact_id": "contact", "field_id": "field", "segment_id": "segment", "domain_id": "domain",
-                  "sender_id": "sender", "path": "asset", "series_id": "series"}
+                  "sender_id": "sender", "path": "asset", "series_id": "series", "automation_id": "automation"}
 PATH_BY_PREFIX = {("campaign_id", "/v1/campaigns/"): "campaign",
                   ("campaign_id", "/v1/sms-campaigns/"): "sms_campaign",
                   ("id", "/v1/templates/"): "template"}
-PATH_CONSTANTS = {"variant_type": "A"}  # not an id: the variant A or B of any campaign
+PATH_CONSTANTS = {"variant_type": "A",  # not an id: the variant A or B of any campaign
+                  "version": "1"}  # an automation's version number, not an id
 
 # Query parameters and JSON body members that carry an id or a contact's identifier.
 MEMBERS = {
     "tag_ids": "tag", "include_tag_ids": "tag", "exclude_tag_ids": "tag",
     "include_segment_ids": "segment", "exclude_segment_ids": "segment",
     "field_id": "field", "sender_identity_id": "sender", "template_id": "template", "domain_id": "domain",
-    "contact_id": "contact", "campaign_id": "campaign", "after_id": "event",
+    "contact_id": "contact", "campaign_id": "campaign", "after_id": "event", "segment_id": "segment",
     # names that do not say the resource
     "tags": "tag",  # POST /v1/contacts, /upsert, /search: tag ids
     "tag": "tag",  # POST /v1/contacts/import?tag=
@@ -98,7 +99,7 @@ def missing_world() -> dict[str, Any]:
 
     hex_ids = {name: new_id() for name in ("contact", "campaign", "sms_campaign")}
     ints = {name: 10**6 + n for n, name in enumerate(("tag", "field", "segment", "domain", "sender", "template",
-                                                      "event", "series"))}
+                                                      "event", "series", "automation"))}
     return {"ids": {**hex_ids, **ints, "asset": "img/missing.png"}, "email": "nobody@example.com",
             "phone": "+447911000000", "hex_ids": []}
 
@@ -297,7 +298,8 @@ class Sweep:
         url = op["path"]
         for name, resource in op["path_slots"]:
             url = url.replace("{" + name + "}", str(self.value(path_world, resource, False)))
-        url = url.replace("{variant_type}", PATH_CONSTANTS["variant_type"])
+        for name, constant in PATH_CONSTANTS.items():
+            url = url.replace("{" + name + "}", constant)
         params = {name: self.value(picks[name], resource, as_list)
                   for name, resource, as_list in op["query_slots"] if name in picks}
         call: dict[str, Any] = {"method": op["method"], "url": url, "params": params}

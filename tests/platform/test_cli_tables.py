@@ -72,8 +72,10 @@ def world(conn: Any, workspace: dict[str, Any]) -> dict[str, Any]:
     factories.sms_ready(conn, ws)
     sms = factories.sms_campaign(conn, ws, LONG)
     series = factories.series_row(conn, ws, campaign["id"])
+    flow = factories.automation(conn, ws, {"name": LONG, "triggers": [{"type": "manual"}], "steps": [
+        factories.email_step("welcome-email-for-new-customers", sender["id"])]})
     found = {"series": series, "campaign": campaign["id"], "domain": domain["id"], "segment": segment["id"],
-             "sender": sender["id"], "template": template["id"], "sms": sms["id"]}
+             "sender": sender["id"], "template": template["id"], "sms": sms["id"], "automation": flow["id"]}
     return {k: str(v) for k, v in found.items()}
 
 
@@ -87,6 +89,7 @@ def walk(command: Any, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
 
 # Arguments of the commands that need them, from the world above.
 ARGS = {
+    ("automations", "show"): lambda w: [w["automation"]],
     ("campaigns", "show"): lambda w: [w["campaign"]],
     ("campaigns", "series", "show"): lambda w: [w["series"]],
     ("campaigns", "html", "show"): lambda w: [w["campaign"], "A"],

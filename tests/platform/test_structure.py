@@ -5,6 +5,7 @@ database has exactly the schema of a new one (compared with sqlite-utils' intros
 The layers (docs/architecture.md draws them), each allowed to import only those below it:
 
     faces        cli/, api/ (cli may start api for `mkt serve`; api never imports cli)
+    automations  services/automations            (flows over contacts, email and sms)
     presentation reports/: what both faces render (the HTML report); imported only by the faces
     domains      services/email, services/sms    (never each other)
                  services/contacts
@@ -50,6 +51,7 @@ LAYER_OF = {
     "marketing_cli.services.email": "email",
     "marketing_cli.services.sms": "sms",
     "marketing_cli.reports": "reports",
+    "marketing_cli.services.automations": "automations",
     "marketing_cli.api": "api",
     "marketing_cli.cli": "cli",
     "marketing_cli": "root",  # __init__ (the version) and __main__
@@ -63,9 +65,10 @@ ALLOWED = {
     "contacts": _BELOW_DOMAINS | {"account"},
     "email": _BELOW_DOMAINS | {"account", "contacts"},
     "sms": _BELOW_DOMAINS | {"account", "contacts"},
-    "reports": _BELOW_DOMAINS | {"account", "contacts", "email", "sms"},
-    "api": _BELOW_DOMAINS | {"account", "contacts", "email", "sms", "reports", "root"},
-    "cli": _BELOW_DOMAINS | {"account", "contacts", "email", "sms", "reports", "api", "root"},
+    "automations": _BELOW_DOMAINS | {"account", "contacts", "email", "sms"},
+    "reports": _BELOW_DOMAINS | {"account", "contacts", "email", "sms", "automations"},
+    "api": _BELOW_DOMAINS | {"account", "contacts", "email", "sms", "automations", "reports", "root"},
+    "cli": _BELOW_DOMAINS | {"account", "contacts", "email", "sms", "automations", "reports", "api", "root"},
     "root": set(LAYER_OF.values()),
 }
 FACE_LIBRARIES = ("typer", "starlette", "uvicorn", "rich", "click")

@@ -48,7 +48,9 @@ MAX_KEYS = 50
 MAX_KEY_LENGTH = 128
 PROPERTIES_NOT_OBJECT = "Event properties must be a JSON object (not an array, a string, a number or a boolean)."
 
-EVENT_TYPES = ("CONTACT_SUBSCRIBED_PENDING", "TAG_ADDED", "TAG_REMOVED", "FIELD_UPDATED", "CUSTOM_EVENT")
+# CONTACT_SUBSCRIBED: a double opt-in confirmation (services/email/confirmation.py).
+EVENT_TYPES = ("CONTACT_SUBSCRIBED_PENDING", "CONTACT_SUBSCRIBED", "TAG_ADDED", "TAG_REMOVED", "FIELD_UPDATED",
+               "CUSTOM_EVENT")
 DEFAULT_LOG_LIMIT = 50
 MAX_LOG_LIMIT = 1000
 

@@ -229,7 +229,7 @@ def list_campaigns(conn: sqlite3.Connection, workspace_id: int, *, page: Any = 1
     """GET /v1/campaigns: paged like the SMS list (page from 1; limit 1-100, default 50), newest first."""
     page = _page_number(page, 1)
     limit = min(_page_number(limit, DEFAULT_LIMIT), MAX_LIMIT)
-    where, params = "workspace_id = ?", [workspace_id]
+    where, params = "workspace_id = ? AND automation_id IS NULL", [workspace_id]  # not an automation's own
     if status is not None and status != "":
         if not isinstance(status, str) or status.strip().upper() not in STATUSES:
             raise MktError(400, STATUS_INVALID.format(value=status))

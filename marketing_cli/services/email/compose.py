@@ -77,7 +77,8 @@ def message_urls(base: str, token: str) -> dict[str, str]:
     """One recipient's URLs under the tracking base: the action merge tags and the tracking
     placeholders (the view-online page renders with the same ones as the message)."""
     return {"unsubscribe_url": f"{base}/t/u/{token}", "preferences_url": f"{base}/t/u/{token}",
-            "view_online_url": f"{base}/t/v/{token}", "__click_base": f"{base}/t/c/{token}",
+            "view_online_url": f"{base}/t/v/{token}", "confirmation_url": f"{base}/t/confirm/{token}",
+            "__click_base": f"{base}/t/c/{token}",
             "__open_url": f"{base}/t/o/{token}"}
 
 

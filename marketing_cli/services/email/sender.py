@@ -345,7 +345,9 @@ def _finish_or_wait(conn: sqlite3.Connection, row: sqlite3.Row) -> None:
             wait = json.loads(row["ab_test"])["wait_minutes"]
             _again_at(conn, row, clock.format_ts(clock.utcnow() + timedelta(minutes=wait)), "email.ab_winner")
             return
-        if conn.execute("SELECT status FROM campaigns WHERE id = ?", (row["id"],)).fetchone()[0] == "SENDING":
+        current = conn.execute("SELECT status, automation_id FROM campaigns WHERE id = ?", (row["id"],)).fetchone()
+        # An automation's campaign (services/email/automated.py) stays SENDING: more messages come.
+        if current["status"] == "SENDING" and current["automation_id"] is None:
             campaigns.set_campaign_status(conn, row["id"], "SENT", detail=failure_summary(conn, row["id"]))
             conn.execute("UPDATE campaigns SET sent_at = ? WHERE id = ?", (clock.now(), row["id"]))
 

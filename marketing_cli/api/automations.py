@@ -1,0 +1,116 @@
+"""/v1/automations (extension, docs/automations.md): flows, their versions, enrollments and
+statistics, and GET /v1/automations/schema (the JSON Schema of the flow document).
+Envelope A, as the campaign endpoints. The ids are `:int` path parameters, so that
+/v1/automations/schema is never read as an automation (a PUT there is a 405, not a 400)."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from marketing_cli.api.auth import require_workspace
+from marketing_cli.api.calls import call
+from marketing_cli.api.responses import envelope_a, read_json
+from marketing_cli.errors import MktError
+from marketing_cli.services.automations import flows, format, migrate, stats, triggers
+
+INVALID_BODY = "Invalid request body: send the automation as a JSON object."
+
+
+def _only(request: Request, *names: str) -> None:
+    for name in request.query_params:
+        if name not in names:
+            raise MktError(400, f"Unknown query parameter '{name}'.")
+
+
+async def create_automation(request: Request) -> Response:
+    workspace_id = require_workspace(request)
+    body = await read_json(request, INVALID_BODY)
+    return envelope_a(await call(request, flows.create_automation, workspace_id, body), 201)
+
+
+async def list_automations(request: Request) -> Response:
+    workspace_id = require_workspace(request)
+    _only(request, "status")
+    return envelope_a(await call(request, flows.list_automations, workspace_id, request.query_params.get("status")))
+
+
+async def flow_schema(request: Request) -> Response:
+    require_workspace(request)
+    return envelope_a(format.flow_schema())
+
+
+async def get_automation(request: Request) -> Response:
+    workspace_id = require_workspace(request)
+    return envelope_a(await call(request, flows.get_automation, workspace_id, request.path_params["automation_id"]))
+
+
+async def update_automation(request: Request) -> Response:
+    workspace_id = require_workspace(request)
+    body = await read_json(request, INVALID_BODY)
+    return envelope_a(await call(request, flows.update_automation, workspace_id,
+                                 request.path_params["automation_id"], body))
+
+
+def _action(service):
+    async def handler(request: Request) -> Response:
+        workspace_id = require_workspace(request)
+        return envelope_a(await call(request, service, workspace_id, request.path_params["automation_id"]))
+    return handler
+
+
+async def get_version(request: Request) -> Response:
+    workspace_id = require_workspace(request)
+    return envelope_a(await call(request, flows.get_version, workspace_id, request.path_params["automation_id"],
+                                 request.path_params["version"]))
+
+
+async def enroll(request: Request) -> Response:
+    workspace_id = require_workspace(request)
+    body = await read_json(request, "Invalid request body: send {\"contact_id\": ...}.")
+    return envelope_a(await call(request, triggers.enroll_contact, workspace_id, request.path_params["automation_id"],
+                                 body), 201)
+
+
+async def list_enrollments(request: Request) -> Response:
+    workspace_id = require_workspace(request)
+    _only(request, "status")
+    return envelope_a(await call(request, triggers.list_enrollments, workspace_id,
+                                 request.path_params["automation_id"], status=request.query_params.get("status")))
+
+
+async def backfill(request: Request) -> Response:
+    workspace_id = require_workspace(request)
+    body = await read_json(request, "Invalid request body.", default={})
+    return envelope_a(await call(request, triggers.backfill, workspace_id, request.path_params["automation_id"], body))
+
+
+async def migrate_contacts(request: Request) -> Response:
+    workspace_id = require_workspace(request)
+    body = await read_json(request, "Invalid request body: send {\"to_version\": N, \"map\": {...}}.")
+    return envelope_a(await call(request, migrate.migrate, workspace_id, request.path_params["automation_id"], body))
+
+
+async def statistics(request: Request) -> Response:
+    workspace_id = require_workspace(request)
+    return envelope_a(await call(request, stats.automation_stats, workspace_id, request.path_params["automation_id"]))
+
+
+routes = [
+    Route("/v1/automations", create_automation, methods=["POST"]),
+    Route("/v1/automations", list_automations, methods=["GET"]),
+    Route("/v1/automations/schema", flow_schema, methods=["GET"]),
+    Route("/v1/automations/{automation_id:int}", get_automation, methods=["GET"]),
+    Route("/v1/automations/{automation_id:int}", update_automation, methods=["PUT"]),
+    Route("/v1/automations/{automation_id:int}/publish", _action(flows.publish_automation), methods=["POST"]),
+    Route("/v1/automations/{automation_id:int}/pause", _action(flows.pause_automation), methods=["POST"]),
+    Route("/v1/automations/{automation_id:int}/resume", _action(flows.resume_automation), methods=["POST"]),
+    Route("/v1/automations/{automation_id:int}/archive", _action(flows.archive_automation), methods=["POST"]),
+    Route("/v1/automations/{automation_id:int}/versions/{version:int}", get_version, methods=["GET"]),
+    Route("/v1/automations/{automation_id:int}/enrollments", enroll, methods=["POST"]),
+    Route("/v1/automations/{automation_id:int}/enrollments", list_enrollments, methods=["GET"]),
+    Route("/v1/automations/{automation_id:int}/backfill", backfill, methods=["POST"]),
+    Route("/v1/automations/{automation_id:int}/statistics", statistics, methods=["GET"]),
+    Route("/v1/automations/{automation_id:int}/migrate", migrate_contacts, methods=["POST"]),
+]

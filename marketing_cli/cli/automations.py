@@ -1,0 +1,236 @@
+"""`mkt automations`: flows that react to the event log (the twin of /v1/automations)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from marketing_cli.cli.output import JsonOption, QuietOption, WideOption, emit, json_option, pairs, table
+from marketing_cli.cli.registry import HELP
+from marketing_cli.cli.state import state
+from marketing_cli.errors import MktError
+
+app = typer.Typer(help=HELP["automations"], no_args_is_help=True)
+
+AutomationId = Annotated[str, typer.Argument(metavar="ID", help="The automation's id (see `mkt automations list`).")]
+FileOption = Annotated[Path, typer.Option("--file", "-f", metavar="PATH",
+                                          help="The flow document, a JSON file (docs/automations.md).")]
+
+
+def _document(path: Path) -> Any:
+    if path.suffix.lower() in (".yaml", ".yml"):
+        raise MktError(400, "Flow files are JSON: write the flow as a .json file (docs/automations.md).")
+    return json_option(f"@{path}", "--file")
+
+
+def render_automation(a: dict[str, Any]) -> Any:
+    shown = {"id": a["id"], "name": a["name"], "status": a["status"], "version": a["current_version"],
+             "reentry": a["reentry"], "triggers": ", ".join(a["triggers"]), "updated": a["updated_at"]}
+    if "enrollments" in a:
+        shown["steps"] = ", ".join(f"{s['id']} ({s['type']})" for s in a["flow"].get("steps", []))
+        shown["versions"] = ", ".join(str(v["version"]) for v in a["versions"]) or "none published"
+        shown["contacts"] = ", ".join(f"{k} {v}" for k, v in a["enrollments"].items())
+        shown["webhook secret"] = a["webhook_secret"]
+    return pairs(shown, title="Automation")
+
+
+@app.command("create")
+def automations_create(ctx: typer.Context, file: FileOption, as_json: JsonOption = False) -> None:
+    """Create an automation from a flow file (POST /v1/automations); it starts as a DRAFT."""
+    from marketing_cli.services.automations import flows
+
+    s = state(ctx)
+    emit(flows.create_automation(s.conn(), s.workspace_id(), _document(file)), as_json, render_automation)
+
+
+@app.command("update")
+def automations_update(ctx: typer.Context, automation_id: AutomationId, file: FileOption,
+                       as_json: JsonOption = False) -> None:
+    """Replace an automation's draft (PUT /v1/automations/:id); publish to make it live."""
+    from marketing_cli.services.automations import flows
+
+    s = state(ctx)
+    emit(flows.update_automation(s.conn(), s.workspace_id(), automation_id, _document(file)), as_json,
+         render_automation)
+
+
+@app.command("list")
+def automations_list(ctx: typer.Context, status: Annotated[str | None, typer.Option(
+        "--status", help="Only DRAFT, ACTIVE, PAUSED or ARCHIVED automations.")] = None,
+                     as_json: JsonOption = False, wide: WideOption = False, quiet: QuietOption = False) -> None:
+    """List the workspace's automations (GET /v1/automations)."""
+    from marketing_cli.services.automations import flows
+
+    s = state(ctx)
+    emit(flows.list_automations(s.conn(), s.workspace_id(), status), as_json, lambda rows: table(
+        ["id", "name", "status", "version", "triggers", "updated"],
+        [(str(r["id"]), r["name"], r["status"], r["current_version"] or "-", ", ".join(r["triggers"]),
+          r["updated_at"]) for r in rows]), wide=wide, quiet=quiet)
+
+
+@app.command("show")
+def automations_show(ctx: typer.Context, automation_id: AutomationId, as_json: JsonOption = False) -> None:
+    """Show an automation: draft, versions, contacts in it (GET /v1/automations/:id)."""
+    from marketing_cli.services.automations import flows
+
+    s = state(ctx)
+    emit(flows.get_automation(s.conn(), s.workspace_id(), automation_id), as_json, render_automation)
+
+
+@app.command("version")
+def automations_version(ctx: typer.Context, automation_id: AutomationId,
+                        version: Annotated[int, typer.Argument(help="The version number.")],
+                        as_json: JsonOption = False) -> None:
+    """Show one published version (GET /v1/automations/:id/versions/:version)."""
+    from marketing_cli.services.automations import flows
+
+    s = state(ctx)
+    emit(flows.get_version(s.conn(), s.workspace_id(), automation_id, version), as_json)
+
+
+def _lifecycle(name: str, doc: str) -> None:
+    def command(ctx: typer.Context, automation_id: AutomationId, as_json: JsonOption = False) -> None:
+        from marketing_cli.services.automations import flows
+
+        s = state(ctx)
+        emit(getattr(flows, f"{name}_automation")(s.conn(), s.workspace_id(), automation_id), as_json,
+             render_automation)
+
+    command.__doc__ = doc
+    command.__name__ = f"automations_{name}"
+    app.command(name)(command)
+
+
+_lifecycle("publish", "Validate the draft and publish it as the next version (POST /v1/automations/:id/publish).")
+_lifecycle("pause", "Pause: no new entries, contacts held where they are (POST /v1/automations/:id/pause).")
+_lifecycle("resume", "Resume a paused automation (POST /v1/automations/:id/resume).")
+_lifecycle("archive", "Archive an automation for good; contacts in it exit (POST /v1/automations/:id/archive).")
+
+
+def render_enrollment(e: dict[str, Any]) -> Any:
+    return pairs({k: e[k] for k in ("id", "contact_id", "version", "status", "step_id", "next_run_at",
+                                    "exit_reason")}, title="Enrollment")
+
+
+@app.command("enroll")
+def automations_enroll(ctx: typer.Context, automation_id: AutomationId,
+                       contact: Annotated[str, typer.Option("--contact", metavar="CONTACT_ID",
+                                                            help="The contact to add.")],
+                       entry_key: Annotated[str | None, typer.Option(
+                           "--entry-key", help="An idempotency key: the same key enrolls once.")] = None,
+                       as_json: JsonOption = False) -> None:
+    """Add a contact by hand (POST /v1/automations/:id/enrollments; needs a manual trigger)."""
+    from marketing_cli.services.automations import triggers
+
+    s = state(ctx)
+    body = {"contact_id": contact, **({"entry_key": entry_key} if entry_key is not None else {})}
+    emit(triggers.enroll_contact(s.conn(), s.workspace_id(), automation_id, body), as_json, render_enrollment)
+
+
+@app.command("enrollments")
+def automations_enrollments(ctx: typer.Context, automation_id: AutomationId,
+                            status: Annotated[str | None, typer.Option(
+                                "--status", help="Only active, paused, completed or exited ones.")] = None,
+                            as_json: JsonOption = False, wide: WideOption = False, quiet: QuietOption = False) -> None:
+    """List an automation's enrollments, newest first (GET /v1/automations/:id/enrollments)."""
+    from marketing_cli.services.automations import triggers
+
+    s = state(ctx)
+    emit(triggers.list_enrollments(s.conn(), s.workspace_id(), automation_id, status=status), as_json,
+         lambda rows: table(["id", "contact", "version", "status", "step", "next run", "exit reason"],
+                            [(str(r["id"]), r["contact_id"], r["version"], r["status"], r["step_id"] or "-",
+                              r["next_run_at"] or "-", r["exit_reason"] or "-") for r in rows]),
+         wide=wide, quiet=quiet)
+
+
+@app.command("backfill")
+def automations_backfill(ctx: typer.Context, automation_id: AutomationId,
+                         segment: Annotated[int | None, typer.Option(
+                             "--segment", metavar="SEGMENT_ID", help="Only this segment's members.")] = None,
+                         yes: Annotated[bool, typer.Option("--yes", help="Enroll them without asking.")] = False,
+                         dry_run: Annotated[bool, typer.Option("--dry-run", help="Only count them.")] = False,
+                         as_json: JsonOption = False) -> None:
+    """Enroll existing contacts (POST /v1/automations/:id/backfill): shows the count first."""
+    from marketing_cli.services.automations import triggers
+
+    s = state(ctx)
+    body: dict[str, Any] = {"segment_id": segment} if segment is not None else {}
+    counted = triggers.backfill(s.conn(), s.workspace_id(), automation_id, {**body, "dry_run": True})
+    if dry_run or counted["count"] == 0:
+        emit(counted, as_json, lambda r: f"{r['count']:,} contacts would enter automation {r['automation_id']}.")
+        return
+    if not yes:
+        if as_json:
+            raise MktError(400, f"{counted['count']:,} contacts would enter: give --yes to enroll them.")
+        typer.confirm(f"{counted['count']:,} contacts would enter automation {counted['automation_id']}. Go on?",
+                      abort=True)
+    emit(triggers.backfill(s.conn(), s.workspace_id(), automation_id, body), as_json,
+         lambda r: f"{r['enrolled']:,} contacts entered automation {r['automation_id']}.")
+
+
+@app.command("stats")
+def automations_stats(ctx: typer.Context, automation_id: AutomationId, as_json: JsonOption = False) -> None:
+    """Statistics per version and step (GET /v1/automations/:id/statistics)."""
+    from marketing_cli.services.automations import stats
+
+    s = state(ctx)
+
+    def human(data: dict[str, Any]) -> Any:
+        rows = []
+        for v in data["versions"]:
+            for st in v["steps"]:
+                email = st.get("email") or {}
+                rows.append((str(v["version"]), st["step_id"], st["type"], st["runs"], st["in_step"],
+                             ", ".join(f"{k} {n}" for k, n in st["outcomes"].items()) or "-",
+                             ", ".join(f"{k} {n}" for k, n in email.items() if n) or "-",
+                             "; ".join(f"{k}: {n}" for k, n in st["skipped"].items()) or "-"))
+        title = (f"entered {data['entered']}, active {data['active']}, completed {data['completed']}, "
+                 f"exited {data['exited']}, goals {data['goals_reached']}")
+        return table(["version", "step", "type", "runs", "here", "outcomes", "email", "skipped"], rows, title)
+
+    emit(stats.automation_stats(s.conn(), s.workspace_id(), automation_id), as_json, human)
+
+
+@app.command("migrate")
+def automations_migrate(ctx: typer.Context, automation_id: AutomationId,
+                        to_version: Annotated[int, typer.Option("--to-version", help="The version to move them to.")],
+                        mapping: Annotated[list[str] | None, typer.Option(
+                            "--map", metavar="OLD=NEW", help="Send the contacts at step OLD to step NEW (repeatable).")]
+                        = None,
+                        unmapped: Annotated[str, typer.Option(
+                            "--unmapped", help="Contacts at a step without a counterpart: stay or exit.")] = "stay",
+                        dry_run: Annotated[bool, typer.Option("--dry-run", help="Only print where they would go.")]
+                        = False,
+                        as_json: JsonOption = False) -> None:
+    """Move in-flight contacts to another version (POST /v1/automations/:id/migrate), logged."""
+    from marketing_cli.services.automations import migrate
+
+    pairs_: dict[str, str] = {}
+    for item in mapping or []:
+        old, sep, new = item.partition("=")
+        if not sep or not old or not new:
+            raise MktError(400, f"--map takes OLD=NEW step ids, not '{item}'.")
+        pairs_[old] = new
+    s = state(ctx)
+    body = {"to_version": to_version, "map": pairs_, "dry_run": dry_run, "unmapped": unmapped}
+
+    def human(r: dict[str, Any]) -> Any:
+        title = (f"{'Would move' if r['dry_run'] else 'Moved'} {r['moved']} to version {r['to_version']}; "
+                 f"{r['stayed']} stay, {r['exited']} exit")
+        return table(["from version", "step", "contacts", "to step", "action"],
+                     [(str(x["from_version"]), x["step_id"] or "-", x["contacts"], x["to_step"] or "-", x["action"])
+                      for x in r["steps"]], title)
+
+    emit(migrate.migrate(s.conn(), s.workspace_id(), automation_id, body), as_json, human)
+
+
+@app.command("schema")
+def automations_schema(ctx: typer.Context, as_json: JsonOption = False) -> None:
+    """Print the JSON Schema of the flow document (GET /v1/automations/schema)."""
+    from marketing_cli.services.automations.format import flow_schema
+
+    schema = flow_schema()
+    emit(schema, as_json, lambda value: json.dumps(value, indent=2))

@@ -1,0 +1,405 @@
+"""Triggers: the event log read through a per-workspace cursor, turned into enrollments.
+
+`read_events` takes the next EVENT_BATCH events of a workspace after its cursor and, in
+ONE transaction with the cursor's move:
+
+1. enrolls contacts: one INSERT ... SELECT joins the batch with the triggers of the
+   workspace's ACTIVE flows (automation_triggers, written at publish), each trigger kind
+   matched in SQL (MATCH below); one enrollment per (flow, contact) per batch, the
+   earliest matching event its entry;
+2. ends goals: an enrolled contact with a later event matching its version's goal exits,
+   counted as a conversion;
+3. ends waits: a contact in a wait-for-event step with a later matching event goes on.
+
+A crash before the COMMIT leaves the cursor where it was and writes no enrollment: the
+batch is read again. Enrollment is unique on (flow, contact, entry key): 'once' for the
+default policy, 'event:<event id>' for every_time and cooldown, so an event read twice
+enrolls once. Every policy lets a contact in again only when it is not in the flow
+now; cooldown also waits `cooldown` after its last entry.
+
+Imports fire no events (services/contacts/batches.py), so they enroll nobody. `backfill`
+enrolls existing contacts (all, or a segment's) on purpose: the faces show its count first.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+import sqlite3
+from typing import Any
+
+from marketing_cli.db import transaction
+from marketing_cli.errors import MktError
+from marketing_cli.kernel import clock
+from marketing_cli.kernel.ids import parse_hex_id
+from marketing_cli.services.automations.flows import automation_row, version_row
+
+log = logging.getLogger("mkt.automations")
+
+EVENT_BATCH = 5_000
+RUN_JOB = "automations.run"  # runner.py's job; queued when contacts enter by hand or backfill
+CONTACT_NOT_FOUND = "We couldn't find a contact with that ID."
+NOT_ACTIVE = "Only active automations take contacts in."
+NO_MANUAL = "This automation has no manual trigger: add {\"type\": \"manual\"} to its triggers and publish it."
+ALREADY_IN = "The contact is already in this automation."
+ONCE_ONLY = "The contact already went through this automation, and its re-entry policy is once."
+COOLING_DOWN = "The contact entered this automation less than its cooldown ago."
+
+
+def match_sql(matcher: str) -> str:
+    """A boolean SQL expression: event `e` matches the matcher JSON in the expression `matcher`
+    (a trigger's, a goal's or a wait's: tag and field by id, custom events by name and properties)."""
+    m = matcher
+    return f"""(CASE e.type
+        WHEN 'TAG_ADDED' THEN json_extract(e.payload, '$.tag_id') = json_extract({m}, '$.tag_id')
+        WHEN 'TAG_REMOVED' THEN json_extract(e.payload, '$.tag_id') = json_extract({m}, '$.tag_id')
+        WHEN 'FIELD_UPDATED' THEN json_extract(e.payload, '$.field_id') = json_extract({m}, '$.field_id')
+            AND (json_type({m}, '$.from') IS NULL OR json_extract(e.payload, '$.old') IS json_extract({m}, '$.from'))
+            AND (json_type({m}, '$.to') IS NULL OR json_extract(e.payload, '$.new') IS json_extract({m}, '$.to'))
+        WHEN 'CUSTOM_EVENT' THEN json_extract(e.payload, '$.event_name') = json_extract({m}, '$.name')
+            AND NOT EXISTS (SELECT 1 FROM json_each({m}, '$.properties') p
+                            WHERE json_extract(e.payload, '$.properties.' || json_quote(p.key)) IS NOT p.value)
+        ELSE 1 END)"""
+
+
+_ENROLL = f"""
+INSERT INTO automation_enrollments (automation_id, version_id, workspace_id, contact_id, entry_key, entry_event_id,
+                                    status, step_id, seq, next_run_at, entered_at, updated_at)
+SELECT t.automation_id, t.version_id, :ws, e.contact_id,
+       CASE json_extract(v.flow, '$.reentry') WHEN 'once' THEN 'once' ELSE 'event:' || min(e.id) END,
+       min(e.id), 'active', json_extract(v.flow, '$.start'), 0, :now, :now, :now
+FROM contact_events e
+JOIN automation_triggers t ON t.workspace_id = e.workspace_id AND t.event_type = e.type
+JOIN automation_versions v ON v.id = t.version_id
+JOIN contacts c ON c.id = e.contact_id
+WHERE e.workspace_id = :ws AND e.id > :after AND e.id <= :upto AND {match_sql('t.matcher')}
+  AND NOT EXISTS (SELECT 1 FROM automation_enrollments x
+                  WHERE x.contact_id = e.contact_id AND x.automation_id = t.automation_id
+                    AND (x.status IN ('active', 'paused')
+                         OR (json_extract(v.flow, '$.reentry') = 'cooldown'
+                             AND x.entered_at > strftime('%Y-%m-%dT%H:%M:%fZ', :now,
+                                 '-' || json_extract(v.flow, '$.cooldown_seconds') || ' seconds'))))
+GROUP BY t.automation_id, e.contact_id
+ON CONFLICT (automation_id, contact_id, entry_key) DO NOTHING
+"""
+
+_GOALS = f"""
+UPDATE automation_enrollments SET status = 'exited', exit_reason = 'goal', goal_reached_at = :now, step_id = NULL,
+       next_run_at = NULL, waiting = 0, updated_at = :now
+WHERE id IN (
+    SELECT x.id FROM contact_events e
+    JOIN automation_enrollments x ON x.contact_id = e.contact_id AND x.status IN ('active', 'paused')
+    JOIN automation_versions v ON v.id = x.version_id
+    WHERE e.workspace_id = :ws AND e.id > :after AND e.id <= :upto AND e.id > x.entry_event_id
+      AND e.type = json_extract(v.flow, '$.goal.event_type') AND {match_sql("json_extract(v.flow, '$.goal')")})
+"""
+
+_WAITS = f"""
+UPDATE automation_enrollments SET waiting = 0, step_id = wait_next, next_run_at = :now, wait_event_type = NULL,
+       wait_matcher = NULL, wait_from_event_id = NULL, wait_next = NULL, wait_timeout_next = NULL, updated_at = :now
+WHERE id IN (
+    SELECT x.id FROM contact_events e
+    JOIN automation_enrollments x ON x.contact_id = e.contact_id AND x.wait_event_type = e.type AND x.waiting = 1
+    WHERE e.workspace_id = :ws AND e.id > :after AND e.id <= :upto AND e.id > x.wait_from_event_id
+      AND x.status IN ('active', 'paused') AND {match_sql('x.wait_matcher')})
+"""
+
+
+def read_events(conn: sqlite3.Connection, workspace_id: int, batch: int = EVENT_BATCH) -> dict[str, int]:
+    """One batch of the workspace's log after its cursor: enrollments, goals and waits, and
+    the cursor moved, in one transaction. {"events", "enrolled", "goals", "waits"}."""
+    with transaction(conn):
+        cursor = conn.execute("SELECT last_event_id FROM automation_cursors WHERE workspace_id = ?",
+                              (workspace_id,)).fetchone()
+        if cursor is None:
+            return {"events": 0, "enrolled": 0, "goals": 0, "waits": 0}
+        after = cursor[0]
+        row = conn.execute("SELECT count(*), max(id) FROM (SELECT id FROM contact_events WHERE workspace_id = ?"
+                           " AND id > ? ORDER BY id LIMIT ?)", (workspace_id, after, batch)).fetchone()
+        if not row[0]:
+            return {"events": 0, "enrolled": 0, "goals": 0, "waits": 0}
+        params = {"ws": workspace_id, "after": after, "upto": row[1], "now": clock.now()}
+        enrolled = conn.execute(_ENROLL, params).rowcount + _segment_changes(conn, params)
+        goals = conn.execute(_GOALS, params).rowcount
+        waits = conn.execute(_WAITS, params).rowcount
+        conn.execute("UPDATE automation_cursors SET last_event_id = ? WHERE workspace_id = ?", (row[1], workspace_id))
+        return {"events": row[0], "enrolled": enrolled, "goals": goals, "waits": waits}
+
+
+def _segment_changes(conn: sqlite3.Connection, p: dict[str, Any]) -> int:
+    """Segment triggers, decided for the contacts with events in the batch by each segment's
+    compiled filters (never by rebuilding the segment): entered = members now and not in the
+    flow's state, left = in the state and members no more. The state moves with them."""
+    from marketing_cli.services.contacts.segment_filters import member_query
+
+    watched: dict[tuple[int, int], dict[str, Any]] = {}
+    for t in conn.execute("SELECT t.automation_id, t.version_id, t.event_type, t.matcher, v.flow FROM automation_triggers t"
+                          " JOIN automation_versions v ON v.id = t.version_id WHERE t.workspace_id = ?"
+                          " AND t.event_type IN ('SEGMENT_ENTERED', 'SEGMENT_LEFT')", (p["ws"],)):
+        key = (t["automation_id"], json.loads(t["matcher"])["segment_id"])
+        entry = watched.setdefault(key, {"version_id": t["version_id"], "flow": json.loads(t["flow"]), "kinds": set()})
+        entry["kinds"].add(t["event_type"])
+    enrolled = 0
+    for (automation_id, segment_id), entry in watched.items():
+        row = conn.execute("SELECT filters FROM segments WHERE id = ?", (segment_id,)).fetchone()
+        if row is None:
+            continue  # deleted since publishing: nobody enters or leaves it
+        try:
+            query = member_query(conn, p["ws"], json.loads(row["filters"]))
+        except MktError:  # a field or tag of its filters was deleted: it cannot be evaluated
+            continue
+        conn.execute("CREATE TEMP TABLE IF NOT EXISTS mkt_segment_now (contact_id TEXT PRIMARY KEY)")
+        conn.execute("CREATE TEMP TABLE IF NOT EXISTS mkt_segment_moved (contact_id TEXT PRIMARY KEY, kind TEXT)")
+        conn.execute("DELETE FROM temp.mkt_segment_now")
+        conn.execute("DELETE FROM temp.mkt_segment_moved")
+        conn.execute(f"INSERT INTO temp.mkt_segment_now SELECT id FROM ({query.sql} AND c.id IN (SELECT contact_id"
+                     f" FROM contact_events WHERE workspace_id = ? AND id > ? AND id <= ?))",
+                     [*query.params, p["ws"], p["after"], p["upto"]])
+        state = "automation_id = ? AND segment_id = ?"
+        conn.execute(f"INSERT INTO temp.mkt_segment_moved SELECT contact_id, 'SEGMENT_ENTERED' FROM temp.mkt_segment_now"
+                     f" n WHERE NOT EXISTS (SELECT 1 FROM automation_segment_state s WHERE {state}"
+                     f" AND s.contact_id = n.contact_id)", (automation_id, segment_id))
+        conn.execute(f"INSERT INTO temp.mkt_segment_moved SELECT DISTINCT s.contact_id, 'SEGMENT_LEFT'"
+                     f" FROM automation_segment_state s JOIN contact_events e ON e.contact_id = s.contact_id"
+                     f" WHERE {state} AND e.workspace_id = ? AND e.id > ? AND e.id <= ?"
+                     f" AND s.contact_id NOT IN (SELECT contact_id FROM temp.mkt_segment_now)",
+                     (automation_id, segment_id, p["ws"], p["after"], p["upto"]))
+        conn.execute("INSERT INTO automation_segment_state (automation_id, segment_id, contact_id) SELECT ?, ?,"
+                     " contact_id FROM temp.mkt_segment_moved WHERE kind = 'SEGMENT_ENTERED'", (automation_id, segment_id))
+        conn.execute(f"DELETE FROM automation_segment_state WHERE {state} AND contact_id IN (SELECT contact_id"
+                     f" FROM temp.mkt_segment_moved WHERE kind = 'SEGMENT_LEFT')", (automation_id, segment_id))
+        flow = entry["flow"]
+        key = "'once'" if flow["reentry"] == "once" else f"'segment:{int(p['upto'])}'"
+        enrolled += conn.execute(
+            "INSERT INTO automation_enrollments (automation_id, version_id, workspace_id, contact_id, entry_key,"
+            " entry_event_id, status, step_id, seq, next_run_at, entered_at, updated_at)"
+            f" SELECT ?, ?, ?, m.contact_id, {key}, ?, 'active', ?, 0, ?, ?, ? FROM temp.mkt_segment_moved m"
+            " WHERE m.kind IN (SELECT value FROM json_each(?)) AND NOT EXISTS (SELECT 1 FROM automation_enrollments x"
+            " WHERE x.contact_id = m.contact_id AND x.automation_id = ? AND x.status IN ('active', 'paused'))"
+            " ON CONFLICT (automation_id, contact_id, entry_key) DO NOTHING",
+            (automation_id, entry["version_id"], p["ws"], p["upto"], flow["start"], p["now"], p["now"], p["now"],
+             json.dumps(sorted(entry["kinds"])), automation_id)).rowcount
+    return enrolled
+
+
+def read_all_events(conn: sqlite3.Connection) -> dict[str, int]:
+    """Every workspace's log up to its end, batch by batch."""
+    total = {"events": 0, "enrolled": 0, "goals": 0, "waits": 0}
+    for (workspace_id,) in conn.execute("SELECT workspace_id FROM automation_cursors ORDER BY workspace_id").fetchall():
+        while True:
+            try:
+                done = read_events(conn, workspace_id)
+            except Exception:  # noqa: BLE001 - one workspace's failure must not stop the others'
+                log.exception("reading the event log of workspace %s failed; its cursor stays", workspace_id)
+                break
+            for key in total:
+                total[key] += done[key]
+            if done["events"] < EVENT_BATCH:
+                break
+    return total
+
+
+# --- by hand -----------------------------------------------------------------------------
+
+def enrollment_view(row: sqlite3.Row) -> dict[str, Any]:
+    return {
+        "id": row["id"],
+        "automation_id": row["automation_id"],
+        "version": row["version"],
+        "contact_id": row["contact_id"],
+        "status": row["status"],
+        "step_id": row["step_id"],
+        "next_run_at": row["next_run_at"],
+        "waiting_for_event": bool(row["waiting"]),
+        "exit_reason": row["exit_reason"],
+        "goal_reached_at": row["goal_reached_at"],
+        "entered_at": row["entered_at"],
+    }
+
+
+_ENROLLMENT = ("SELECT x.*, v.version FROM automation_enrollments x JOIN automation_versions v ON v.id = x.version_id"
+               " WHERE x.id = ?")
+
+
+def _active_version(conn: sqlite3.Connection, row: sqlite3.Row) -> tuple[sqlite3.Row, dict[str, Any]]:
+    if row["status"] != "ACTIVE":
+        raise MktError(409, NOT_ACTIVE)
+    version = version_row(conn, row["id"], row["current_version"])
+    return version, json.loads(version["flow"])
+
+
+def _newest_event(conn: sqlite3.Connection, workspace_id: int) -> int:
+    return conn.execute("SELECT coalesce(max(id), 0) FROM contact_events WHERE workspace_id = ?",
+                        (workspace_id,)).fetchone()[0]
+
+
+def queue_run(conn: sqlite3.Connection) -> None:
+    """Queue the automations pass now (in the caller's transaction), so a contact added by hand
+    starts at once rather than at the scheduler's next tick."""
+    from marketing_cli import jobs
+
+    jobs.enqueue(conn, RUN_JOB, {}, dedupe_key=RUN_JOB)
+
+
+def enroll_contact(conn: sqlite3.Connection, workspace_id: int, automation_id: Any, body: Any) -> dict[str, Any]:
+    """POST /v1/automations/:id/enrollments {"contact_id", "entry_key"?}: a contact added by hand.
+
+    `entry_key` (optional, for every_time and cooldown flows) makes a retried call idempotent:
+    the same key enrolls once."""
+    if not isinstance(body, dict):
+        raise MktError(400, "The body must be a JSON object with 'contact_id'.")
+    for key in body:
+        if key not in ("contact_id", "entry_key"):
+            raise MktError(400, f"Unknown member '{key}'.")
+    contact_id = parse_hex_id(body.get("contact_id"), "The contact ID you provided is not valid.")
+    entry_key = body.get("entry_key")
+    if entry_key is not None and (not isinstance(entry_key, str) or not 1 <= len(entry_key) <= 200):
+        raise MktError(400, "The member 'entry_key' must be a string of 1 to 200 characters.")
+    with transaction(conn):
+        row = automation_row(conn, workspace_id, automation_id)
+        version, flow = _active_version(conn, row)
+        if not any(t["type"] == "manual" for t in flow["triggers"]):
+            raise MktError(409, NO_MANUAL)
+        if conn.execute("SELECT 1 FROM contacts WHERE id = ? AND workspace_id = ?",
+                        (contact_id, workspace_id)).fetchone() is None:
+            raise MktError(404, CONTACT_NOT_FOUND)
+        last = conn.execute("SELECT status, entered_at FROM automation_enrollments WHERE automation_id = ?"
+                            " AND contact_id = ? ORDER BY id DESC LIMIT 1", (row["id"], contact_id)).fetchone()
+        if last is not None and last["status"] in ("active", "paused"):
+            raise MktError(409, ALREADY_IN)
+        if flow["reentry"] == "once":
+            key = "once"
+        else:
+            key = f"manual:{entry_key or secrets.token_hex(8)}"
+            if flow["reentry"] == "cooldown" and last is not None:
+                since = clock.utcnow() - clock.parse_ts(last["entered_at"])
+                if since.total_seconds() < flow["cooldown_seconds"]:
+                    raise MktError(409, COOLING_DOWN)
+        now = clock.now()
+        enrollment_id = conn.execute(
+            "INSERT INTO automation_enrollments (automation_id, version_id, workspace_id, contact_id, entry_key,"
+            " entry_event_id, status, step_id, seq, next_run_at, entered_at, updated_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, 'active', ?, 0, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING id",
+            (row["id"], version["id"], workspace_id, contact_id, key, _newest_event(conn, workspace_id), flow["start"],
+             now, now, now)).fetchone()
+        queue_run(conn)
+        if enrollment_id is None:
+            if key == "once":
+                raise MktError(409, ONCE_ONLY)
+            existing = conn.execute("SELECT id FROM automation_enrollments WHERE automation_id = ? AND contact_id = ?"
+                                    " AND entry_key = ?", (row["id"], contact_id, key)).fetchone()
+            return enrollment_view(conn.execute(_ENROLLMENT, (existing["id"],)).fetchone())
+        return enrollment_view(conn.execute(_ENROLLMENT, (enrollment_id[0],)).fetchone())
+
+
+def backfill(conn: sqlite3.Connection, workspace_id: int, automation_id: Any, body: Any) -> dict[str, Any]:
+    """POST /v1/automations/:id/backfill {"segment_id"?, "dry_run"?}: enroll existing contacts
+    (a segment's members, or every contact) who could enter now. With dry_run only counts."""
+    from marketing_cli.services.contacts.segment_filters import member_query
+    from marketing_cli.services.contacts.segments import get_segment
+
+    body = {} if body is None else body
+    if not isinstance(body, dict):
+        raise MktError(400, "The body must be a JSON object.")
+    for key in body:
+        if key not in ("segment_id", "dry_run"):
+            raise MktError(400, f"Unknown member '{key}'.")
+    dry_run = body.get("dry_run", False)
+    if not isinstance(dry_run, bool):
+        raise MktError(400, "The member 'dry_run' must be a boolean.")
+    with transaction(conn):
+        row = automation_row(conn, workspace_id, automation_id)
+        version, flow = _active_version(conn, row)
+        source, params = "SELECT c.id FROM contacts c WHERE c.workspace_id = ?", [workspace_id]
+        if body.get("segment_id") is not None:
+            segment = get_segment(conn, workspace_id, body["segment_id"])
+            query = member_query(conn, workspace_id, segment["filters"])
+            source, params = query.sql, list(query.params)
+        eligible = (f"SELECT id FROM ({source}) m WHERE NOT EXISTS (SELECT 1 FROM automation_enrollments x"
+                    f" WHERE x.automation_id = ? AND x.contact_id = m.id AND (x.status IN ('active', 'paused')"
+                    f" OR x.entry_key = 'once'))")
+        params = [*params, row["id"]]
+        count = conn.execute(f"SELECT count(*) FROM ({eligible})", params).fetchone()[0]
+        if dry_run:
+            return {"automation_id": row["id"], "count": count, "enrolled": 0, "dry_run": True}
+        now = clock.now()
+        key = "'once'" if flow["reentry"] == "once" else "'backfill:' || ?"
+        key_params = [] if flow["reentry"] == "once" else [now]
+        enrolled = conn.execute(
+            "INSERT INTO automation_enrollments (automation_id, version_id, workspace_id, contact_id, entry_key,"
+            " entry_event_id, status, step_id, seq, next_run_at, entered_at, updated_at)"
+            f" SELECT ?, ?, ?, id, {key}, ?, 'active', ?, 0, ?, ?, ? FROM ({eligible}) WHERE true"
+            " ON CONFLICT DO NOTHING",
+            [row["id"], version["id"], workspace_id, *key_params, _newest_event(conn, workspace_id), flow["start"],
+             now, now, now, *params]).rowcount
+        queue_run(conn)
+        return {"automation_id": row["id"], "count": count, "enrolled": enrolled, "dry_run": False}
+
+
+def list_enrollments(conn: sqlite3.Connection, workspace_id: int, automation_id: Any, *,
+                     status: Any = None, limit: int = 100) -> list[dict[str, Any]]:
+    """GET /v1/automations/:id/enrollments: the newest first."""
+    row = automation_row(conn, workspace_id, automation_id)
+    if status not in (None, "") and status not in ("active", "paused", "completed", "exited"):
+        raise MktError(400, f"The status '{status}' is not valid. Valid statuses are: active, paused, completed,"
+                            " exited.")
+    where, params = "x.automation_id = ?", [row["id"]]
+    if status:
+        where += " AND x.status = ?"
+        params.append(status)
+    rows = conn.execute(f"SELECT x.*, v.version FROM automation_enrollments x JOIN automation_versions v"
+                        f" ON v.id = x.version_id WHERE {where} ORDER BY x.id DESC LIMIT ?", (*params, limit))
+    return [enrollment_view(r) for r in rows]
+
+
+# --- anniversaries -------------------------------------------------------------------------
+
+FIRST_YEAR = 1900
+
+
+def anniversary_dates(today: str) -> list[str]:
+    """The stored dates (YYYY-MM-DD) whose anniversary is `today`, from FIRST_YEAR on.
+
+    29 February: in a year without one, its anniversary is 28 February (the last day of
+    the month it belongs to; docs/automations.md).
+    """
+    year, month_day = int(today[:4]), today[5:]
+    days = [month_day]
+    leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
+    if month_day == "02-28" and not leap:
+        days.append("02-29")
+    return [f"{y:04d}-{d}" for y in range(FIRST_YEAR, year + 1) for d in days]
+
+
+def anniversaries(conn: sqlite3.Connection) -> int:
+    """Enroll the contacts whose date field has its anniversary today (UTC), per trigger: one
+    INSERT ... SELECT each, found through the field's expression index (an IN list of the
+    day in every year). Entry key `anniversary:<year>` (or `once`): a second run the same
+    day, or the same year, enrolls nobody again. How many were enrolled."""
+    from marketing_cli import field_sql
+    from marketing_cli.services.automations.format import ANNIVERSARY
+
+    now = clock.now()
+    dates = json.dumps(anniversary_dates(now[:10]))
+    enrolled = 0
+    for t in conn.execute("SELECT t.automation_id, t.version_id, t.workspace_id, t.matcher, v.flow"
+                          " FROM automation_triggers t JOIN automation_versions v ON v.id = t.version_id"
+                          " WHERE t.event_type = ?", (ANNIVERSARY,)).fetchall():
+        flow = json.loads(t["flow"])
+        field_id = json.loads(t["matcher"])["field_id"]
+        key = "'once'" if flow["reentry"] == "once" else f"'anniversary:{now[:4]}'"
+        with transaction(conn):
+            enrolled += conn.execute(
+                "INSERT INTO automation_enrollments (automation_id, version_id, workspace_id, contact_id, entry_key,"
+                " entry_event_id, status, step_id, seq, next_run_at, entered_at, updated_at)"
+                f" SELECT ?, ?, c.workspace_id, c.id, {key},"
+                " (SELECT coalesce(max(id), 0) FROM contact_events WHERE workspace_id = c.workspace_id),"
+                " 'active', ?, 0, ?, ?, ? FROM contacts c"
+                f" WHERE c.workspace_id = ? AND {field_sql.value_expr(field_id, 'c')} IN (SELECT value FROM json_each(?))"
+                " AND NOT EXISTS (SELECT 1 FROM automation_enrollments x WHERE x.contact_id = c.id"
+                " AND x.automation_id = ? AND x.status IN ('active', 'paused'))"
+                " ON CONFLICT (automation_id, contact_id, entry_key) DO NOTHING",
+                (t["automation_id"], t["version_id"], flow["start"], now, now, now, t["workspace_id"], dates,
+                 t["automation_id"])).rowcount
+    return enrolled

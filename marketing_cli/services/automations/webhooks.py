@@ -1,0 +1,111 @@
+"""The webhook step: an outbox row written with the step, delivered by a job, signed.
+
+The step writes `automation_webhooks` (status pending) and queues `automations.webhook` in
+its own transaction, so a step that ran has exactly one webhook to deliver. The job POSTs
+the JSON body with
+
+    X-Mkt-Timestamp: <unix seconds>
+    X-Mkt-Signature: sha256=<hex HMAC-SHA256 of "<timestamp>.<body>", keyed with the flow's webhook_secret>
+
+(the flow's secret is shown by `mkt automations show` / GET /v1/automations/:id), a
+timeout of TIMEOUT_SECONDS, and no redirects followed. A 2xx answer delivers it; anything
+else (another status, a timeout, a refused connection) is retried by the job queue with
+its backoff (5 s, 10 s, 20 s, 40 s) up to MAX_ATTEMPTS, then the row is marked failed by
+the job's gave-up hook. A receiver may see a call twice (a runner that died between the
+answer and its record): the body's `id` is the same each time, for deduplication.
+Addresses on private networks are refused unless MKT_ALLOW_PRIVATE_URLS=1, as for
+templates fetched by URL.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import sqlite3
+import time
+from typing import Any
+from urllib.parse import urlsplit
+
+from marketing_cli import jobs
+from marketing_cli.db import transaction
+from marketing_cli.errors import MktError
+from marketing_cli.kernel import clock
+
+TIMEOUT_SECONDS = 10.0
+MAX_ATTEMPTS = 5
+JOB = "automations.webhook"
+
+
+def signature(secret: str, timestamp: str, body: bytes) -> str:
+    return "sha256=" + hmac.new(secret.encode(), timestamp.encode() + b"." + body, hashlib.sha256).hexdigest()
+
+
+def queue_webhook(conn: sqlite3.Connection, enrollment: sqlite3.Row, flow: dict[str, Any], step: dict[str, Any]) -> int:
+    """The outbox row and its delivery job (inside the step's transaction); the row's id."""
+    contact = conn.execute("SELECT id, email, phone, status FROM contacts WHERE id = ?",
+                           (enrollment["contact_id"],)).fetchone()
+    now = clock.now()
+    webhook_id = conn.execute(
+        "INSERT INTO automation_webhooks (workspace_id, automation_id, enrollment_id, step_id, url, body, created_at)"
+        " VALUES (?, ?, ?, ?, ?, '{}', ?)",
+        (enrollment["workspace_id"], enrollment["automation_id"], enrollment["id"], step["id"], step["url"].strip(),
+         now)).lastrowid
+    body = {"id": webhook_id, "automation_id": enrollment["automation_id"], "automation": flow["name"],
+            "step_id": step["id"], "enrollment_id": enrollment["id"],
+            "contact": {"id": contact["id"], "email_address": contact["email"], "phone_number": contact["phone"],
+                        "status": contact["status"]},
+            "payload": step.get("payload") or {}, "created_at": now}
+    conn.execute("UPDATE automation_webhooks SET body = ? WHERE id = ?",
+                 (json.dumps(body, ensure_ascii=False, separators=(",", ":")), webhook_id))
+    jobs.enqueue(conn, JOB, {"webhook_id": webhook_id}, workspace_id=enrollment["workspace_id"],
+                 max_attempts=MAX_ATTEMPTS)
+    return webhook_id
+
+
+def _check_address(url: str) -> None:
+    from marketing_cli.services.email.template_url import resolve
+
+    parts = urlsplit(url)
+    resolve(parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80))
+
+
+@jobs.handler(JOB)
+def deliver(conn: sqlite3.Connection, payload: dict[str, Any]) -> None:
+    import httpx
+
+    row = conn.execute("SELECT w.*, a.webhook_secret FROM automation_webhooks w JOIN automations a"
+                       " ON a.id = w.automation_id WHERE w.id = ?", (payload["webhook_id"],)).fetchone()
+    if row is None or row["status"] != "pending":
+        return
+    with transaction(conn):
+        conn.execute("UPDATE automation_webhooks SET attempts = attempts + 1 WHERE id = ?", (row["id"],))
+    _check_address(row["url"])  # a 400 here fails the job for good: the address will not change
+    body = row["body"].encode()
+    stamp = str(int(time.time()))
+    headers = {"Content-Type": "application/json", "User-Agent": "mkt-automations",
+               "X-Mkt-Timestamp": stamp, "X-Mkt-Signature": signature(row["webhook_secret"], stamp, body)}
+    try:
+        response = httpx.post(row["url"], content=body, headers=headers, timeout=TIMEOUT_SECONDS,
+                              follow_redirects=False)
+    except httpx.HTTPError as exc:
+        _record_error(conn, row["id"], f"{type(exc).__name__}: {exc}", None)
+        raise MktError(503, f"The webhook could not be delivered: {type(exc).__name__}.") from None
+    if not 200 <= response.status_code < 300:
+        _record_error(conn, row["id"], f"HTTP {response.status_code}", response.status_code)
+        raise MktError(503, f"The webhook answered HTTP {response.status_code}.")
+    with transaction(conn):
+        conn.execute("UPDATE automation_webhooks SET status = 'delivered', delivered_at = ?, response_status = ?,"
+                     " last_error = NULL WHERE id = ?", (clock.now(), response.status_code, row["id"]))
+
+
+def _record_error(conn: sqlite3.Connection, webhook_id: int, error: str, status: int | None) -> None:
+    with transaction(conn):
+        conn.execute("UPDATE automation_webhooks SET last_error = ?, response_status = ? WHERE id = ?",
+                     (error[:500], status, webhook_id))
+
+
+@jobs.gave_up(JOB)
+def deliver_gave_up(conn: sqlite3.Connection, job: dict[str, Any], error: str) -> None:
+    conn.execute("UPDATE automation_webhooks SET status = 'failed', last_error = ? WHERE id = ? AND status = 'pending'",
+                 (error[:500], job["webhook_id"]))

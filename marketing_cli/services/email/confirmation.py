@@ -1,0 +1,70 @@
+"""Double opt-in: the confirmation link of a message (`{{confirmation_url}}`).
+
+    GET  {base}/t/confirm/{token}   a page with one button (mail scanners fetch links; a GET
+                                    changes nothing, so a scanner confirms nobody)
+    POST {base}/t/confirm/{token}   UNCONFIRMED -> SUBSCRIBED, and a CONTACT_SUBSCRIBED event
+
+The token is the message's own tracking token (kernel/tokens.py: the message id and its
+MAC), the one its unsubscribe link carries, so a link cannot be forged or guessed. Only an
+UNCONFIRMED contact moves; confirming twice, or a contact that unsubscribed since, changes
+nothing and says so. The event feeds automations (trigger `contact_subscribed`).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from html import escape
+
+from marketing_cli.db import instance_secret, transaction
+from marketing_cli.errors import MktError
+from marketing_cli.kernel import clock
+from marketing_cli.kernel.tokens import read_token
+from marketing_cli.services.contacts import events
+
+LINK_NOT_FOUND = "This link is not valid."
+SUBSCRIBED_EVENT = "CONTACT_SUBSCRIBED"
+CONFIRM_MAX_BYTES = 4 * 1024
+
+
+def _message(conn: sqlite3.Connection, token: str) -> sqlite3.Row:
+    message_id = read_token(instance_secret(conn), "m", token)
+    row = None if message_id is None else conn.execute(
+        "SELECT m.id, m.email, m.contact_id, m.campaign_id, c.workspace_id FROM email_messages m"
+        " JOIN campaigns c ON c.id = m.campaign_id WHERE m.id = ?", (message_id,)).fetchone()
+    if row is None or row["contact_id"] is None:
+        raise MktError(404, LINK_NOT_FOUND)
+    return row
+
+
+def _page(title: str, body: str) -> str:
+    return ('<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" '
+            f'content="width=device-width,initial-scale=1"><title>{title}</title><style>body{{font-family:'
+            'system-ui,sans-serif;max-width:32rem;margin:4rem auto;padding:0 1rem}button{font-size:1rem;'
+            f'padding:.5rem 1rem}}</style></head><body>{body}</body></html>')
+
+
+def confirmation_page(conn: sqlite3.Connection, token: str) -> str:
+    message = _message(conn, token)
+    address = escape(message["email"])
+    return _page("Confirm your subscription", f"<h1>Confirm your subscription</h1><p>Subscribe {address}?</p>"
+                 '<form method="post"><button type="submit">Confirm</button></form>')
+
+
+def confirm(conn: sqlite3.Connection, token: str) -> str:
+    """Move the message's contact from UNCONFIRMED to SUBSCRIBED (once); the page that says so."""
+    message = _message(conn, token)
+    with transaction(conn):
+        status = conn.execute("SELECT status FROM contacts WHERE id = ?", (message["contact_id"],)).fetchone()
+        if status is None:
+            raise MktError(404, LINK_NOT_FOUND)
+        if status[0] == "UNCONFIRMED":
+            conn.execute("UPDATE contacts SET status = 'SUBSCRIBED', updated_at = ? WHERE id = ?",
+                         (clock.now(), message["contact_id"]))
+            events.append_event(conn, message["workspace_id"], message["contact_id"], SUBSCRIBED_EVENT,
+                                {"via": "confirmation", "campaign_id": message["campaign_id"]})
+            text = "Thank you: your subscription is confirmed."
+        elif status[0] == "SUBSCRIBED":
+            text = "Your subscription was already confirmed."
+        else:
+            text = "This address is not subscribed any more; nothing was changed."
+    return _page("Subscription", f"<h1>Subscription</h1><p>{escape(text)}</p>")
