@@ -214,9 +214,14 @@ def check_members(value: Any, schema: dict[str, Any], path: str = "") -> None:
 
 
 def _admits(schema: dict[str, Any], value: Any) -> bool:
+    """Whether `value` is of the branch's JSON type and, for an object, carries the values its
+    `const` members name (a discriminator such as a flow step's `"type": "wait"`)."""
     kind = schema.get("type")
     kinds = kind if isinstance(kind, list) else [kind]
-    return (isinstance(value, dict) and "object" in kinds) or (isinstance(value, list) and "array" in kinds)
+    if isinstance(value, dict) and "object" in kinds:
+        return all(value.get(name, sub["const"]) == sub["const"]
+                   for name, sub in schema.get("properties", {}).items() if isinstance(sub, dict) and "const" in sub)
+    return isinstance(value, list) and "array" in kinds
 
 
 def check_parameters(names: Iterable[str], declared: Container[str]) -> None:

@@ -89,9 +89,9 @@ def test_a_cycle_through_a_wait_is_allowed(conn: Any, world: dict[str, Any]) -> 
 @pytest.mark.parametrize(("doc", "message"), [
     ([], "The automation must be a JSON object (docs/automations.md)."),
     ({"name": "x", "triggers": [{"type": "manual"}], "steps": [{"id": "a", "type": "exit"}], "colour": 1},
-     "Unknown member 'colour'."),
+     "Unknown member 'colour'"),
     ({"name": "x", "triggers": [{"type": "manual"}], "steps": [{"id": "a", "type": "wait", "durtion": {}}]},
-     "Unknown member 'steps[0].durtion'."),
+     "Unknown member 'steps[0].durtion'"),
     ({"name": "x", "triggers": [{"type": "manual"}], "steps": [{"id": "a", "type": "wait", "duration": {"days": 0}}]},
      "The duration 'steps[0].duration' must be more than 0 and at most 366 days."),
     ({"name": "x", "triggers": [], "steps": [{"id": "a", "type": "exit"}]},

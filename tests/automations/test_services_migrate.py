@@ -79,7 +79,7 @@ def test_bad_migrations_are_refused(conn: Any, world: dict[str, Any]) -> None:
                           ({"to_version": 2, "map": {"two": "zwei"}},
                            "The map sends 'two' to 'zwei', which is no step of version 2."),
                           ({"to_version": 2, "unmapped": "maybe"}, "The member 'unmapped' must be 'stay' or 'exit'."),
-                          ({"version": 2}, "Unknown member 'version'.")]:
+                          ({"version": 2}, "Unknown member 'version'")]:
         with pytest.raises(MktError) as caught:
             migrate.migrate(conn, world["ws"], world["flow"], body)
         assert caught.value.message == message

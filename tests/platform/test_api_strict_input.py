@@ -37,12 +37,18 @@ def world(conn: Any, workspace: dict[str, Any]) -> dict[str, Any]:
     template = f.code_template(conn, ws, "<p>Hi</p>")
     sms = f.sms_campaign(conn, ws)
     series = f.series_row(conn, ws, campaign["id"])
+    flow = f.automation(conn, ws, flow_doc(sender["id"]))
     return {"ws": ws, "vip": vip, "path": {
-        "series_id": series,
+        "series_id": series, "automation_id": flow["id"], "version": 1,
         "contact_id": contact["id"], "field_id": city, "segment_id": segment["id"], "domain_id": domain["id"],
         "sender_id": sender["id"], "id": template["id"], "variant_type": "A", "path": "index.html",
         "token": "x", "link_id": "1"}, "campaign": campaign["id"], "sms": sms["id"], "sender": sender["id"],
+        "contact": contact["id"],
         "domain": domain["id"]}
+
+
+def flow_doc(sender_id: int) -> dict[str, Any]:
+    return {"name": "Welcome", "triggers": [{"type": "manual"}], "steps": [f.email_step("hello", sender_id)]}
 
 
 def valid_bodies(w: dict[str, Any]) -> dict[tuple[str, str], Any]:
@@ -90,6 +96,11 @@ def valid_bodies(w: dict[str, Any]) -> dict[tuple[str, str], Any]:
         ("POST", "/v1/sms-campaigns/{campaign_id}/schedule"): {"schedule_type": "NOW"},
         ("POST", "/v1/sms-campaigns/{campaign_id}/schedule/preview"): {"schedule_type": "NOW", "local_time": "09:00"},
         ("POST", "/v1/sms/quote"): {"message": "Hello", "to": "+14155550100"},
+        ("POST", "/v1/automations"): flow_doc(w["sender"]),
+        ("PUT", "/v1/automations/{automation_id}"): flow_doc(w["sender"]),
+        ("POST", "/v1/automations/{automation_id}/enrollments"): {"contact_id": w["contact"]},
+        ("POST", "/v1/automations/{automation_id}/backfill"): {"dry_run": False},
+        ("POST", "/v1/automations/{automation_id}/migrate"): {"to_version": 1, "dry_run": False},
     }
 
 

@@ -114,7 +114,7 @@ def _members(obj: Any, path: str, spec: tuple[tuple[str, Any, bool], ...], extra
     allowed = {name for name, _, _ in spec} | set(extra)
     for key in obj:
         if key not in allowed:
-            raise _bad(f"Unknown member '{path}.{key}'.")
+            raise _bad(f"Unknown member '{path}.{key}'")
     for name, expected, required in spec:
         if name not in obj or obj[name] is None and expected is not object:
             if required:
@@ -228,7 +228,7 @@ def check_document(doc: Any) -> dict[str, Any]:
     allowed = ("name", "description", "reentry", "cooldown", "triggers", "goal", "start", "steps")
     for key in doc:
         if key not in allowed:
-            raise _bad(f"Unknown member '{key}'.")
+            raise _bad(f"Unknown member '{key}'")
     name = doc.get("name")
     if not isinstance(name, str) or not name.strip():
         raise _bad("The automation's 'name' is required (a non-empty string).")

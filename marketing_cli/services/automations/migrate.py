@@ -34,7 +34,7 @@ def _body(body: Any) -> tuple[int, dict[str, str], bool, str]:
         raise MktError(400, "The body must be a JSON object with 'to_version'.")
     for key in body:
         if key not in ("to_version", "map", "dry_run", "unmapped"):
-            raise MktError(400, f"Unknown member '{key}'.")
+            raise MktError(400, f"Unknown member '{key}'")
     to_version = body.get("to_version")
     if isinstance(to_version, bool) or not isinstance(to_version, int) or to_version < 1:
         raise MktError(400, "The member 'to_version' must be a version number (an integer, 1 or more).")

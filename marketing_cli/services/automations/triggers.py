@@ -251,7 +251,7 @@ def enroll_contact(conn: sqlite3.Connection, workspace_id: int, automation_id: A
         raise MktError(400, "The body must be a JSON object with 'contact_id'.")
     for key in body:
         if key not in ("contact_id", "entry_key"):
-            raise MktError(400, f"Unknown member '{key}'.")
+            raise MktError(400, f"Unknown member '{key}'")
     contact_id = parse_hex_id(body.get("contact_id"), "The contact ID you provided is not valid.")
     entry_key = body.get("entry_key")
     if entry_key is not None and (not isinstance(entry_key, str) or not 1 <= len(entry_key) <= 200):
@@ -304,7 +304,7 @@ def backfill(conn: sqlite3.Connection, workspace_id: int, automation_id: Any, bo
         raise MktError(400, "The body must be a JSON object.")
     for key in body:
         if key not in ("segment_id", "dry_run"):
-            raise MktError(400, f"Unknown member '{key}'.")
+            raise MktError(400, f"Unknown member '{key}'")
     dry_run = body.get("dry_run", False)
     if not isinstance(dry_run, bool):
         raise MktError(400, "The member 'dry_run' must be a boolean.")
