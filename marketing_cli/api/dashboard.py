@@ -15,7 +15,7 @@ so a revoked key signs the browser out at once. The key never appears in a URL o
 Read-only: the only POSTs are the sign-in and the sign-out, and they change no row (the
 key's `last_used_at`, as on any API call, aside). Cross-site requests are refused twice:
 the cookie is SameSite=Strict, and a POST whose `Origin` is not the dashboard's own gets a
-403. Every answer carries a Content-Security-Policy that allows the page's own origin only
+403 (`_same_origin`). Every answer carries a Content-Security-Policy that allows the page's own origin only
 (no script at all; the stylesheet is the file `/dashboard/dashboard.css`), forbids framing,
 and sends no Referer; and `Cache-Control: no-store`, so a shared machine's cache keeps no
 report. Pages are built with reports/html.py's `el`, which escapes every value.
@@ -45,6 +45,9 @@ BASE = "/dashboard"
 COOKIE = "mkt_dashboard"
 PER_PAGE = 50
 SIGN_IN, SIGN_OUT, STYLESHEET_PATH = f"{BASE}/sign-in", f"{BASE}/sign-out", f"{BASE}/dashboard.css"
+ICON_PATH = f"{BASE}/icon.svg"  # named by every page, so browsers do not ask for /favicon.ico (a 404)
+ICON = ('<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32"><rect width="32" height="32" rx="6" '
+        'fill="#0f172a"/><polyline points="5,24 12,14 18,19 27,7" fill="none" stroke="#60a5fa" stroke-width="3"/></svg>')
 
 CONTENT_SECURITY_POLICY = ("default-src 'self'; script-src 'none'; object-src 'none'; base-uri 'none'; "
                            "form-action 'self'; frame-ancestors 'none'")
@@ -85,7 +88,7 @@ def page(title: str, content: Any, *, status: int = 200, workspace: str | None =
                 el("form", el("button", "Sign out", type="submit"), method="post", action=SIGN_OUT)]
     document = "<!doctype html>\n" + el(
         "html", Safe('<head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">'),
-        el("title", f"{title} · mkt"), Safe(f'<link rel="stylesheet" href="{STYLESHEET_PATH}"></head>'),
+        el("title", f"{title} · mkt"), Safe(f'<link rel="stylesheet" href="{STYLESHEET_PATH}"><link rel="icon" href="{ICON_PATH}"></head>'),
         el("body", el("header", *bar, class_="bar"), content), lang="en")
     return Response(document + "\n", status_code=status, media_type="text/html", headers=HEADERS)
 
@@ -113,7 +116,13 @@ def _signed_in(request: Request) -> int | None:
 
 
 def _same_origin(request: Request) -> bool:
-    return request.headers.get("origin") == f"{request.url.scheme}://{request.url.netloc}"
+    """A form sent from the dashboard's own page. Browsers send `Origin: null` on a form POST
+    from a page served with `Referrer-Policy: no-referrer` (as these are): then the Fetch
+    Metadata header that browsers set and no page can, `Sec-Fetch-Site: same-origin`, decides."""
+    origin = request.headers.get("origin")
+    if origin == f"{request.url.scheme}://{request.url.netloc}":
+        return True
+    return origin in (None, "null") and request.headers.get("sec-fetch-site") == "same-origin"
 
 
 def _workspace_name(conn: Any, workspace_id: int) -> str:
@@ -288,6 +297,10 @@ async def stylesheet(request: Request) -> Response:
     return Response(STYLESHEET, media_type="text/css", headers=HEADERS)
 
 
+async def icon(request: Request) -> Response:
+    return Response(ICON, media_type="image/svg+xml", headers=HEADERS)
+
+
 async def unknown_page(request: Request) -> Response:
     workspace_id = _signed_in(request)
     if workspace_id is None:
@@ -308,6 +321,7 @@ routes = [
     Route(SIGN_IN, sign_in, methods=["POST"], include_in_schema=False),
     Route(SIGN_OUT, sign_out, methods=["POST"], include_in_schema=False),
     Route(STYLESHEET_PATH, stylesheet, methods=["GET"], include_in_schema=False),
+    Route(ICON_PATH, icon, methods=["GET"], include_in_schema=False),
     Route(BASE + "/campaigns/{campaign_id}", email_campaign_page, methods=["GET"], include_in_schema=False),
     Route(BASE + "/sms-campaigns/{campaign_id}", sms_campaign_page, methods=["GET"], include_in_schema=False),
     Route(BASE + "/{rest:path}", unknown_page, methods=["GET"], include_in_schema=False),

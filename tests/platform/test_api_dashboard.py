@@ -89,11 +89,14 @@ def test_over_https_the_cookie_is_secure(app: Any, workspace: dict) -> None:
 
 
 def test_forms_from_another_origin_are_refused(browser: Any, workspace: dict) -> None:
-    for headers in ({}, {"Origin": "http://evil.example"}, {"Origin": "null"}, {"Origin": "https://testserver"}):
+    for headers in ({}, {"Origin": "http://evil.example"}, {"Origin": "null"}, {"Origin": "https://testserver"},
+                    {"Origin": "null", "Sec-Fetch-Site": "cross-site"}, {"Sec-Fetch-Site": "same-site"},
+                    {"Origin": "http://evil.example", "Sec-Fetch-Site": "same-origin"}):
         r = sign_in(browser, workspace["api_key"], headers)
         assert r.status_code == 403 and "set-cookie" not in r.headers, headers
         assert_protected(r)
-    sign_in(browser, workspace["api_key"])
+    # What Chromium sends from a page served with Referrer-Policy: no-referrer.
+    assert sign_in(browser, workspace["api_key"], {"Origin": "null", "Sec-Fetch-Site": "same-origin"}).status_code == 303
     r = browser.post("/dashboard/sign-out", headers={"Origin": "http://evil.example"})
     assert r.status_code == 403 and "set-cookie" not in r.headers
     assert browser.get("/dashboard/").status_code == 200  # still signed in
