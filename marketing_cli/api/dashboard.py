@@ -34,6 +34,7 @@ from marketing_cli.api.auth import key_workspace
 from marketing_cli.api.calls import call
 from marketing_cli.api.responses import read_body
 from marketing_cli.errors import MktError
+from marketing_cli.kernel.numbers import parse_digits
 from marketing_cli.reports import html
 from marketing_cli.reports.html import Safe, el
 from marketing_cli.services.account import keys, workspaces
@@ -251,7 +252,8 @@ def overview(data: dict[str, Any]) -> Safe:
 
 
 def _page_number(text: str | None) -> int:
-    return int(text) if text is not None and text.isascii() and text.isdigit() and 0 < int(text) <= 10**6 else 1
+    number = parse_digits(text, 7)
+    return number if number else 1
 
 
 async def campaigns_page(request: Request) -> Response:
