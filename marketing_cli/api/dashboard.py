@@ -103,6 +103,17 @@ def error_page(status: int, message: str, workspace: str | None = None) -> Respo
                 status=status, workspace=workspace)
 
 
+def _forget(request: Request, response: Response) -> Response:
+    response.delete_cookie(COOKIE, path=BASE, httponly=True, samesite="strict", secure=request.url.scheme == "https")
+    return response
+
+
+def to_sign_in(request: Request) -> Response:
+    """The answer to a page asked without a valid cookie; a stale one (a key revoked since) is dropped."""
+    response = redirect(SIGN_IN)
+    return _forget(request, response) if COOKIE in request.cookies else response
+
+
 def _signed_in(request: Request) -> int | None:
     """The workspace of the cookie's key, or None (no cookie, or a key revoked since)."""
     secret = request.cookies.get(COOKIE)
@@ -171,9 +182,7 @@ async def sign_in(request: Request) -> Response:
 async def sign_out(request: Request) -> Response:
     if not _same_origin(request):
         return error_page(403, FOREIGN_ORIGIN)
-    response = redirect(SIGN_IN)
-    response.delete_cookie(COOKIE, path=BASE, httponly=True, samesite="strict", secure=request.url.scheme == "https")
-    return response
+    return _forget(request, redirect(SIGN_IN))
 
 
 # ------------------------------------------------------------------ the pages
@@ -259,7 +268,7 @@ def _page_number(text: str | None) -> int:
 async def campaigns_page(request: Request) -> Response:
     workspace_id = _signed_in(request)
     if workspace_id is None:
-        return redirect(SIGN_IN)
+        return to_sign_in(request)
     data = await call(request, overview_data, workspace_id, _page_number(request.query_params.get("page")))
     return page("Campaigns", overview(data), workspace=data["workspace"])
 
@@ -278,7 +287,7 @@ def _report_data(conn: Any, workspace_id: int, kind: str, campaign_id: str) -> t
 async def _report_page(request: Request, kind: str) -> Response:
     workspace_id = _signed_in(request)
     if workspace_id is None:
-        return redirect(SIGN_IN)
+        return to_sign_in(request)
     name, data = await call(request, _report_data, workspace_id, kind, request.path_params["campaign_id"])
     if data is None:
         return error_page(404, NOT_FOUND, name)
@@ -306,7 +315,7 @@ async def icon(request: Request) -> Response:
 async def unknown_page(request: Request) -> Response:
     workspace_id = _signed_in(request)
     if workspace_id is None:
-        return redirect(SIGN_IN)
+        return to_sign_in(request)
     name = await call(request, _workspace_name, workspace_id)
     return error_page(404, PAGE_NOT_FOUND, name)
 

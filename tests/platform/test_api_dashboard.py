@@ -119,7 +119,9 @@ def test_a_revoked_key_is_signed_out_at_once(browser: Any, conn: Any, workspace:
     assert browser.get("/dashboard/").status_code == 200
     for key in keys.list_keys(conn, workspace["id"]):
         keys.revoke_key(conn, workspace["id"], key["id"])
-    assert browser.get("/dashboard/").headers["location"] == "/dashboard/sign-in"
+    r = browser.get("/dashboard/")
+    assert r.headers["location"] == "/dashboard/sign-in" and "Max-Age=0" in r.headers["set-cookie"]  # dropped
+    assert dashboard.COOKIE not in browser.cookies
 
 
 def _links(text: str) -> list[str]:
