@@ -57,6 +57,7 @@ ROUTE_MODULES = [
     "marketing_cli.api.senders",
     "marketing_cli.api.sms",
     "marketing_cli.api.openapi",
+    "marketing_cli.api.dashboard",  # `/` and /dashboard/...: pages for people, not the API
     "marketing_cli.api.sms_links",
     "marketing_cli.api.sms_messages",
     "marketing_cli.api.automations",

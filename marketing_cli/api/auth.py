@@ -23,6 +23,12 @@ def require_workspace(request: Request) -> int:
     return workspace_id
 
 
+def key_workspace(request: Request, secret: str) -> int:
+    """The workspace of a bare key (the dashboard's sign-in form and cookie), checked exactly
+    as an `Authorization: Bearer` header is, or the same 401."""
+    return keys.authenticate(db_conn(request), f"Bearer {secret}")
+
+
 def optional_workspace(request: Request) -> int | None:
     """None without an Authorization header; the key's workspace, or 401, with one."""
     header = request.headers.get("authorization")

@@ -61,7 +61,8 @@ def declared_routes(routes: Iterable[BaseRoute]) -> list[tuple[str, str]]:
     """(method, OpenAPI path) of every documented route, in the app's order."""
     found = []
     for route in routes:
-        if isinstance(route, Route) and not schemas.is_alias(route.path):
+        # include_in_schema=False: the dashboard's pages (api/dashboard.py), which are not the API
+        if isinstance(route, Route) and route.include_in_schema and not schemas.is_alias(route.path):
             found.extend((method, openapi_path(route.path)) for method in _methods(route))
     return found
 

@@ -124,6 +124,7 @@ def run_server(db_path: Path, *, host: str, port: int, smtp_url: str | None, out
     app = create_app(db_path, worker=True, worker_interval=worker_interval, lease_seconds=lease_seconds,
                      body_timeout=body_timeout)
     console.print(f"mkt serving {db_path} on http://{host}:{port}/v1 (Ctrl+C to stop)")
+    console.print(f"dashboard: http://{host}:{port}/ (sign in with an API key)")
     print_transports(db_path)
     # uvicorn shuts down gracefully on SIGINT/SIGTERM, then re-raises the signal it caught
     # with the previous handlers restored: these make that a clean exit with status 0.

@@ -550,3 +550,40 @@ def test_the_sweep_finds_a_leak(client: Any, conn: sqlite3.Connection,
     assert response.is_success and leaked(body_text(response), a, "") == [MARK_A]
     assert [problem.split(":")[0] for problem in cross_references(conn)] == ["contact_tags"]
     assert owned_rows(conn, a["workspace"]["id"]) != before  # A's tag is on B's contact now
+
+
+# --- the dashboard (api/dashboard.py): not in the document, so swept here by hand -----------
+
+def test_the_dashboard_shows_b_nothing_of_a(app: Any, conn: sqlite3.Connection,
+                                             worlds: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    """B's key signed in to the dashboard: A's campaign pages answer 404 like a missing id,
+    and no page B can reach shows A's marker or ids; A's own key sees A's pages."""
+    from starlette.testclient import TestClient
+
+    from marketing_cli.kernel.ids import new_id
+
+    a, b = worlds
+    pages = {"email": "/dashboard/campaigns/{}", "sms": "/dashboard/sms-campaigns/{}"}
+    ids = {"email": ("campaign", a["ids"]["campaign"]), "sms": ("sms_campaign", a["ids"]["sms_campaign"])}
+    before = owned_rows(conn, a["workspace"]["id"])
+    for who, expect in ((b, 404), (a, 200)):
+        with TestClient(app, raise_server_exceptions=False, follow_redirects=False) as browser:
+            signed = browser.post("/dashboard/sign-in", data={"api_key": who["key"]},
+                                  headers={"Origin": "http://testserver"})
+            assert signed.status_code == 303
+            for kind, template in pages.items():
+                _, a_id = ids[kind]
+                theirs = browser.get(template.format(a_id))
+                assert theirs.status_code == expect, (kind, who is a)
+                if who is b:
+                    missing = browser.get(template.format(new_id()))
+                    assert missing.status_code == 404 and leaked(body_text(theirs), a, "") == []
+                    assert body_text(theirs).replace(a_id, "<id>") == body_text(missing).replace(
+                        missing.request.url.path.rsplit("/", 1)[1], "<id>")
+                else:
+                    assert MARK_A in body_text(theirs)
+            listing = browser.get("/dashboard/")
+            assert listing.status_code == 200
+            assert (leaked(body_text(listing), a, "") == []) == (who is b)
+        if who is b:  # (A's own visit stamps its key's last_used_at)
+            assert owned_rows(conn, a["workspace"]["id"]) == before

@@ -47,7 +47,9 @@ def api_routes(app: Any) -> list[tuple[str, str]]:
         # The tracking paths answer a person's browser with small pages, not the API's
         # error body (tests/email/test_api_email_sending.py checks them); so do SMS short links
         # (tests/sms/test_api_sms_links.py).
-        if isinstance(route, Route) and "/t/" not in route.path and not route.path.endswith("/s/{token}"):
+        # So does the dashboard (include_in_schema=False; tests/platform/test_api_dashboard.py).
+        if isinstance(route, Route) and "/t/" not in route.path and not route.path.endswith("/s/{token}") \
+                and route.include_in_schema:
             for method in sorted(route.methods or []):
                 if method != "HEAD":
                     found.append((method, route.path))

@@ -25,3 +25,18 @@ def campaign_report(conn: sqlite3.Connection, workspace_id: int, campaign_id: An
         "timeline": timeline.get_campaign_timeline(conn, workspace_id, campaign["id"]),
         "generated_at": clock.now(),
     }
+
+
+def campaign_summaries(conn: sqlite3.Connection, workspace_id: int, *, page: Any = 1,
+                       limit: Any = campaigns.DEFAULT_LIMIT) -> dict[str, Any]:
+    """The dashboard's list: GET /v1/campaigns's page, each campaign with the numbers the API
+    answers for it: `sent` of its `progress` (None before the send) and the statistics'
+    `aggregate` (delivered, opened, clicked, bounced, unsubscribed, complained)."""
+    listed = campaigns.list_campaigns(conn, workspace_id, page=page, limit=limit)
+    rows = []
+    for campaign in listed["campaigns"]:
+        progress = campaigns.get_campaign(conn, workspace_id, campaign["id"]).get("progress")
+        aggregate = stats.get_campaign_statistics(conn, workspace_id, campaign["id"])["aggregate"]
+        rows.append({"id": campaign["id"], "name": campaign["name"], "type": campaign["type"],
+                     "status": campaign["status"], "sent": progress["sent"] if progress else None, **aggregate})
+    return {"campaigns": rows, "pagination": listed["pagination"]}

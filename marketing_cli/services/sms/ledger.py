@@ -109,6 +109,17 @@ def append(conn: sqlite3.Connection, workspace_id: int, kind: str, amount: Decim
             "reason": reason, "created_at": now}
 
 
+def spending(conn: sqlite3.Connection, workspace_id: int) -> dict[str, str]:
+    """The dashboard's SMS money: {"balance", "reserved", "spent"} as decimal strings; `spent`
+    is every campaign's charges less refunds (what `total_cost` sums to over the campaigns)."""
+    spent = Decimal(0)
+    for (amount,) in conn.execute("SELECT amount FROM sms_ledger WHERE workspace_id = ? AND kind IN ('charge', 'refund')",
+                                  (workspace_id,)):
+        spent -= Decimal(amount)
+    return {"balance": money(balance(conn, workspace_id)), "reserved": money(reserved(conn, workspace_id)),
+            "spent": money(spent)}
+
+
 def parse_amount(value: Any) -> Decimal:
     text = str(value).strip().lstrip("$") if value is not None else ""
     try:

@@ -44,3 +44,13 @@ def campaign_report(conn: sqlite3.Connection, workspace_id: int, campaign_id: An
         "by_provider": _by_provider(conn, campaign["id"]),
         "generated_at": clock.now(),
     }
+
+
+def campaign_summaries(conn: sqlite3.Connection, workspace_id: int, *, page: Any = 1,
+                       limit: Any = campaigns.DEFAULT_LIMIT) -> dict[str, Any]:
+    """The dashboard's list: GET /v1/sms-campaigns's page, each campaign's `statistics` as the
+    list answers them plus `total_cost` as its statistics answer it."""
+    listed = campaigns.list_campaigns(conn, workspace_id, page=page, limit=limit)
+    rows = [{"id": c["id"], "name": c["name"], "status": c["status"], **c["statistics"],
+             "total_cost": ledger.money(ledger.campaign_cost(conn, c["id"]))} for c in listed["campaigns"]]
+    return {"campaigns": rows, "pagination": listed["pagination"]}
