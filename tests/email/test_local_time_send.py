@@ -4,7 +4,7 @@ Paris, New York and Sydney each get the message at 09:00 their time, across a DS
 from __future__ import annotations
 
 import sqlite3
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import Any
 
 import pytest

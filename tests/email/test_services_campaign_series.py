@@ -241,7 +241,7 @@ def test_the_rule_is_read_in_the_workspace_zone_utc_unless_set(conn: sqlite3.Con
     from marketing_cli.services.account import workspaces
 
     assert series.workspace_zone(conn, workspace["id"]) == "UTC"
-    workspaces.update_workspace(conn, workspace["id"], {"name": "W", "conversion_tracking": False,
+    workspaces.update_workspace(conn, workspace["id"], {"name": "Paris office", "conversion_tracking": False,
                                                         "timezone": "Europe/Paris"})
     assert series.workspace_zone(conn, workspace["id"]) == "Europe/Paris"
 

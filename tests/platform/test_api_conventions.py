@@ -31,7 +31,9 @@ def test_revoked_key_is_refused_at_once(client: Any, conn: Any, workspace: dict)
 
 def test_unknown_path_and_wrong_method(client: Any, auth: dict) -> None:
     assert error_of(client.get("/v1/nothing-here", headers=auth)) == (404, "Not found.")
-    assert error_of(client.get("/", headers=auth)) == (404, "Not found.")
+    assert error_of(client.get("/nothing-here", headers=auth)) == (404, "Not found.")
+    root = client.get("/", headers=auth, follow_redirects=False)  # `/` is the dashboard (docs/dashboard.md)
+    assert (root.status_code, root.headers["location"]) == (303, "/dashboard/")
     assert error_of(client.delete("/v1/workspace", headers=auth)) == (405, "Method not allowed.")
     assert error_of(client.post("/v1/sms-rates")) == (405, "Method not allowed.")
 

@@ -67,12 +67,26 @@ REFUSALS: dict[str, str] = {
     r"One or more (exclude )?(tags|segments) could not be found\.": NOT_FOUND,
     r"Filter #\d+: The specified field_id does not exist": NOT_FOUND,
     r"The sender identity could not be found\.": NOT_FOUND,
+    r"We could not find the (series|automation) you are looking for\.": NOT_FOUND,
     # The workspace's own definitions and settings.
     r"We were unable to find a field with the merge_tag .*": "fields are keyed by the workspace's merge tags",
     r"Validation error": "fields: uniqueness, the merge tag's format, dropdown options (the spec's one message)",
     r"Your plan does not support conversion tracking\. Please upgrade to enable this feature\.": "the plan",
     r"Email address is required for upsert operation\.": "unless the workspace allows contacts without email",
     r"A tag named .* already exists in this workspace\.": "uniqueness",
+    r"The member 'timezone' must be an IANA time zone name .*": "a name in the tz database (600 of them)",
+    r"Unknown text encoding .*": "a codec Python knows (encoding=)",
+    # A flow document's rules across its members (docs/automations.md): what JSON Schema
+    # cannot say without naming the document's own step ids.
+    r"The member 'cooldown' is only for reentry 'cooldown'\.": "cooldown goes with reentry 'cooldown'",
+    r"The member '.*' names '.*', which is no step\.": "a step reference names one of the flow's steps",
+    r"The duration '.*' must be more than 0 and at most 366 days\.": "the units' sum (days, hours, ...)",
+    r"The member '.*' must be an object such as \{\"days\": 1\} .*": "a duration names a unit (nulls are left out)",
+    r"Step '.*' \(steps\[\d+\]\) points '.*' at '.*', which is no step\.": "a step reference names one of the flow's steps",
+    r".* names the \w+ '.*', which the workspace does not have\.": "the workspace's fields, tags, segments ...",
+    r"We could not find that version of the automation\.": NOT_FOUND,
+    r"Only (active|paused) automations .*": "the automation's status",
+    r"This automation is archived; .*": "the automation's status",
     # What makes an address, a domain or a number real (JSON Schema's formats cannot say).
     r"Please provide a valid recipient email address\.": "email syntax and domain",
     r"Please provide a valid domain name, such as example\.com\.": "DNS syntax and public suffix",

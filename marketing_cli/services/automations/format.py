@@ -87,8 +87,23 @@ def pointers_of(step_type: str) -> tuple[str, ...]:
 
 
 def flow_schema() -> dict[str, Any]:
-    """The JSON Schema of the document (shipped in the package, served by the API)."""
-    return json.loads(resources.files(__package__).joinpath("flow.schema.json").read_text(encoding="utf-8"))
+    """The JSON Schema of the document (shipped in the package, served by the API), with what
+    `_members` enforces stated: a required string member holds more than blanks."""
+    return _required_strings_not_blank(
+        json.loads(resources.files(__package__).joinpath("flow.schema.json").read_text(encoding="utf-8")))
+
+
+def _required_strings_not_blank(schema: Any) -> Any:
+    if isinstance(schema, list):
+        return [_required_strings_not_blank(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    result = {key: _required_strings_not_blank(value) for key, value in schema.items()}
+    for name in schema.get("required", ()):
+        sub = result.get("properties", {}).get(name)
+        if isinstance(sub, dict) and sub.get("type") == "string" and "pattern" not in sub and "enum" not in sub:
+            result["properties"][name] = {**sub, "pattern": "\\S"}
+    return result
 
 
 def _bad(message: str) -> MktError:
@@ -134,6 +149,8 @@ def duration_seconds(value: Any, path: str) -> int:
     for unit, amount in value.items():
         if unit not in DURATION_UNITS:
             raise _bad(f"Unknown member '{path}.{unit}': a duration has days, hours, minutes and seconds.")
+        if amount is None:  # an optional member sent as null is left out
+            continue
         if not _is(amount, int) or amount < 0:
             raise _bad(f"The member '{path}.{unit}' must be a whole number, 0 or more.")
         total += amount * DURATION_UNITS[unit]

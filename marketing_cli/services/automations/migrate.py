@@ -41,7 +41,7 @@ def _body(body: Any) -> tuple[int, dict[str, str], bool, str]:
     mapping = body.get("map") or {}
     if not isinstance(mapping, dict) or not all(isinstance(v, str) for v in mapping.values()):
         raise MktError(400, "The member 'map' must be an object of step ids: {\"old\": \"new\"}.")
-    dry_run = body.get("dry_run", False)
+    dry_run = False if body.get("dry_run") is None else body["dry_run"]  # null is left out
     if not isinstance(dry_run, bool):
         raise MktError(400, "The member 'dry_run' must be a boolean.")
     unmapped = body.get("unmapped", "stay") or "stay"

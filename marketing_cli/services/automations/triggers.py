@@ -305,7 +305,7 @@ def backfill(conn: sqlite3.Connection, workspace_id: int, automation_id: Any, bo
     for key in body:
         if key not in ("segment_id", "dry_run"):
             raise MktError(400, f"Unknown member '{key}'")
-    dry_run = body.get("dry_run", False)
+    dry_run = False if body.get("dry_run") is None else body["dry_run"]  # null is left out
     if not isinstance(dry_run, bool):
         raise MktError(400, "The member 'dry_run' must be a boolean.")
     with transaction(conn):
