@@ -82,14 +82,20 @@ def _phone_zones(number: str) -> tuple[tuple[str, ...], bool]:
 def _prefix_zones(key: str) -> tuple[str, ...]:
     """The zones of the longest prefix of `key` ('+1208201') in phonenumbers' time zone data:
     what phonenumbers answers for a geographic number (timezone.time_zones_for_geographical_number)."""
+    return longest_prefix_zones(key.lstrip("+"))[1]
+
+
+def longest_prefix_zones(digits: str) -> tuple[int, tuple[str, ...]]:
+    """(its length, its zones without `Etc/Unknown`) of the longest prefix of `digits` in
+    phonenumbers' time zone data; (0, ()) when none is. SMS quiet hours (sms/places.py) read
+    a number's candidate zones through it too."""
     from phonenumbers.tzdata import TIMEZONE_DATA
 
-    digits = key.lstrip("+")
     for size in range(len(digits), 0, -1):
         names = TIMEZONE_DATA.get(digits[:size])
         if names is not None:
-            return tuple(n for n in names if n != "Etc/Unknown")
-    return ()
+            return size, tuple(n for n in names if n != "Etc/Unknown")
+    return 0, ()
 
 
 class Zones:

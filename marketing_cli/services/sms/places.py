@@ -108,23 +108,23 @@ def place_of(number: str) -> Place:
 
 def _place(number: str) -> Place:
     from phonenumbers import COUNTRY_CODE_TO_REGION_CODE
-    from phonenumbers.tzdata import TIMEZONE_DATA, TIMEZONE_LONGEST_PREFIX
+    from phonenumbers.tzdata import TIMEZONE_DATA
+
+    from marketing_cli.services.contacts.zones import longest_prefix_zones
 
     country, region, geographic, code = _parsed_head(number)
     if country is None:
         return Place(None, None, (), False)
-    digits, cc = number[1:], str(code)
+    cc = str(code)
     shared = len(COUNTRY_CODE_TO_REGION_CODE.get(code, ())) > 1
     zones: tuple[str, ...] = ()
     if geographic:  # as phonenumbers' time_zones_for_geographical_number: the longest known prefix
-        for size in range(min(TIMEZONE_LONGEST_PREFIX, len(digits)), 0, -1):
-            if digits[:size] in TIMEZONE_DATA:
-                # The bare calling code of several countries (+1's 42 zones) says nothing of the number.
-                zones = TIMEZONE_DATA[digits[:size]] if size > len(cc) or not shared else ()
-                break
+        size, zones = longest_prefix_zones(number[1:])
+        if size <= len(cc) and shared:
+            zones = ()  # the bare calling code of several countries (+1's 42 zones) says nothing of the number
     elif not shared:
-        zones = TIMEZONE_DATA.get(cc, ())  # the calling code is the country's alone: its zones are the country's
-    zones = tuple(z for z in zones if z != "Etc/Unknown")
+        # the calling code is the country's alone: its zones are the country's
+        zones = tuple(z for z in TIMEZONE_DATA.get(cc, ()) if z != "Etc/Unknown")
     if zones:
         return Place(country, region, tuple(sorted(zones)), True)
     return Place(country, region, country_zones(country), False)
