@@ -9,6 +9,8 @@ Errors here are small pages, not the API's JSON body: a person's browser shows t
 
 from __future__ import annotations
 
+from typing import Any
+
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
@@ -57,17 +59,22 @@ async def click(request: Request) -> Response:
 
 
 async def unsubscribe(request: Request) -> Response:
+    # RFC 8058: "List-Unsubscribe=One-Click", or the page's form; past the limit, 413
+    return await _page_and_form(request, tracking.unsubscribe_page, tracking.unsubscribe,
+                                tracking.UNSUBSCRIBE_MAX_BYTES)
+
+
+async def _page_and_form(request: Request, page: Any, act: Any, max_bytes: int) -> Response:
+    """A public link that GET shows as a page and POST acts on (a mail scanner's GET changes
+    nothing): the body is read within `max_bytes` (413 past it), an unknown token is 404."""
     token = request.path_params["token"]
-    if request.method == "POST":  # RFC 8058: "List-Unsubscribe=One-Click", or the page's form; past the limit, 413
-        await read_body(request, max_bytes=tracking.UNSUBSCRIBE_MAX_BYTES)
+    if request.method == "POST":
+        await read_body(request, max_bytes=max_bytes)
     try:
-        if request.method == "POST":
-            page = await call(request, tracking.unsubscribe, token)
-        else:
-            page = await call(request, tracking.unsubscribe_page, token)
+        html = await call(request, act if request.method == "POST" else page, token)
     except MktError as exc:
         return _not_found(exc)
-    return HTMLResponse(page, headers=NO_STORE)
+    return HTMLResponse(html, headers=NO_STORE)
 
 
 async def view_online_page(request: Request) -> Response:
@@ -80,17 +87,8 @@ async def view_online_page(request: Request) -> Response:
 
 async def confirm(request: Request) -> Response:
     """Double opt-in: GET shows a button, POST confirms (services/email/confirmation.py)."""
-    token = request.path_params["token"]
-    if request.method == "POST":
-        await read_body(request, max_bytes=confirmation.CONFIRM_MAX_BYTES)
-    try:
-        if request.method == "POST":
-            page = await call(request, confirmation.confirm, token)
-        else:
-            page = await call(request, confirmation.confirmation_page, token)
-    except MktError as exc:
-        return _not_found(exc)
-    return HTMLResponse(page, headers=NO_STORE)
+    return await _page_and_form(request, confirmation.confirmation_page, confirmation.confirm,
+                                confirmation.CONFIRM_MAX_BYTES)
 
 
 def _routes(prefix: str) -> list[Route]:
