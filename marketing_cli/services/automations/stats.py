@@ -14,6 +14,9 @@ from typing import Any
 
 from marketing_cli.services.automations.flows import automation_row
 
+# Outcomes recorded at a step that did not run it: a wait for an event that timed out, a
+# contact the flow's goal took out while it was at the step (triggers._GOAL_RUNS).
+NOT_RUNS = ("timeout", "goal_reached")
 _EMAIL = ("recipients", "delivered", "opened", "clicked", "bounced", "unsubscribed", "failed")
 
 
@@ -61,7 +64,7 @@ def _steps(conn: sqlite3.Connection, version_id: int, flow: dict[str, Any]) -> l
     for step in flow["steps"]:
         outcomes = runs.get(step["id"], {})
         entry: dict[str, Any] = {"step_id": step["id"], "type": step["type"],
-                                 "runs": sum(n for o, n in outcomes.items() if o != "timeout"),
+                                 "runs": sum(n for o, n in outcomes.items() if o not in NOT_RUNS),
                                  "in_step": here.get(step["id"], 0), "outcomes": outcomes,
                                  "skipped": skipped.get(step["id"], {})}
         if step["type"] == "send_email":

@@ -8,7 +8,7 @@ ONE transaction with the cursor's move:
    matched in SQL (MATCH below); one enrollment per (flow, contact) per batch, the
    earliest matching event its entry;
 2. ends goals: an enrolled contact with a later event matching its version's goal exits,
-   counted as a conversion;
+   counted as a conversion (and as `goal_reached` at the step where it was);
 3. ends waits: a contact in a wait-for-event step with a later matching event goes on.
 
 A crash before the COMMIT leaves the cursor where it was and writes no enrollment: the
@@ -84,15 +84,26 @@ GROUP BY t.automation_id, e.contact_id
 ON CONFLICT (automation_id, contact_id, entry_key) DO NOTHING
 """
 
-_GOALS = f"""
-UPDATE automation_enrollments SET status = 'exited', exit_reason = 'goal', goal_reached_at = :now, step_id = NULL,
-       next_run_at = NULL, waiting = 0, updated_at = :now
-WHERE id IN (
+_GOAL_REACHED = f"""
     SELECT x.id FROM contact_events e
     JOIN automation_enrollments x ON x.contact_id = e.contact_id AND x.status IN ('active', 'paused')
     JOIN automation_versions v ON v.id = x.version_id
     WHERE e.workspace_id = :ws AND e.id > :after AND e.id <= :upto AND e.id > x.entry_event_id
-      AND e.type = json_extract(v.flow, '$.goal.event_type') AND {match_sql("json_extract(v.flow, '$.goal')")})
+      AND e.type = json_extract(v.flow, '$.goal.event_type') AND {match_sql("json_extract(v.flow, '$.goal')")}"""
+
+# The step where each converting contact was gets a step run 'goal_reached' (its seq is the
+# next one, not run yet), so the per-step statistics show where the goal took contacts out.
+_GOAL_RUNS = f"""
+INSERT INTO automation_step_runs (enrollment_id, seq, automation_id, version_id, step_id, outcome, ran_at)
+SELECT x.id, x.seq, x.automation_id, x.version_id, x.step_id, 'goal_reached', :now FROM automation_enrollments x
+WHERE x.id IN ({_GOAL_REACHED}) AND x.step_id IS NOT NULL
+ON CONFLICT (enrollment_id, seq) DO NOTHING
+"""
+
+_GOALS = f"""
+UPDATE automation_enrollments SET status = 'exited', exit_reason = 'goal', goal_reached_at = :now, step_id = NULL,
+       seq = seq + 1, next_run_at = NULL, waiting = 0, updated_at = :now
+WHERE id IN ({_GOAL_REACHED})
 """
 
 _WAITS = f"""
@@ -121,6 +132,7 @@ def read_events(conn: sqlite3.Connection, workspace_id: int, batch: int = EVENT_
             return {"events": 0, "enrolled": 0, "goals": 0, "waits": 0}
         params = {"ws": workspace_id, "after": after, "upto": row[1], "now": clock.now()}
         enrolled = conn.execute(_ENROLL, params).rowcount + _segment_changes(conn, params)
+        conn.execute(_GOAL_RUNS, params)
         goals = conn.execute(_GOALS, params).rowcount
         waits = conn.execute(_WAITS, params).rowcount
         conn.execute("UPDATE automation_cursors SET last_event_id = ? WHERE workspace_id = ?", (row[1], workspace_id))
