@@ -27,6 +27,7 @@ import json
 import logging
 import secrets
 import sqlite3
+from datetime import timedelta
 from typing import Any
 
 from marketing_cli.db import transaction
@@ -307,7 +308,8 @@ def enroll_contact(conn: sqlite3.Connection, workspace_id: int, automation_id: A
 
 def backfill(conn: sqlite3.Connection, workspace_id: int, automation_id: Any, body: Any) -> dict[str, Any]:
     """POST /v1/automations/:id/backfill {"segment_id"?, "dry_run"?}: enroll existing contacts
-    (a segment's members, or every contact) who could enter now. With dry_run only counts."""
+    (a segment's members, or every contact) who could enter now under the re-entry policy
+    (with cooldown: not within the cooldown of their last entry). With dry_run only counts."""
     from marketing_cli.services.contacts.segment_filters import member_query
     from marketing_cli.services.contacts.segments import get_segment
 
@@ -328,10 +330,14 @@ def backfill(conn: sqlite3.Connection, workspace_id: int, automation_id: Any, bo
             segment = get_segment(conn, workspace_id, body["segment_id"])
             query = member_query(conn, workspace_id, segment["filters"])
             source, params = query.sql, list(query.params)
+        # Who may enter: not in the flow now, never in it (once), or not since the cooldown began
+        # (cooldown: as for an event or a contact added by hand).
+        since = "" if flow["reentry"] != "cooldown" else clock.format_ts(
+            clock.utcnow() - timedelta(seconds=flow["cooldown_seconds"]))
         eligible = (f"SELECT id FROM ({source}) m WHERE NOT EXISTS (SELECT 1 FROM automation_enrollments x"
                     f" WHERE x.automation_id = ? AND x.contact_id = m.id AND (x.status IN ('active', 'paused')"
-                    f" OR x.entry_key = 'once'))")
-        params = [*params, row["id"]]
+                    f" OR x.entry_key = 'once' OR (? != '' AND x.entered_at > ?)))")
+        params = [*params, row["id"], since, since]
         count = conn.execute(f"SELECT count(*) FROM ({eligible})", params).fetchone()[0]
         if dry_run:
             return {"automation_id": row["id"], "count": count, "enrolled": 0, "dry_run": True}
