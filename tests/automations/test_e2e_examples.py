@@ -164,7 +164,7 @@ def days(n: float, **more: float) -> datetime:
     return T0 + timedelta(days=n, **more)
 
 
-def test_every_example_is_in_the_readme_and_publishes_as_shipped() -> None:
+def test_every_example_is_in_the_readme_and_the_docs() -> None:
     files = sorted(p.name for p in EXAMPLES.glob("*.json"))
     assert files == ["abandoned-cart.json", "double-opt-in.json", "welcome-series.json", "win-back.json"]
     text = (EXAMPLES / "README.md").read_text(encoding="utf-8")
