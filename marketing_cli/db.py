@@ -21,9 +21,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
-from marketing_cli import field_sql
+from marketing_cli import field_sql, postgres
 from marketing_cli.errors import MktError
 
 BUSY_TIMEOUT_MS = 30_000
@@ -36,11 +37,18 @@ def default_db_path() -> Path:
     return Path(user_data_dir("mkt")) / "workspace.db"
 
 
-def resolve_db_path(path: str | os.PathLike[str] | None) -> Path:
-    if path:
-        return Path(path)
-    env = os.environ.get("MKT_DB")
-    return Path(env) if env else default_db_path()
+def resolve_db_path(path: str | os.PathLike[str] | None) -> Any:
+    """The database to open: a SQLite file's Path, or a `postgresql://` URL (postgres.DatabaseUrl)."""
+    chosen = path or os.environ.get("MKT_DB")
+    if isinstance(chosen, postgres.DatabaseUrl):
+        return chosen
+    if chosen and postgres.is_url(chosen):
+        return postgres.DatabaseUrl(str(chosen))
+    return Path(chosen) if chosen else default_db_path()
+
+
+def is_postgresql(conn: Any) -> bool:
+    return getattr(conn, "engine", "sqlite") == "postgresql"
 
 
 @cache
@@ -56,14 +64,28 @@ def schema_text() -> str:
 
 
 @cache
-def schema_steps() -> tuple[tuple[int, str], ...]:
-    """The schema as (version, sql) steps, in order."""
-    text = schema_text()
+def postgresql_schema_steps() -> tuple[tuple[int, str], ...]:
+    """schema.postgresql.sql as (version, sql) steps: the baseline, then one step per later version."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "schema.postgresql.sql", here.parent / "schema.postgresql.sql"):
+        if candidate.is_file():
+            return _steps(candidate.read_text(encoding="utf-8"))
+    raise RuntimeError(f"schema.postgresql.sql is missing from {here}")
+
+
+def _steps(text: str) -> tuple[tuple[int, str], ...]:
     marks = list(_STEP.finditer(text))
     steps = []
     for i, mark in enumerate(marks):
         end = marks[i + 1].start() if i + 1 < len(marks) else len(text)
         steps.append((int(mark.group(1)), text[mark.end() : end]))
+    return tuple(steps)
+
+
+@cache
+def schema_steps() -> tuple[tuple[int, str], ...]:
+    """The schema as (version, sql) steps, in order."""
+    steps = _steps(schema_text())
     versions = [v for v, _ in steps]
     if versions != list(range(1, len(versions) + 1)):
         raise RuntimeError(f"schema.sql steps must be numbered 1..N, found {versions}")
@@ -100,6 +122,8 @@ def _configure(conn: sqlite3.Connection) -> None:
 def migrate(conn: sqlite3.Connection, target: int | None = None) -> int:
     """Apply the schema steps above the file's version (up to `target`); returns the version."""
     target = latest_version() if target is None else target
+    if is_postgresql(conn):
+        return postgres.migrate(conn, postgresql_schema_steps(), target)
     if conn.execute("PRAGMA user_version").fetchone()[0] >= target:
         return target
     with transaction(conn):
@@ -162,7 +186,7 @@ def _create_private(db_path: Path) -> list[Path]:
 def create_database_file(path: str | os.PathLike[str] | None) -> list[Path]:
     """Create an empty database file (0600) if none exists; returns what was created (see `_create_private`)."""
     db_path = resolve_db_path(path)
-    if str(db_path) == ":memory:":
+    if str(db_path) == ":memory:" or isinstance(db_path, postgres.DatabaseUrl):
         return []
     if db_path.is_dir():
         raise MktError(500, f"Cannot open the database {db_path}: it is a directory.")
@@ -250,6 +274,8 @@ def connect(path: str | os.PathLike[str] | None = None, *, upgrade: bool = True,
     -wal and -shm.
     """
     db_path = resolve_db_path(path)
+    if isinstance(db_path, postgres.DatabaseUrl):
+        return _connect_postgresql(db_path, upgrade=upgrade)
     memory = str(db_path) == ":memory:"
     try:
         if not memory:
@@ -290,6 +316,29 @@ def connect(path: str | os.PathLike[str] | None = None, *, upgrade: bool = True,
             conn.close()
             raise
     return conn
+
+
+def _connect_postgresql(url: postgres.DatabaseUrl, *, upgrade: bool) -> Any:
+    conn = postgres.Connection(url)
+    version = postgres.current_version(conn)
+    if version > latest_version():
+        conn.close()
+        raise MktError(500, f"The database {url} has schema version {version}, newer than this mkt knows "
+                            f"({latest_version()}): upgrade mkt to use it.")
+    if upgrade:
+        try:
+            migrate(conn)
+        except BaseException:
+            conn.close()
+            raise
+    return conn
+
+
+def schema_version(conn: Any) -> int:
+    """The version of the database's schema (`mkt db status`)."""
+    if is_postgresql(conn):
+        return postgres.current_version(conn)
+    return conn.execute("PRAGMA user_version").fetchone()[0]
 
 
 @contextmanager
@@ -345,6 +394,7 @@ class Database:
 
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
         self.path = resolve_db_path(path)
+        self.postgresql = isinstance(self.path, postgres.DatabaseUrl)
         self._local = threading.local()
         self._opened: list[sqlite3.Connection] = []
         connect(self.path).close()  # create and migrate once, up front

@@ -30,6 +30,41 @@ os.environ["NO_COLOR"] = "1"
 os.environ["TERM"] = "dumb"
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--engine", choices=("sqlite", "postgresql"), default=os.environ.get("MKT_TEST_ENGINE", "sqlite"),
+                     help="the database engine the tests run on (tests/engines.py starts PostgreSQL itself)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "sqlite_only: the test is about the SQLite file itself (skipped on PostgreSQL)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--engine") != "postgresql":
+        return
+    skip = pytest.mark.skip(reason="about the SQLite file itself")
+    for item in items:
+        if item.get_closest_marker("sqlite_only"):
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def engine(request: pytest.FixtureRequest) -> str:
+    return request.config.getoption("--engine")
+
+
+@pytest.fixture(scope="session")
+def postgres_server(engine: str) -> Iterator[Any]:
+    if engine != "postgresql":
+        yield None
+        return
+    from tests.engines import PostgresServer
+
+    server = PostgresServer()
+    yield server
+    server.stop()
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _job_handlers() -> None:
     """The services' job handlers, registered as `mkt jobs run` and serve's worker register them,
@@ -39,9 +74,20 @@ def _job_handlers() -> None:
     services.load_job_handlers()
 
 
+@pytest.fixture
+def db_path(tmp_path: Path, postgres_server: Any) -> Iterator[Any]:
+    """The test's database: a file path on SQLite, a fresh database's URL on PostgreSQL."""
+    if postgres_server is None:
+        yield tmp_path / "mkt.db"
+        return
+    url = postgres_server.fresh()
+    yield url
+    postgres_server.drop(url)
+
+
 @pytest.fixture(autouse=True)
-def _env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("MKT_DB", str(tmp_path / "mkt.db"))
+def _env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, db_path: Any) -> None:
+    monkeypatch.setenv("MKT_DB", str(db_path))
     monkeypatch.setenv("MKT_CONFIG_DIR", str(tmp_path / "config"))  # `mkt workspace use` writes here
     monkeypatch.delenv("MKT_WORKSPACE", raising=False)
     monkeypatch.delenv("MKT_SMTP_URL", raising=False)
@@ -51,11 +97,6 @@ def _env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "200")
     monkeypatch.setenv("NO_COLOR", "1")
     monkeypatch.setenv("TERM", "dumb")
-
-
-@pytest.fixture
-def db_path(tmp_path: Path) -> Path:
-    return tmp_path / "mkt.db"
 
 
 @pytest.fixture

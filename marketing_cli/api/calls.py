@@ -97,6 +97,8 @@ async def quick_read(request: Request, fn: Callable[..., T], *args: Any, **kwarg
     (as `call`) if it outruns its budget, and for QUICK_COOLDOWN seconds after that (a read
     grown heavy then costs the loop one budget per cooldown, not one per request).
     fn must only read: it may be run twice."""
+    if request.app.state.db.postgresql:  # a network round trip: never on the event loop
+        return await call(request, fn, *args, **kwargs)
     conn, budget = _loop_connection(request.app.state.db)
     if conn.in_transaction or (fn in _in_threads_until and _in_threads_until[fn] > time.monotonic()):
         return await call(request, fn, *args, **kwargs)

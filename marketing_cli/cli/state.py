@@ -14,6 +14,7 @@ import os
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -97,7 +98,12 @@ def read_settings() -> dict:
     return value if isinstance(value, dict) else {}
 
 
-def _db_key(db_path: Path) -> str:
+def _db_key(db_path: Any) -> str:
+    """The settings file's key for a database: the file's absolute path, or the URL without its password."""
+    from marketing_cli.postgres import DatabaseUrl
+
+    if isinstance(db_path, DatabaseUrl):
+        return str(db_path)
     return str(Path(db_path).expanduser().resolve())
 
 

@@ -58,6 +58,7 @@ def test_conversion_tracking_needs_interaction_tracking(client: Any, auth: dict,
     assert r.status_code == 200 and r.json()["data"]["conversion_tracking"] is True
 
 
+@pytest.mark.sqlite_only  # foreign keys switched off: a state only a SQLite file can be left in
 def test_workspace_that_no_longer_exists(client: Any, auth: dict, conn: Any, workspace: dict) -> None:
     conn.execute("PRAGMA foreign_keys = OFF")
     conn.execute("DELETE FROM workspaces WHERE id = ?", (workspace["id"],))

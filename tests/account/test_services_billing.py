@@ -99,6 +99,7 @@ def test_hourly_emails_count_only_the_current_hour(conn: sqlite3.Connection, wor
     assert resources(conn, ws)["monthly_emails"][0] == 0
 
 
+@pytest.mark.sqlite_only  # SQLite's query plan
 def test_usage_is_read_by_seeks_whatever_the_past_periods(conn: sqlite3.Connection, workspace: dict,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """A year of hourly counters (one row per hour of sending) is never read: one seek per resource."""

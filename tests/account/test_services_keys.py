@@ -7,13 +7,14 @@ import pytest
 
 from marketing_cli.errors import MktError
 from marketing_cli.services.account import keys, workspaces
+from tests import engines
 
 
 def test_keys_are_stored_only_as_hashes(conn: sqlite3.Connection, workspace: dict) -> None:
     created = keys.create_key(conn, workspace["id"], "ci")
     assert set(created) == {"id", "name", "key", "created_at"}
     secret = created["key"]
-    dump = "\n".join(conn.iterdump())
+    dump = engines.dump(conn)
     assert secret not in dump and workspace["api_key"] not in dump
     row = conn.execute("SELECT key_hash, prefix FROM api_keys WHERE id = ?", (created["id"],)).fetchone()
     assert row["key_hash"] == hashlib.sha256(secret.encode()).hexdigest()
@@ -94,6 +95,7 @@ def test_last_used_at_is_stamped_at_most_once_a_minute(conn: sqlite3.Connection,
     assert stamp() == "2026-11-22T10:01:30.000Z"
 
 
+@pytest.mark.sqlite_only  # a busy SQLite file (PostgreSQL has no file lock)
 def test_stamping_never_waits_for_a_busy_file(db_path: object, conn: sqlite3.Connection, workspace: dict) -> None:
     import time
 

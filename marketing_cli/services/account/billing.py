@@ -36,7 +36,7 @@ def bump_usage(conn: sqlite3.Connection, workspace_id: int, resource: str, amoun
     """Add `amount` to the current period's counter (call inside the write transaction)."""
     conn.execute(
         "INSERT INTO usage_counters (workspace_id, resource, period, used) VALUES (?, ?, ?, ?)"
-        " ON CONFLICT (workspace_id, resource, period) DO UPDATE SET used = used + excluded.used",
+        " ON CONFLICT (workspace_id, resource, period) DO UPDATE SET used = usage_counters.used + excluded.used",
         (workspace_id, resource, period_of(resource), amount),
     )
 

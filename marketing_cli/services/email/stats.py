@@ -253,7 +253,7 @@ def record_open(conn: sqlite3.Connection, message_id: int, *, machine: bool = Fa
         # The timeline's total opens (schema step 16): the message keeps only its first open's time.
         conn.execute("INSERT INTO email_campaign_hours (campaign_id, hour, variant_id, total_opens)"
                      " VALUES (?, substr(?, 1, 13), ?, 1) ON CONFLICT (campaign_id, hour, variant_id)"
-                     " DO UPDATE SET total_opens = total_opens + 1", (row[2], at, row[3]))
+                     " DO UPDATE SET total_opens = email_campaign_hours.total_opens + 1", (row[2], at, row[3]))
         conn.execute("UPDATE contacts SET total_opens = total_opens + 1, unique_opens = unique_opens + ?,"
                      " last_opened_at = max(coalesce(last_opened_at, ''), ?) WHERE id = ?", (int(first), at, row[0]))
     return first
@@ -294,7 +294,7 @@ def record_click(conn: sqlite3.Connection, message_id: int, link_id: int, device
         if first:
             conn.executemany(
                 "INSERT INTO email_campaign_breakdowns (campaign_id, dimension, key, count) VALUES (?, ?, ?, 1)"
-                " ON CONFLICT (campaign_id, dimension, key) DO UPDATE SET count = count + 1",
+                " ON CONFLICT (campaign_id, dimension, key) DO UPDATE SET count = email_campaign_breakdowns.count + 1",
                 [(message["campaign_id"], "country", country), (message["campaign_id"], "device_type", device_type),
                  (message["campaign_id"], "os", os)])
         conn.execute("UPDATE contacts SET total_clicks = total_clicks + 1, unique_clicks = unique_clicks + ?,"

@@ -1,0 +1,449 @@
+"""The PostgreSQL engine: the same services on a `postgresql://` URL (docs/architecture.md, "Two engines").
+
+The services speak one SQL: SQLite's, with `?` placeholders, as the embedded default runs it.
+This module is the one place that knows PostgreSQL spells some of it differently. A
+`Connection` here answers the calls the services make of a `sqlite3.Connection`
+(`execute`, `executemany`, `in_transaction`, `total_changes`, rows read by name or
+position), and every statement passes once through `translate` (cached per text):
+
+- `?` and `:name` placeholders become psycopg's `%s` and `%(name)s` (a literal `%` is doubled);
+- `INSERT OR IGNORE` becomes `INSERT ... ON CONFLICT DO NOTHING`;
+- `BEGIN IMMEDIATE` (SQLite's one writer at a time) becomes a transaction that first takes a
+  transaction-scoped advisory lock, so writers queue exactly as they do on the file (and
+  the lock goes with the transaction: nothing outlives it, which PgBouncer's transaction
+  mode needs); a plain `BEGIN` (a read snapshot) is REPEATABLE READ;
+- an INSERT into a table whose key is generated answers `lastrowid` (RETURNING id).
+
+Values cross in SQLite's types: booleans are 0/1 both ways, and a whole number that
+PostgreSQL computes as `numeric` (SUM) comes back as an int. SQL functions that SQLite has
+and PostgreSQL lacks (`json_extract`, `instr`, ...) are created in the schema
+(`schema.postgresql.sql`).
+
+A password in the URL never leaves this module: `DatabaseUrl` prints without it.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from functools import lru_cache
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from marketing_cli.errors import MktError
+
+SCHEMES = ("postgresql://", "postgres://")
+# The one advisory lock key that serialises writers (pg_advisory_xact_lock), as SQLite's
+# single write lock does: "mkt" in ASCII.
+WRITE_LOCK = 0x6D6B74
+STATEMENT_TIMEOUT_MS = 60_000
+IDLE_IN_TRANSACTION_MS = 60_000
+
+
+def is_url(target: object) -> bool:
+    return isinstance(target, (str, DatabaseUrl)) and str(_raw(target)).startswith(SCHEMES)
+
+
+def _raw(target: object) -> str:
+    return target.url if isinstance(target, DatabaseUrl) else str(target)
+
+
+class DatabaseUrl:
+    """A `postgresql://` URL that prints without its password (logs, errors, `--help`, messages)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def __str__(self) -> str:
+        parts = urlsplit(self.url)
+        if parts.password is None:
+            return self.url
+        host = parts.hostname or ""
+        if parts.port:
+            host += f":{parts.port}"
+        user = f"{parts.username}:***@" if parts.username else ":***@"
+        return urlunsplit((parts.scheme, user + host, parts.path, parts.query, parts.fragment))
+
+    __repr__ = __str__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, DatabaseUrl) and other.url == self.url
+
+    def __hash__(self) -> int:
+        return hash(self.url)
+
+
+# --- Errors: PostgreSQL's, raised as the sqlite3 classes the services already catch ------------
+
+
+class IntegrityError(sqlite3.IntegrityError):
+    pass
+
+
+class OperationalError(sqlite3.OperationalError):
+    pass
+
+
+class DatabaseError(sqlite3.DatabaseError):
+    pass
+
+
+def _mapped(exc: Exception) -> sqlite3.Error:
+    import psycopg
+
+    text = str(exc).strip()
+    if isinstance(exc, psycopg.errors.IntegrityError):
+        return IntegrityError(text)
+    if isinstance(exc, psycopg.errors.QueryCanceled):
+        return OperationalError("interrupted")
+    if isinstance(exc, psycopg.OperationalError):
+        return OperationalError(text)
+    return DatabaseError(text)
+
+
+# --- Translation ----------------------------------------------------------------------------
+
+_QUOTED = re.compile(r"""('(?:[^']|'')*'|"(?:[^"]|"")*")""")
+_PLACEHOLDER = re.compile(r"\?(\d+)?|%|(?<![:\w]):([A-Za-z_]\w*)|--[^\n]*")
+# SQLite's `+column` (an ORDER BY that must not use the column's index) is a plain column here.
+_UNARY_PLUS = re.compile(r"((?:ORDER|GROUP)\s+BY\s+|,\s*|\(\s*)\+(?=[A-Za-z_])", re.I)
+_IS_NOT = re.compile(r"\bIS\s+NOT\s+(?!NULL\b|DISTINCT\b|TRUE\b|FALSE\b)", re.I)
+_IS = re.compile(r"\bIS\s+(?!NOT\b|NULL\b|DISTINCT\b|TRUE\b|FALSE\b)", re.I)
+
+
+@lru_cache(maxsize=4096)
+def translate(sql: str) -> tuple[str, bool]:
+    """SQLite's spelling of a statement as PostgreSQL's (see the module docstring), and whether its
+    placeholders are numbered (`?1`: the parameters are then passed by name, p1, p2, ...)."""
+    numbered = False
+
+    def placeholder(match: re.Match[str]) -> str:
+        nonlocal numbered
+        token = match.group(0)
+        if token == "%":
+            return "%%"
+        if token.startswith("--"):
+            return ""
+        if token.startswith("?"):
+            if match.group(1):
+                numbered = True
+                return f"%(p{match.group(1)})s"
+            return "%s"
+        return f"%({match.group(2)})s"
+
+    parts = _QUOTED.split(sql)
+    for i in range(0, len(parts), 2):  # the even parts are outside quotes
+        text = _PLACEHOLDER.sub(placeholder, parts[i])
+        text = _UNARY_PLUS.sub(r"\1", text)
+        text = _IS_NOT.sub("IS DISTINCT FROM ", text)
+        parts[i] = _IS.sub("IS NOT DISTINCT FROM ", text)
+    for i in range(1, len(parts), 2):
+        parts[i] = parts[i].replace("%", "%%")
+    text = "".join(parts)
+    if re.match(r"\s*INSERT\s+OR\s+IGNORE\s+", text, re.I):
+        text = re.sub(r"^\s*INSERT\s+OR\s+IGNORE\s+", "INSERT ", text, count=1, flags=re.I)
+        returning = re.search(r"\sRETURNING\s", text, re.I)
+        if returning:
+            text = text[:returning.start()] + " ON CONFLICT DO NOTHING" + text[returning.start():]
+        else:
+            text = text.rstrip().rstrip(";") + " ON CONFLICT DO NOTHING"
+    return text, numbered
+
+
+def _bind(params: Any, numbered: bool) -> Any:
+    if numbered and not isinstance(params, dict):
+        return {f"p{i}": value for i, value in enumerate(params, 1)}
+    return params
+
+
+_INSERT_INTO = re.compile(r"^\s*INSERT\s+(?:OR\s+\w+\s+)?INTO\s+(\w+)", re.I)
+
+
+def _returning_id(sql: str, generated: frozenset[str]) -> str | None:
+    """The INSERT with `RETURNING id` when it writes one row of a table whose id is generated."""
+    match = _INSERT_INTO.match(sql)
+    if not match or match.group(1) not in generated or re.search(r"\bRETURNING\b", sql, re.I):
+        return None
+    if re.search(r"\bSELECT\b", sql, re.I):
+        return None
+    return sql.rstrip().rstrip(";") + " RETURNING id"
+
+
+# --- Rows and cursors -------------------------------------------------------------------------
+
+
+class Row(tuple):
+    """A row read by position or by column name, as sqlite3.Row is (dict(row) works)."""
+
+    __slots__ = ()
+    _index: dict[str, int] = {}
+
+    def __getitem__(self, key: Any) -> Any:  # type: ignore[override]
+        if isinstance(key, str):
+            return tuple.__getitem__(self, self._index[key])
+        return tuple.__getitem__(self, key)
+
+    def keys(self) -> list[str]:
+        return list(self._index)
+
+
+@lru_cache(maxsize=2048)
+def _row_class(names: tuple[str, ...]) -> type[Row]:
+    index: dict[str, int] = {}
+    for position, name in enumerate(names):
+        index.setdefault(name, position)
+    return type("Row", (Row,), {"__slots__": (), "_index": index})
+
+
+def _row_factory(cursor: Any) -> Any:
+    description = cursor.description
+    if description is None:
+        return None
+    cls = _row_class(tuple(column.name for column in description))
+    return lambda values: cls(values)
+
+
+class Cursor:
+    def __init__(self, cursor: Any, lastrowid: int | None = None, rowcount: int | None = None) -> None:
+        self._cursor = cursor
+        self.lastrowid = lastrowid
+        self.rowcount = cursor.rowcount if rowcount is None else rowcount
+        self.description = cursor.description
+
+    def fetchone(self) -> Any:
+        if self._cursor.description is None:
+            return None
+        return self._cursor.fetchone()
+
+    def fetchall(self) -> list[Any]:
+        if self._cursor.description is None:
+            return []
+        return self._cursor.fetchall()
+
+    def fetchmany(self, size: int = 1) -> list[Any]:
+        if self._cursor.description is None:
+            return []
+        return self._cursor.fetchmany(size)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.fetchall())
+
+    def close(self) -> None:
+        self._cursor.close()
+
+
+class _Empty:
+    """The cursor of a statement PostgreSQL has no use for (a SQLite PRAGMA that sets a knob)."""
+
+    rowcount = -1
+    lastrowid = None
+    description = None
+
+    def fetchone(self) -> None:
+        return None
+
+    def fetchall(self) -> list[Any]:
+        return []
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(())
+
+
+# --- Connection ------------------------------------------------------------------------------
+
+
+def _adapt(conn: Any) -> None:
+    """SQLite's value types on the way in and out: 0/1 for booleans, int for whole numerics."""
+    from psycopg.adapt import Loader
+    from psycopg.types.numeric import IntDumper
+
+    class BoolAsInt(Loader):
+        def load(self, data: Any) -> int:
+            return 1 if bytes(data) == b"t" else 0
+
+    class NumericAsSQLite(Loader):
+        def load(self, data: Any) -> int | float:
+            text = bytes(data).decode()
+            try:
+                return int(text)
+            except ValueError:
+                return float(text)
+
+    class BoolDumper(IntDumper):
+        def dump(self, obj: Any) -> bytes:
+            return b"1" if obj else b"0"
+
+    conn.adapters.register_loader("bool", BoolAsInt)
+    conn.adapters.register_loader("numeric", NumericAsSQLite)
+    conn.adapters.register_dumper(bool, BoolDumper)
+
+
+class Connection:
+    """A psycopg connection that answers the calls the services make of a sqlite3.Connection."""
+
+    engine = "postgresql"
+
+    def __init__(self, url: DatabaseUrl) -> None:
+        import psycopg
+
+        self.url = url
+        try:
+            self._conn = psycopg.connect(url.url, autocommit=True, prepare_threshold=None, connect_timeout=10)
+        except psycopg.Error as exc:
+            raise MktError(503, f"Cannot connect to the database {url}: "
+                                f"{str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}.") \
+                from None
+        self._conn.row_factory = _row_factory
+        _adapt(self._conn)
+        self.total_changes = 0
+        self._generated: frozenset[str] | None = None
+        self.row_factory = None  # kept for callers that set sqlite3.Row (rows are always by name here)
+        self._conn.execute(f"SET statement_timeout = {STATEMENT_TIMEOUT_MS}")
+        self._conn.execute(f"SET idle_in_transaction_session_timeout = {IDLE_IN_TRANSACTION_MS}")
+
+    # what sqlite3.Connection answers
+    @property
+    def in_transaction(self) -> bool:
+        from psycopg.pq import TransactionStatus
+
+        return self._conn.info.transaction_status != TransactionStatus.IDLE
+
+    def _generated_tables(self) -> frozenset[str]:
+        if self._generated is None:
+            rows = self._conn.execute(
+                "SELECT table_name FROM information_schema.columns WHERE table_schema = current_schema()"
+                " AND column_name = 'id' AND is_identity = 'YES'").fetchall()
+            self._generated = frozenset(row[0] for row in rows)
+        return self._generated
+
+    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Any:
+        import psycopg
+
+        head = sql.lstrip()[:16].upper()
+        if head.startswith("BEGIN"):
+            return self._begin(immediate="IMMEDIATE" in sql.upper())
+        if head.startswith("PRAGMA"):
+            return self._pragma(sql)
+        text, numbered = translate(sql)
+        returning = _returning_id(text, self._generated_tables()) if head.startswith("INSERT") else None
+        try:
+            cursor = self._conn.execute(returning or text, _bind(params, numbered))
+        except psycopg.Error as exc:
+            raise _mapped(exc) from None
+        if cursor.rowcount and cursor.rowcount > 0:
+            self.total_changes += cursor.rowcount
+        if returning is not None:
+            row = cursor.fetchone()
+            return Cursor(cursor, lastrowid=row[0] if row else None)
+        return Cursor(cursor)
+
+    def executemany(self, sql: str, seq: Any) -> Any:
+        import psycopg
+
+        text, numbered = translate(sql)
+        rows = [_bind(params, numbered) for params in seq]
+        if not rows:
+            return _Empty()
+        try:
+            with self._conn.cursor() as cursor:
+                cursor.executemany(text, rows)
+                count = cursor.rowcount
+        except psycopg.Error as exc:
+            raise _mapped(exc) from None
+        if count and count > 0:
+            self.total_changes += count
+        return _Counted(count)
+
+    def _begin(self, *, immediate: bool) -> Any:
+        import psycopg
+
+        try:
+            if immediate:
+                self._conn.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
+                self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+            else:
+                self._conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        except psycopg.Error as exc:
+            raise _mapped(exc) from None
+        return _Empty()
+
+    def _pragma(self, sql: str) -> Any:
+        """SQLite's knobs: the few that mean something here are answered, the others do nothing."""
+        name = sql.split()[1].split("=")[0].strip().lower()
+        if name == "foreign_keys" and "=" not in sql:
+            return _Constant(1)
+        if name == "data_version":
+            return _Constant(self._conn.execute("SELECT txid_current_snapshot()::text").fetchone()[0])
+        return _Empty()
+
+    def create_function(self, *args: Any, **kwargs: Any) -> None:
+        """SQLite calls Python from SQL; PostgreSQL cannot. The callers that need it have their own path."""
+
+    def set_progress_handler(self, *args: Any) -> None:
+        """A step budget is SQLite's; statement_timeout bounds a statement here."""
+
+    def interrupt(self) -> None:
+        try:
+            self._conn.cancel_safe(timeout=2)
+        except Exception:  # noqa: BLE001 - already closed, or the server is gone
+            pass
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def copy(self, sql: str) -> Any:
+        """COPY ... FROM STDIN / TO STDOUT (psycopg's copy object), PostgreSQL's bulk path."""
+        return self._conn.cursor().copy(sql)
+
+
+class _Counted(_Empty):
+    def __init__(self, count: int) -> None:
+        self.rowcount = count
+
+
+class _Constant(_Empty):
+    def __init__(self, value: Any) -> None:
+        self._value = value
+
+    def fetchone(self) -> tuple[Any]:
+        return (self._value,)
+
+
+# --- Schema ---------------------------------------------------------------------------------
+
+VERSION_TABLE = "mkt_schema_version"
+_lock = threading.Lock()
+
+
+def current_version(conn: Connection) -> int:
+    row = conn._conn.execute("SELECT to_regclass(%s)", (VERSION_TABLE,)).fetchone()
+    if row[0] is None:
+        return 0
+    return conn._conn.execute(f"SELECT version FROM {VERSION_TABLE}").fetchone()[0]
+
+
+def migrate(conn: Connection, steps: Sequence[tuple[int, str]], target: int) -> int:
+    """Apply the PostgreSQL steps above the database's version, under the write lock."""
+    import psycopg
+
+    if current_version(conn) >= target:
+        return target
+    with _lock:
+        try:
+            with conn._conn.transaction():
+                conn._conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+                conn._conn.execute(f"CREATE TABLE IF NOT EXISTS {VERSION_TABLE} (version BIGINT NOT NULL)")
+                row = conn._conn.execute(f"SELECT version FROM {VERSION_TABLE}").fetchone()
+                current = row[0] if row else 0
+                if row is None:
+                    conn._conn.execute(f"INSERT INTO {VERSION_TABLE} (version) VALUES (0)")
+                for version, sql in steps:
+                    if current < version <= target:
+                        conn._conn.execute(sql)
+                        conn._conn.execute(f"UPDATE {VERSION_TABLE} SET version = %s", (version,))
+        except psycopg.Error as exc:
+            raise _mapped(exc) from None
+    conn._generated = None
+    return target
