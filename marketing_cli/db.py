@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from marketing_cli import field_sql, postgres
+from marketing_cli import dialect, field_sql, postgres
 from marketing_cli.errors import MktError
 
 BUSY_TIMEOUT_MS = 30_000
@@ -48,7 +48,7 @@ def resolve_db_path(path: str | os.PathLike[str] | None) -> Any:
 
 
 def is_postgresql(conn: Any) -> bool:
-    return getattr(conn, "engine", "sqlite") == "postgresql"
+    return dialect.postgresql(conn)
 
 
 @cache
