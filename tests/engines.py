@@ -16,14 +16,18 @@ from __future__ import annotations
 import itertools
 import os
 import pwd
+import queue
 import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+READY = 2  # databases made ahead of the tests that will use them
 INSTALL_HINT = ("PostgreSQL's initdb and pg_ctl are not on PATH: install them (Debian: apt-get install "
                 "postgresql, then add /usr/lib/postgresql/15/bin to PATH) to run the PostgreSQL half.")
 
@@ -67,7 +71,10 @@ class PostgresServer:
                    "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200")
         self._run([self.pg_ctl, "-D", str(self.data), "-o", options, "-l", str(self.folder / "log"), "-w", "start"])
         self._names = itertools.count(1)
-        self._template_ready = False
+        self._ready: queue.Queue[Any] = queue.Queue()
+        self._used: queue.Queue[str] = queue.Queue()
+        self._stopping = threading.Event()
+        self._worker: threading.Thread | None = None
 
     def _run(self, command: list[str]) -> None:
         if self._user:
@@ -84,25 +91,49 @@ class PostgresServer:
             conn.execute(sql)
 
     def fresh(self) -> str:
-        """The URL of a new database holding the migrated schema and nothing else."""
-        if not self._template_ready:
+        """The URL of a new database holding the migrated schema and nothing else.
+
+        A background thread keeps READY copies of the template made ahead and drops the used
+        ones, so a test waits for neither (CREATE DATABASE ... TEMPLATE takes about 140 ms,
+        DROP about 80 ms)."""
+        if self._worker is None:
             from marketing_cli.db import connect
 
             self._admin("CREATE DATABASE mkt_template")
             connect(self.url("mkt_template")).close()
-            self._template_ready = True
-        name = f"mkt_test_{next(self._names)}"
-        self._admin(f"CREATE DATABASE {name} TEMPLATE mkt_template")
+            self._worker = threading.Thread(target=self._keep_ready, daemon=True)
+            self._worker.start()
+        name = self._ready.get()
+        if isinstance(name, BaseException):
+            raise name
         return self.url(name)
 
     def drop(self, url: str) -> None:
-        name = url.rsplit("/", 1)[1]
+        self._used.put(url.rsplit("/", 1)[1])
+
+    def _keep_ready(self) -> None:
+        import psycopg
+
         try:
-            self._admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        except Exception:  # noqa: BLE001 - a test's own connection still closing; the server goes anyway
-            pass
+            with psycopg.connect(self.url("postgres"), autocommit=True) as conn:
+                while not self._stopping.is_set():
+                    while True:  # drops first: they free the disk
+                        try:
+                            used = self._used.get_nowait()
+                        except queue.Empty:
+                            break
+                        conn.execute(f"DROP DATABASE IF EXISTS {used} WITH (FORCE)")
+                    if self._ready.qsize() < READY:
+                        name = f"mkt_test_{next(self._names)}"
+                        conn.execute(f"CREATE DATABASE {name} TEMPLATE mkt_template")
+                        self._ready.put(name)
+                    else:
+                        self._stopping.wait(0.005)
+        except BaseException as exc:  # noqa: BLE001 - handed to the test that waits
+            self._ready.put(exc)
 
     def stop(self) -> None:
+        self._stopping.set()
         try:
             self._run([self.pg_ctl, "-D", str(self.data), "-m", "immediate", "-w", "stop"])
         finally:
