@@ -150,3 +150,15 @@ def dump(conn: object) -> str:
         "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY tablename").fetchall()]
     return "\n".join(str(row[0]) for table in tables
                      for row in conn.execute(f'SELECT t::text FROM "{table}" t').fetchall())  # type: ignore[attr-defined]
+
+
+# The suites that run on PostgreSQL today (issue 22 ports the rest, domain by domain); on
+# `--engine postgresql` the others are deselected, and the run says how many (never silently).
+POSTGRESQL_SUITES = (
+    "tests/account/",
+    "tests/platform/test_engines.py",
+)
+
+
+def ported(nodeid: str) -> bool:
+    return nodeid.startswith(POSTGRESQL_SUITES)

@@ -25,6 +25,7 @@ SUBCOMMANDS: list[tuple[str, str, str]] = [
     ("sms", "sms", "SMS campaigns, quotes, review, the outbox, the prepaid balance and the sender ID."),
     ("automations", "automations", "Automations: flows of triggers and steps (welcome series, double opt-in, ...)."),
     ("mail", "mail", "Where the workspace's mail goes: an SMTP server or the outbox folder (operator only)."),
+    ("database", "db", "The database: its engine and schema version, upgrading it (operator only)."),
     ("openapi", "openapi", "Print the OpenAPI 3.1 document of the HTTP API (GET /v1/openapi.json)."),
 ]
 

@@ -1,0 +1,85 @@
+"""The two engines hold one schema: the same tables, columns, types, keys, indexes and triggers.
+
+SQLite's side is read with sqlite-utils (its introspection of a migrated file), PostgreSQL's
+from its catalogs (information_schema and pg_indexes). Runs with `--engine postgresql`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+import sqlite_utils
+
+from marketing_cli import db
+
+pytestmark = pytest.mark.postgresql_only
+
+# SQLite's declared type -> PostgreSQL's (a rowid alias INTEGER PRIMARY KEY is an identity BIGINT)
+TYPES = {"INTEGER": "bigint", "TEXT": "text", "BLOB": "bytea"}
+
+
+def _sqlite_side() -> dict[str, Any]:
+    conn = db.connect(":memory:")
+    database = sqlite_utils.Database(conn)
+    tables: dict[str, Any] = {}
+    for name in database.table_names():
+        if name == "sqlite_sequence":
+            continue
+        table = database[name]
+        tables[name] = {
+            "columns": {c.name: (TYPES[c.type], bool(c.notnull) or c.name in table.pks) for c in table.columns},
+            "primary_key": list(table.pks) if table.pks != ["rowid"] else [],
+            "foreign_keys": sorted((fk.column, fk.other_table, fk.other_column, fk.on_delete) for fk in table.foreign_keys),
+            "indexes": sorted((i.name, tuple(i.columns), bool(i.unique), bool(i.partial))
+                              for i in table.indexes if i.origin == "c"),
+            "triggers": sorted(t.name for t in table.triggers),
+        }
+    return tables
+
+
+def _postgresql_side(conn: Any) -> dict[str, Any]:
+    tables: dict[str, Any] = {}
+    names = [r[0] for r in conn.execute(
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
+        " AND table_type = 'BASE TABLE' AND table_name <> 'mkt_schema_version'").fetchall()]
+    for name in names:
+        columns = {r[0]: (r[1], r[2] == "NO") for r in conn.execute(
+            "SELECT column_name, data_type, is_nullable FROM information_schema.columns"
+            " WHERE table_schema = current_schema() AND table_name = ?", (name,)).fetchall()}
+        primary = [r[0] for r in conn.execute(
+            "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid"
+            " AND a.attnum = ANY(i.indkey) WHERE i.indrelid = ?::regclass AND i.indisprimary"
+            " ORDER BY array_position(i.indkey::int2[], a.attnum)", (name,)).fetchall()]
+        foreign = sorted((r[0], r[1], r[2], r[3]) for r in conn.execute(
+            "SELECT kcu.column_name, ccu.table_name, ccu.column_name, rc.delete_rule"
+            " FROM information_schema.referential_constraints rc"
+            " JOIN information_schema.key_column_usage kcu ON kcu.constraint_name = rc.constraint_name"
+            " JOIN information_schema.constraint_column_usage ccu ON ccu.constraint_name = rc.constraint_name"
+            " WHERE kcu.table_name = ?", (name,)).fetchall())
+        indexes = []
+        for index_name, definition in conn.execute(
+                "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = current_schema() AND tablename = ?"
+                " AND indexname NOT IN (SELECT conname FROM pg_constraint)", (name,)).fetchall():
+            inside = re.search(r"USING btree \((.*?)\)(?: WHERE |$)", definition).group(1)
+            indexes.append((index_name, tuple(c.strip() for c in inside.split(",")),
+                            definition.startswith("CREATE UNIQUE"), " WHERE " in definition))
+        triggers = sorted({r[0] for r in conn.execute(
+            "SELECT trigger_name FROM information_schema.triggers WHERE event_object_table = ?", (name,)).fetchall()})
+        tables[name] = {"columns": columns, "primary_key": primary, "foreign_keys": foreign,
+                        "indexes": sorted(indexes), "triggers": triggers}
+    return tables
+
+
+def test_both_engines_hold_the_same_schema(conn: Any) -> None:
+    sqlite, postgresql = _sqlite_side(), _postgresql_side(conn)
+    assert sorted(postgresql) == sorted(sqlite)
+    for name, expected in sqlite.items():
+        got = postgresql[name]
+        assert got["columns"] == expected["columns"], name
+        assert got["primary_key"] == expected["primary_key"], name
+        assert got["foreign_keys"] == expected["foreign_keys"], name
+        assert got["indexes"] == expected["indexes"], name
+        assert got["triggers"] == expected["triggers"], name
+    assert db.schema_version(conn) == db.latest_version()
