@@ -157,6 +157,7 @@ def dump(conn: object) -> str:
 POSTGRESQL_SUITES = (
     "tests/account/",
     "tests/platform/test_engines.py",
+    "tests/platform/test_cli_database.py",
 )
 
 
