@@ -49,7 +49,7 @@ def test_readme_quick_start_commands() -> None:
     readme = (DOCS.parent / "README.md").read_text()
     assert "python3 -m pip install -e . && python3 -m marketing_cli serve" in readme
     ci = (DOCS.parent / ".ci" / "run").read_text()
-    test_cmd = "python3 -m pip install -e '.[test]' && python3 -m pytest -n 2"
+    test_cmd = "python3 -m pip install -e '.[test]' && python3 -m pytest -n 2 && python3 -m pytest -n 2 --engine postgresql"
     assert test_cmd in readme and test_cmd in ci
 
 
