@@ -73,7 +73,7 @@ def set_caps(conn: sqlite3.Connection, workspace_id: int, body: Any) -> dict[str
         raise MktError(400, BAD_BODY)
     for key in body:
         if key not in CHANNELS:
-            raise MktError(400, f"Unknown member '{key}': the channels are email and sms.")
+            raise MktError(400, f"Unknown member '{key}'")  # the channels are email and sms
     checked = {channel: _check_cap(body[channel], channel) for channel in CHANNELS if channel in body}
     with transaction(conn):
         for channel, cap in checked.items():
