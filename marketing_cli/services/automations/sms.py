@@ -62,6 +62,15 @@ def _campaign(conn: sqlite3.Connection, ws: int, x: sqlite3.Row, flow: dict[str,
     return campaign_id
 
 
+def unreachable(contact: sqlite3.Row) -> str | None:
+    """Why the contact cannot get a text at all (as an SMS campaign's audience rule), or None."""
+    if not contact["phone"]:
+        return NO_PHONE
+    if contact["sms_status"] not in (None, "SUBSCRIBED"):
+        return f"the contact is {contact['sms_status']} for SMS"
+    return None
+
+
 def queue_sms(conn: sqlite3.Connection, ws: int, x: sqlite3.Row, flow: dict[str, Any], step: dict[str, Any],
               contact: sqlite3.Row) -> tuple[int | None, str | None]:
     """(the message id, None), or (None, why it was skipped). In the caller's transaction."""
@@ -71,10 +80,9 @@ def queue_sms(conn: sqlite3.Connection, ws: int, x: sqlite3.Row, flow: dict[str,
     from marketing_cli.services.sms.segments import count_segments
 
     phone = contact["phone"]
-    if not phone:
-        return None, NO_PHONE
-    if contact["sms_status"] not in (None, "SUBSCRIBED"):
-        return None, f"the contact is {contact['sms_status']} for SMS"
+    why = unreachable(contact)
+    if why is not None:
+        return None, why
     try:
         renderer = Renderer(conn, ws, step["body"])
     except MktError as exc:  # a field renamed or deleted since publishing

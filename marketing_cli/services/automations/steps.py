@@ -149,11 +149,12 @@ def _capped(ctx: Context, step: dict[str, Any], channel: str) -> Outcome | None:
 
 
 def _send_sms(ctx: Context, step: dict[str, Any]) -> Outcome:
-    from marketing_cli.services.automations.sms import NO_PHONE, queue_sms
+    from marketing_cli.services.automations.sms import queue_sms, unreachable
 
     contact = ctx.contact()
-    if not contact["phone"]:  # before the cap: a contact who cannot get it is skipped, not deferred
-        return Outcome("skipped", step.get("next"), detail=NO_PHONE)
+    why = unreachable(contact)
+    if why is not None:  # before the cap: a contact who cannot get it is skipped, not deferred
+        return Outcome("skipped", step.get("next"), detail=why)
     capped = _capped(ctx, step, "sms")
     if capped is not None:
         return capped
