@@ -219,3 +219,18 @@ def test_a_stop_reply_after_the_text_makes_the_next_step_skip(conn: Any, world: 
     assert [r[0] for r in conn.execute("SELECT body FROM sms_outbox")] == ["One"]
     step = stats.automation_stats(conn, ws, flow["id"])["versions"][0]["steps"][2]
     assert step["skipped"] == {"the contact is UNSUBSCRIBED for SMS": 1}
+
+
+def test_a_cancelled_step_campaign_takes_no_more_messages(conn: Any, world: dict[str, Any]) -> None:
+    ws = world["ws"]
+    flow = f.automation(conn, ws, {"name": "Again", "reentry": "every_time", "triggers": [{"type": "manual"}],
+                                   "steps": [{"id": "text", "type": "send_sms", "body": "Hello"}]})
+    bob = f.contact(conn, ws, "bob@example.com", phone_number="+14155550102")["id"]
+    triggers.enroll_contact(conn, ws, flow["id"], {"contact_id": world["ann"]})
+    f.run_automations(conn)
+    first = conn.execute("SELECT campaign_id FROM automation_sms_campaigns").fetchone()[0]
+    sms_campaigns.cancel_campaign(conn, ws, first)
+    triggers.enroll_contact(conn, ws, flow["id"], {"contact_id": bob})
+    f.run_automations(conn)
+    assert [r[0] for r in conn.execute("SELECT recipient FROM sms_outbox ORDER BY id")] == [US, "+14155550102"]
+    assert conn.execute("SELECT count(*) FROM automation_sms_campaigns").fetchone()[0] == 2

@@ -42,9 +42,11 @@ NO_BALANCE = "insufficient SMS balance"
 
 def _campaign(conn: sqlite3.Connection, ws: int, x: sqlite3.Row, flow: dict[str, Any], step: dict[str, Any],
               contact_id: str) -> str:
-    """The first round of this step's SMS campaigns without a message for the contact (created if none)."""
+    """The first round of this step's SMS campaigns without a message for the contact (created if none).
+    A round whose campaign is no longer QUEUED (cancelled by its id) takes no more messages."""
     found = conn.execute(
-        "SELECT ac.campaign_id FROM automation_sms_campaigns ac WHERE ac.version_id = ? AND ac.step_id = ?"
+        "SELECT ac.campaign_id FROM automation_sms_campaigns ac JOIN sms_campaigns s ON s.id = ac.campaign_id"
+        " AND s.status = 'QUEUED' WHERE ac.version_id = ? AND ac.step_id = ?"
         " AND NOT EXISTS (SELECT 1 FROM sms_messages m WHERE m.campaign_id = ac.campaign_id AND m.contact_id = ?)"
         " ORDER BY ac.round LIMIT 1", (x["version_id"], step["id"], contact_id)).fetchone()
     if found is not None:
