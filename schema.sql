@@ -1250,3 +1250,12 @@ ALTER TABLE email_messages ADD COLUMN capped INTEGER;
 ALTER TABLE sms_messages ADD COLUMN capped INTEGER;
 CREATE INDEX email_messages_capped ON email_messages(contact_id, created_at) WHERE capped = 1;
 CREATE INDEX sms_messages_capped ON sms_messages(contact_id, created_at) WHERE capped = 1;
+-- The SMS ledger's sum up to an entry (services/automations/sms.py): a flow's SMS step checks
+-- the balance before each message, and the ledger grows by one charge per automated text,
+-- so the step reads the sum at the checkpoint plus the entries after it (ids only grow;
+-- entries are never changed or deleted). Moved forward inside the step's transaction.
+CREATE TABLE sms_ledger_checkpoints (
+    workspace_id INTEGER PRIMARY KEY REFERENCES workspaces(id) ON DELETE CASCADE,
+    last_entry_id INTEGER NOT NULL,
+    total TEXT NOT NULL                    -- the sum of the workspace's entries up to last_entry_id
+);

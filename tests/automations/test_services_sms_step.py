@@ -234,3 +234,24 @@ def test_a_cancelled_step_campaign_takes_no_more_messages(conn: Any, world: dict
     f.run_automations(conn)
     assert [r[0] for r in conn.execute("SELECT recipient FROM sms_outbox ORDER BY id")] == [US, "+14155550102"]
     assert conn.execute("SELECT count(*) FROM automation_sms_campaigns").fetchone()[0] == 2
+
+
+def test_the_checkpointed_balance_is_the_ledgers_sum(conn: Any, world: dict[str, Any],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from marketing_cli.services.automations import sms
+
+    ws = world["ws"]
+    monkeypatch.setattr(sms, "CHECKPOINT_EVERY", 3)
+    flow = f.automation(conn, ws, {"name": "Many", "triggers": [{"type": "manual"}],
+                                   "steps": [{"id": "text", "type": "send_sms", "body": "Hello"}]})
+    phones = [f"+1415555{n:04d}" for n in range(200, 208)]
+    for contact in f.sms_contacts(conn, ws, phones):
+        triggers.enroll_contact(conn, ws, flow["id"], {"contact_id": contact["id"]})
+    ledger.add_balance(conn, ws, "1.25")
+    f.run_automations(conn)
+    assert conn.execute("SELECT count(*) FROM sms_ledger WHERE kind = 'charge'").fetchone()[0] == 8
+    checkpoint = conn.execute("SELECT last_entry_id, total FROM sms_ledger_checkpoints").fetchone()
+    assert checkpoint is not None and checkpoint[0] < conn.execute("SELECT max(id) FROM sms_ledger").fetchone()[0]
+    assert sms.balance(conn, ws) == ledger.balance(conn, ws)
+    assert Decimal(checkpoint[1]) == sum((Decimal(r[0]) for r in conn.execute(
+        "SELECT amount FROM sms_ledger WHERE id <= ?", (checkpoint[0],))), Decimal(0))

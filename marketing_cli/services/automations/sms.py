@@ -28,6 +28,7 @@ message's price: the step is skipped with that reason (counted), and nothing is 
 from __future__ import annotations
 
 import sqlite3
+from decimal import Decimal
 from typing import Any
 
 from marketing_cli import jobs
@@ -36,6 +37,7 @@ from marketing_cli.kernel import clock
 from marketing_cli.kernel.ids import new_id
 
 JOB = "automations.sms"
+CHECKPOINT_EVERY = 100  # ledger entries summed past the checkpoint before it moves forward
 NO_PHONE = "the contact has no phone number"
 NO_BALANCE = "insufficient SMS balance"
 
@@ -62,6 +64,27 @@ def _campaign(conn: sqlite3.Connection, ws: int, x: sqlite3.Row, flow: dict[str,
     conn.execute("INSERT INTO automation_sms_campaigns (version_id, step_id, round, campaign_id) VALUES (?, ?, ?, ?)",
                  (x["version_id"], step["id"], round_, campaign_id))
     return campaign_id
+
+
+def balance(conn: sqlite3.Connection, ws: int) -> Decimal:
+    """ledger.balance, read from the checkpoint (sms_ledger_checkpoints) plus the entries after
+    it, so a step's check does not grow with the ledger (one charge per automated text). The
+    checkpoint moves forward, in the caller's transaction, once CHECKPOINT_EVERY entries follow it."""
+    row = conn.execute("SELECT last_entry_id, total FROM sms_ledger_checkpoints WHERE workspace_id = ?",
+                       (ws,)).fetchone()
+    last, total = (row[0], Decimal(row[1])) if row is not None else (0, Decimal(0))
+    newest, count = last, 0
+    for entry_id, amount in conn.execute("SELECT id, amount FROM sms_ledger WHERE workspace_id = ? AND id > ?"
+                                         " ORDER BY id", (ws, last)):
+        total += Decimal(amount)
+        newest, count = entry_id, count + 1
+    if count >= CHECKPOINT_EVERY:
+        from marketing_cli.services.sms.ledger import money
+
+        conn.execute("INSERT INTO sms_ledger_checkpoints (workspace_id, last_entry_id, total) VALUES (?, ?, ?)"
+                     " ON CONFLICT (workspace_id) DO UPDATE SET last_entry_id = excluded.last_entry_id,"
+                     " total = excluded.total", (ws, newest, money(total)))
+    return total
 
 
 def unreachable(contact: sqlite3.Row) -> str | None:
@@ -95,6 +118,7 @@ def queue_sms(conn: sqlite3.Connection, ws: int, x: sqlite3.Row, flow: dict[str,
     if prices.get(country or "") is None:
         return None, f"no SMS price for the country of the number ({country or 'unknown'})"
     measure = count_segments(text)
+    available = balance(conn, ws) - ledger.reserved(conn, ws)
     conn.execute("SAVEPOINT automation_sms")
     campaign_id = _campaign(conn, ws, x, flow, step, contact["id"])
     batch = (conn.execute("SELECT max(batch) FROM sms_messages WHERE campaign_id = ?",
@@ -108,7 +132,7 @@ def queue_sms(conn: sqlite3.Connection, ws: int, x: sqlite3.Row, flow: dict[str,
         links.shorten_batch(conn, ws, campaign_id, batch, text, prices)
     units = conn.execute("SELECT price_units FROM sms_messages WHERE id = ?", (message_id,)).fetchone()[0]
     price = ledger.from_units(units)
-    if ledger.balance(conn, ws) - ledger.reserved(conn, ws) < price:
+    if available < price:
         conn.execute("ROLLBACK TO automation_sms")
         conn.execute("RELEASE automation_sms")
         return None, NO_BALANCE
