@@ -108,3 +108,24 @@ def test_a_cycle_through_wait_until_is_allowed(conn: Any, workspace: dict[str, A
         {"id": "w", "type": "wait_until", "time": "09:00", "next": "t"},
         {"id": "t", "type": "add_tag", "tag": "daily", "next": "w"}]})
     assert flow["status"] == "ACTIVE"
+
+
+def test_the_json_schema_takes_the_new_steps() -> None:
+    import jsonschema
+
+    from marketing_cli.services.automations.format import flow_schema
+
+    schema = flow_schema()
+    doc = {"name": "x", "triggers": [{"type": "date_anniversary", "field": "birthday"}], "steps": [
+        {"id": "w", "type": "wait_until", "time": "09:00", "weekdays": ["mon", "fri"], "next": "t"},
+        {"id": "t", "type": "send_sms", "body": "Hi {{contact.first_name|friend}}", "when_capped": "skip",
+         "next": "m"},
+        {"id": "m", "type": "send_email", "sender_id": 1, "subject": "Hello", "html": "<p>x</p>",
+         "when_capped": "defer"}]}
+    jsonschema.validate(doc, schema)
+    for bad in ({"time": "25:00"}, {"weekdays": ["monday"]}, {"weekdays": []}):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate({**doc, "steps": [{**doc["steps"][0], **bad}]}, schema)
+    for bad in ({"body": " "}, {"when_capped": "never"}, {"body": "x" * 1601}):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate({**doc, "steps": [{**doc["steps"][1], **bad}]}, schema)
