@@ -255,3 +255,26 @@ def test_the_checkpointed_balance_is_the_ledgers_sum(conn: Any, world: dict[str,
     assert sms.balance(conn, ws) == ledger.balance(conn, ws)
     assert Decimal(checkpoint[1]) == sum((Decimal(r[0]) for r in conn.execute(
         "SELECT amount FROM sms_ledger WHERE id <= ?", (checkpoint[0],))), Decimal(0))
+
+
+def test_a_hand_over_that_gives_up_refunds_and_the_next_text_takes_a_new_round(conn: Any,
+                                                                               world: dict[str, Any]) -> None:
+    from marketing_cli.services.automations import sms
+
+    ws = world["ws"]
+    flow = f.automation(conn, ws, {"name": "Again", "reentry": "every_time", "triggers": [{"type": "manual"}],
+                                   "steps": [{"id": "text", "type": "send_sms", "body": "Hello"}]})
+    triggers.enroll_contact(conn, ws, flow["id"], {"contact_id": world["ann"]})
+    before = _balance(conn, ws)
+    steps.run_due(conn)  # the message and its charge, not yet handed over
+    assert _balance(conn, ws) < before
+    campaign_id = conn.execute("SELECT campaign_id FROM sms_messages").fetchone()[0]
+    with conn:
+        sms.hand_over_gave_up(conn, {"campaign_id": campaign_id}, "Twilio said no")
+    assert conn.execute("SELECT status FROM sms_messages").fetchone()[0] == "cancelled"
+    assert conn.execute("SELECT status FROM sms_campaigns").fetchone()[0] == "CANCELLED"
+    assert _balance(conn, ws) == before
+    triggers.enroll_contact(conn, ws, flow["id"], {"contact_id": world["ann"], "entry_key": "again"})
+    f.run_automations(conn)
+    assert [r[0] for r in conn.execute("SELECT body FROM sms_outbox")] == ["Hello"]
+    assert conn.execute("SELECT count(*) FROM automation_sms_campaigns").fetchone()[0] == 2

@@ -161,6 +161,21 @@ def hand_over(conn: sqlite3.Connection, payload: dict[str, Any]) -> None:
                          dedupe_key=f"{JOB}:{campaign['id']}", run_at=handed, max_attempts=10)
 
 
+@jobs.gave_up(JOB)
+def hand_over_gave_up(conn: sqlite3.Connection, payload: dict[str, Any], error: str) -> None:
+    """The hand-over failed for good (its last attempt): no run would come for the messages it
+    holds, charged and waiting. As an SMS campaign's job that gives up: the step's campaign is
+    CANCELLED with the error, its messages never handed over are refunded; the step's next
+    messages go into a new round."""
+    from marketing_cli.services.sms import campaigns
+
+    row = conn.execute("SELECT * FROM sms_campaigns WHERE id = ?", (payload["campaign_id"],)).fetchone()
+    if row is None or row["status"] != "QUEUED" or row["automation_id"] is None:
+        return
+    detail = campaigns.JOB_FAILED.format(error=error if error.endswith(".") else error + ".")
+    campaigns.stop_queued(conn, row, "stopped (its job failed)", detail)
+
+
 def step_counters(conn: sqlite3.Connection, version_id: int, step_id: str) -> dict[str, Any]:
     """An SMS step's messages: sent (handed to the provider), delivered, failed, held by quiet
     hours, pending, and what they cost (charges less refunds)."""
