@@ -187,7 +187,8 @@ def step_counters(conn: sqlite3.Connection, version_id: int, step_id: str) -> di
                                        " AND step_id = ?", (version_id, step_id)).fetchall():
         row = conn.execute(
             "SELECT count(*) messages, count(handed_at) sent, count(delivered_at) delivered, count(failed_at) failed,"
-            " coalesce(sum(status = 'held'), 0) held, coalesce(sum(status IN ('pending', 'sending')), 0) pending"
+            " coalesce(sum(CASE WHEN status = 'held' THEN 1 ELSE 0 END), 0) held,"
+            " coalesce(sum(CASE WHEN status IN ('pending', 'sending') THEN 1 ELSE 0 END), 0) pending"
             " FROM sms_messages WHERE campaign_id = ?", (campaign_id,)).fetchone()
         for key in totals:
             totals[key] += row[key]
