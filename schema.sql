@@ -1214,3 +1214,48 @@ CREATE TABLE automation_segment_state (
     PRIMARY KEY (automation_id, segment_id, contact_id)
 ) WITHOUT ROWID;
 CREATE INDEX automation_segment_state_contact ON automation_segment_state(contact_id);
+
+-- version: 21
+-- automation-steps
+-- SMS send steps, frequency caps (services/automations/: steps.py, caps.py, sms.py).
+-- A flow's SMS step gets a hidden SMS campaign of its own per round, as its email steps do
+-- (sms_campaigns.automation_id; left out of the campaign list): its messages are priced,
+-- charged to the ledger (one charge per message, `batch` = the message's own batch) and
+-- handed over through the quiet-hours gate like any campaign's. The campaign stays QUEUED
+-- with expanded_at set, so it reserves nothing and the automations.sms job hands its
+-- messages over.
+ALTER TABLE sms_campaigns ADD COLUMN automation_id INTEGER;
+CREATE TABLE automation_sms_campaigns (
+    version_id INTEGER NOT NULL REFERENCES automation_versions(id) ON DELETE CASCADE,
+    step_id TEXT NOT NULL,
+    round INTEGER NOT NULL,
+    campaign_id TEXT NOT NULL REFERENCES sms_campaigns(id) ON DELETE CASCADE,
+    PRIMARY KEY (version_id, step_id, round)
+) WITHOUT ROWID;
+ALTER TABLE automation_step_runs ADD COLUMN sms_message_id INTEGER;
+-- Frequency caps per channel (`mkt automations caps`, /v1/automations/caps): at most
+-- max_messages automated messages per contact within window_seconds. They are counted from
+-- the message rows: a flow's message that is not exempt (a double opt-in confirmation is)
+-- has capped = 1, and a partial index holds just those rows per contact, so campaign
+-- messages (which never set it) cost nothing more to write.
+CREATE TABLE automation_caps (
+    workspace_id INTEGER NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    channel TEXT NOT NULL CHECK (channel IN ('email', 'sms')),
+    max_messages INTEGER NOT NULL,
+    window_seconds INTEGER NOT NULL,
+    updated_at TEXT NOT NULL,
+    PRIMARY KEY (workspace_id, channel)
+) WITHOUT ROWID;
+ALTER TABLE email_messages ADD COLUMN capped INTEGER;
+ALTER TABLE sms_messages ADD COLUMN capped INTEGER;
+CREATE INDEX email_messages_capped ON email_messages(contact_id, created_at) WHERE capped = 1;
+CREATE INDEX sms_messages_capped ON sms_messages(contact_id, created_at) WHERE capped = 1;
+-- The SMS ledger's sum up to an entry (services/automations/sms.py): a flow's SMS step checks
+-- the balance before each message, and the ledger grows by one charge per automated text,
+-- so the step reads the sum at the checkpoint plus the entries after it (ids only grow;
+-- entries are never changed or deleted). Moved forward inside the step's transaction.
+CREATE TABLE sms_ledger_checkpoints (
+    workspace_id INTEGER PRIMARY KEY REFERENCES workspaces(id) ON DELETE CASCADE,
+    last_entry_id INTEGER NOT NULL,
+    total TEXT NOT NULL                    -- the sum of the workspace's entries up to last_entry_id
+);

@@ -12,7 +12,7 @@ from starlette.routing import Route
 from marketing_cli.api.auth import require_workspace
 from marketing_cli.api.calls import call
 from marketing_cli.api.responses import envelope_a, read_json
-from marketing_cli.services.automations import flows, format, migrate, stats, triggers
+from marketing_cli.services.automations import caps, flows, format, migrate, stats, triggers
 
 INVALID_BODY = "Invalid request body: send the automation as a JSON object."
 
@@ -104,4 +104,23 @@ routes = [
     Route("/v1/automations/{automation_id:int}/backfill", backfill, methods=["POST"]),
     Route("/v1/automations/{automation_id:int}/statistics", statistics, methods=["GET"]),
     Route("/v1/automations/{automation_id:int}/migrate", migrate_contacts, methods=["POST"]),
+]
+
+
+# --- frequency caps ------------------------------------------------------------------------
+
+async def get_caps(request: Request) -> Response:
+    workspace_id = require_workspace(request)
+    return envelope_a(await call(request, caps.get_caps, workspace_id))
+
+
+async def set_caps(request: Request) -> Response:
+    workspace_id = require_workspace(request)
+    body = await read_json(request, f"Invalid request body. {caps.BAD_BODY}")
+    return envelope_a(await call(request, caps.set_caps, workspace_id, body))
+
+
+routes += [
+    Route("/v1/automations/caps", get_caps, methods=["GET"]),
+    Route("/v1/automations/caps", set_caps, methods=["PUT"]),
 ]

@@ -753,6 +753,30 @@ def _automation_operations() -> dict[tuple[str, str], dict[str, Any]]:
 OPERATIONS.update(_automation_operations())
 
 
+def _automation_caps_operations() -> dict[tuple[str, str], dict[str, Any]]:
+    """GET/PUT /v1/automations/caps: the workspace's frequency caps (services/automations/caps.py)."""
+    duration = {"type": "object", "minProperties": 1, "additionalProperties": False,
+                "properties": {unit: {"type": "integer", "minimum": 0}
+                               for unit in ("days", "hours", "minutes", "seconds")}}
+    cap_in = {"type": ["object", "null"], "additionalProperties": False, "required": ["max_messages", "window"],
+              "properties": {"max_messages": {"type": "integer", "minimum": 1, "maximum": 1000}, "window": duration}}
+    cap_out = {"type": ["object", "null"], "required": ["max_messages", "window", "window_seconds"],
+               "properties": {"max_messages": {"type": "integer"}, "window": duration,
+                              "window_seconds": {"type": "integer"}}}
+    data = obj({"email": cap_out, "sms": cap_out}, ("email", "sms"))
+    return {
+        ("GET", "/v1/automations/caps"): {"summary": "Frequency caps of automated messages, per channel",
+                                          "envelope": "A", "data": data},
+        ("PUT", "/v1/automations/caps"): {"summary": "Set or remove (null) a channel's frequency cap",
+                                          "envelope": "A", "body": {**obj({"email": cap_in, "sms": cap_in}),
+                                                                    "minProperties": 1},
+                                          "data": data},
+    }
+
+
+OPERATIONS.update(_automation_caps_operations())
+
+
 def is_alias(path: str) -> bool:
     """Routes that repeat a documented operation and are left out of the document.
 

@@ -182,14 +182,16 @@ def automations_stats(ctx: typer.Context, automation_id: AutomationId, as_json: 
         rows = []
         for v in data["versions"]:
             for st in v["steps"]:
-                email = st.get("email") or {}
+                email = st.get("email") or st.get("sms") or {}  # a send step's counters
                 rows.append((str(v["version"]), st["step_id"], st["type"], st["runs"], st["in_step"],
                              ", ".join(f"{k} {n}" for k, n in st["outcomes"].items()) or "-",
                              ", ".join(f"{k} {n}" for k, n in email.items() if n) or "-",
-                             "; ".join(f"{k}: {n}" for k, n in st["skipped"].items()) or "-"))
+                             "; ".join([*(f"{k}: {n}" for k, n in st["skipped"].items()),
+                                        *(f"deferred, {k}: {n}" for k, n in st.get("deferred", {}).items())])
+                             or "-"))
         title = (f"entered {data['entered']}, active {data['active']}, completed {data['completed']}, "
                  f"exited {data['exited']}, goals {data['goals_reached']}")
-        return table(["version", "step", "type", "runs", "here", "outcomes", "email", "skipped"], rows, title)
+        return table(["version", "step", "type", "runs", "here", "outcomes", "messages", "skipped"], rows, title)
 
     emit(stats.automation_stats(s.conn(), s.workspace_id(), automation_id), as_json, human)
 
@@ -234,3 +236,61 @@ def automations_schema(ctx: typer.Context, as_json: JsonOption = False) -> None:
 
     schema = flow_schema()
     emit(schema, as_json, lambda value: json.dumps(value, indent=2))
+
+
+# --- frequency caps (GET/PUT /v1/automations/caps) ---------------------------------------------
+
+caps_app = typer.Typer(help="Frequency caps per channel: at most N automated messages per contact in a rolling"
+                            " window (docs/automations.md).", no_args_is_help=True)
+app.add_typer(caps_app, name="caps")
+Channel = Annotated[str, typer.Argument(metavar="CHANNEL", help="email or sms.")]
+
+
+def render_caps(r: dict[str, Any]) -> Any:
+    def window(cap: dict[str, Any]) -> str:
+        return " ".join(f"{n} {unit}" for unit, n in cap["window"].items())
+
+    return table(["channel", "at most", "per"], [(channel, cap["max_messages"] if cap else "no cap",
+                                                  window(cap) if cap else "-") for channel, cap in r.items()],
+                 "Frequency caps of automated messages")
+
+
+def parse_window(text: str) -> dict[str, int]:
+    """'1d', '36h', '1d12h', '90m' -> the duration object the API takes."""
+    import re
+
+    units = {"d": "days", "h": "hours", "m": "minutes", "s": "seconds"}
+    cleaned = text.strip().lower().replace(" ", "")
+    parts = re.findall(r"(\d{1,9})([dhms])", cleaned)
+    if not parts or "".join(n + u for n, u in parts) != cleaned or len({u for _, u in parts}) != len(parts):
+        raise MktError(400, f"--window takes a duration such as 1d, 12h, 1d12h or 90m, not '{text}'.")
+    return {units[u]: int(n) for n, u in parts}
+
+
+@caps_app.command("show")
+def caps_show(ctx: typer.Context, as_json: JsonOption = False) -> None:
+    """Show the workspace's frequency caps (GET /v1/automations/caps)."""
+    from marketing_cli.services.automations import caps
+
+    s = state(ctx)
+    emit(caps.get_caps(s.conn(), s.workspace_id()), as_json, render_caps)
+
+
+@caps_app.command("set")
+def caps_set(ctx: typer.Context, channel: Channel,
+             max_messages: Annotated[int | None, typer.Option("--max", help="At most this many messages per contact in the window.")]
+             = None,
+             window: Annotated[str | None, typer.Option("--window", help="The rolling window: 1d, 12h, 1d12h, 90m.")]
+             = None,
+             off: Annotated[bool, typer.Option("--off", help="Remove the channel's cap.")] = False,
+             as_json: JsonOption = False) -> None:
+    """Set or remove one channel's cap (PUT /v1/automations/caps)."""
+    from marketing_cli.services.automations import caps
+
+    if off and (max_messages is not None or window is not None):
+        raise MktError(400, "Give either --off, or --max and --window.")
+    if not off and (max_messages is None or window is None):
+        raise MktError(400, "Give --max and --window (for example --max 2 --window 1d), or --off.")
+    cap = None if off else {"max_messages": max_messages, "window": parse_window(window or "")}
+    s = state(ctx)
+    emit(caps.set_caps(s.conn(), s.workspace_id(), {channel: cap}), as_json, render_caps)

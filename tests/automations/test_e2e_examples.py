@@ -166,7 +166,8 @@ def days(n: float, **more: float) -> datetime:
 
 def test_every_example_is_in_the_readme_and_the_docs() -> None:
     files = sorted(p.name for p in EXAMPLES.glob("*.json"))
-    assert files == ["abandoned-cart.json", "double-opt-in.json", "welcome-series.json", "win-back.json"]
+    assert files == ["abandoned-cart.json", "birthday-sms.json", "double-opt-in.json", "welcome-series.json",
+                     "win-back.json"]
     text = (EXAMPLES / "README.md").read_text(encoding="utf-8")
     docs = (ROOT / "docs" / "automations.md").read_text(encoding="utf-8")
     for name in files:

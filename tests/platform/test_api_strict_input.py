@@ -101,6 +101,7 @@ def valid_bodies(w: dict[str, Any]) -> dict[tuple[str, str], Any]:
         ("POST", "/v1/automations/{automation_id}/enrollments"): {"contact_id": w["contact"]},
         ("POST", "/v1/automations/{automation_id}/backfill"): {"dry_run": False},
         ("POST", "/v1/automations/{automation_id}/migrate"): {"to_version": 1, "dry_run": False},
+        ("PUT", "/v1/automations/caps"): {"email": {"max_messages": 2, "window": {"days": 1}}},
     }
 
 

@@ -7,6 +7,8 @@
     steps      running one due step of one enrollment, in one transaction with its message
     runner     the `automations.run` job: events in, due steps claimed in bounded batches
     webhooks   the webhook outbox and its signed delivery job
+    sms        an SMS step's message and charge, and the automations.sms job that hands it over
+    caps       frequency caps per channel: the workspace's setting, counted from message rows
     stats      per-step statistics
 
 This package sits above contacts, email and sms: nothing below imports it.

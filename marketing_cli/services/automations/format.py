@@ -65,8 +65,11 @@ DURATION_UNITS = {"days": 86400, "hours": 3600, "minutes": 60, "seconds": 1}
 # step type -> its members: (name, JSON type, required); "next" pointers are listed apart.
 STEP_MEMBERS: dict[str, tuple[tuple[str, Any, bool], ...]] = {
     "send_email": (("subject", str, True), ("sender_id", int, True), ("template_id", int, False),
-                   ("html", str, False), ("preview_text", str, False), ("confirmation", bool, False)),
+                   ("html", str, False), ("preview_text", str, False), ("confirmation", bool, False),
+                   ("when_capped", str, False)),
+    "send_sms": (("body", str, True), ("when_capped", str, False)),
     "wait": (("duration", dict, True),),
+    "wait_until": (("time", str, True), ("weekdays", list, False)),
     "wait_for_event": (("event", dict, True), ("timeout", dict, True)),
     "split": (("condition", dict, True),),
     "add_tag": (("tag", str, True),),
@@ -79,7 +82,11 @@ STEP_MEMBERS: dict[str, tuple[tuple[str, Any, bool], ...]] = {
 STEP_TYPES = tuple(STEP_MEMBERS)
 # the pointers each step type may carry
 POINTERS = {"split": ("yes", "no"), "wait_for_event": ("next", "timeout_next"), "goal": (), "exit": ()}
-WAIT_TYPES = ("wait", "wait_for_event")
+WAIT_TYPES = ("wait", "wait_until", "wait_for_event")
+SEND_TYPES = ("send_email", "send_sms")
+WHEN_CAPPED = ("skip", "defer")  # what a send step does over the frequency cap (default: defer)
+WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+MAX_SMS_BODY = 1600  # as an SMS campaign's message
 
 
 def pointers_of(step_type: str) -> tuple[str, ...]:
@@ -217,13 +224,31 @@ def _check_step(step: Any, index: int) -> dict[str, Any]:
         if step.get(pointer) is not None and not isinstance(step[pointer], str):
             raise _bad(f"The member '{path}.{pointer}' must be a step id (a string) or null.")
     checked = dict(step)
+    if kind in SEND_TYPES and step.get("when_capped") is not None and step["when_capped"] not in WHEN_CAPPED:
+        raise _bad(f"The member '{path}.when_capped' must be one of: {', '.join(WHEN_CAPPED)}.")
     if kind == "send_email":
         if (step.get("template_id") is None) == (step.get("html") is None):
             raise _bad(f"Step '{step_id}' ({path}) needs exactly one of 'template_id' and 'html'.")
         if not 3 <= len(step["subject"].strip()) <= 90:
             raise _bad(f"The member '{path}.subject' must be 3 to 90 characters long.")
+    elif kind == "send_sms":
+        if len(step["body"]) > MAX_SMS_BODY:
+            raise _bad(f"The member '{path}.body' must be {MAX_SMS_BODY} characters or less.")
     elif kind == "wait":
         checked["seconds"] = duration_seconds(step["duration"], f"{path}.duration")
+    elif kind == "wait_until":
+        from marketing_cli.kernel.localtime import parse_local_time
+
+        try:
+            checked["time"] = parse_local_time(step["time"])
+        except ValueError as exc:
+            raise _bad(f"The member '{path}.time': {exc}") from None
+        days = step.get("weekdays")
+        if days is not None:
+            if not days or any(d not in WEEKDAYS for d in days) or len(set(days)) != len(days):
+                raise _bad(f"The member '{path}.weekdays' must list distinct days among {', '.join(WEEKDAYS)}"
+                           " (at least one), or be left out for every day.")
+            checked["weekdays"] = [d for d in WEEKDAYS if d in days]
     elif kind == "wait_for_event":
         checked["event"] = check_event_condition(step["event"], f"{path}.event")
         checked["timeout_seconds"] = duration_seconds(step["timeout"], f"{path}.timeout")

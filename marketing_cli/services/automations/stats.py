@@ -3,7 +3,10 @@
 Read from the rows the steps write: enrollments (entered, where they are, how they ended
 and why), step runs (how often each step ran, its outcomes, every skip with its reason) and
 the email counters of each send step's campaigns (sent, delivered, opened, clicked,
-bounced, unsubscribed), which the sender keeps as it does for any campaign.
+bounced, unsubscribed), which the sender keeps as it does for any campaign, and the SMS
+counters of each SMS step's messages (sent, delivered, failed, held by quiet hours,
+pending, cost). A step deferred by the frequency cap is counted under `deferred` with its
+reason, and not as a run (it runs again later).
 """
 
 from __future__ import annotations
@@ -13,10 +16,12 @@ import sqlite3
 from typing import Any
 
 from marketing_cli.services.automations.flows import automation_row
+from marketing_cli.services.automations.sms import step_counters
 
 # Outcomes recorded at a step that did not run it: a wait for an event that timed out, a
-# contact the flow's goal took out while it was at the step (triggers._GOAL_RUNS).
-NOT_RUNS = ("timeout", "goal_reached")
+# contact the flow's goal took out while it was at the step (triggers._GOAL_RUNS), a send
+# deferred by a frequency cap (it runs later).
+NOT_RUNS = ("timeout", "goal_reached", "deferred")
 _EMAIL = ("recipients", "delivered", "opened", "clicked", "bounced", "unsubscribed", "failed")
 
 
@@ -51,12 +56,14 @@ def automation_stats(conn: sqlite3.Connection, workspace_id: int, automation_id:
 def _steps(conn: sqlite3.Connection, version_id: int, flow: dict[str, Any]) -> list[dict[str, Any]]:
     runs: dict[str, dict[str, int]] = {}
     skipped: dict[str, dict[str, int]] = {}
+    deferred: dict[str, dict[str, int]] = {}
     for r in conn.execute("SELECT step_id, outcome, detail, count(*) n FROM automation_step_runs WHERE version_id = ?"
                           " GROUP BY step_id, outcome, detail", (version_id,)):
         runs.setdefault(r["step_id"], {})
         runs[r["step_id"]][r["outcome"]] = runs[r["step_id"]].get(r["outcome"], 0) + r["n"]
-        if r["outcome"] == "skipped":
-            skipped.setdefault(r["step_id"], {})[r["detail"] or "unknown"] = r["n"]
+        if r["outcome"] in ("skipped", "deferred"):
+            into = skipped if r["outcome"] == "skipped" else deferred
+            into.setdefault(r["step_id"], {})[r["detail"] or "unknown"] = r["n"]
     here = {r[0]: r[1] for r in conn.execute(
         "SELECT step_id, count(*) FROM automation_enrollments WHERE version_id = ? AND status IN ('active', 'paused')"
         " GROUP BY step_id", (version_id,))}
@@ -66,7 +73,7 @@ def _steps(conn: sqlite3.Connection, version_id: int, flow: dict[str, Any]) -> l
         entry: dict[str, Any] = {"step_id": step["id"], "type": step["type"],
                                  "runs": sum(n for o, n in outcomes.items() if o not in NOT_RUNS),
                                  "in_step": here.get(step["id"], 0), "outcomes": outcomes,
-                                 "skipped": skipped.get(step["id"], {})}
+                                 "skipped": skipped.get(step["id"], {}), "deferred": deferred.get(step["id"], {})}
         if step["type"] == "send_email":
             totals = dict.fromkeys(_EMAIL, 0)
             for r in conn.execute(
@@ -76,5 +83,7 @@ def _steps(conn: sqlite3.Connection, version_id: int, flow: dict[str, Any]) -> l
                 for key in _EMAIL:
                     totals[key] += r[key]
             entry["email"] = {"sent": totals.pop("recipients"), **totals}
+        elif step["type"] == "send_sms":
+            entry["sms"] = step_counters(conn, version_id, step["id"])
         out.append(entry)
     return out

@@ -17,7 +17,12 @@ newer version (a deleted step, a new email) never touches it.
 
 A step that cannot do its work for this contact (no address, not subscribed, a tag deleted
 since publishing) is skipped, counted with its reason in the step run, and the contact goes
-on: nothing is skipped silently.
+on: nothing is skipped silently. A send step over the workspace's frequency cap (caps.py) is
+skipped or deferred as its `when_capped` says; a deferral is a step run too (outcome
+`deferred`, with its reason), and the enrollment stays on the step, due when the cap allows.
+
+The step types are a table (`EXECUTORS`, keyed by the step's type), so that anything that
+plays a flow (the simulator) dispatches as the runner does.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ import json
 import logging
 import sqlite3
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from marketing_cli import field_sql, jobs
@@ -50,7 +55,9 @@ class Outcome:
     delay_seconds: int = 0
     detail: str | None = None
     email_message_id: int | None = None
+    sms_message_id: int | None = None
     webhook_id: int | None = None
+    due_at: str | None = None  # an absolute due time (wait_until, a deferral) instead of delay_seconds
     end: str | None = None  # 'completed' or 'exited'
     exit_reason: str | None = None
     goal: bool = False
@@ -95,6 +102,10 @@ def _send_email(ctx: Context, step: dict[str, Any]) -> Outcome:
         return Outcome("skipped", step.get("next"), detail="the contact has no email address")
     if contact["status"] != wanted:
         return Outcome("skipped", step.get("next"), detail=f"the contact is {contact['status']}, not {wanted}")
+    exempt = bool(step.get("confirmation"))  # a double opt-in confirmation is never capped, nor counted
+    capped = None if exempt else _capped(ctx, step, "email")
+    if capped is not None:
+        return capped
     conn = ctx.conn
     # The first round of this step's campaigns that has no message for this contact yet.
     found = conn.execute(
@@ -116,7 +127,41 @@ def _send_email(ctx: Context, step: dict[str, Any]) -> Outcome:
         conn.execute("INSERT INTO automation_campaigns (version_id, step_id, round, campaign_id) VALUES (?, ?, ?, ?)",
                      (ctx.x["version_id"], step["id"], round_, campaign_id))
     message_id = queue_automated_message(conn, campaign_id, ctx.contact_id, contact["email"])
+    if not exempt:
+        conn.execute("UPDATE email_messages SET capped = 1 WHERE id = ?", (message_id,))
     return Outcome("sent", step.get("next"), email_message_id=message_id)
+
+
+WHEN_CAPPED_DEFAULT = "defer"
+
+
+def _capped(ctx: Context, step: dict[str, Any], channel: str) -> Outcome | None:
+    """None when the frequency cap lets the message go; else the skip or the deferral."""
+    from marketing_cli.services.automations import caps
+
+    until = caps.capped_until(ctx.conn, ctx.ws, ctx.contact_id, channel)
+    if until is None:
+        return None
+    why = caps.reason(channel)
+    if (step.get("when_capped") or WHEN_CAPPED_DEFAULT) == "skip":
+        return Outcome("skipped", step.get("next"), detail=why)
+    return Outcome("deferred", step["id"], due_at=until, detail=why)
+
+
+def _send_sms(ctx: Context, step: dict[str, Any]) -> Outcome:
+    from marketing_cli.services.automations.sms import queue_sms, unreachable
+
+    contact = ctx.contact()
+    why = unreachable(contact)
+    if why is not None:  # before the cap: a contact who cannot get it is skipped, not deferred
+        return Outcome("skipped", step.get("next"), detail=why)
+    capped = _capped(ctx, step, "sms")
+    if capped is not None:
+        return capped
+    message_id, why = queue_sms(ctx.conn, ctx.ws, ctx.x, ctx.flow, step, contact)
+    if message_id is None:
+        return Outcome("skipped", step.get("next"), detail=why)
+    return Outcome("sent", step.get("next"), sms_message_id=message_id)
 
 
 def _newest_event(ctx: Context) -> int:
@@ -126,6 +171,36 @@ def _newest_event(ctx: Context) -> int:
 
 def _wait(ctx: Context, step: dict[str, Any]) -> Outcome:
     return Outcome("waited", step.get("next"), delay_seconds=step["seconds"])
+
+
+WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+
+
+def next_local_time(now: datetime, zone_name: str, hhmm: str, weekdays: list[str] | None) -> datetime:
+    """The first instant strictly after `now` at which the clock in `zone_name` reads `hhmm`, on
+    one of `weekdays` (local days; all days when None). A time in a DST gap moves forward by
+    the gap, a repeated time is its first occurrence (kernel/localtime)."""
+    from marketing_cli.kernel.localtime import local_date, local_instant
+
+    allowed = {WEEKDAYS.index(d) for d in weekdays} if weekdays else set(range(7))
+    day = local_date(now, zone_name)
+    for offset in range(9):  # today and the next 8 days hold every weekday, and a gap's shift
+        candidate_day = day + timedelta(days=offset)
+        if candidate_day.weekday() not in allowed:
+            continue
+        moment = local_instant(candidate_day, hhmm, zone_name)
+        if moment > now:
+            return moment
+    raise AssertionError("a weekday always comes within 8 days")  # pragma: no cover
+
+
+def _wait_until(ctx: Context, step: dict[str, Any]) -> Outcome:
+    from marketing_cli.services.contacts.zones import contact_zone
+
+    now = clock.utcnow()
+    zone_name, source = contact_zone(ctx.conn, ctx.ws, ctx.contact_id, now)
+    due = next_local_time(now, zone_name, step["time"], step.get("weekdays"))
+    return Outcome("waited", step.get("next"), due_at=clock.format_ts(due), detail=f"{zone_name} ({source})")
 
 
 def _wait_for_event(ctx: Context, step: dict[str, Any]) -> Outcome:
@@ -246,7 +321,7 @@ def _exit(ctx: Context, step: dict[str, Any]) -> Outcome:
     return Outcome("exit", None, end="exited", exit_reason="exit step")
 
 
-EXECUTORS = {"send_email": _send_email, "wait": _wait, "wait_for_event": _wait_for_event, "split": _split,
+EXECUTORS = {"send_email": _send_email, "send_sms": _send_sms, "wait": _wait, "wait_until": _wait_until, "wait_for_event": _wait_for_event, "split": _split,
              "add_tag": _tag, "remove_tag": _tag, "set_field": _set_field, "webhook": _webhook, "goal": _goal,
              "exit": _exit}
 
@@ -265,7 +340,8 @@ def _move(conn: sqlite3.Connection, x: sqlite3.Row, result: Outcome, now: str) -
                      " waiting = 0, exit_reason = ?, goal_reached_at = ?, updated_at = ? WHERE id = ?",
                      (result.end, result.exit_reason or result.end, now if result.goal else None, now, x["id"]))
         return
-    due = clock.format_ts(clock.utcnow() + timedelta(seconds=result.delay_seconds)) if result.delay_seconds else now
+    due = result.due_at or (clock.format_ts(clock.utcnow() + timedelta(seconds=result.delay_seconds))
+                            if result.delay_seconds else now)
     wait = result.wait or {}
     conn.execute("UPDATE automation_enrollments SET seq = seq + 1, step_id = ?, next_run_at = ?, waiting = ?,"
                  " wait_event_type = ?, wait_matcher = ?, wait_from_event_id = ?, wait_next = ?,"
@@ -302,12 +378,13 @@ def run_step(conn: sqlite3.Connection, enrollment_id: int) -> bool:
         if result is None:
             step = steps[step_id]
             result = EXECUTORS[step["type"]](Context(conn, x, flow), step)
-        conn.execute("UPDATE automation_step_runs SET outcome = ?, detail = ?, email_message_id = ?, webhook_id = ?"
-                     " WHERE enrollment_id = ? AND seq = ?",
-                     (result.outcome, result.detail, result.email_message_id, result.webhook_id, x["id"], x["seq"]))
+        conn.execute("UPDATE automation_step_runs SET outcome = ?, detail = ?, email_message_id = ?,"
+                     " sms_message_id = ?, webhook_id = ? WHERE enrollment_id = ? AND seq = ?",
+                     (result.outcome, result.detail, result.email_message_id, result.sms_message_id,
+                      result.webhook_id, x["id"], x["seq"]))
         _move(conn, x, result, now)
         return result.end is None and result.wait is None and result.delay_seconds == 0 and \
-            result.next_step is not None
+            result.due_at is None and result.next_step is not None
 
 
 def run_enrollment(conn: sqlite3.Connection, enrollment_id: int) -> int:

@@ -145,6 +145,22 @@ def _email_step(conn: sqlite3.Connection, refs: _Refs, step: dict[str, Any], whe
     return {**step, "subject": step["subject"].strip(), "body_html": inject_preview_span(clean_html(html))}
 
 
+def _sms_step(conn: sqlite3.Connection, refs: _Refs, step: dict[str, Any], where: str) -> dict[str, Any]:
+    """The SMS campaigns' checks: the workspace has a sender ID (the From of every text), and the
+    body is a message an SMS can carry (merge tags the workspace defines, no email links)."""
+    from marketing_cli.services.sms import ledger
+    from marketing_cli.services.sms.render import check_message
+
+    if not ledger.get_sender_id(conn, refs.ws)["sms_sender_id"]:
+        raise MktError(400, f"{where} sends an SMS, but the workspace has no SMS sender ID: set one with"
+                            " `mkt sms sender-id set`.")
+    try:
+        check_message(conn, refs.ws, step["body"])
+    except MktError as exc:
+        raise MktError(400, f"{where}: {exc.message}") from None
+    return dict(step)
+
+
 def resolve(conn: sqlite3.Connection, workspace_id: int, flow: dict[str, Any]) -> dict[str, Any]:
     """The version to store: graph checked, every reference found and resolved."""
     check_graph(flow)
@@ -161,6 +177,8 @@ def resolve(conn: sqlite3.Connection, workspace_id: int, flow: dict[str, Any]) -
         kind = step["type"]
         if kind == "send_email":
             step = _email_step(conn, refs, step, where)
+        elif kind == "send_sms":
+            step = _sms_step(conn, refs, step, where)
         elif kind in ("add_tag", "remove_tag"):
             step["tag_id"] = refs.tag_id(step["tag"], where)
         elif kind == "set_field":

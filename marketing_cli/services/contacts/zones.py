@@ -206,6 +206,26 @@ class Zones:
                 f" WHEN {c}.located_timezone IS NOT NULL THEN 'location' ELSE 'workspace' END")
 
 
+def contact_zone(conn: sqlite3.Connection, workspace_id: int, contact_id: str, at: datetime) -> tuple[str, str]:
+    """(zone, source) of one contact, by the same rule as `Zones` (field, phone, location,
+    workspace), without the prefix tables: an automation's wait until a local time asks it
+    for one contact at a time."""
+    row = conn.execute("SELECT id FROM fields WHERE workspace_id = ? AND merge_tag = ?",
+                       (workspace_id, TIMEZONE_TAG)).fetchone()
+    value = "NULL" if row is None else field_sql.value_expr(row[0], "c")
+    contact = conn.execute(f"SELECT {value} AS tz, c.phone, c.located_timezone FROM contacts c WHERE c.id = ?",
+                           (contact_id,)).fetchone()
+    if contact is not None:
+        if canonical_zone(contact["tz"]):
+            return canonical_zone(contact["tz"]), "field"  # type: ignore[return-value]
+        found = phone_zone(contact["phone"], at) if contact["phone"] else None
+        if found is not None:
+            return found, "phone"
+        if canonical_zone(contact["located_timezone"]):
+            return canonical_zone(contact["located_timezone"]), "location"  # type: ignore[return-value]
+    return workspace_timezone(conn, workspace_id), "workspace"
+
+
 # ---------------------------------------------------------------------- local-time plans
 
 def check_missed(value: Any) -> str:
