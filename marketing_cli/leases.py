@@ -16,6 +16,7 @@ import sqlite3
 import threading
 from collections.abc import Callable
 from types import TracebackType
+from typing import Any
 
 log = logging.getLogger("mkt.leases")
 
@@ -25,8 +26,12 @@ log = logging.getLogger("mkt.leases")
 RENEW_BUSY_MS = 5_000
 
 
-def database_file(conn: sqlite3.Connection) -> str:
-    """The file behind a connection ('' for an in-memory database)."""
+def database_file(conn: sqlite3.Connection) -> Any:
+    """What a renewal thread reconnects to: the file behind a connection ('' for an in-memory
+    database), or the PostgreSQL URL."""
+    url = getattr(conn, "url", None)
+    if url is not None:
+        return url
     row = conn.execute("PRAGMA database_list").fetchone()
     return row[2] if row is not None else ""
 

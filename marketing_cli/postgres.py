@@ -372,6 +372,12 @@ class Connection:
     def _pragma(self, sql: str) -> Any:
         """SQLite's knobs: the few that mean something here are answered, the others do nothing."""
         name = sql.split()[1].split("=")[0].strip().lower()
+        if name == "busy_timeout" and "=" in sql:
+            # How long a write waits for a lock: SQLite's busy timeout is PostgreSQL's lock_timeout
+            # (0 there means "do not wait", here "wait for ever": 1 ms is the nearest).
+            waits = max(1, int(sql.split("=")[1].strip()))
+            self._conn.execute(f"SET lock_timeout = {waits}")
+            return _Empty()
         if name == "foreign_keys" and "=" not in sql:
             return _Constant(1)
         if name == "data_version":
