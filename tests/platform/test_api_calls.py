@@ -33,6 +33,7 @@ def spy(monkeypatch: pytest.MonkeyPatch, module: Any, name: str) -> list[str]:
     return seen
 
 
+@pytest.mark.sqlite_only  # SQLite reads on the event loop within a step budget; PostgreSQL's always run in threads
 def test_the_workspace_read_runs_on_the_event_loop(client: Any, auth: dict, monkeypatch: pytest.MonkeyPatch) -> None:
     seen = spy(monkeypatch, workspaces, "get_workspace_info")
     for _ in range(3):
@@ -45,6 +46,7 @@ def test_the_workspace_read_runs_on_the_event_loop(client: Any, auth: dict, monk
     assert writes == ["worker"]
 
 
+@pytest.mark.sqlite_only  # SQLite reads on the event loop within a step budget; PostgreSQL's always run in threads
 def test_a_quick_read_that_outruns_its_budget_moves_to_a_thread_for_a_while(
         client: Any, auth: dict, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     """A read that turns out heavy (here: a million-row count) is stopped on the loop after its
@@ -72,6 +74,7 @@ def test_a_quick_read_that_outruns_its_budget_moves_to_a_thread_for_a_while(
     assert client.get("/v1/workspace", headers=auth).status_code == 200  # back on the loop, budget unharmed
 
 
+@pytest.mark.sqlite_only  # SQLite reads on the event loop within a step budget; PostgreSQL's always run in threads
 def test_the_workspace_read_is_far_inside_its_budget_and_other_statements_are_never_stopped(db_path: Any, conn: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """The budget is the read's own SQLite steps: the workspace read takes a few hundred of the
     200,000; a statement run outside a quick read (authentication's lookup) is never stopped."""

@@ -14,6 +14,7 @@ from marketing_cli import db
 from marketing_cli.services.account import keys
 
 
+@pytest.mark.sqlite_only  # the file's PRAGMAs and user_version (PostgreSQL's: tests/platform/test_engines.py)
 def test_new_database_gets_every_step(db_path: Path) -> None:
     conn = db.connect(db_path)
     assert conn.execute("PRAGMA user_version").fetchone()[0] == db.latest_version()
@@ -30,6 +31,7 @@ def test_schema_steps_are_numbered_in_order() -> None:
     assert len(versions) >= 3
 
 
+@pytest.mark.sqlite_only  # the file's PRAGMAs and user_version (PostgreSQL's: tests/platform/test_engines.py)
 def test_upgrade_in_place_keeps_data(db_path: Path) -> None:
     """A file made by version 1 of the schema is upgraded on open and keeps its rows."""
     old = db.connect(db_path, upgrade=False)
@@ -143,6 +145,7 @@ def test_unusable_files_are_clear_errors(tmp_path: Path) -> None:
         assert err.value.message == f"Cannot open the database {path}: {reason}."
 
 
+@pytest.mark.sqlite_only  # the file's PRAGMAs and user_version (PostgreSQL's: tests/platform/test_engines.py)
 def test_a_newer_schema_is_refused(db_path: Path) -> None:
     from marketing_cli.errors import MktError
 

@@ -83,3 +83,27 @@ def test_both_engines_hold_the_same_schema(conn: Any) -> None:
         assert got["indexes"] == expected["indexes"], name
         assert got["triggers"] == expected["triggers"], name
     assert db.schema_version(conn) == db.latest_version()
+
+
+def test_a_newer_schema_is_refused(conn: Any, db_path: str) -> None:
+    from marketing_cli.errors import MktError
+
+    conn.execute("UPDATE mkt_schema_version SET version = ?", (db.latest_version() + 1,))
+    with pytest.raises(MktError, match="newer than this mkt knows") as caught:
+        db.connect(db_path)
+    assert "postgresql://" in caught.value.message
+
+
+def test_the_schema_is_made_once_by_concurrent_first_starts(postgres_server: Any) -> None:
+    """Several processes starting on an empty database at once: one applies the schema, the
+    others wait for its lock and find it done (no 'relation already exists')."""
+    import subprocess
+    import sys
+
+    url = postgres_server.empty()
+    code = "import sys; from marketing_cli import db; c = db.connect(sys.argv[1]); print(db.schema_version(c))"
+    runs = [subprocess.Popen([sys.executable, "-c", code, url], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True) for _ in range(4)]
+    answers = [run.communicate(timeout=120) for run in runs]
+    assert [run.returncode for run in runs] == [0, 0, 0, 0], answers
+    assert {out.strip() for out, _ in answers} == {str(db.latest_version())}

@@ -412,11 +412,11 @@ def gave_up() -> Iterator[list[tuple[dict[str, Any], str]]]:
     seen: list[tuple[dict[str, Any], str]] = []
 
     def record(conn: sqlite3.Connection, job: dict[str, Any], error: str) -> None:
-        conn.execute("INSERT INTO instance_secrets (name, value) VALUES (?, x'00')", (f"gave-up-{job['id']}",))
+        conn.execute("INSERT INTO instance_secrets (name, value) VALUES (?, ?)", (f"gave-up-{job['id']}", b"\0"))
         seen.append((job, error))
 
     def broken(conn: sqlite3.Connection, job: dict[str, Any], error: str) -> None:
-        conn.execute("INSERT INTO instance_secrets (name, value) VALUES ('broken', x'00')")
+        conn.execute("INSERT INTO instance_secrets (name, value) VALUES ('broken', ?)", (b"\0",))
         raise RuntimeError("hook failed")
 
     def wrong(conn: sqlite3.Connection, job: dict[str, Any]) -> None:
