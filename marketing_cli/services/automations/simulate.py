@@ -622,7 +622,7 @@ def _check_test_room(conn: sqlite3.Connection, workspace_id: int, count: int) ->
                             (workspace_id, clock.format_ts(now - window))).fetchone()[0]
         if used + count > limit:
             raise MktError(status, message if count == 1 else
-                           f"{message} (this flow has {count} emails; the limit is {limit}).")
+                           f"{message} This flow has {count} emails and the limit is {limit}.")
 
 
 def _test_message(conn: sqlite3.Connection, workspace_id: int, step: dict[str, Any], contact: Any,
