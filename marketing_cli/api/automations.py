@@ -12,7 +12,7 @@ from starlette.routing import Route
 from marketing_cli.api.auth import require_workspace
 from marketing_cli.api.calls import call
 from marketing_cli.api.responses import envelope_a, read_json
-from marketing_cli.services.automations import caps, flows, format, migrate, stats, triggers
+from marketing_cli.services.automations import caps, flows, format, migrate, simulate, stats, triggers
 
 INVALID_BODY = "Invalid request body: send the automation as a JSON object."
 
@@ -83,6 +83,20 @@ async def migrate_contacts(request: Request) -> Response:
     return envelope_a(await call(request, migrate.migrate, workspace_id, request.path_params["automation_id"], body))
 
 
+async def simulate_flow(request: Request) -> Response:
+    workspace_id = require_workspace(request)
+    body = await read_json(request, "Invalid request body: send {\"contact_id\": ...}.")
+    return envelope_a(await call(request, simulate.simulate, workspace_id, request.path_params["automation_id"],
+                                 body))
+
+
+async def send_tests(request: Request) -> Response:
+    workspace_id = require_workspace(request)
+    body = await read_json(request, "Invalid request body: send {\"to\": ...}.")
+    return envelope_a(await call(request, simulate.send_tests, workspace_id, request.path_params["automation_id"],
+                                 body))
+
+
 async def statistics(request: Request) -> Response:
     workspace_id = require_workspace(request)
     return envelope_a(await call(request, stats.automation_stats, workspace_id, request.path_params["automation_id"]))
@@ -104,6 +118,8 @@ routes = [
     Route("/v1/automations/{automation_id:int}/backfill", backfill, methods=["POST"]),
     Route("/v1/automations/{automation_id:int}/statistics", statistics, methods=["GET"]),
     Route("/v1/automations/{automation_id:int}/migrate", migrate_contacts, methods=["POST"]),
+    Route("/v1/automations/{automation_id:int}/simulate", simulate_flow, methods=["POST"]),
+    Route("/v1/automations/{automation_id:int}/test", send_tests, methods=["POST"]),
 ]
 
 

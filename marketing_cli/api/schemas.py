@@ -685,7 +685,7 @@ OPERATIONS.update(_sms_operations())
 
 
 def _automation_operations() -> dict[tuple[str, str], dict[str, Any]]:
-    from marketing_cli.services.automations import flows
+    from marketing_cli.services.automations import flows, simulate
     from marketing_cli.services.automations.format import flow_schema
 
     flow = {k: v for k, v in flow_schema().items() if not k.startswith("$")}
@@ -747,6 +747,20 @@ def _automation_operations() -> dict[tuple[str, str], dict[str, Any]]:
                                                   "dry_run": {"type": "boolean"}, "unmapped": enum(("stay", "exit"))},
                                                  ("to_version",)),
                                      "data": ANY},
+        ("POST", one + "/simulate"): {
+            "summary": "Walk the flow for one contact on a simulated clock (sends and writes nothing)",
+            "envelope": "A",
+            "body": obj({"contact_id": HEX_ID, "until": {"type": "string"}, "events": array(obj({
+                "name": {"type": "string"}, "type": enum(simulate.EVENT_TYPES), "properties": {"type": "object"},
+                "at": {"type": "string"}, "tag": {"type": "string"}, "field": {"type": "string"},
+                "from": ANY, "to": ANY, "step": {"type": "string"}}, ("at",)), maxItems=1000)},
+                ("contact_id",)),
+            "data": ANY},
+        ("POST", one + "/test"): {"summary": "Send each message of the flow once to a test address",
+                                  "envelope": "A",
+                                  "body": obj({"to": {"type": "string", "minLength": 1}, "sms_to": {"type": "string"},
+                                               "contact_id": HEX_ID}, ("to",)),
+                                  "data": ANY},
     }
 
 

@@ -8,7 +8,16 @@ from typing import Annotated, Any
 
 import typer
 
-from marketing_cli.cli.output import JsonOption, QuietOption, WideOption, emit, json_option, pairs, table
+from marketing_cli.cli.output import (
+    JsonOption,
+    QuietOption,
+    WideOption,
+    emit,
+    json_option,
+    pairs,
+    table,
+    usage_error,
+)
 from marketing_cli.cli.registry import HELP
 from marketing_cli.cli.state import state
 from marketing_cli.errors import MktError
@@ -17,13 +26,70 @@ app = typer.Typer(help=HELP["automations"], no_args_is_help=True)
 
 AutomationId = Annotated[str, typer.Argument(metavar="ID", help="The automation's id (see `mkt automations list`).")]
 FileOption = Annotated[Path, typer.Option("--file", "-f", metavar="PATH",
-                                          help="The flow document, a JSON file (docs/automations.md).")]
+                                          help="The flow document: a JSON file, or YAML (.yaml/.yml) "
+                                               "(docs/automations.md).")]
 
 
-def _document(path: Path) -> Any:
+def _yaml_loader() -> Any:
+    """PyYAML's safe loader (no Python objects, ever) reading YAML the way JSON means it: only
+    true/false are booleans (YAML 1.1 also reads yes/no/on/off so, and a split's `yes:` and
+    `no:` pointers would become booleans) and timestamps stay strings (as in a JSON flow)."""
+    import re
+
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    dropped = ("tag:yaml.org,2002:bool", "tag:yaml.org,2002:timestamp")
+    Loader.yaml_implicit_resolvers = {
+        key: [(tag, rx) for tag, rx in resolvers if tag not in dropped]
+        for key, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+    Loader.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
+                                 list("tTfF"))
+    return Loader
+
+
+def _string_keys(value: Any, option: str) -> Any:
+    if isinstance(value, dict):
+        for key in value:
+            if not isinstance(key, str):
+                raise usage_error(f"{option}: the key {key!r} is not a string (quote it).")
+        return {k: _string_keys(v, option) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_string_keys(v, option) for v in value]
+    return value
+
+
+def read_yaml(path: Path, option: str) -> Any:
+    """A YAML file as the JSON value it spells; a parse error is a usage error (exit 2) naming the line."""
+    import yaml
+
+    from marketing_cli.kernel.inputs import check_unicode
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise usage_error(f"{option}: cannot read {path}: {exc.strerror}.") from None
+    except UnicodeDecodeError:
+        raise usage_error(f"{option}: {path} is not UTF-8 text.") from None
+    try:
+        value = yaml.load(text, Loader=_yaml_loader())  # noqa: S506 - a SafeLoader subclass
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise usage_error(f"{option}: {path} is not valid YAML{where}: {exc.problem or exc.context}.") from None
+    except yaml.YAMLError as exc:
+        raise usage_error(f"{option}: {path} is not valid YAML: {exc}.") from None
+    value = _string_keys(value, option)
+    check_unicode(value, "body")
+    return value
+
+
+def _document(path: Path, option: str = "--file") -> Any:
     if path.suffix.lower() in (".yaml", ".yml"):
-        raise MktError(400, "Flow files are JSON: write the flow as a .json file (docs/automations.md).")
-    return json_option(f"@{path}", "--file")
+        return read_yaml(path, option)
+    return json_option(f"@{path}", option)
 
 
 def render_automation(a: dict[str, Any]) -> Any:
@@ -129,6 +195,79 @@ def automations_enroll(ctx: typer.Context, automation_id: AutomationId,
     body = {"contact_id": contact, **({"entry_key": entry_key} if entry_key is not None else {})}
     emit(triggers.enroll_contact(s.conn(), s.workspace_id(), automation_id, body), as_json, render_enrollment)
 
+
+
+@app.command("simulate")
+def automations_simulate(ctx: typer.Context, automation_id: AutomationId,
+                         contact: Annotated[str, typer.Option("--contact", metavar="CONTACT_ID",
+                                                              help="The contact to walk the flow for.")],
+                         events: Annotated[Path | None, typer.Option(
+                             "--events", metavar="PATH", help="A JSON (or YAML) list of events the contact would"
+                             " cause: [{\"name\": \"purchase\", \"properties\": {...}, \"at\": \"...\"}].")]
+                         = None,
+                         until: Annotated[str | None, typer.Option(
+                             "--until", metavar="DATE", help="Stop at this date (YYYY-MM-DD) or time (RFC 3339);"
+                             " default a year from now.")] = None,
+                         as_json: JsonOption = False) -> None:
+    """Walk the flow for one contact on a simulated clock: each step with its UTC and local time.
+    Sends nothing, writes nothing (POST /v1/automations/:id/simulate)."""
+    from marketing_cli.services.automations import simulate
+
+    body: dict[str, Any] = {"contact_id": contact}
+    if events is not None:
+        body["events"] = _document(events, "--events")
+    if until is not None:
+        body["until"] = until
+    s = state(ctx)
+
+    def human(r: dict[str, Any]) -> Any:
+        title = (f"{r['contact_id']} in {r['zone']} ({r['zone_source']}): {r['end']}"
+                 + (f" ({r['exit_reason']})" if r["exit_reason"] else "")
+                 + (f"; would send {', '.join(f'{n} {c}' for c, n in r['messages'].items())}" if r["messages"] else "")
+                 + (f"; SMS cost {r['sms_cost']} USD" if r["sms_cost"] else ""))
+        return table(["UTC", "local", "step", "type", "outcome", "detail"],
+                     [(x["at"], x["local"], x["step_id"] or "-", x["type"] or "-", x["outcome"],
+                       " ".join(str(part) for part in (x["detail"], x.get("subject") and f"subject: {x['subject']}",
+                                                        x.get("price") and f"price {x['price']} USD") if part) or "-")
+                      for x in r["steps"]], title)
+
+    emit(simulate.simulate(s.conn(), s.workspace_id(), automation_id, body), as_json, human)
+
+
+@app.command("test")
+def automations_test(ctx: typer.Context, automation_id: AutomationId,
+                     to: Annotated[str, typer.Option(
+                         "--to", metavar="ADDRESS", help="An email address (the email steps) or a phone number"
+                         " in E.164 form, +15551234567 (the SMS steps).")],
+                     sms_to: Annotated[str | None, typer.Option(
+                         "--sms-to", metavar="PHONE", help="A phone number for the SMS steps, beside an email"
+                         " address in --to.")] = None,
+                     contact: Annotated[str | None, typer.Option(
+                         "--contact", metavar="CONTACT_ID", help="Render merge tags for this contact (default: the"
+                         " contact with the test address, else the fields' defaults).")] = None,
+                     smtp_url: Annotated[str | None, typer.Option(
+                         "--smtp-url", envvar="MKT_SMTP_URL", help="smtp://[user:pass@]host:port or smtps://...;"
+                         " without it, the workspace's transport (`mkt mail transport show`).")] = None,
+                     as_json: JsonOption = False) -> None:
+    """Send each message of the flow once to a test address (POST /v1/automations/:id/test)."""
+    from marketing_cli.services.automations import simulate
+    from marketing_cli.services.email.transport import parse_smtp_url
+
+    if smtp_url:
+        try:
+            parse_smtp_url(smtp_url)
+        except ValueError as exc:
+            raise usage_error(f"--smtp-url: {exc}") from None
+    body: dict[str, Any] = {"to": to}
+    if sms_to is not None:
+        body["sms_to"] = sms_to
+    if contact is not None:
+        body["contact_id"] = contact
+    s = state(ctx)
+    emit(simulate.send_tests(s.conn(), s.workspace_id(), automation_id, body, smtp_url=smtp_url), as_json,
+         lambda r: table(["step", "channel", "to", "status", "message id"],
+                         [(x["step_id"], x["channel"], x["to"] or "-", x["status"], x["message_id"] or "-")
+                          for x in r["sent"]], f"Test messages of automation {r['automation_id']}"))
 
 @app.command("enrollments")
 def automations_enrollments(ctx: typer.Context, automation_id: AutomationId,

@@ -103,9 +103,3 @@ def test_errors_of_the_other_endpoints(client: Any, auth: dict[str, str], world:
         400, "Unknown member 'contact'")
     assert f.error_of(client.get("/v1/automations", headers={}))[0] == 401
 
-
-def test_yaml_flows_are_refused_with_a_clear_message(cli: Any, world: dict[str, Any], tmp_path: Path) -> None:
-    path = tmp_path / "flow.yaml"
-    path.write_text("name: x\n")
-    result = cli("automations", "create", "--file", str(path))
-    assert result.exit_code == 1 and "Flow files are JSON" in result.stderr

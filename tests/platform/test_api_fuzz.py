@@ -91,6 +91,14 @@ REFUSALS: dict[str, str] = {
     r"We could not find that version of the automation\.": NOT_FOUND,
     r"Only (active|paused) automations .*": "the automation's status",
     r"This automation is archived; .*": "the automation's status",
+    # simulate and test (docs/automations.md): what an address, a time and an event file mean.
+    r"'.*' is neither an email address nor a phone number in E\.164 form\. .*": "an email address or a + number",
+    r"The member 'sms_to' .*": "a phone number beside an email address",
+    r"This automation has no send step: there is nothing to test\.": "the flow's steps",
+    r"The member '(until|events\[\d+\]\.at)' must be a date .*": "a date or an RFC 3339 time",
+    r"The member 'until' must be in the future\.": "the clock",
+    r"The member 'events\[\d+\]\.name' is required for a custom event .*": "name goes with a custom event",
+    r"The member 'events\[\d+\]\.type' must be one of: .*": "a custom event is given by its name",
     # What makes an address, a domain or a number real (JSON Schema's formats cannot say).
     r"Please provide a valid recipient email address\.": "email syntax and domain",
     r"Please provide a valid domain name, such as example\.com\.": "DNS syntax and public suffix",

@@ -102,6 +102,10 @@ def valid_bodies(w: dict[str, Any]) -> dict[tuple[str, str], Any]:
         ("POST", "/v1/automations/{automation_id}/backfill"): {"dry_run": False},
         ("POST", "/v1/automations/{automation_id}/migrate"): {"to_version": 1, "dry_run": False},
         ("PUT", "/v1/automations/caps"): {"email": {"max_messages": 2, "window": {"days": 1}}},
+        ("POST", "/v1/automations/{automation_id}/simulate"): {
+            "contact_id": w["contact"], "events": [{"name": "cart", "properties": {"sku": "A1"},
+                                                    "at": "2030-01-01T00:00:00Z"}]},
+        ("POST", "/v1/automations/{automation_id}/test"): {"to": "qa@example.org"},
     }
 
 

@@ -15,7 +15,7 @@ def test_every_bench_module_defines_run() -> None:
         from run import discover, load
 
         modules = discover(None)
-        assert {name for name, _ in modules} >= {"http", "startup", "contacts", "segments", "sms_twilio"}
+        assert {name for name, _ in modules} >= {"http", "startup", "contacts", "segments", "sms_twilio", "automations"}
         for _, path in modules:
             run = load(path).run
             assert list(inspect.signature(run).parameters) == ["quick"]

@@ -91,6 +91,19 @@ def set_caps(conn: sqlite3.Connection, workspace_id: int, body: Any) -> dict[str
 COUNT_SQL = "SELECT created_at FROM {table} WHERE contact_id = ? AND capped = 1 AND created_at > ? ORDER BY created_at"
 
 
+def caps_for(conn: sqlite3.Connection, workspace_id: int, channel: str) -> list[tuple[int, int]]:
+    """The workspace's cap of a channel as [(max_messages, window_seconds)]: empty when it has none."""
+    return [(row[0], row[1]) for row in conn.execute(
+        "SELECT max_messages, window_seconds FROM automation_caps WHERE workspace_id = ? AND channel = ?",
+        (workspace_id, channel))]
+
+
+def counted_since(conn: sqlite3.Connection, contact_id: str, channel: str, since: str) -> list[str]:
+    """When the contact's counted automated messages of the channel were written after `since`, oldest
+    first (read from the partial index on (contact_id, created_at) WHERE capped = 1)."""
+    return [r[0] for r in conn.execute(COUNT_SQL.format(table=_TABLES[channel]), (contact_id, since))]
+
+
 def capped_until(conn: sqlite3.Connection, workspace_id: int, contact_id: str, channel: str) -> str | None:
     """None when the contact may get one more automated message of `channel` now; else the UTC
     instant at which enough of its messages have left the window (a deferred step's due time)."""
@@ -101,7 +114,7 @@ def capped_until(conn: sqlite3.Connection, workspace_id: int, contact_id: str, c
     window = timedelta(seconds=row["window_seconds"])
     since = clock.format_ts(clock.utcnow() - window)
     # At most the window's messages of one contact, read from the partial index (contact_id, created_at).
-    times = [r[0] for r in conn.execute(COUNT_SQL.format(table=_TABLES[channel]), (contact_id, since))]
+    times = counted_since(conn, contact_id, channel, since)
     if len(times) < row["max_messages"]:
         return None
     leaving = times[len(times) - row["max_messages"]]

@@ -64,23 +64,53 @@ def match_sql(matcher: str) -> str:
         ELSE 1 END)"""
 
 
+# The workspace's ACTIVE triggers, each read ONCE per batch (a materialized CTE): its version's
+# re-entry policy, start and cooldown and its matcher's members as columns, so the per-event
+# work is comparing columns, never parsing the version (which holds every step's HTML) or the
+# matcher again for each event.
+_TRIGGERS = """WITH t AS MATERIALIZED (
+    SELECT tr.automation_id, tr.version_id, tr.event_type,
+           json_extract(v.flow, '$.reentry') AS reentry, json_extract(v.flow, '$.start') AS start,
+           json_extract(v.flow, '$.cooldown_seconds') AS cooldown,
+           json_extract(tr.matcher, '$.tag_id') AS tag_id, json_extract(tr.matcher, '$.field_id') AS field_id,
+           json_type(tr.matcher, '$.from') IS NOT NULL AS has_from, json_extract(tr.matcher, '$.from') AS from_v,
+           json_type(tr.matcher, '$.to') IS NOT NULL AS has_to, json_extract(tr.matcher, '$.to') AS to_v,
+           json_extract(tr.matcher, '$.name') AS name,
+           CASE WHEN json_type(tr.matcher, '$.properties') = 'object'
+                 AND json_extract(tr.matcher, '$.properties') != '{}' THEN tr.matcher END AS props
+    FROM automation_triggers tr JOIN automation_versions v ON v.id = tr.version_id
+    WHERE tr.workspace_id = :ws)
+"""
+
+# match_sql for the columns of _TRIGGERS' `t` (the same rules).
+_MATCH_COLUMNS = """(CASE e.type
+        WHEN 'TAG_ADDED' THEN json_extract(e.payload, '$.tag_id') = t.tag_id
+        WHEN 'TAG_REMOVED' THEN json_extract(e.payload, '$.tag_id') = t.tag_id
+        WHEN 'FIELD_UPDATED' THEN json_extract(e.payload, '$.field_id') = t.field_id
+            AND (NOT t.has_from OR json_extract(e.payload, '$.old') IS t.from_v)
+            AND (NOT t.has_to OR json_extract(e.payload, '$.new') IS t.to_v)
+        WHEN 'CUSTOM_EVENT' THEN json_extract(e.payload, '$.event_name') = t.name
+            AND (t.props IS NULL OR NOT EXISTS (SELECT 1 FROM json_each(t.props, '$.properties') p
+                 WHERE json_extract(e.payload, '$.properties.' || json_quote(p.key)) IS NOT p.value))
+        ELSE 1 END)"""
+
 _ENROLL = f"""
 INSERT INTO automation_enrollments (automation_id, version_id, workspace_id, contact_id, entry_key, entry_event_id,
                                     status, step_id, seq, next_run_at, entered_at, updated_at)
+{_TRIGGERS}
 SELECT t.automation_id, t.version_id, :ws, e.contact_id,
-       CASE json_extract(v.flow, '$.reentry') WHEN 'once' THEN 'once' ELSE 'event:' || min(e.id) END,
-       min(e.id), 'active', json_extract(v.flow, '$.start'), 0, :now, :now, :now
+       CASE t.reentry WHEN 'once' THEN 'once' ELSE 'event:' || min(e.id) END,
+       min(e.id), 'active', t.start, 0, :now, :now, :now
 FROM contact_events e
-JOIN automation_triggers t ON t.workspace_id = e.workspace_id AND t.event_type = e.type
-JOIN automation_versions v ON v.id = t.version_id
+JOIN t ON t.event_type = e.type
 JOIN contacts c ON c.id = e.contact_id
-WHERE e.workspace_id = :ws AND e.id > :after AND e.id <= :upto AND {match_sql('t.matcher')}
+WHERE e.workspace_id = :ws AND e.id > :after AND e.id <= :upto AND {_MATCH_COLUMNS}
   AND NOT EXISTS (SELECT 1 FROM automation_enrollments x
                   WHERE x.contact_id = e.contact_id AND x.automation_id = t.automation_id
                     AND (x.status IN ('active', 'paused')
-                         OR (json_extract(v.flow, '$.reentry') = 'cooldown'
+                         OR (t.reentry = 'cooldown'
                              AND x.entered_at > strftime('%Y-%m-%dT%H:%M:%fZ', :now,
-                                 '-' || json_extract(v.flow, '$.cooldown_seconds') || ' seconds'))))
+                                 '-' || t.cooldown || ' seconds'))))
 GROUP BY t.automation_id, e.contact_id
 ON CONFLICT (automation_id, contact_id, entry_key) DO NOTHING
 """
