@@ -402,8 +402,10 @@ def test_a_segment_count_longer_than_its_lease_keeps_it(conn: sqlite3.Connection
     assert conn.execute("SELECT status, attempts FROM jobs").fetchone()[:] == ("done", 1)
 
 
-def db_path_of(conn: sqlite3.Connection) -> str:
-    return conn.execute("PRAGMA database_list").fetchone()[2]
+def db_path_of(conn: sqlite3.Connection) -> Any:
+    from marketing_cli.leases import database_file
+
+    return database_file(conn)  # the file, or the PostgreSQL URL
 
 
 @pytest.fixture
