@@ -148,6 +148,7 @@ STORAGE_ERRORS = (
                           "database file and of its folder."),
     ("database or disk is full", "The disk holding the database is full: nothing was written."),
     ("disk i/o error", "The database could not be written (disk I/O error): nothing was written."),
+    (postgres.LOST, "The connection to the database was lost: try again."),
 )
 
 
@@ -390,22 +391,47 @@ def instance_secret(conn: sqlite3.Connection, name: str = "tracking") -> bytes:
 
 
 class Database:
-    """A database file shared by threads: one connection per thread, opened on first use."""
+    """A database shared by threads (`mkt serve`).
+
+    `conn()` is the calling thread's own connection, opened on first use (the event loop's,
+    the job worker's). `borrow()` lends a connection for one call: on SQLite the thread's own
+    (a file needs no pool), on PostgreSQL one of a psycopg_pool of at most POOL_SIZE
+    connections, given back after the call and checked before it is lent again."""
+
+    POOL_SIZE = 40  # anyio's worker threads (api/calls.call runs each service call in one)
 
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
         self.path = resolve_db_path(path)
         self.postgresql = isinstance(self.path, postgres.DatabaseUrl)
         self._local = threading.local()
-        self._opened: list[sqlite3.Connection] = []
+        self._opened: list[Any] = []
         connect(self.path).close()  # create and migrate once, up front
+        self._pool = postgres.Pool(self.path, self.POOL_SIZE) if self.postgresql else None
 
-    def conn(self) -> sqlite3.Connection:
+    def conn(self) -> Any:
         conn = getattr(self._local, "conn", None)
         if conn is None:
             conn = connect(self.path, upgrade=False)
             self._local.conn = conn
             self._opened.append(conn)  # list.append is atomic: no lock needed
         return conn
+
+    @contextmanager
+    def borrow(self) -> Iterator[Any]:
+        if self._pool is None:
+            yield self.conn()
+            return
+        with self._pool.borrow() as conn:
+            self._opened.append(conn)
+            try:
+                yield conn
+            finally:
+                self._opened.remove(conn)
+
+    def close(self) -> None:
+        """Close the pool (a stopped server; its threads' own connections end with the process)."""
+        if self._pool is not None:
+            self._pool.close()
 
     def interrupt_all(self) -> None:
         """Abort whatever SQL the threads' connections are running (a stopping server's last resort).

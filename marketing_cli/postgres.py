@@ -28,6 +28,7 @@ import re
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -39,6 +40,8 @@ SCHEMES = ("postgresql://", "postgres://")
 # single write lock does: "mkt" in ASCII.
 WRITE_LOCK = 0x6D6B74
 STATEMENT_TIMEOUT_MS = 60_000
+# What a statement that lost its connection raises (db.STORAGE_ERRORS answers it 503).
+LOST = "the connection to the database was lost"
 IDLE_IN_TRANSACTION_MS = 60_000
 
 
@@ -280,28 +283,53 @@ def _adapt(conn: Any) -> None:
     conn.adapters.register_dumper(bool, BoolDumper)
 
 
+def _open(url: DatabaseUrl) -> Any:
+    import psycopg
+
+    try:
+        raw = psycopg.connect(url.url, **CONNECT_ARGS)
+    except psycopg.Error as exc:
+        raise MktError(503, f"Cannot connect to the database {url}: "
+                            f"{str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}.") \
+            from None
+    configure(raw)
+    return raw
+
+
+# Every connection: autocommit (transactions are begun explicitly), no server-side prepared
+# statements (they do not survive PgBouncer's transaction mode), a bounded connect.
+CONNECT_ARGS: dict[str, Any] = {"autocommit": True, "prepare_threshold": None, "connect_timeout": 10}
+
+
+def configure(raw: Any) -> None:
+    """A new psycopg connection made ready for the services (also the pool's `configure`)."""
+    raw.row_factory = _row_factory
+    _adapt(raw)
+    raw.execute(f"SET statement_timeout = {STATEMENT_TIMEOUT_MS}")
+    raw.execute(f"SET idle_in_transaction_session_timeout = {IDLE_IN_TRANSACTION_MS}")
+
+
 class Connection:
-    """A psycopg connection that answers the calls the services make of a sqlite3.Connection."""
+    """A psycopg connection that answers the calls the services make of a sqlite3.Connection.
+
+    Made from a URL (a connection of its own, closed by `close`) or around a connection
+    borrowed from a `Pool` (which gets it back)."""
 
     engine = "postgresql"
 
-    def __init__(self, url: DatabaseUrl) -> None:
-        import psycopg
-
+    def __init__(self, url: DatabaseUrl, raw: Any = None) -> None:
         self.url = url
-        try:
-            self._conn = psycopg.connect(url.url, autocommit=True, prepare_threshold=None, connect_timeout=10)
-        except psycopg.Error as exc:
-            raise MktError(503, f"Cannot connect to the database {url}: "
-                                f"{str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}.") \
-                from None
-        self._conn.row_factory = _row_factory
-        _adapt(self._conn)
+        self._owned = raw is None
+        self._conn = raw if raw is not None else _open(url)
         self.total_changes = 0
         self._generated: frozenset[str] | None = None
         self.row_factory = None  # kept for callers that set sqlite3.Row (rows are always by name here)
-        self._conn.execute(f"SET statement_timeout = {STATEMENT_TIMEOUT_MS}")
-        self._conn.execute(f"SET idle_in_transaction_session_timeout = {IDLE_IN_TRANSACTION_MS}")
+
+    def _reopen(self) -> None:
+        try:
+            self._conn.close()
+        finally:
+            self._conn = _open(self.url)
 
     # what sqlite3.Connection answers
     @property
@@ -311,11 +339,14 @@ class Connection:
         return self._conn.info.transaction_status != TransactionStatus.IDLE
 
     def _generated_tables(self) -> frozenset[str]:
+        if self._generated is None and _GENERATED.get(self.url.url) is not None:
+            self._generated = _GENERATED[self.url.url]
         if self._generated is None:
             rows = self._conn.execute(
                 "SELECT table_name FROM information_schema.columns WHERE table_schema = current_schema()"
                 " AND column_name = 'id' AND is_identity = 'YES'").fetchall()
             self._generated = frozenset(row[0] for row in rows)
+            _GENERATED[self.url.url] = self._generated
         return self._generated
 
     def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Any:
@@ -328,10 +359,24 @@ class Connection:
             return self._pragma(sql)
         text, numbered = translate(sql)
         returning = _returning_id(text, self._generated_tables()) if head.startswith("INSERT") else None
+        if self._conn.broken and self._owned:
+            self._reopen()
+        outside = not self.in_transaction
         try:
             cursor = self._conn.execute(returning or text, _bind(params, numbered))
         except psycopg.Error as exc:
-            raise _mapped(exc) from None
+            if not (self._conn.broken and self._owned):
+                raise _mapped(exc) from None
+            # The server dropped the connection (a restart, a failover, an idle timeout). A read
+            # outside a transaction is tried once more on a new one; anything else is reported,
+            # and the next statement gets a new connection.
+            if not (outside and head.startswith(("SELECT", "WITH"))):
+                raise OperationalError(LOST) from None
+            self._reopen()
+            try:
+                cursor = self._conn.execute(returning or text, _bind(params, numbered))
+            except psycopg.Error as again:
+                raise _mapped(again) from None
         if cursor.rowcount and cursor.rowcount > 0:
             self.total_changes += cursor.rowcount
         if returning is not None:
@@ -419,6 +464,8 @@ class _Constant(_Empty):
 
 # --- Schema ---------------------------------------------------------------------------------
 
+# The tables whose `id` is generated, per database (read once: the schema changes only by migrate).
+_GENERATED: dict[str, frozenset[str]] = {}
 VERSION_TABLE = "mkt_schema_version"
 _lock = threading.Lock()
 
@@ -452,4 +499,48 @@ def migrate(conn: Connection, steps: Sequence[tuple[int, str]], target: int) -> 
         except psycopg.Error as exc:
             raise _mapped(exc) from None
     conn._generated = None
+    _GENERATED.pop(conn.url.url, None)
     return target
+
+
+class Pool:
+    """Connections shared by a server's threads (psycopg_pool): `with pool.borrow() as conn:`.
+
+    A connection goes back to the pool after each use, is checked before it is lent again (a
+    server restart or a dropped connection costs one reconnect, not a broken thread), and the
+    pool never holds more than `size` connections: set it to the number of threads that can
+    use the database at once."""
+
+    def __init__(self, url: DatabaseUrl, size: int) -> None:
+        from psycopg_pool import ConnectionPool
+
+        self.url = url
+        self._pool = ConnectionPool(url.url, min_size=1, max_size=size, kwargs=CONNECT_ARGS, configure=configure,
+                                    check=ConnectionPool.check_connection, open=False, name="mkt")
+        self._opened = False
+        self._open_lock = threading.Lock()
+
+    @contextmanager
+    def borrow(self) -> Iterator[Connection]:
+        import psycopg
+
+        if not self._opened:
+            with self._open_lock:
+                if not self._opened:
+                    self._pool.open(wait=False)
+                    self._opened = True
+        try:
+            with self._pool.connection(timeout=30) as raw:
+                conn = Connection(self.url, raw)
+                try:
+                    yield conn
+                finally:
+                    if conn.in_transaction:  # an error left it open: the pool must not lend it so
+                        raw.execute("ROLLBACK")
+        except psycopg.OperationalError as exc:
+            raise MktError(503, f"Cannot connect to the database {self.url}: {str(exc).strip().splitlines()[0]}.") \
+                from None
+
+    def close(self) -> None:
+        if self._opened:
+            self._pool.close()

@@ -93,6 +93,7 @@ def create_app(db_path: str | os.PathLike[str] | None = None, *, worker: bool = 
             db.interrupt_all()
             if job_worker is not None:
                 job_worker.stop()
+            db.close()
 
     app = Starlette(
         routes=routes,

@@ -48,7 +48,8 @@ async def call(request: Request, fn: Callable[..., T], *args: Any, **kwargs: Any
 
 
 def _with_conn(db: Any, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> T:
-    return fn(db.conn(), *args, **kwargs)
+    with db.borrow() as conn:
+        return fn(conn, *args, **kwargs)
 
 
 class _Budget:

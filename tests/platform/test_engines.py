@@ -107,3 +107,15 @@ def test_the_schema_is_made_once_by_concurrent_first_starts(postgres_server: Any
     answers = [run.communicate(timeout=120) for run in runs]
     assert [run.returncode for run in runs] == [0, 0, 0, 0], answers
     assert {out.strip() for out, _ in answers} == {str(db.latest_version())}
+
+
+def test_served_requests_survive_lost_connections(client: Any, auth: dict[str, str], conn: Any) -> None:
+    """mkt serve borrows pooled connections: when the server drops them (a restart, a failover,
+    an idle timeout), the next requests get checked, fresh ones instead of an error."""
+    for _ in range(3):
+        assert client.post("/v1/tags", headers=auth, json={"name": f"t{_}"}).status_code == 201
+    dropped = conn.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                           " WHERE datname = current_database() AND pid <> pg_backend_pid()").fetchone()[0]
+    assert dropped >= 1
+    answers = [client.post("/v1/tags", headers=auth, json={"name": f"after{i}"}).status_code for i in range(3)]
+    assert answers == [201, 201, 201]

@@ -37,7 +37,7 @@ DISTRIBUTIONS = {
     "platformdirs": "platformdirs", "httpx": "httpx", "email_validator": "email-validator", "dns": "dnspython",
     "cryptography": "cryptography", "orjson": "orjson", "idna": "idna", "ua_parser": "ua-parser",
     "maxminddb": "maxminddb", "certifi": "certifi", "httptools": "httptools", "tinycss2": "tinycss2",
-    "charset_normalizer": "charset-normalizer", "feedparser": "feedparser", "psycopg": "psycopg", "yaml": "pyyaml",
+    "charset_normalizer": "charset-normalizer", "feedparser": "feedparser", "psycopg": "psycopg", "psycopg_pool": "psycopg-pool", "yaml": "pyyaml",
 }
 
 # Layer of a module, by its longest matching prefix; what each layer may import besides itself.
