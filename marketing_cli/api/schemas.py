@@ -442,7 +442,7 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         "summary": "Configure a DRAFT campaign: sender, audience, variants", "envelope": "A",
         "body": obj({"sender": obj({"sender_identity_id": INT_ID, "reply_to": obj({
                          "display_name": {"type": "string"}, "local_part": {"type": "string"},
-                         "domain_name": {"type": "string"}})}), "audience": AUDIENCE,
+                         "domain_name": {"type": "string"}})}, required=("sender_identity_id",)), "audience": AUDIENCE,
                      "variants": array(obj({"type": enum(campaigns.VARIANT_TYPES),
                                             "subject": {"type": "string", "minLength": 3, "maxLength": 90},
                                             "preview_text": {"type": "string", "maxLength": 120}}))}),

@@ -88,6 +88,7 @@ REFUSALS: dict[str, str] = {
     r"Step '.*' \(steps\[\d+\]\) sends an SMS, but the workspace has no SMS sender ID: .*": "the workspace's settings",
     r"Step '.*' \(steps\[\d+\]\): The merge tag .*": "an SMS body's tags are the workspace's fields",
     r"Step '.*' \(steps\[\d+\]\): The message contains '.*', which is not a merge tag: .*": "the SMS merge syntax",
+    r"No path from the start reaches the step\(s\): .*": "a flow's graph: every step reachable from the start",
     r"We could not find that version of the automation\.": NOT_FOUND,
     r"Only (active|paused) automations .*": "the automation's status",
     r"This automation is archived; .*": "the automation's status",
