@@ -160,6 +160,15 @@ def sender(conn: sqlite3.Connection, workspace_id: int, domain_id: int | None = 
                                         "display_name": display_name})
 
 
+def verified_sender(conn: sqlite3.Connection, workspace_id: int, name: str = "example.com") -> int:
+    """A sender identity on a domain the operator marked verified (`mkt domains mark-verified`); its id."""
+    from marketing_cli.services.email import domains
+
+    created = sender(conn, workspace_id, domain(conn, workspace_id, name)["id"])
+    domains.mark_domain_verified(conn, workspace_id, created["domain_id"])
+    return created["id"]
+
+
 def verified_domain(conn: sqlite3.Connection, workspace_id: int, dns: Any, name: str = "example.com") -> dict[str, Any]:
     """A domain whose records `dns` (the conftest `dns_server` fixture) publishes, verified
     through the real DNS check."""

@@ -25,7 +25,7 @@ def test_double_opt_in_then_welcome(conn: Any, client: Any, auth: dict[str, str]
                                     monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(clock, "utcnow", lambda: MOMENT)
     ws = workspace["id"]
-    sender = f.sender(conn, ws)["id"]
+    sender = f.verified_sender(conn, ws)
     confirm_html = ('<p>Hi {{contact.first_name}}, please <a href="{{confirmation_url}}">confirm</a>.'
                     ' <a href="{{unsubscribe_url}}">Not me</a></p>')
     opt_in = f.automation(conn, ws, {"name": "Double opt-in", "triggers": [{"type": "subscription_pending"}],

@@ -15,7 +15,7 @@ from tests import factories as f
 @pytest.fixture
 def world(conn: Any, workspace: dict[str, Any]) -> dict[str, Any]:
     ws = workspace["id"]
-    return {"ws": ws, "sender": f.sender(conn, ws)["id"], "vip": f.tag(conn, ws, "vip"),
+    return {"ws": ws, "sender": f.verified_sender(conn, ws), "vip": f.tag(conn, ws, "vip"),
             "ann": f.contact(conn, ws, "ann@example.com")["id"]}
 
 

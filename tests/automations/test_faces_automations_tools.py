@@ -25,7 +25,7 @@ def world(conn: Any, workspace: dict[str, Any], monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(clock, "utcnow", lambda: START)
     ws = workspace["id"]
     f.sms_ready(conn, ws)
-    return {"ws": ws, "sender": f.sender(conn, ws)["id"], "vip": f.tag(conn, ws, "vip"),
+    return {"ws": ws, "sender": f.verified_sender(conn, ws), "vip": f.tag(conn, ws, "vip"),
             "ann": f.contact(conn, ws, "ann@example.com", first_name="Ann")["id"]}
 
 

@@ -35,7 +35,7 @@ def fixed(monkeypatch: pytest.MonkeyPatch) -> Clock:
 def world(conn: Any, workspace: dict[str, Any], fixed: Clock) -> dict[str, Any]:
     ws = workspace["id"]
     f.sms_ready(conn, ws)
-    return {"ws": ws, "sender": f.sender(conn, ws)["id"],
+    return {"ws": ws, "sender": f.verified_sender(conn, ws),
             "ann": f.contact(conn, ws, "ann@example.com", first_name="Ann", phone_number="+14155550101")["id"]}
 
 

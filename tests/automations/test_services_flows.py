@@ -19,7 +19,7 @@ from tests import factories as f
 @pytest.fixture
 def world(conn: Any, workspace: dict[str, Any]) -> dict[str, Any]:
     ws = workspace["id"]
-    return {"ws": ws, "sender": f.sender(conn, ws)["id"], "vip": f.tag(conn, ws, "vip"),
+    return {"ws": ws, "sender": f.verified_sender(conn, ws), "vip": f.tag(conn, ws, "vip"),
             "city": f.field(conn, ws, "city")}
 
 
@@ -70,6 +70,8 @@ def test_create_is_a_draft_and_publish_makes_version_1_active(conn: Any, world: 
      "Step 'a' (steps[0]) uses merge tags the workspace does not define: {{contact.nickname}}, {{coupon}}."),
     ({"triggers": [{"type": "tag_removed", "tag": "nope"}]},
      "triggers[0] names the tag 'nope', which the workspace does not have."),
+    ({"steps": [{"id": "a", "type": "send_email", "sender_id": 1, "subject": "Hello", "html": "<p>No way out</p>"}]},
+     "Step 'a' (steps[0]) has no unsubscribe link: add {{unsubscribe_url}} to its HTML."),
 ])
 def test_publishing_refuses_a_bad_graph_or_reference(conn: Any, world: dict[str, Any], change: dict[str, Any],
                                                      message: str) -> None:
@@ -77,6 +79,20 @@ def test_publishing_refuses_a_bad_graph_or_reference(conn: Any, world: dict[str,
     assert _error(flows.publish_automation, conn, world["ws"], created["id"]) == (400, message)
     after = flows.get_automation(conn, world["ws"], created["id"])
     assert after["status"] == "DRAFT" and after["versions"] == []  # nothing written
+
+
+def test_a_sender_on_an_unverified_domain_is_refused_as_a_campaign_would_be(conn: Any, world: dict[str, Any]) -> None:
+    f.allow_domains(conn, world["ws"])
+    unverified = f.sender(conn, world["ws"], f.domain(conn, world["ws"], "news.example.net")["id"])
+    created = flows.create_automation(conn, world["ws"], _doc(unverified["id"]))
+    status, message = _error(flows.publish_automation, conn, world["ws"], created["id"])
+    assert status == 400 and message.startswith("Step 'hello' (steps[0]): The sending domain news.example.net is not"
+                                                 " verified yet")
+    # A double opt-in confirmation needs no unsubscribe link: its link is the way in.
+    confirm = {**_doc(world["sender"]), "triggers": [{"type": "subscription_pending"}], "steps": [
+        {"id": "c", "type": "send_email", "sender_id": world["sender"], "subject": "Confirm", "confirmation": True,
+         "html": "<p><a href='{{confirmation_url}}'>Yes, subscribe me</a></p>"}]}
+    assert f.automation(conn, world["ws"], confirm)["status"] == "ACTIVE"
 
 
 def test_a_cycle_through_a_wait_is_allowed(conn: Any, world: dict[str, Any]) -> None:

@@ -20,7 +20,7 @@ def world(conn: Any, workspace: dict[str, Any], monkeypatch: pytest.MonkeyPatch)
     moment = {"now": start}
     monkeypatch.setattr(clock, "utcnow", lambda: moment["now"])
     ws = workspace["id"]
-    sender = f.sender(conn, ws)["id"]
+    sender = f.verified_sender(conn, ws)
     wait = {"type": "wait", "duration": {"days": 1}}
     v1 = {"name": "Series", "triggers": [{"type": "manual"}],
           "steps": [f.email_step("one", sender, "w1"), {"id": "w1", **wait, "next": "two"},

@@ -26,7 +26,7 @@ def world(conn: Any, workspace: dict[str, Any], monkeypatch: pytest.MonkeyPatch)
     billing.set_allowance(conn, ws, "automations", 20)
     f.sms_ready(conn, ws)
     f.field(conn, ws, "timezone")
-    return {"ws": ws, "sender": f.sender(conn, ws)["id"], "vip": f.tag(conn, ws, "vip"),
+    return {"ws": ws, "sender": f.verified_sender(conn, ws), "vip": f.tag(conn, ws, "vip"),
             "ann": f.contact(conn, ws, "ann@example.com", first_name="Ann", timezone="Europe/Paris")["id"]}
 
 

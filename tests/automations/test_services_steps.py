@@ -50,7 +50,7 @@ def fixed(monkeypatch: pytest.MonkeyPatch) -> Clock:
 def world(conn: Any, workspace: dict[str, Any], fixed: Clock) -> dict[str, Any]:
     ws = workspace["id"]
     billing.set_allowance(conn, ws, "automations", 20)
-    return {"ws": ws, "sender": f.sender(conn, ws)["id"], "vip": f.tag(conn, ws, "vip"),
+    return {"ws": ws, "sender": f.verified_sender(conn, ws), "vip": f.tag(conn, ws, "vip"),
             "city": f.field(conn, ws, "city"),
             "ann": f.contact(conn, ws, "ann@example.com", first_name="Ann")["id"]}
 

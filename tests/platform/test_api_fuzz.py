@@ -89,6 +89,8 @@ REFUSALS: dict[str, str] = {
     r"Step '.*' \(steps\[\d+\]\): The merge tag .*": "an SMS body's tags are the workspace's fields",
     r"Step '.*' \(steps\[\d+\]\): The message contains '.*', which is not a merge tag: .*": "the SMS merge syntax",
     r"No path from the start reaches the step\(s\): .*": "a flow's graph: every step reachable from the start",
+    r"Step '.*' \(steps\[\d+\]\) has no unsubscribe link: .*": "a marketing email's HTML carries its way out",
+    r"Step '.*' \(steps\[\d+\]\): The sending domain .* is not verified yet: .*": "DNS",
     r"We could not find that version of the automation\.": NOT_FOUND,
     r"Only (active|paused) automations .*": "the automation's status",
     r"This automation is archived; .*": "the automation's status",

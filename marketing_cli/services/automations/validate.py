@@ -125,10 +125,14 @@ def _matcher(refs: _Refs, condition: dict[str, Any], where: str) -> dict[str, An
 
 def _email_step(conn: sqlite3.Connection, refs: _Refs, step: dict[str, Any], where: str) -> dict[str, Any]:
     from marketing_cli.services.email.html_clean import clean_html, inject_preview_span
+    from marketing_cli.services.email.schedule import UNVERIFIED, has_unsubscribe_link
     from marketing_cli.services.email.senders import get_sender_identity
 
-    if get_sender_identity(conn, refs.ws, step["sender_id"]) is None:
+    sender = get_sender_identity(conn, refs.ws, step["sender_id"])
+    if sender is None:
         raise MktError(400, f"{where} names the sender {step['sender_id']}, which the workspace does not have.")
+    if not sender["domain_verified"]:  # as scheduling a campaign refuses it
+        raise MktError(400, f"{where}: " + UNVERIFIED.format(domain=sender["domain_name"], domain_id=sender["domain_id"]))
     html = step.get("html")
     if step.get("template_id") is not None:
         row = conn.execute("SELECT body_html FROM templates WHERE workspace_id = ? AND id = ?",
@@ -142,6 +146,10 @@ def _email_step(conn: sqlite3.Connection, refs: _Refs, step: dict[str, Any], whe
     unknown = [t for t in find_unknown_tags(conn, refs.ws, f"{step['subject']} {html}") if t != "{{confirmation_url}}"]
     if unknown:
         raise MktError(400, f"{where} uses merge tags the workspace does not define: {', '.join(unknown)}.")
+    # Every marketing email carries a way out, as a campaign's must; a double opt-in confirmation
+    # goes to a contact who is not subscribed yet (its link is the way in).
+    if not step.get("confirmation") and not has_unsubscribe_link(html or ""):
+        raise MktError(400, f"{where} has no unsubscribe link: add {{{{unsubscribe_url}}}} to its HTML.")
     return {**step, "subject": step["subject"].strip(), "body_html": inject_preview_span(clean_html(html))}
 
 

@@ -107,13 +107,18 @@ def content_problems(conn: sqlite3.Connection, workspace_id: int, variant: sqlit
     unknown = unknown_tags_problem(conn, workspace_id, variant)
     if unknown:
         problems.append(unknown)
-    if not any(m.group(1) == "unsubscribe_url" for m in TAG.finditer(html)):
+    if not has_unsubscribe_link(html):
         problems.append(NO_UNSUBSCRIBE.format(type=kind))
     for url in tracked_links(html):
         if not _parses(url):
             problems.append(BAD_LINK.format(type=kind, url=url))
             break
     return problems
+
+
+def has_unsubscribe_link(html: str) -> bool:
+    """Whether the HTML carries the {{unsubscribe_url}} merge tag (every marketing email must)."""
+    return any(m.group(1) == "unsubscribe_url" for m in TAG.finditer(html))
 
 
 def unknown_tags_problem(conn: sqlite3.Connection, workspace_id: int, variant: sqlite3.Row) -> str | None:
