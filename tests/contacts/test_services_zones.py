@@ -12,6 +12,7 @@ import pytest
 
 from marketing_cli.errors import MktError
 from marketing_cli.services.contacts import bulk, records, zones
+from marketing_cli.services.contacts.segment_filters import Compiled
 from tests import factories as f
 
 WINTER = datetime(2027, 1, 12, 14, tzinfo=timezone.utc)
@@ -28,9 +29,9 @@ def ws(conn: sqlite3.Connection, workspace: dict[str, Any]) -> int:
 def _zones_of(conn: sqlite3.Connection, ws: int, at: datetime) -> dict[str, tuple[str, str]]:
     with zones.Zones(conn, ws, at) as found:
         found.resolve()
-        return {r[0]: (r[1], r[2]) for r in conn.execute(
-            f"SELECT c.email, {found.zone('c')}, {found.source('c')} FROM contacts c{found.join('c')}"
-            " WHERE c.workspace_id = ?", (ws,))}
+        query = Compiled(f"SELECT c.email, {found.columns('c')} FROM contacts c{found.join('c')}"
+                         " WHERE c.workspace_id = ?", [ws])
+        return {r[0]: (r[1], r[2]) for r in conn.execute(*found.select(query, "a.email"))}
 
 
 @pytest.mark.parametrize(("number", "expected"), [
