@@ -138,7 +138,20 @@ class Zones:
 
         The distinct keys are found by one seek each past the last key on the workspace's
         phone index (contacts_phone), as Pricing.resolve does; past max(_SEEKS, size // 50)
-        seeks of the finer keys, one pass over the workspace's numbers finds the rest."""
+        seeks of the finer keys, one pass over the workspace's numbers finds the rest.
+        One savepoint holds it all: the prefix tables' rows are written in one transaction
+        of the temporary database, not one per statement, and every seek reads one snapshot."""
+        self.conn.execute("SAVEPOINT mkt_zones")
+        try:
+            self._resolve(size)
+        except BaseException:
+            if self.conn.in_transaction:  # SQLite may have rolled it all back already (an interrupt)
+                self.conn.execute("ROLLBACK TO mkt_zones")
+                self.conn.execute("RELEASE mkt_zones")
+            raise
+        self.conn.execute("RELEASE mkt_zones")
+
+    def _resolve(self, size: int) -> None:
         conn, depths = self.conn, _depths()
         agree = lru_cache(maxsize=None)(lambda names: offsets_agree(names, self.at))  # a few zone lists, many keys
         coarse = self._seek_keys("", "\U0010ffff", lambda phone: phone[:COARSE], None)
