@@ -182,7 +182,7 @@ _CLAIM = ("SELECT m.id, m.variant_id, m.email, m.attempts, c.email AS contact_em
 # at the first message whose zone has not come: releasing a zone's share reads that share
 # (and any message waiting for a retry), never the zones still waiting behind it.
 _CLAIM_LOCAL = ("SELECT m.id, m.variant_id, m.email, m.attempts, c.email AS contact_email, c.phone, c.data"
-                " FROM email_messages m INDEXED BY email_messages_due LEFT JOIN contacts c ON c.id = m.contact_id"
+                " FROM email_messages m LEFT JOIN contacts c ON c.id = m.contact_id"
                 " WHERE m.campaign_id = :campaign AND m.status = 'queued' AND m.due_at IS NOT NULL"
                 " AND m.due_at <= :now AND (m.retry_at IS NULL OR m.retry_at <= :now)"
                 " ORDER BY m.due_at, m.id LIMIT :size")
@@ -370,12 +370,13 @@ def _next_instant(conn: sqlite3.Connection, row: sqlite3.Row) -> str | None:
     if not row["local_time"]:
         return conn.execute("SELECT min(max(coalesce(retry_at, ''), coalesce(due_at, ''))) FROM email_messages"
                             " WHERE campaign_id = ? AND status = 'queued'", (row["id"],)).fetchone()[0]
-    zone = conn.execute("SELECT due_at FROM email_messages INDEXED BY email_messages_due WHERE campaign_id = ?"
+    zone = conn.execute("SELECT due_at FROM email_messages WHERE campaign_id = ?"
                         " AND status = 'queued' AND due_at IS NOT NULL AND retry_at IS NULL ORDER BY due_at LIMIT 1",
                         (row["id"],)).fetchone()
-    retry = conn.execute("SELECT min(max(retry_at, due_at)) FROM email_messages INDEXED BY email_messages_due"
-                         " WHERE campaign_id = ? AND status = 'queued' AND due_at IS NOT NULL AND due_at < ?"
-                         " AND retry_at IS NOT NULL", (row["id"], zone[0] if zone else "\U0010ffff")).fetchone()[0]
+    before = " AND due_at < ?" if zone else ""
+    retry = conn.execute("SELECT min(max(retry_at, due_at)) FROM email_messages WHERE campaign_id = ?"
+                         f" AND status = 'queued' AND due_at IS NOT NULL{before} AND retry_at IS NOT NULL",
+                         (row["id"], *(zone or ()))).fetchone()[0]
     return min(filter(None, (zone and zone[0], retry)), default=None)
 
 
