@@ -12,6 +12,7 @@ import pytest
 
 from marketing_cli.errors import MktError
 from marketing_cli.services.contacts import bulk, records, zones
+from marketing_cli.services.contacts.segment_filters import Compiled
 from tests import factories as f
 
 WINTER = datetime(2027, 1, 12, 14, tzinfo=timezone.utc)
@@ -28,9 +29,9 @@ def ws(conn: sqlite3.Connection, workspace: dict[str, Any]) -> int:
 def _zones_of(conn: sqlite3.Connection, ws: int, at: datetime) -> dict[str, tuple[str, str]]:
     with zones.Zones(conn, ws, at) as found:
         found.resolve()
-        return {r[0]: (r[1], r[2]) for r in conn.execute(
-            f"SELECT c.email, {found.zone('c')}, {found.source('c')} FROM contacts c{found.join('c')}"
-            " WHERE c.workspace_id = ?", (ws,))}
+        query = Compiled(f"SELECT c.email, {found.columns('c')} FROM contacts c{found.join('c')}"
+                         " WHERE c.workspace_id = ?", [ws])
+        return {r[0]: (r[1], r[2]) for r in conn.execute(*found.select(query, "a.email"))}
 
 
 @pytest.mark.parametrize(("number", "expected"), [
@@ -107,3 +108,21 @@ def test_the_timezone_field_must_be_text(conn: sqlite3.Connection, workspace: di
     with pytest.raises(MktError) as err:
         f.field(conn, workspace["id"], "timezone", "NUMBER")
     assert err.value.detail == "The timezone field must be of type TEXT."
+
+
+def test_the_workspace_zone_is_a_bound_parameter_and_the_audience_query_keeps_its_filter(
+        conn: sqlite3.Connection, ws: int) -> None:
+    from datetime import date
+
+    vip = f.tag(conn, ws, "vip")
+    f.contact(conn, ws, "tagged@example.com", phone_number="+12125550100", tags=[vip])
+    f.contact(conn, ws, "other@example.com", phone_number="+33612345678")
+    f.contact(conn, ws, "nophone@example.com", tags=[vip])
+    conn.execute("UPDATE workspaces SET timezone = 'America/Chicago' WHERE id = ?", (ws,))
+    with zones.Zones(conn, ws, WINTER) as found:
+        found.resolve()
+        sql, params = found.select(Compiled("SELECT c.id FROM contacts c WHERE 0", []), "a.id")
+        assert "America/Chicago" not in sql and params == ["America/Chicago"]
+    plan = zones.zone_plan(conn, ws, {"type": "TAGS", "include_tag_ids": [vip]}, "email", date(2027, 1, 12), "09:00",
+                           "next_day", WINTER)
+    assert {p["zone"]: p["recipients"] for p in plan} == {"America/New_York": 1, "America/Chicago": 1}

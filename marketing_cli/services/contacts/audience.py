@@ -169,13 +169,15 @@ def _entry_sql(conn: sqlite3.Connection, workspace_id: int, entry: dict[str, Any
 
 
 def resolve_audience(conn: sqlite3.Connection, workspace_id: int, audience: Any, channel: str,
-                     select: str = "c.id") -> Compiled:
-    """`SELECT <select> FROM contacts c WHERE ...`: the eligible recipients, each once.
+                     select: str = "c.id", join: str = "") -> Compiled:
+    """`SELECT <select> FROM contacts c<join> WHERE ...`: the eligible recipients, each once.
 
     `audience` is validated first (Configure Campaign's messages), so callers may pass
     what a campaign stored. Add `ORDER BY`/`LIMIT` or wrap it as a subquery as needed.
+    `join`: LEFT JOINs of our own (no parameters) whose columns `select` reads, such as
+    the time zone tables of services/contacts/zones.py; they must keep every row of `c`.
     """
-    return _resolve(conn, workspace_id, audience, _ELIGIBLE[_check_channel(channel)], select)
+    return _resolve(conn, workspace_id, audience, _ELIGIBLE[_check_channel(channel)], select, join)
 
 
 def resolve_whole_audience(conn: sqlite3.Connection, workspace_id: int, audience: Any,
@@ -184,14 +186,15 @@ def resolve_whole_audience(conn: sqlite3.Connection, workspace_id: int, audience
     return _resolve(conn, workspace_id, audience, "1", select)
 
 
-def _resolve(conn: sqlite3.Connection, workspace_id: int, audience: Any, eligible: str, select: str) -> Compiled:
+def _resolve(conn: sqlite3.Connection, workspace_id: int, audience: Any, eligible: str, select: str,
+             join: str = "") -> Compiled:
     entries = validate_audience(conn, workspace_id, audience)
     pieces = [_entry_sql(conn, workspace_id, e) for e in entries]
     params: list[Any] = [workspace_id]
     for p in pieces:
         params += p.params
     included = pieces[0].sql if len(pieces) == 1 else "(" + " OR ".join(p.sql for p in pieces) + ")"
-    return Compiled(f"SELECT {select} FROM contacts c WHERE c.workspace_id = ? AND {eligible}"
+    return Compiled(f"SELECT {select} FROM contacts c{join} WHERE c.workspace_id = ? AND {eligible}"
                     f" AND {included}", params)
 
 

@@ -12,8 +12,11 @@ A contact's zone comes from the first of these that answers, and the answer reco
                 (`contacts.located_timezone`, GeoLite2-City's location.time_zone)
     workspace   the workspace's own zone (`workspaces.timezone`, UTC unless set)
 
-`Zones` puts that in one SQL expression over `contacts c`, so a snapshot of a million
-recipients is one `INSERT ... SELECT` with no Python call per row. The phone's answer is
+`Zones` puts that in SQL over the audience's own query (`contacts c`), so a snapshot of a
+million recipients is one `INSERT ... SELECT` with no Python call per row: the audience
+query reads each candidate once (`columns()`: the field's value, the phone's zone, the
+located zone) and the zone and its source are both read from those columns of it as a
+derived table (`select()`), the workspace's zone a bound parameter. The phone's answer is
 joined from two small temporary tables filled once per number prefix, as SMS pricing does
 (services/sms/pricing.py): phonenumbers' time zone data is keyed by prefixes of up to nine
 digits, so each distinct first four digits (`+1208`, `+3361`) is resolved once; where the
@@ -35,6 +38,7 @@ from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.localtime import canonical_zone, local_instant, offsets_agree
 from marketing_cli.services.account.workspaces import workspace_timezone
+from marketing_cli.services.contacts.segment_filters import Compiled
 from marketing_cli.services.contacts.values import TIMEZONE_TAG
 
 SOURCES = ("field", "phone", "location", "workspace")
@@ -99,12 +103,14 @@ def longest_prefix_zones(digits: str) -> tuple[int, tuple[str, ...]]:
 
 
 class Zones:
-    """A contact's zone and its source as SQL over `contacts c` (a context manager).
+    """A contact's zone and its source as SQL over an audience's `contacts c` (a context manager).
 
-    `resolve()` fills the prefix tables for the workspace's numbers; a query then adds
-    `join(c)` and reads `zone(c)` and `source(c)`.
+    `resolve()` fills the prefix tables for the workspace's numbers; the audience query then
+    selects `columns(c)` with `join(c)` after `contacts c`, and `select()` wraps it:
+
+        query = resolve_audience(conn, ws, audience, "email", f"c.id, c.email, {z.columns()}", z.join())
+        conn.execute(*z.select(query, "a.id, a.email"))   # id, email, zone, zone_source
     """
-
     def __init__(self, conn: sqlite3.Connection, workspace_id: int, at: datetime) -> None:
         self.conn, self.workspace_id, self.at = conn, workspace_id, at
         self.default = workspace_timezone(conn, workspace_id)
@@ -132,15 +138,29 @@ class Zones:
 
         The distinct keys are found by one seek each past the last key on the workspace's
         phone index (contacts_phone), as Pricing.resolve does; past max(_SEEKS, size // 50)
-        seeks of the finer keys, one pass over the workspace's numbers finds the rest."""
+        seeks of the finer keys, one pass over the workspace's numbers finds the rest.
+        One savepoint holds it all: the prefix tables' rows are written in one transaction
+        of the temporary database, not one per statement, and every seek reads one snapshot."""
+        self.conn.execute("SAVEPOINT mkt_zones")
+        try:
+            self._resolve(size)
+        except BaseException:
+            if self.conn.in_transaction:  # SQLite may have rolled it all back already (an interrupt)
+                self.conn.execute("ROLLBACK TO mkt_zones")
+                self.conn.execute("RELEASE mkt_zones")
+            raise
+        self.conn.execute("RELEASE mkt_zones")
+
+    def _resolve(self, size: int) -> None:
         conn, depths = self.conn, _depths()
+        agree = lru_cache(maxsize=None)(lambda names: offsets_agree(names, self.at))  # a few zone lists, many keys
         coarse = self._seek_keys("", "\U0010ffff", lambda phone: phone[:COARSE], None)
         rows: list[tuple[str, str, str | None, int | None]] = []
         geographic: set[str] = set()
         for key, phone in coarse:
             depth = depths.get(key[1:])
             names, on_prefix = _phone_zones(phone)
-            rows.append((key, phone, None if depth else offsets_agree(names, self.at), depth))
+            rows.append((key, phone, None if depth else agree(names), depth))
             if depth and on_prefix:
                 geographic.add(key)
         conn.executemany(f"INSERT OR IGNORE INTO {self.coarse} (key, phone, zone, depth) VALUES (?, ?, ?, ?)", rows)
@@ -168,8 +188,8 @@ class Zones:
             # Under a geographic example (all of NANP), a finer key's zones are its longest
             # prefix's in the data, read without parsing a number; others are parsed.
             conn.executemany(f"UPDATE {self.fine} SET zone = ? WHERE key = ?",
-                             [(offsets_agree(_prefix_zones(key), self.at) if key[:COARSE] in geographic
-                               else phone_zone(phone, self.at), key) for key, phone in chunk])
+                             [(agree(_prefix_zones(key)) if key[:COARSE] in geographic
+                               else agree(_phone_zones(phone)[0]), key) for key, phone in chunk])
             after = chunk[-1][0]
 
     def _seek_keys(self, low: str, high: str, key_of: Any, budget: int | None) -> list[tuple[str, str]] | None:
@@ -189,21 +209,27 @@ class Zones:
     # ------------------------------------------------------------------ the SQL
 
     def join(self, c: str = "c") -> str:
+        """The prefix tables, LEFT JOINed after `contacts {c}`: one seek per number, and a second
+        only for a number under a prefix with longer ones below it (+1 208)."""
         return (f" LEFT JOIN {self.coarse} zc ON zc.key = substr({c}.phone, 1, {COARSE})"
                 f" LEFT JOIN {self.fine} zf ON zc.depth IS NOT NULL AND zf.key = substr({c}.phone, 1, zc.depth + 1)")
 
-    def _field(self, c: str) -> str:
-        return "NULL" if self.field_id is None else field_sql.value_expr(self.field_id, c)
+    def columns(self, c: str = "c") -> str:
+        """The audience query's columns that `select` reads: the `timezone` field's value, the
+        phone's zone and the located zone, each read once per contact."""
+        field = "NULL" if self.field_id is None else field_sql.value_expr(self.field_id, c)
+        return (f"{field} AS zone_field, CASE WHEN zc.depth IS NULL THEN zc.zone ELSE zf.zone END AS zone_phone,"
+                f" {c}.located_timezone AS zone_located")
 
-    def zone(self, c: str = "c") -> str:
-        default = self.default.replace("'", "''")  # a name zoneinfo loads (checked when set)
-        return (f"COALESCE({self._field(c)}, CASE WHEN zc.depth IS NULL THEN zc.zone ELSE zf.zone END,"
-                f" {c}.located_timezone, '{default}')")
-
-    def source(self, c: str = "c") -> str:
-        return (f"CASE WHEN {self._field(c)} IS NOT NULL THEN 'field'"
-                " WHEN (CASE WHEN zc.depth IS NULL THEN zc.zone ELSE zf.zone END) IS NOT NULL THEN 'phone'"
-                f" WHEN {c}.located_timezone IS NOT NULL THEN 'location' ELSE 'workspace' END")
+    def select(self, query: Compiled, keep: str) -> tuple[str, list[Any]]:
+        """(sql, params): `SELECT <keep>, zone, zone_source FROM (<query>) a`, `query` an audience
+        query that selects `columns()` with `join()`; `keep` names its other columns as `a.x`.
+        The workspace's zone is the first parameter, the audience's follow."""
+        sql = (f"SELECT {keep}, COALESCE(a.zone_field, a.zone_phone, a.zone_located, ?) AS zone,"
+               " CASE WHEN a.zone_field IS NOT NULL THEN 'field' WHEN a.zone_phone IS NOT NULL THEN 'phone'"
+               " WHEN a.zone_located IS NOT NULL THEN 'location' ELSE 'workspace' END AS zone_source"
+               f" FROM ({query.sql}) a")
+        return sql, [self.default, *query.params]
 
 
 def contact_zone(conn: sqlite3.Connection, workspace_id: int, contact_id: str, at: datetime) -> tuple[str, str]:
@@ -261,14 +287,17 @@ def fill_due_table(conn: sqlite3.Connection, table: str, zones: list[str], day: 
                      [(z, due_at(z, day, hhmm, missed, now)) for z in zones])
 
 
-def zone_plan(conn: sqlite3.Connection, workspace_id: int, audience_sql: str, params: Any, day: date, hhmm: str,
+def zone_plan(conn: sqlite3.Connection, workspace_id: int, audience: Any, channel: str, day: date, hhmm: str,
               missed: str, now: datetime) -> list[dict[str, Any]]:
-    """The count per zone of an audience (a SELECT of contact ids `c.id`), with each zone's
-    instant (null: skipped), earliest first; the preview a person sees before confirming."""
+    """The count per zone of a campaign's audience on `channel`, with each zone's instant (null:
+    skipped), earliest first; the preview a person sees before confirming."""
+    from marketing_cli.services.contacts.audience import resolve_audience
+
     with Zones(conn, workspace_id, local_instant(day, hhmm, "UTC")) as zones:
         zones.resolve()
-        rows = conn.execute(f"SELECT {zones.zone('c')} AS zone, count(*) AS n FROM ({audience_sql}) a"
-                            f" JOIN contacts c ON c.id = a.id{zones.join('c')} GROUP BY 1", params).fetchall()
+        query = resolve_audience(conn, workspace_id, audience, channel, zones.columns("c"), zones.join("c"))
+        sql, params = zones.select(query, "1")
+        rows = conn.execute(f"SELECT zone, count(*) AS n FROM ({sql}) GROUP BY zone", params).fetchall()
     plan = [{"zone": r["zone"], "recipients": r["n"], "send_at": due_at(r["zone"], day, hhmm, missed, now)}
             for r in rows]
     return sorted(plan, key=lambda p: (p["send_at"] is None, p["send_at"] or "", p["zone"]))
@@ -328,16 +357,19 @@ def plan_day(row: sqlite3.Row) -> tuple[date, str, str, datetime]:
     return date.fromisoformat(row["local_date"]), row["local_time"], row["local_time_missed"] or "next_day", start
 
 
-def schedule_preview(conn: sqlite3.Connection, workspace_id: int, sql: str, params: Any, scheduled_at: str | None,
-                     local: dict[str, str] | None) -> dict[str, Any]:
-    """The schedule preview of both channels: the instant understood, the recipients and,
-    for a local-time send, the count per zone with each zone's instant (null: skipped)."""
+def schedule_preview(conn: sqlite3.Connection, workspace_id: int, audience: Any, channel: str,
+                     scheduled_at: str | None, local: dict[str, str] | None) -> dict[str, Any]:
+    """The schedule preview of both channels: the instant understood, the recipients of the
+    campaign's `audience` on `channel` and, for a local-time send, the count per zone with
+    each zone's instant (null: skipped)."""
+    from marketing_cli.services.contacts.audience import count_audience
+
     answer: dict[str, Any] = {"scheduled_at": scheduled_at, "local_time": local}
     if local is None:
-        answer["recipients"] = conn.execute(f"SELECT count(*) FROM ({sql})", params).fetchone()[0]
+        answer["recipients"] = count_audience(conn, workspace_id, audience, channel)
         answer["zones"] = None
         return answer
-    plan = zone_plan(conn, workspace_id, sql, params, date.fromisoformat(local["date"]), local["time"],
+    plan = zone_plan(conn, workspace_id, audience, channel, date.fromisoformat(local["date"]), local["time"],
                      local["missed"], clock.parse_ts(local["starts_at"]))
     answer["recipients"] = sum(p["recipients"] for p in plan)
     answer["zones"] = plan

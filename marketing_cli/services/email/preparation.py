@@ -68,7 +68,7 @@ def freeze_audience(conn: sqlite3.Connection, row: sqlite3.Row) -> int:
                  " zone TEXT, zone_source TEXT, due_at TEXT)")
     try:
         if row["local_time"]:
-            _snapshot_local(conn, row, query.sql, query.params)
+            _snapshot_local(conn, row)
         else:
             conn.execute(f"INSERT INTO {table} (id, email) SELECT id, email FROM ({query.sql}) ORDER BY mkt_rank(id)",
                          query.params)
@@ -83,18 +83,21 @@ def freeze_audience(conn: sqlite3.Connection, row: sqlite3.Row) -> int:
     return total
 
 
-def _snapshot_local(conn: sqlite3.Connection, row: sqlite3.Row, sql: str, params: Any) -> None:
-    """The snapshot of a local-time campaign: zone and source per recipient in SQL, each
-    zone's instant computed once, earliest first; skipped recipients leave the snapshot."""
+def _snapshot_local(conn: sqlite3.Connection, row: sqlite3.Row) -> None:
+    """The snapshot of a local-time campaign: zone and source per recipient in SQL (the
+    audience query reads them, services/contacts/zones.py), each zone's instant computed
+    once, earliest first; skipped recipients leave the snapshot."""
     from marketing_cli.services.contacts import zones
+    from marketing_cli.services.contacts.audience import resolve_audience
 
     day, hhmm, missed, start = zones.plan_day(row)
     with zones.Zones(conn, row["workspace_id"], local_instant(day, hhmm, "UTC")) as found:
         found.resolve()
+        query = resolve_audience(conn, row["workspace_id"], json.loads(row["audience"]), "email",
+                                 f"c.id, c.email, {found.columns('c')}", found.join("c"))
+        sql, params = found.select(query, "a.id, a.email")
         conn.execute("DROP TABLE IF EXISTS temp.mkt_freeze_zones")
-        conn.execute(f"CREATE TEMP TABLE mkt_freeze_zones AS SELECT a.id, a.email, {found.zone('c')} AS zone,"
-                     f" {found.source('c')} AS zone_source FROM ({sql}) a JOIN contacts c ON c.id = a.id"
-                     f"{found.join('c')}", params)
+        conn.execute(f"CREATE TEMP TABLE mkt_freeze_zones AS {sql}", params)
     try:
         names = [r[0] for r in conn.execute("SELECT DISTINCT zone FROM temp.mkt_freeze_zones")]
         zones.fill_due_table(conn, "temp.mkt_freeze_due", names, day, hhmm, missed, start)

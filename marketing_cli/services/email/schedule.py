@@ -239,8 +239,7 @@ def preview_schedule(conn: sqlite3.Connection, workspace_id: int, campaign_id: A
     if not row["audience"]:
         raise MktError(400, NO_AUDIENCE)
     local = zones.read_local_time(conn, workspace_id, body, scheduled_at)
-    query = audience.resolve_audience(conn, workspace_id, json.loads(row["audience"]), "email", "c.id")
-    return zones.schedule_preview(conn, workspace_id, query.sql, query.params, scheduled_at, local)
+    return zones.schedule_preview(conn, workspace_id, json.loads(row["audience"]), "email", scheduled_at, local)
 
 
 def unschedule_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id: Any) -> dict[str, Any]:

@@ -172,19 +172,29 @@ class _Send:
             transport.close()
 
 
-# A local-time message waits for its zone (due_at, UTC); its rows were numbered earliest zone
-# first (services/email/preparation.py), so the claim in id order meets the due ones first.
 _CLAIM = ("SELECT m.id, m.variant_id, m.email, m.attempts, c.email AS contact_email, c.phone, c.data"
           " FROM email_messages m LEFT JOIN contacts c ON c.id = m.contact_id"
           " WHERE m.campaign_id = :campaign AND m.status = 'queued' AND (m.retry_at IS NULL OR m.retry_at <= :now)"
           " AND (m.due_at IS NULL OR m.due_at <= :now) ORDER BY m.id LIMIT :size")
+# A local-time message waits for its zone (due_at, UTC; the freeze gives every message of a
+# local-time campaign one, services/email/preparation.py). Its claim reads the partial index
+# email_messages_due (campaign_id, due_at) of queued messages, earliest zone first, and stops
+# at the first message whose zone has not come: releasing a zone's share reads that share
+# (and any message waiting for a retry), never the zones still waiting behind it.
+_CLAIM_LOCAL = ("SELECT m.id, m.variant_id, m.email, m.attempts, c.email AS contact_email, c.phone, c.data"
+                " FROM email_messages m LEFT JOIN contacts c ON c.id = m.contact_id"
+                " WHERE m.campaign_id = :campaign AND m.status = 'queued' AND m.due_at IS NOT NULL"
+                " AND m.due_at <= :now AND (m.retry_at IS NULL OR m.retry_at <= :now)"
+                " ORDER BY m.due_at, m.id LIMIT :size")
 
 
-def _claim(conn: sqlite3.Connection, campaign_id: str, size: int) -> list[sqlite3.Row]:
+def _claim(conn: sqlite3.Connection, campaign_id: str, size: int, local: bool = False) -> list[sqlite3.Row]:
+    """Up to `size` queued messages due now, moved to `sending` (`local`: a local-time campaign)."""
     with transaction(conn):
         if conn.execute("SELECT status FROM campaigns WHERE id = ?", (campaign_id,)).fetchone()[0] != "SENDING":
             return []
-        rows = conn.execute(_CLAIM, {"campaign": campaign_id, "now": clock.now(), "size": size}).fetchall()
+        rows = conn.execute(_CLAIM_LOCAL if local else _CLAIM,
+                            {"campaign": campaign_id, "now": clock.now(), "size": size}).fetchall()
         conn.executemany("UPDATE email_messages SET status = 'sending', attempts = attempts + 1 WHERE id = ?",
                          [(r["id"],) for r in rows])
     return rows
@@ -275,7 +285,7 @@ def _send_rounds(conn: sqlite3.Connection, row: sqlite3.Row, run: _Send) -> None
                     if billing.remaining(conn, ws, "hourly_emails") == 0:
                         stop = "hour"
                         break
-                    claimed = _claim(conn, row["id"], run.concurrency)
+                    claimed = _claim(conn, row["id"], run.concurrency, bool(row["local_time"]))
                     if not claimed:
                         stop = "done"
                         break
@@ -336,8 +346,7 @@ def _finish_or_wait(conn: sqlite3.Connection, row: sqlite3.Row) -> None:
     """No message is due now: wait for retries, for the next zone of a local-time send, for
     the A/B winner, or end the send (SENT)."""
     with transaction(conn):
-        retry = conn.execute("SELECT min(max(coalesce(retry_at, ''), coalesce(due_at, ''))) FROM email_messages"
-                             " WHERE campaign_id = ? AND status = 'queued'", (row["id"],)).fetchone()[0]
+        retry = _next_instant(conn, row)
         if retry is not None:
             _again_at(conn, row, retry or clock.now())
             return
@@ -350,6 +359,25 @@ def _finish_or_wait(conn: sqlite3.Connection, row: sqlite3.Row) -> None:
         if current["status"] == "SENDING" and current["automation_id"] is None:
             campaigns.set_campaign_status(conn, row["id"], "SENT", detail=failure_summary(conn, row["id"]))
             conn.execute("UPDATE campaigns SET sent_at = ? WHERE id = ?", (clock.now(), row["id"]))
+
+
+def _next_instant(conn: sqlite3.Connection, row: sqlite3.Row) -> str | None:
+    """When a queued message of the campaign may next be claimed ('' for now), None when none is queued.
+
+    A local-time campaign reads it from email_messages_due: the earliest due time of a message
+    not waiting for a retry (the next zone), and the retries of messages due before it; a
+    retrying message due later cannot come earlier than that zone."""
+    if not row["local_time"]:
+        return conn.execute("SELECT min(max(coalesce(retry_at, ''), coalesce(due_at, ''))) FROM email_messages"
+                            " WHERE campaign_id = ? AND status = 'queued'", (row["id"],)).fetchone()[0]
+    zone = conn.execute("SELECT due_at FROM email_messages WHERE campaign_id = ?"
+                        " AND status = 'queued' AND due_at IS NOT NULL AND retry_at IS NULL ORDER BY due_at LIMIT 1",
+                        (row["id"],)).fetchone()
+    before = " AND due_at < ?" if zone else ""
+    retry = conn.execute("SELECT min(max(retry_at, due_at)) FROM email_messages WHERE campaign_id = ?"
+                         f" AND status = 'queued' AND due_at IS NOT NULL{before} AND retry_at IS NOT NULL",
+                         (row["id"], *(zone or ()))).fetchone()[0]
+    return min(filter(None, (zone and zone[0], retry)), default=None)
 
 
 def failure_summary(conn: sqlite3.Connection, campaign_id: str) -> str | None:

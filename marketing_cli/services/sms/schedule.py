@@ -237,7 +237,6 @@ def preview_schedule(conn: sqlite3.Connection, workspace_id: int, campaign_id: A
     """POST /v1/sms-campaigns/:id/schedule/preview: what the schedule call would do with this
     body, without doing it: the UTC instant understood and, with local_time, the count per zone."""
     from marketing_cli.services.contacts import zones
-    from marketing_cli.services.contacts.audience import resolve_audience
 
     body = require_object(body, SCHEDULE_INVALID_BODY)
     row = campaign_row(conn, workspace_id, campaign_id)
@@ -246,5 +245,4 @@ def preview_schedule(conn: sqlite3.Connection, workspace_id: int, campaign_id: A
     if not audience:
         raise MktError(400, AUDIENCE_BEFORE_SCHEDULING)
     local = zones.read_local_time(conn, workspace_id, body, scheduled_at)
-    query = resolve_audience(conn, workspace_id, audience, "sms", "c.id")
-    return zones.schedule_preview(conn, workspace_id, query.sql, query.params, scheduled_at, local)
+    return zones.schedule_preview(conn, workspace_id, audience, "sms", scheduled_at, local)
