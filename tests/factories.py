@@ -160,12 +160,17 @@ def sender(conn: sqlite3.Connection, workspace_id: int, domain_id: int | None = 
                                         "display_name": display_name})
 
 
-def verified_sender(conn: sqlite3.Connection, workspace_id: int, name: str = "example.com") -> int:
-    """A sender identity on a domain the operator marked verified (`mkt domains mark-verified`); its id."""
+def verify(conn: sqlite3.Connection, workspace_id: int, domain_id: int) -> None:
+    """The operator marks the domain verified (`mkt domains mark-verified`), without DNS."""
     from marketing_cli.services.email import domains
 
+    domains.mark_domain_verified(conn, workspace_id, domain_id)
+
+
+def verified_sender(conn: sqlite3.Connection, workspace_id: int, name: str = "example.com") -> int:
+    """A sender identity on a domain the operator marked verified; its id."""
     created = sender(conn, workspace_id, domain(conn, workspace_id, name)["id"])
-    domains.mark_domain_verified(conn, workspace_id, created["domain_id"])
+    verify(conn, workspace_id, created["domain_id"])
     return created["id"]
 
 
@@ -523,6 +528,7 @@ def workspace_world(conn: sqlite3.Connection, marker: str, *, email: str, phone:
         {"type": "field", "field_id": city, "operator": "contains", "value": "town"}]})
     dom = domain(conn, wid, f"{marker.lower()}.example")
     who = sender(conn, wid, dom["id"], local_part="news", display_name=f"{marker} News")
+    verify(conn, wid, dom["id"])  # an automation's email step sends only from a verified domain
     archive = zip_bytes({"index.html": f"<p>{marker} template</p><img src=\"img/logo.png\">",
                          "img/logo.png": f"PNG {marker}".encode()})
     tpl = templates.create_template(conn, wid, {"name": f"{marker} template", "type": "code", "import_format": "zip",

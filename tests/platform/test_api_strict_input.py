@@ -33,6 +33,7 @@ def world(conn: Any, workspace: dict[str, Any]) -> dict[str, Any]:
         {"type": "tags", "operator": "contains", "value": [vip]}]})
     domain = f.domain(conn, ws)
     sender = f.sender(conn, ws, domain["id"])
+    f.verify(conn, ws, domain["id"])  # the automation below sends from it
     campaign = f.campaign(conn, ws, type_="AB_TESTING")
     template = f.code_template(conn, ws, "<p>Hi</p>")
     sms = f.sms_campaign(conn, ws)

@@ -58,6 +58,7 @@ def world(conn: Any, workspace: dict[str, Any]) -> dict[str, Any]:
     domain = factories.domain(conn, ws, "newsletters.a-rather-long-domain-name.example.com")
     sender = factories.sender(conn, ws, domain["id"], local_part="customer-service-team",
                               display_name="The customer service team of the web shop")
+    factories.verify(conn, ws, domain["id"])  # the automation below sends from it
     campaign = factories.campaign(conn, ws, LONG, "AB_TESTING")
     campaigns.configure_campaign(conn, ws, campaign["id"], {
         "sender": {"sender_identity_id": sender["id"]},
