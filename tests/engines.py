@@ -156,6 +156,7 @@ def dump(conn: object) -> str:
 # `--engine postgresql` the others are deselected, and the run says how many (never silently).
 POSTGRESQL_SUITES = (
     "tests/account/",
+    "tests/email/",
     "tests/platform/test_engines.py",
     "tests/platform/test_cli_database.py",
 )
