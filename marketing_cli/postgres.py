@@ -336,8 +336,8 @@ class Connection:
             cursor = self._conn.execute(returning or text, _bind(params, numbered))
         except psycopg.Error as exc:
             raise _mapped(exc) from None
-        if cursor.rowcount and cursor.rowcount > 0:
-            self.total_changes += cursor.rowcount
+        if cursor.rowcount and cursor.rowcount > 0 and not (cursor.statusmessage or "").startswith("SELECT"):
+            self.total_changes += cursor.rowcount  # rows written, as SQLite counts them (not rows read)
         if returning is not None:
             row = cursor.fetchone()
             return Cursor(cursor, lastrowid=row[0] if row else None)
@@ -399,6 +399,11 @@ class Connection:
             self._conn.cancel_safe(timeout=2)
         except Exception:  # noqa: BLE001 - already closed, or the server is gone
             pass
+
+    def commit(self) -> None:
+        """sqlite3's commit: ends an open transaction (a statement outside one is already committed)."""
+        if self.in_transaction:
+            self.execute("COMMIT")
 
     def close(self) -> None:
         self._conn.close()
