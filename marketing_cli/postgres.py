@@ -7,7 +7,7 @@ This module is the one place that knows PostgreSQL spells some of it differently
 position), and every statement passes once through `translate` (cached per text):
 
 - `?` and `:name` placeholders become psycopg's `%s` and `%(name)s` (a literal `%` is doubled);
-- `temp.name` (a temporary table) becomes `pg_temp.name`;
+- `temp.name` (a temporary table) becomes `pg_temp.name`, and `WITHOUT ROWID` goes;
 - `INSERT OR IGNORE` becomes `INSERT ... ON CONFLICT DO NOTHING`;
 - `BEGIN IMMEDIATE` (SQLite's one writer at a time) becomes a transaction that first takes a
   transaction-scoped advisory lock, so writers queue exactly as they do on the file (and
@@ -114,6 +114,8 @@ _IS_NOT = re.compile(r"\bIS\s+NOT\s+(?!NULL\b|DISTINCT\b|TRUE\b|FALSE\b)", re.I)
 _IS = re.compile(r"\bIS\s+(?!NOT\b|NULL\b|DISTINCT\b|TRUE\b|FALSE\b)", re.I)
 # SQLite's `temp.table` (the connection's temporary database) is PostgreSQL's `pg_temp.table`.
 _TEMP = re.compile(r"(?<![\w.])temp\.(?=[A-Za-z_])", re.I)
+# A table `WITHOUT ROWID` (SQLite's clustered-by-key storage) is an ordinary table here.
+_WITHOUT_ROWID = re.compile(r"\)\s*WITHOUT\s+ROWID\b", re.I)
 
 
 @lru_cache(maxsize=4096)
@@ -142,6 +144,7 @@ def translate(sql: str) -> tuple[str, bool]:
         text = _UNARY_PLUS.sub(r"\1", text)
         text = _IS_NOT.sub("IS DISTINCT FROM ", text)
         text = _TEMP.sub("pg_temp.", text)
+        text = _WITHOUT_ROWID.sub(")", text)
         parts[i] = _IS.sub("IS NOT DISTINCT FROM ", text)
     for i in range(1, len(parts), 2):
         parts[i] = parts[i].replace("%", "%%")
