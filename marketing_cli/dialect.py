@@ -37,7 +37,7 @@ def email_rank(conn: Any, salt: str, column: str) -> tuple[str, tuple[Any, ...]]
     import hashlib
 
     def rank(contact_id: str) -> int:
-        return int(hashlib.md5((salt + contact_id).encode()).hexdigest()[:15], 16)
+        return int.from_bytes(hashlib.md5((salt + contact_id).encode()).digest()[:8], "big") >> 4
 
     conn.create_function("mkt_rank", 1, rank, deterministic=True)
     return f"mkt_rank({column})", ()
