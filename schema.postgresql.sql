@@ -92,8 +92,9 @@ CREATE FUNCTION json_quote(value TEXT) RETURNS TEXT LANGUAGE sql IMMUTABLE PARAL
     SELECT CASE WHEN value IS NULL THEN 'null' ELSE to_jsonb(value)::text END
 $$;
 
-CREATE FUNCTION instr(haystack TEXT, needle TEXT) RETURNS BIGINT LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT strpos(haystack, needle)::bigint
+-- INTEGER, as strpos answers: substr(text, instr(...) + 1) then finds substr(text, integer).
+CREATE FUNCTION instr(haystack TEXT, needle TEXT) RETURNS INTEGER LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT strpos(haystack, needle)
 $$;
 
 -- SQLite's two-argument max() and min() are GREATEST and LEAST (NULL when either is NULL).
@@ -975,7 +976,7 @@ BEGIN
     ON CONFLICT (campaign_id, variant_id) DO UPDATE SET delivered = email_campaign_counters.delivered + 1;
     INSERT INTO email_campaign_breakdowns (campaign_id, dimension, key, count)
     VALUES (NEW.campaign_id, 'provider', NEW.provider, 1)
-    ON CONFLICT (campaign_id, dimension, key) DO UPDATE SET count = email_campaign_counters.count + 1;
+    ON CONFLICT (campaign_id, dimension, key) DO UPDATE SET count = email_campaign_breakdowns.count + 1;
     RETURN NULL;
 END $$;
 

@@ -7,6 +7,7 @@ This module is the one place that knows PostgreSQL spells some of it differently
 position), and every statement passes once through `translate` (cached per text):
 
 - `?` and `:name` placeholders become psycopg's `%s` and `%(name)s` (a literal `%` is doubled);
+- `temp.name` (a temporary table) becomes `pg_temp.name`, and `WITHOUT ROWID` goes;
 - `INSERT OR IGNORE` becomes `INSERT ... ON CONFLICT DO NOTHING`;
 - `BEGIN IMMEDIATE` (SQLite's one writer at a time) becomes a transaction that first takes a
   transaction-scoped advisory lock, so writers queue exactly as they do on the file (and
@@ -114,6 +115,10 @@ _PLACEHOLDER = re.compile(r"\?(\d+)?|%|(?<![:\w]):([A-Za-z_]\w*)|--[^\n]*")
 _UNARY_PLUS = re.compile(r"((?:ORDER|GROUP)\s+BY\s+|,\s*|\(\s*)\+(?=[A-Za-z_])", re.I)
 _IS_NOT = re.compile(r"\bIS\s+NOT\s+(?!NULL\b|DISTINCT\b|TRUE\b|FALSE\b)", re.I)
 _IS = re.compile(r"\bIS\s+(?!NOT\b|NULL\b|DISTINCT\b|TRUE\b|FALSE\b)", re.I)
+# SQLite's `temp.table` (the connection's temporary database) is PostgreSQL's `pg_temp.table`.
+_TEMP = re.compile(r"(?<![\w.])temp\.(?=[A-Za-z_])", re.I)
+# A table `WITHOUT ROWID` (SQLite's clustered-by-key storage) is an ordinary table here.
+_WITHOUT_ROWID = re.compile(r"\)\s*WITHOUT\s+ROWID\b", re.I)
 
 
 @lru_cache(maxsize=4096)
@@ -141,6 +146,8 @@ def translate(sql: str) -> tuple[str, bool]:
         text = _PLACEHOLDER.sub(placeholder, parts[i])
         text = _UNARY_PLUS.sub(r"\1", text)
         text = _IS_NOT.sub("IS DISTINCT FROM ", text)
+        text = _TEMP.sub("pg_temp.", text)
+        text = _WITHOUT_ROWID.sub(")", text)
         parts[i] = _IS.sub("IS NOT DISTINCT FROM ", text)
     for i in range(1, len(parts), 2):
         parts[i] = parts[i].replace("%", "%%")
@@ -377,8 +384,8 @@ class Connection:
                 cursor = self._conn.execute(returning or text, _bind(params, numbered))
             except psycopg.Error as again:
                 raise _mapped(again) from None
-        if cursor.rowcount and cursor.rowcount > 0:
-            self.total_changes += cursor.rowcount
+        if cursor.rowcount and cursor.rowcount > 0 and not (cursor.statusmessage or "").startswith("SELECT"):
+            self.total_changes += cursor.rowcount  # rows written, as SQLite counts them (not rows read)
         if returning is not None:
             row = cursor.fetchone()
             return Cursor(cursor, lastrowid=row[0] if row else None)
@@ -440,6 +447,11 @@ class Connection:
             self._conn.cancel_safe(timeout=2)
         except Exception:  # noqa: BLE001 - already closed, or the server is gone
             pass
+
+    def commit(self) -> None:
+        """sqlite3's commit: ends an open transaction (a statement outside one is already committed)."""
+        if self.in_transaction:
+            self.execute("COMMIT")
 
     def close(self) -> None:
         self._conn.close()

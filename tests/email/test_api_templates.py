@@ -69,8 +69,13 @@ def test_body_that_is_not_an_object(client, auth, raw) -> None:
     assert error_of(r) == (400, "Invalid request body.")
 
 
-def test_storage_failure(client, auth, conn) -> None:
-    conn.execute("CREATE TRIGGER fail_store BEFORE INSERT ON templates BEGIN SELECT RAISE(FAIL, 'disk I/O'); END")
+def test_storage_failure(client, auth, conn, engine) -> None:
+    if engine == "postgresql":
+        conn.execute("CREATE FUNCTION fail_store() RETURNS trigger LANGUAGE plpgsql AS"
+                     " $$ BEGIN RAISE EXCEPTION 'disk I/O'; END $$")
+        conn.execute("CREATE TRIGGER fail_store BEFORE INSERT ON templates FOR EACH ROW EXECUTE FUNCTION fail_store()")
+    else:
+        conn.execute("CREATE TRIGGER fail_store BEFORE INSERT ON templates BEGIN SELECT RAISE(FAIL, 'disk I/O'); END")
     r = client.post("/v1/templates", json={"name": "T", "type": "editor"}, headers=auth)
     assert error_of(r) == (500, "We had an internal issue while processing your template.")
 

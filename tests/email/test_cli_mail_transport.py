@@ -89,7 +89,7 @@ def test_jobs_run_names_the_transports_on_stderr(cli: Any, workspace: dict, tmp_
 
 
 def test_the_banner_names_workspaces_when_they_differ(cli: Any, conn: sqlite3.Connection, workspace: dict,
-                                                      tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+                                                      default_outbox: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from marketing_cli.services.sms import providers
 
     monkeypatch.delenv("MKT_OUTBOX")
@@ -98,7 +98,7 @@ def test_the_banner_names_workspaces_when_they_differ(cli: Any, conn: sqlite3.Co
     providers.set_provider(conn, other, "twilio", account_sid="AC" + "a" * 32, auth_token="tok")
     lines = cli("jobs", "run").stderr.splitlines()
     assert lines == [
-        f"mail (workspace {workspace['id']}): outbox at {tmp_path / 'outbox'} (nothing leaves this machine)",
+        f"mail (workspace {workspace['id']}): outbox at {default_outbox} (nothing leaves this machine)",
         f"mail (workspace {other}): SMTP {MASKED}",
         (f"sms (workspace {workspace['id']}): outbox (`mkt sms outbox` lists the messages; nothing leaves this "
          "machine)"),

@@ -78,10 +78,10 @@ def test_without_a_contact_the_field_defaults_are_used(conn: Any, workspace: dic
 
 
 def test_outbox_defaults_beside_the_database(conn: Any, workspace: dict[str, Any], ready: dict[str, Any],
-                                             db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+                                             default_outbox: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MKT_OUTBOX")
     _send(conn, workspace["id"], ready["id"])
-    assert len(list((db_path.parent / "outbox").glob("*.eml"))) == 1
+    assert len(list(default_outbox.glob("*.eml"))) == 1
 
 
 @pytest.mark.parametrize(("campaign_id", "body", "message"), [

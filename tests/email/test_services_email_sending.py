@@ -336,3 +336,25 @@ def test_without_an_smtp_url_messages_land_in_the_outbox(conn: sqlite3.Connectio
     recipients = {email.message_from_bytes(f.read_bytes(), policy=policy.default)["To"] for f in files}
     assert recipients == {"ann@example.org", "bob@example.org"}
     assert campaign_stats.get_campaign_statistics(conn, ws, campaign["id"])["aggregate"]["delivered"] == 2
+
+
+def test_the_freeze_numbers_recipients_in_the_campaigns_fixed_shuffle_with_their_providers(conn, workspace) -> None:
+    """The message ids follow md5(campaign id || contact id) (first 60 bits), then the contact
+    id: the same shuffle, hence the same ids and A/B split, on both engines; each message
+    carries its mail domain's provider as stats.provider_of names it."""
+    import hashlib
+
+    ws = workspace["id"]
+    emails = [f"r{i}@{domain}" for i, domain in enumerate(["gmail.com", "Hotmail.FR", "example.org", "ya.ru",
+                                                           "me.com", "fastmail.fm", "zoho.eu", "aim.com"] * 3)]
+    made = factories.sendable_campaign(conn, ws, emails)
+    factories.send_now(conn, ws, made["id"])
+    rows = conn.execute("SELECT contact_id, email, domain, provider FROM email_messages WHERE campaign_id = ?"
+                        " ORDER BY id", (made["id"],)).fetchall()
+    expected = sorted((r["contact_id"] for r in rows), key=lambda contact_id: (
+        int(hashlib.md5((made["id"] + contact_id).encode()).hexdigest()[:15], 16), contact_id))
+    assert [r["contact_id"] for r in rows] == expected and len(rows) == len(emails)
+    assert {(r["domain"], r["provider"]) for r in rows} == {
+        (campaign_stats.domain_of(e), campaign_stats.provider_of(campaign_stats.domain_of(e))) for e in emails}
+    assert {r["provider"] for r in rows} == {"Gmail", "Outlook", "Other", "Yandex", "iCloud", "Fastmail", "Zoho",
+                                             "Yahoo"}

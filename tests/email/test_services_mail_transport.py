@@ -32,12 +32,12 @@ def _everything_printed(conn: sqlite3.Connection, ws: int) -> str:
 # --- what is stored and shown -----------------------------------------------------------------
 
 def test_a_fresh_workspace_writes_to_the_outbox_beside_the_database(conn: sqlite3.Connection, workspace: dict,
-                                                                    db_path: Path, no_env: None) -> None:
+                                                                    default_outbox: Path, no_env: None) -> None:
     shown = transport_settings.show_transport(conn, workspace["id"])
-    assert shown == {"transport": "outbox", "url": None, "path": str(db_path.parent / "outbox"), "source": "default",
+    assert shown == {"transport": "outbox", "url": None, "path": str(default_outbox), "source": "default",
                      "reason": transport_settings.REASONS["default"], "stored": None}
     chosen = transport_settings.selection(conn, workspace["id"])
-    assert (chosen.kind, chosen.source, chosen.folder) == ("outbox", "default", db_path.parent / "outbox")
+    assert (chosen.kind, chosen.source, chosen.folder) == ("outbox", "default", default_outbox)
     assert isinstance(chosen.open(), mt.OutboxTransport)
 
 
@@ -165,11 +165,11 @@ def test_a_campaign_goes_through_the_stored_smtp_transport(conn: sqlite3.Connect
 
 
 def test_outbox_deliveries_are_named_in_statistics_and_progress(conn: sqlite3.Connection, workspace: dict,
-                                                                db_path: Path, no_env: None) -> None:
+                                                                default_outbox: Path, no_env: None) -> None:
     ws = workspace["id"]
     made = factories.sendable_campaign(conn, ws, ["ann@example.org", "bob@example.org", "cy@example.org"])
     factories.send_now(conn, ws, made["id"])
-    folder = db_path.parent / "outbox"
+    folder = default_outbox
     assert len(list(folder.glob("*.eml"))) == 3
     result = stats.get_campaign_statistics(conn, ws, made["id"])
     assert result["aggregate"]["delivered"] == 3  # the contract's count: written to the outbox
@@ -179,12 +179,12 @@ def test_outbox_deliveries_are_named_in_statistics_and_progress(conn: sqlite3.Co
 
 # --- test emails --------------------------------------------------------------------------------------
 
-def test_a_test_email_says_where_it_went(conn: sqlite3.Connection, workspace: dict, db_path: Path,
+def test_a_test_email_says_where_it_went(conn: sqlite3.Connection, workspace: dict, default_outbox: Path,
                                          no_env: None) -> None:
     ws = workspace["id"]
     ready = factories.ready_campaign(conn, ws)
     body = {"variant_type": "A", "recipient": "someone@else.example"}
-    folder = db_path.parent / "outbox"
+    folder = default_outbox
     assert test_emails.send_test_email(conn, ws, ready["id"], body) == test_emails.WRITTEN.format(
         type="A", recipient="someone@else.example", folder=folder)
     assert "was sent to" not in test_emails.WRITTEN and len(list(folder.glob("*.eml"))) == 1

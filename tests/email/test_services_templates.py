@@ -76,9 +76,15 @@ def test_name_of_255_characters_is_accepted_and_trimmed(conn, workspace) -> None
     assert created["name"] == "n" * 255
 
 
-def test_storage_failure_is_the_specification_500(conn, workspace) -> None:
-    conn.execute("CREATE TRIGGER fail_store BEFORE INSERT ON template_assets "
-                 "BEGIN SELECT RAISE(ABORT, 'disk is full'); END")
+def test_storage_failure_is_the_specification_500(conn, workspace, engine) -> None:
+    if engine == "postgresql":
+        conn.execute("CREATE FUNCTION fail_store() RETURNS trigger LANGUAGE plpgsql AS"
+                     " $$ BEGIN RAISE EXCEPTION 'disk is full'; END $$")
+        conn.execute("CREATE TRIGGER fail_store BEFORE INSERT ON template_assets FOR EACH ROW"
+                     " EXECUTE FUNCTION fail_store()")
+    else:
+        conn.execute("CREATE TRIGGER fail_store BEFORE INSERT ON template_assets "
+                     "BEGIN SELECT RAISE(ABORT, 'disk is full'); END")
     archive = factories.zip_bytes({"index.html": "<p>x</p>", "logo.png": b"\x89PNG"})
     status, message = fails(conn, workspace["id"], code("zip", content_base64=base64.b64encode(archive).decode()))
     assert (status, message) == (500, "We had an internal issue while processing your template.")

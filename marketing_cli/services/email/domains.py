@@ -280,8 +280,8 @@ def verify_domain_report(conn: sqlite3.Connection, workspace_id: int, domain_id:
 
 
 # What `domains.verified` is: the last DNS check found every mandatory record, or the operator marked it.
-_VERIFIED = ("(operator_verified_at IS NOT NULL OR NOT EXISTS (SELECT 1 FROM dns_records r"
-             " WHERE r.domain_id = domains.id AND r.mandatory AND NOT r.verified))")
+_VERIFIED = ("(CASE WHEN operator_verified_at IS NOT NULL OR NOT EXISTS (SELECT 1 FROM dns_records r"
+             " WHERE r.domain_id = domains.id AND r.mandatory = 1 AND r.verified = 0) THEN 1 ELSE 0 END)")
 
 
 def mark_domain_verified(conn: sqlite3.Connection, workspace_id: int, domain_id: Any, *,

@@ -14,12 +14,11 @@ takes the campaign back to DRAFT with the reason: nothing was handed over yet.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sqlite3
 from typing import Any
 
-from marketing_cli import jobs
+from marketing_cli import dialect, jobs
 from marketing_cli.db import transaction
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.localtime import local_instant
@@ -27,6 +26,7 @@ from marketing_cli.services.email import campaigns, stats
 from marketing_cli.services.email.schedule import content_problems
 
 FREEZE_BATCH = 5_000
+DOMAIN = "lower(substr(email, instr(email, '@') + 1))"  # a message's mail domain, from its `email` column
 PREPARE_GAVE_UP = ("The send could not be prepared: the job failed for good ({error}). Nothing was sent; "
                    "fix the cause and schedule the campaign again.")
 
@@ -37,14 +37,6 @@ def load_campaign(conn: sqlite3.Connection, campaign_id: str) -> sqlite3.Row | N
 
 def load_variants(conn: sqlite3.Connection, campaign_id: str) -> dict[str, sqlite3.Row]:
     return {r["type"]: r for r in conn.execute("SELECT * FROM campaign_variants WHERE campaign_id = ?", (campaign_id,))}
-
-
-def _rank(salt: str) -> Any:
-    key = salt.encode()
-
-    def rank(contact_id: str) -> int:
-        return int.from_bytes(hashlib.blake2b(contact_id.encode(), digest_size=7, key=key).digest(), "big")
-    return rank
 
 
 def freeze_audience(conn: sqlite3.Connection, row: sqlite3.Row) -> int:
@@ -59,19 +51,18 @@ def freeze_audience(conn: sqlite3.Connection, row: sqlite3.Row) -> int:
 
     query = resolve_audience(conn, row["workspace_id"], json.loads(row["audience"]), "email", "c.id, c.email")
     variants = load_variants(conn, row["id"])
-    conn.create_function("mkt_rank", 1, _rank(row["id"]), deterministic=True)
-    conn.create_function("mkt_provider", 1, stats.provider_of, deterministic=True)
+    rank, rank_params = dialect.email_rank(conn, row["id"], "id")
     table = "temp.mkt_freeze"  # fixed name of ours, per connection
     conn.execute(f"DROP TABLE IF EXISTS {table}")
     conn.execute("DROP TABLE IF EXISTS temp.mkt_freeze_due")
-    conn.execute(f"CREATE TABLE {table} (position INTEGER PRIMARY KEY, id TEXT NOT NULL, email TEXT NOT NULL,"
-                 " zone TEXT, zone_source TEXT, due_at TEXT)")
+    conn.execute(f"CREATE TABLE {table} (position {dialect.position_column(conn)}, id TEXT NOT NULL,"
+                 " email TEXT NOT NULL, zone TEXT, zone_source TEXT, due_at TEXT)")
     try:
         if row["local_time"]:
             _snapshot_local(conn, row)
         else:
-            conn.execute(f"INSERT INTO {table} (id, email) SELECT id, email FROM ({query.sql}) ORDER BY mkt_rank(id)",
-                         query.params)
+            conn.execute(f"INSERT INTO {table} (id, email) SELECT id, email FROM ({query.sql}) a"
+                         f" ORDER BY {rank}, id", (*query.params, *rank_params))
         total = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
         for low, high, target in _shares(row, total):
             for start in range(low, high, FREEZE_BATCH):
@@ -101,10 +92,11 @@ def _snapshot_local(conn: sqlite3.Connection, row: sqlite3.Row) -> None:
     try:
         names = [r[0] for r in conn.execute("SELECT DISTINCT zone FROM temp.mkt_freeze_zones")]
         zones.fill_due_table(conn, "temp.mkt_freeze_due", names, day, hhmm, missed, start)
+        rank, rank_params = dialect.email_rank(conn, row["id"], "f.id")
         conn.execute("INSERT INTO temp.mkt_freeze (id, email, zone, zone_source, due_at)"
                      " SELECT f.id, f.email, f.zone, f.zone_source, d.due_at FROM temp.mkt_freeze_zones f"
                      " JOIN temp.mkt_freeze_due d ON d.zone = f.zone WHERE d.due_at IS NOT NULL"
-                     " ORDER BY d.due_at, mkt_rank(f.id)")
+                     f" ORDER BY d.due_at, {rank}, f.id", rank_params)
         skipped = conn.execute("SELECT count(*) FROM temp.mkt_freeze_zones f JOIN temp.mkt_freeze_due d"
                                " ON d.zone = f.zone WHERE d.due_at IS NULL").fetchone()[0]
         with transaction(conn):
@@ -132,9 +124,9 @@ def _freeze_batch(conn: sqlite3.Connection, campaign_id: str, variant_id: str | 
             return
         conn.execute(
             "INSERT OR IGNORE INTO email_messages (campaign_id, variant_id, contact_id, email, domain, provider,"
-            " created_at, zone, zone_source, due_at) SELECT ?, ?, id, email, lower(substr(email, instr(email, '@') + 1)),"
-            " mkt_provider(lower(substr(email, instr(email, '@') + 1))), ?, zone, zone_source, due_at"
-            " FROM temp.mkt_freeze WHERE position >= ? AND position < ?",
+            f" created_at, zone, zone_source, due_at) SELECT ?, ?, id, email, {DOMAIN},"
+            f" {stats.provider_sql(conn, DOMAIN)}, ?, zone, zone_source,"
+            " due_at FROM temp.mkt_freeze WHERE position >= ? AND position < ? ORDER BY position",
             (campaign_id, variant_id, clock.now(), start, end))
 
 

@@ -419,13 +419,12 @@ def pick_winner(conn: sqlite3.Connection, payload: dict[str, Any]) -> None:
     rates = winner_rates(conn, row["id"], settings["winner_criterion"])
     winner = "B" if rates.get("B", 0.0) > rates.get("A", 0.0) else "A"
     variant_id = load_variants(conn, row["id"])[winner]["id"]
-    conn.create_function("mkt_provider", 1, stats.provider_of, deterministic=True)
+    domain = "lower(substr(email, instr(email, '@') + 1))"
     with transaction(conn):
-        conn.execute(
+        conn.execute(  # in contact_id order, the holdout's key order (the message ids are the same on both engines)
             "INSERT OR IGNORE INTO email_messages (campaign_id, variant_id, contact_id, email, domain, provider,"
-            " created_at) SELECT campaign_id, ?, contact_id, email, lower(substr(email, instr(email, '@') + 1)),"
-            " mkt_provider(lower(substr(email, instr(email, '@') + 1))), ? FROM email_ab_holdout"
-            " WHERE campaign_id = ?", (variant_id, clock.now(), row["id"]))
+            f" created_at) SELECT campaign_id, ?, contact_id, email, {domain}, {stats.provider_sql(conn, domain)},"
+            " ? FROM email_ab_holdout WHERE campaign_id = ? ORDER BY contact_id", (variant_id, clock.now(), row["id"]))
         conn.execute("DELETE FROM email_ab_holdout WHERE campaign_id = ?", (row["id"],))
         decision = {**settings, "winner": winner, "rates": rates, "decided_at": clock.now()}
         conn.execute("UPDATE campaigns SET ab_test = ? WHERE id = ?", (json.dumps(decision), row["id"]))

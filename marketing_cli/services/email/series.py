@@ -322,8 +322,8 @@ def record_occurrence(conn: sqlite3.Connection, series_id: int, moment: datetime
         " created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
         " ON CONFLICT (series_id, occurrence_at) DO UPDATE SET status = excluded.status,"
         " campaign_id = excluded.campaign_id, reason = excluded.reason, item_count = excluded.item_count,"
-        " updated_at = excluded.updated_at WHERE ? AND campaign_series_occurrences.status = 'FAILED'",
-        (series_id, clock.format_ts(moment), status, campaign_id, reason, item_count, now, now, replace))
+        " updated_at = excluded.updated_at WHERE ? = 1 AND campaign_series_occurrences.status = 'FAILED'",
+        (series_id, clock.format_ts(moment), status, campaign_id, reason, item_count, now, now, int(replace)))
 
 
 def variant_copy(variant: sqlite3.Row, feed: feeds.Feed | None, items: list[feeds.Item]) -> dict[str, Any]:

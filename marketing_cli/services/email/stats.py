@@ -26,6 +26,7 @@ import sqlite3
 from collections.abc import Iterable
 from typing import Any
 
+from marketing_cli import dialect
 from marketing_cli.db import read_snapshot, transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
@@ -66,6 +67,11 @@ def provider_of(domain: str) -> str:
     return _PROVIDER_OF.get(domain.strip().rstrip(".").lower(), OTHER)
 
 
+def provider_sql(conn: sqlite3.Connection, domain: str) -> str:
+    """SQL of the provider of the mail domain `domain` (an SQL expression), as provider_of answers."""
+    return dialect.email_provider(conn, domain, _PROVIDER_OF, OTHER, provider_of)
+
+
 def domain_of(email: str) -> str:
     return email.rpartition("@")[2].strip().rstrip(".").lower()
 
@@ -98,7 +104,7 @@ def get_campaign_statistics(conn: sqlite3.Connection, workspace_id: int, campaig
                 "SELECT dimension, key, count FROM ("
                 " SELECT dimension, key, count, row_number() OVER"
                 "  (PARTITION BY dimension ORDER BY count DESC, key) AS rank"
-                " FROM email_campaign_breakdowns WHERE campaign_id = ? AND count > 0)"
+                " FROM email_campaign_breakdowns WHERE campaign_id = ? AND count > 0) ranked"
                 " WHERE rank <= ? ORDER BY dimension, rank", (campaign_id, BREAKDOWN_LIMIT)):
             breakdowns[row["dimension"]].append((row["key"], row["count"]))
         links = conn.execute(

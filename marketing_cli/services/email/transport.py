@@ -242,7 +242,7 @@ def mask_url(url: str) -> str:
 
 
 def default_outbox_folder(db_path: str | os.PathLike[str] | None) -> Path:
-    """`outbox/` beside the database file (the working directory for an in-memory database)."""
+    """`outbox/` beside the database file (the working directory for an in-memory database or a PostgreSQL URL)."""
     return (Path(db_path).resolve().parent if db_path else Path.cwd()) / "outbox"
 
 
