@@ -300,6 +300,7 @@ class Connection:
         self.total_changes = 0
         self._generated: frozenset[str] | None = None
         self.row_factory = None  # kept for callers that set sqlite3.Row (rows are always by name here)
+        self._trace: Any = None  # set_trace_callback's callback
         self._conn.execute(f"SET statement_timeout = {STATEMENT_TIMEOUT_MS}")
         self._conn.execute(f"SET idle_in_transaction_session_timeout = {IDLE_IN_TRANSACTION_MS}")
 
@@ -326,6 +327,8 @@ class Connection:
             return self._begin(immediate="IMMEDIATE" in sql.upper())
         if head.startswith("PRAGMA"):
             return self._pragma(sql)
+        if self._trace is not None:
+            self._trace(sql)
         text, numbered = translate(sql)
         returning = _returning_id(text, self._generated_tables()) if head.startswith("INSERT") else None
         try:
@@ -383,6 +386,10 @@ class Connection:
         if name == "data_version":
             return _Constant(self._conn.execute("SELECT txid_current_snapshot()::text").fetchone()[0])
         return _Empty()
+
+    def set_trace_callback(self, callback: Any) -> None:
+        """As sqlite3's: `callback(sql)` for every statement run by execute (the services' own text)."""
+        self._trace = callback
 
     def create_function(self, *args: Any, **kwargs: Any) -> None:
         """SQLite calls Python from SQL; PostgreSQL cannot. The callers that need it have their own path."""

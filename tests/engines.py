@@ -156,6 +156,7 @@ def dump(conn: object) -> str:
 # `--engine postgresql` the others are deselected, and the run says how many (never silently).
 POSTGRESQL_SUITES = (
     "tests/account/",
+    "tests/contacts/",
     "tests/platform/test_engines.py",
     "tests/platform/test_cli_database.py",
 )
@@ -163,3 +164,19 @@ POSTGRESQL_SUITES = (
 
 def ported(nodeid: str) -> bool:
     return nodeid.startswith(POSTGRESQL_SUITES)
+
+
+def query_plan(conn: Any, sql: str, params: Any = ()) -> str:
+    """The plan of a statement as one line: SQLite's EXPLAIN QUERY PLAN details; on PostgreSQL
+    EXPLAIN's lines after ANALYZE, with sequential scans ruled out (a test's few rows would
+    otherwise be scanned), so that the index the statement's conditions select shows."""
+    from marketing_cli.db import is_postgresql
+
+    if not is_postgresql(conn):
+        return " | ".join(row["detail"] for row in conn.execute("EXPLAIN QUERY PLAN " + sql, params))
+    conn.execute("ANALYZE")  # the test's few rows counted, so the most selective index wins
+    conn.execute("SET enable_seqscan = off")
+    try:
+        return " | ".join(row[0].strip() for row in conn.execute("EXPLAIN " + sql, params))
+    finally:
+        conn.execute("RESET enable_seqscan")
