@@ -54,17 +54,14 @@ def contacts_index_value(conn: Any, field_id: Any) -> str:
     return contacts_field_value(conn, field_id, row[0] if row else "TEXT")
 
 
-def contacts_stored_as(conn: Any, value: str, field_id: Any, kinds: tuple[str, ...]) -> str:
-    """A condition: the field's stored JSON value is of one of `kinds` (SQLite's typeof names:
-    'integer', 'real', 'text'). SQLite asks typeof() of the value already extracted; on
-    PostgreSQL json_type() reads the stored type."""
-    from marketing_cli import field_sql
-
+def contacts_stored_as(conn: Any, value: str, kinds: tuple[str, ...]) -> str:
+    """A condition: a field's value (contacts_field_value) is stored as one of `kinds` (SQLite's
+    typeof names: 'integer', 'real', 'text'), of the field's own type. SQLite asks typeof();
+    on PostgreSQL the typed value is NULL for any other stored type, so it is IS NOT NULL."""
+    if postgresql(conn):
+        return f"{value} IS NOT NULL"
     names = ", ".join(f"'{kind}'" for kind in kinds)
-    if not postgresql(conn):
-        return f"typeof({value}) IN ({names})"
-    column = value.split("(", 1)[1].split(",", 1)[0]  # the data column of contacts_field_value's expression
-    return f"json_type({column}, {field_sql.path(field_id)}) IN ({names})"
+    return f"typeof({value}) IN ({names})"
 
 
 def contacts_ascii_lower(conn: Any, expr: str) -> str:
@@ -117,6 +114,19 @@ def contacts_batch_source(conn: Any, table: str, columns: tuple[tuple[str, str],
                     row[i] = dumps(row[i])
             copy.write_row(row)
     return f"SELECT {names} FROM {table}", []
+
+
+def contacts_temp_table(conn: Any, name: str) -> str:
+    """A temporary table of this connection, by its qualified name (`temp.` / `pg_temp.`)."""
+    return f"pg_temp.{name}" if postgresql(conn) else f"temp.{name}"
+
+
+def contacts_serial_key(conn: Any, column: str) -> str:
+    """A column numbering a table's rows in insertion order: SQLite's rowid under a name (INTEGER
+    PRIMARY KEY), an identity column on PostgreSQL."""
+    if postgresql(conn):
+        return f"{column} BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"
+    return f"{column} INTEGER PRIMARY KEY"
 
 
 def contacts_indexed_by(conn: Any, index: str) -> str:

@@ -8,6 +8,7 @@ position), and every statement passes once through `translate` (cached per text)
 
 - `?` and `:name` placeholders become psycopg's `%s` and `%(name)s` (a literal `%` is doubled);
 - `INSERT OR IGNORE` becomes `INSERT ... ON CONFLICT DO NOTHING`;
+- a temporary table's `temp.` schema is `pg_temp.`, and `WITHOUT ROWID` is dropped;
 - `BEGIN IMMEDIATE` (SQLite's one writer at a time) becomes a transaction that first takes a
   transaction-scoped advisory lock, so writers queue exactly as they do on the file (and
   the lock goes with the transaction: nothing outlives it, which PgBouncer's transaction
@@ -111,6 +112,9 @@ _PLACEHOLDER = re.compile(r"\?(\d+)?|%|(?<![:\w]):([A-Za-z_]\w*)|--[^\n]*")
 _UNARY_PLUS = re.compile(r"((?:ORDER|GROUP)\s+BY\s+|,\s*|\(\s*)\+(?=[A-Za-z_])", re.I)
 _IS_NOT = re.compile(r"\bIS\s+NOT\s+(?!NULL\b|DISTINCT\b|TRUE\b|FALSE\b)", re.I)
 _IS = re.compile(r"\bIS\s+(?!NOT\b|NULL\b|DISTINCT\b|TRUE\b|FALSE\b)", re.I)
+# SQLite's temporary schema and rowid-less tables: PostgreSQL's temporary schema, a plain table.
+_TEMP_SCHEMA = re.compile(r"(?<![\w.])temp\.(?=[A-Za-z_])", re.I)
+_WITHOUT_ROWID = re.compile(r"\)\s*WITHOUT\s+ROWID\b", re.I)
 
 
 @lru_cache(maxsize=4096)
@@ -138,6 +142,7 @@ def translate(sql: str) -> tuple[str, bool]:
         text = _PLACEHOLDER.sub(placeholder, parts[i])
         text = _UNARY_PLUS.sub(r"\1", text)
         text = _IS_NOT.sub("IS DISTINCT FROM ", text)
+        text = _WITHOUT_ROWID.sub(")", _TEMP_SCHEMA.sub("pg_temp.", text))
         parts[i] = _IS.sub("IS NOT DISTINCT FROM ", text)
     for i in range(1, len(parts), 2):
         parts[i] = parts[i].replace("%", "%%")

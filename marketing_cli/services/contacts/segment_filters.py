@@ -303,7 +303,7 @@ def _field_sql(conn: sqlite3.Connection, f: dict[str, Any], row: sqlite3.Row) ->
     if op in ("gt", "lt", "gte", "lte"):
         # Guard the stored JSON type: in SQLite text sorts above every number.
         kinds = ("integer", "real") if ftype == "NUMBER" else ("text",)
-        stored_as = dialect.contacts_stored_as(conn, col, row["id"], kinds)
+        stored_as = dialect.contacts_stored_as(conn, col, kinds)
         return Compiled(f"({col} {_COMPARE[op]} ? AND {stored_as})", [value])
     if op == "in":
         return Compiled(f"{col} IN ({_marks(value)})", list(value))
