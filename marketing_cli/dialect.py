@@ -134,7 +134,6 @@ def contacts_indexed_by(conn: Any, index: str) -> str:
     return "" if postgresql(conn) else f" INDEXED BY {index}"
 
 
-
 # --- email ----------------------------------------------------------------------------------
 
 

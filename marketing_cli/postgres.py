@@ -29,6 +29,7 @@ import re
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -411,9 +412,17 @@ class Connection:
     def close(self) -> None:
         self._conn.close()
 
-    def copy(self, sql: str) -> Any:
-        """COPY ... FROM STDIN / TO STDOUT (psycopg's copy object), PostgreSQL's bulk path."""
-        return self._conn.cursor().copy(sql)
+    @contextmanager
+    def copy(self, sql: str) -> Iterator[Any]:
+        """COPY ... FROM STDIN / TO STDOUT (psycopg's copy object), PostgreSQL's bulk path; its
+        errors are raised as the sqlite3 classes, as execute's are."""
+        import psycopg
+
+        try:
+            with self._conn.cursor() as cursor, cursor.copy(sql) as copy:
+                yield copy
+        except psycopg.Error as exc:
+            raise _mapped(exc) from None
 
 
 class _Counted(_Empty):
