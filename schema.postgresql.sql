@@ -1241,6 +1241,38 @@ INSERT INTO sms_rates (country_code, price, updated_at) VALUES
     ('US', '0.00830', '2026-11-22T00:00:00Z');
 
 
+-- contacts
+-- A custom field's value typed by the field's type (marketing_cli/dialect.py,
+-- contacts_field_value): json_extract answers text here, where SQLite's answers in the stored
+-- JSON type. Single-SELECT SQL functions, so PostgreSQL inlines them, and IMMUTABLE, so the
+-- per-field expression index contacts_field_<id> is built on the same expression the
+-- searches and segments write. A value of another JSON type reads as NULL.
+CREATE FUNCTION mkt_field_text(doc TEXT, key TEXT) RETURNS TEXT LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE WHEN jsonb_typeof(doc::jsonb -> key) = 'string' THEN doc::jsonb ->> key END
+$$;
+
+CREATE FUNCTION mkt_field_number(doc TEXT, key TEXT) RETURNS NUMERIC LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE WHEN jsonb_typeof(doc::jsonb -> key) = 'number' THEN (doc::jsonb ->> key)::numeric END
+$$;
+
+CREATE FUNCTION mkt_field_boolean(doc TEXT, key TEXT) RETURNS BIGINT LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE doc::jsonb -> key WHEN 'true'::jsonb THEN 1 WHEN 'false'::jsonb THEN 0 END
+$$;
+
+
+-- json_patch for a contact's data (dialect.contacts_json_merge): the stored text itself when the
+-- patch changes nothing, so an import that repeats what a contact holds leaves its row as it
+-- was (json_patch answers jsonb's text, respaced and reordered, even for an empty patch).
+CREATE FUNCTION mkt_json_merge(target TEXT, patch TEXT) RETURNS TEXT LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+DECLARE
+    merged JSONB := mkt_merge_patch(target::jsonb, patch::jsonb);
+BEGIN
+    IF merged IS NOT DISTINCT FROM target::jsonb THEN
+        RETURN target;
+    END IF;
+    RETURN merged::text;
+END $$;
+
 -- version: 21
 -- automation-steps: SMS send steps, frequency caps (schema.sql step 21 says why).
 ALTER TABLE sms_campaigns ADD COLUMN automation_id BIGINT;

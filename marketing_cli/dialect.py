@@ -10,6 +10,7 @@ the services keep one code path and name no engine.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 
@@ -22,6 +23,115 @@ def postgresql(conn: Any) -> bool:
 
 
 # --- contacts -------------------------------------------------------------------------------
+
+
+# A custom field's value (contacts.data keyed by the field's id). SQLite's json_extract answers
+# in the stored JSON type; PostgreSQL's is text, so there the value is typed by the field's
+# type (mkt_field_number / mkt_field_boolean / mkt_field_text in schema.postgresql.sql): a
+# number compares as a number, a boolean as 1/0. The per-field expression index is built on
+# the same expression (field_sql.create_index), so the planner uses it on both engines.
+_PG_FIELD_FUNCTIONS = {"NUMBER": "mkt_field_number", "BOOLEAN": "mkt_field_boolean"}
+
+
+def contacts_field_value(conn: Any, field_id: Any, field_type: str, table: str = "") -> str:
+    """The SQL expression of one field's value: `json_extract(data, '$."7"')` on SQLite,
+    typed by `field_type` on PostgreSQL (`mkt_field_number(data, '7')` for a NUMBER)."""
+    from marketing_cli import field_sql
+
+    if not postgresql(conn):
+        return field_sql.value_expr(field_id, table)
+    column = f"{table}.data" if table else "data"
+    function = _PG_FIELD_FUNCTIONS.get(field_type, "mkt_field_text")
+    return f"{function}({column}, '{int(field_id)}')"
+
+
+def contacts_index_value(conn: Any, field_id: Any) -> str:
+    """The expression the field's index `contacts_field_<id>` is built on (contacts_field_value
+    of the field's type; SQLite's needs no look-up)."""
+    if not postgresql(conn):
+        return contacts_field_value(conn, field_id, "TEXT")
+    row = conn.execute("SELECT type FROM fields WHERE id = ?", (int(field_id),)).fetchone()
+    return contacts_field_value(conn, field_id, row[0] if row else "TEXT")
+
+
+def contacts_stored_as(conn: Any, value: str, kinds: tuple[str, ...]) -> str:
+    """A condition: a field's value (contacts_field_value) is stored as one of `kinds` (SQLite's
+    typeof names: 'integer', 'real', 'text'), of the field's own type. SQLite asks typeof();
+    on PostgreSQL the typed value is NULL for any other stored type, so it is IS NOT NULL."""
+    if postgresql(conn):
+        return f"{value} IS NOT NULL"
+    names = ", ".join(f"'{kind}'" for kind in kinds)
+    return f"typeof({value}) IN ({names})"
+
+
+def contacts_ascii_lower(conn: Any, expr: str) -> str:
+    """lower() of ASCII letters only, as SQLite's lower() (PostgreSQL's follows the locale)."""
+    return f'lower(({expr}) COLLATE "C")' if postgresql(conn) else f"lower({expr})"
+
+
+def contacts_like(conn: Any, expr: str) -> str:
+    """`expr LIKE ? ESCAPE '\\'`, case-insensitive for ASCII letters only, as SQLite's LIKE."""
+    if postgresql(conn):
+        return f"({expr}) COLLATE \"C\" ILIKE ? ESCAPE '\\'"
+    return f"{expr} LIKE ? ESCAPE '\\'"
+
+
+def contacts_json_merge(conn: Any, target: str, patch: str) -> str:
+    """json_patch(target, patch) for a contact's data, answering the target's own text when the
+    patch changes nothing (SQLite's json_patch does: both are compact; PostgreSQL's answers
+    jsonb's text, so there mkt_json_merge keeps the stored text), so `<merge> IS NOT data`
+    tells whether the data changed on both engines."""
+    function = "mkt_json_merge" if postgresql(conn) else "json_patch"
+    return f"{function}({target}, {patch})"
+
+
+def contacts_batch_source(conn: Any, table: str, columns: tuple[tuple[str, str], ...], rows: list[tuple[Any, ...]],
+                          dumps: Callable[[Any], str]) -> tuple[str, list[Any]]:
+    """One import batch's rows as a SQL source (`SELECT <columns> FROM ...`) and its parameters,
+    for one set-based INSERT ... SELECT. `columns`: (name, PostgreSQL type), where JSON marks a
+    cell that is a dict (JSON text in the source).
+
+    SQLite: the rows as one JSON array parameter read by json_each (one statement per batch:
+    see services/contacts/batches.py). PostgreSQL: the rows go through COPY into a temporary
+    table dropped at the end of the batch's transaction (no session state outlives it), and
+    the source reads that table (`table`, our own name, never user text)."""
+    if not postgresql(conn):
+        cells = ", ".join(f"value{'->' if kind == 'JSON' else '->>'}{i} AS {name}"
+                          for i, (name, kind) in enumerate(columns))
+        return f"SELECT {cells} FROM json_each(?)", [dumps(rows)]
+    if not conn.in_transaction:
+        raise RuntimeError("a batch is loaded inside its transaction (its table is dropped at COMMIT)")
+    names = ", ".join(name for name, _ in columns)
+    types = ", ".join(f"{name} {'TEXT' if kind == 'JSON' else kind}" for name, kind in columns)
+    conn.execute(f"DROP TABLE IF EXISTS pg_temp.{table}")  # a second batch in the same transaction
+    conn.execute(f"CREATE TEMP TABLE {table} ({types}) ON COMMIT DROP")
+    encode = [i for i, (_, kind) in enumerate(columns) if kind == "JSON"]
+    with conn.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
+        for row in rows:
+            if encode:
+                row = list(row)
+                for i in encode:
+                    row[i] = dumps(row[i])
+            copy.write_row(row)
+    return f"SELECT {names} FROM {table}", []
+
+
+def contacts_temp_table(conn: Any, name: str) -> str:
+    """A temporary table of this connection, by its qualified name (`temp.` / `pg_temp.`)."""
+    return f"pg_temp.{name}" if postgresql(conn) else f"temp.{name}"
+
+
+def contacts_serial_key(conn: Any, column: str) -> str:
+    """A column numbering a table's rows in insertion order: SQLite's rowid under a name (INTEGER
+    PRIMARY KEY), an identity column on PostgreSQL."""
+    if postgresql(conn):
+        return f"{column} BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"
+    return f"{column} INTEGER PRIMARY KEY"
+
+
+def contacts_indexed_by(conn: Any, index: str) -> str:
+    """SQLite's `INDEXED BY <index>` (a plan forced on the planner); PostgreSQL has no such clause."""
+    return "" if postgresql(conn) else f" INDEXED BY {index}"
 
 
 # --- email ----------------------------------------------------------------------------------

@@ -51,7 +51,9 @@ def create_index(conn: sqlite3.Connection, field_id: Any) -> None:
     fields) does not pay an index entry per field for every contact. SQLite still uses it
     for =, <, >, LIKE and IN on the same expression, since each implies IS NOT NULL.
     """
-    expr = value_expr(field_id)
+    from marketing_cli import dialect
+
+    expr = dialect.contacts_index_value(conn, field_id)  # typed by the field's type on PostgreSQL
     conn.execute(f"CREATE INDEX IF NOT EXISTS {index_name(field_id)} ON contacts(workspace_id, {expr})"
                  f" WHERE {expr} IS NOT NULL")
 

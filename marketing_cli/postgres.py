@@ -9,6 +9,7 @@ position), and every statement passes once through `translate` (cached per text)
 - `?` and `:name` placeholders become psycopg's `%s` and `%(name)s` (a literal `%` is doubled);
 - `temp.name` (a temporary table) becomes `pg_temp.name`, and `WITHOUT ROWID` goes;
 - `INSERT OR IGNORE` becomes `INSERT ... ON CONFLICT DO NOTHING`;
+- a temporary table's `temp.` schema is `pg_temp.`, and `WITHOUT ROWID` is dropped;
 - `BEGIN IMMEDIATE` (SQLite's one writer at a time) becomes a transaction that first takes a
   transaction-scoped advisory lock, so writers queue exactly as they do on the file (and
   the lock goes with the transaction: nothing outlives it, which PgBouncer's transaction
@@ -331,6 +332,7 @@ class Connection:
         self.total_changes = 0
         self._generated: frozenset[str] | None = None
         self.row_factory = None  # kept for callers that set sqlite3.Row (rows are always by name here)
+        self._trace: Any = None  # set_trace_callback's callback
 
     def _reopen(self) -> None:
         try:
@@ -364,6 +366,8 @@ class Connection:
             return self._begin(immediate="IMMEDIATE" in sql.upper())
         if head.startswith("PRAGMA"):
             return self._pragma(sql)
+        if self._trace is not None:
+            self._trace(sql)
         text, numbered = translate(sql)
         returning = _returning_id(text, self._generated_tables()) if head.startswith("INSERT") else None
         if self._conn.broken and self._owned:
@@ -436,6 +440,10 @@ class Connection:
             return _Constant(self._conn.execute("SELECT txid_current_snapshot()::text").fetchone()[0])
         return _Empty()
 
+    def set_trace_callback(self, callback: Any) -> None:
+        """As sqlite3's: `callback(sql)` for every statement run by execute (the services' own text)."""
+        self._trace = callback
+
     def create_function(self, *args: Any, **kwargs: Any) -> None:
         """SQLite calls Python from SQL; PostgreSQL cannot. The callers that need it have their own path."""
 
@@ -456,9 +464,17 @@ class Connection:
     def close(self) -> None:
         self._conn.close()
 
-    def copy(self, sql: str) -> Any:
-        """COPY ... FROM STDIN / TO STDOUT (psycopg's copy object), PostgreSQL's bulk path."""
-        return self._conn.cursor().copy(sql)
+    @contextmanager
+    def copy(self, sql: str) -> Iterator[Any]:
+        """COPY ... FROM STDIN / TO STDOUT (psycopg's copy object), PostgreSQL's bulk path; its
+        errors are raised as the sqlite3 classes, as execute's are."""
+        import psycopg
+
+        try:
+            with self._conn.cursor() as cursor, cursor.copy(sql) as copy:
+                yield copy
+        except psycopg.Error as exc:
+            raise _mapped(exc) from None
 
 
 class _Counted(_Empty):

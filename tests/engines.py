@@ -167,6 +167,7 @@ def dump(conn: object) -> str:
 POSTGRESQL_SUITES = (
     "tests/account/",
     "tests/email/",
+    "tests/contacts/",
     "tests/platform/test_engines.py",
     "tests/platform/test_cli_database.py",
     "tests/platform/test_jobs.py",
@@ -178,3 +179,20 @@ POSTGRESQL_SUITES = (
 
 def ported(nodeid: str) -> bool:
     return nodeid.startswith(POSTGRESQL_SUITES) or os.environ.get("MKT_TEST_UNPORTED") == "1"
+
+
+
+def query_plan(conn: Any, sql: str, params: Any = ()) -> str:
+    """The plan of a statement as one line: SQLite's EXPLAIN QUERY PLAN details; on PostgreSQL
+    EXPLAIN's lines after ANALYZE, with sequential scans ruled out (a test's few rows would
+    otherwise be scanned), so that the index the statement's conditions select shows."""
+    from marketing_cli.db import is_postgresql
+
+    if not is_postgresql(conn):
+        return " | ".join(row["detail"] for row in conn.execute("EXPLAIN QUERY PLAN " + sql, params))
+    conn.execute("ANALYZE")  # the test's few rows counted, so the most selective index wins
+    conn.execute("SET enable_seqscan = off")
+    try:
+        return " | ".join(row[0].strip() for row in conn.execute("EXPLAIN " + sql, params))
+    finally:
+        conn.execute("RESET enable_seqscan")

@@ -11,6 +11,7 @@ import sqlite3
 from datetime import datetime, timedelta
 from typing import Any
 
+from marketing_cli import field_sql
 from marketing_cli.kernel import clock, ids
 from marketing_cli.kernel.ids import new_id
 from marketing_cli.services.account import workspaces
@@ -309,7 +310,7 @@ def filter_field(conn: sqlite3.Connection, ws: int, merge_tag: str, ftype: str, 
         " updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         (ws, merge_tag.title(), merge_tag, ftype, definition, default_region, now, now)).lastrowid
     if merge_tag != "phone_number":
-        conn.execute(f"""CREATE INDEX contacts_field_{fid} ON contacts(workspace_id, json_extract(data, '$."{fid}"'))""")
+        field_sql.create_index(conn, fid)  # the engine's expression (typed on PostgreSQL)
     return fid
 
 
@@ -386,8 +387,7 @@ def row_field(conn: Any, workspace_id: int, merge_tag: str, type: str = "TEXT", 
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         (workspace_id, merge_tag.replace("_", " ").title(), merge_tag, type, definition, default_region, now, now),
     ).lastrowid
-    conn.execute(f"CREATE INDEX IF NOT EXISTS contacts_field_{field_id} ON contacts(workspace_id,"
-                 f" json_extract(data, '$.\"{field_id}\"'))")
+    field_sql.create_index(conn, field_id)  # the engine's expression (typed on PostgreSQL)
     return field_id
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from marketing_cli.errors import MktError
 from marketing_cli.services.contacts import segment_filters as sf
+from tests.engines import query_plan
 from tests.factories import ENGAGED, NOW, ago  # noqa: F401 - ENGAGED: the segment tests share it
 from tests.factories import build_filter_world as build_world
 from tests.factories import filter_contact as add_contact  # noqa: F401
@@ -175,7 +176,7 @@ def test_filters_are_scoped_to_the_workspace(conn: sqlite3.Connection, world: di
 
 def test_field_filter_uses_the_expression_index(conn: sqlite3.Connection, world: dict[str, Any]) -> None:
     query = sf.member_query(conn, world["ws"], {"condition": "AND", "filters": [fld(world, "city", "eq", "Paris")]})
-    plan = " ".join(row[-1] for row in conn.execute(f"EXPLAIN QUERY PLAN {query.sql}", query.params))
+    plan = query_plan(conn, query.sql, query.params)
     assert f"contacts_field_{world['f']['city']}" in plan, plan
 
 

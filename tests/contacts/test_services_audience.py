@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from marketing_cli.db import is_postgresql
 from marketing_cli.errors import MktError
 from marketing_cli.services.account import billing
 from marketing_cli.services.contacts import audience, segments
@@ -131,6 +132,9 @@ def test_other_workspaces_never_leak(conn: sqlite3.Connection, world: dict[str, 
 
 
 def temp_tables(conn: sqlite3.Connection) -> list[str]:
+    if is_postgresql(conn):  # this connection's own temporary tables
+        return [r[0] for r in conn.execute(
+            "SELECT relname FROM pg_class WHERE relnamespace = pg_my_temp_schema() AND relkind = 'r'")]
     return [r[0] for r in conn.execute("SELECT name FROM sqlite_temp_master WHERE type = 'table'")]
 
 

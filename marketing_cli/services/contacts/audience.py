@@ -29,6 +29,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+from marketing_cli import dialect
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import limits
 from marketing_cli.kernel.inputs import int_list, type_error
@@ -163,7 +164,7 @@ def _entry_sql(conn: sqlite3.Connection, workspace_id: int, entry: dict[str, Any
     for segment_id in entry["exclude_segment_ids"] or []:
         piece = _segment_filters(conn, workspace_id, segment_id)
         # A filter over a missing value can be NULL; excluding must treat it as "no match".
-        parts.append(f"NOT COALESCE({piece.sql}, 0)")
+        parts.append(f"NOT COALESCE({piece.sql}, FALSE)")
         params += piece.params
     return Compiled("(" + " AND ".join(parts) + ")" if parts else "TRUE", params)
 
@@ -209,7 +210,8 @@ def iter_audience_batches(conn: sqlite3.Connection, workspace_id: int, audience:
     """The recipients' contact ids, `batch_size` at a time, from a snapshot taken at the start.
 
     The resolver's query runs ONCE (with its best plan: tag index, field index ...) into a
-    temporary table of this connection, which is then read by rowid; the table is dropped
+    temporary table of this connection, which is then read in insertion order (its
+    dialect.contacts_serial_key: SQLite's rowid, PostgreSQL's identity); the table is dropped
     when the iterator ends or is closed. Paging the live query by `c.id` instead would
     force a primary-key-order plan (or rescan the tag list for every batch): 3-5x slower
     at 100,000 contacts and quadratic for tag audiences. Each contact appears once;
@@ -219,13 +221,13 @@ def iter_audience_batches(conn: sqlite3.Connection, workspace_id: int, audience:
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError("batch_size must be a positive integer")
     query = resolve_audience(conn, workspace_id, audience, channel)
-    table = f"temp.audience_{uuid.uuid4().hex}"  # our own name, never user text
-    conn.execute(f"CREATE TABLE {table} (id TEXT NOT NULL)")
+    table = dialect.contacts_temp_table(conn, f"audience_{uuid.uuid4().hex}")  # our own name, never user text
+    conn.execute(f"CREATE TABLE {table} ({dialect.contacts_serial_key(conn, 'n')}, id TEXT NOT NULL)")
     try:
         conn.execute(f"INSERT INTO {table} (id) {query.sql}", query.params)
         after = 0
         while True:
-            rows = conn.execute(f"SELECT rowid, id FROM {table} WHERE rowid > ? ORDER BY rowid LIMIT ?",
+            rows = conn.execute(f"SELECT n, id FROM {table} WHERE n > ? ORDER BY n LIMIT ?",
                                 (after, batch_size)).fetchall()
             if not rows:
                 return

@@ -5,8 +5,9 @@ importer.py reads and checks the file; the rows it parsed come here in batches:
 - Rows are applied in batches (default 20,000, at most MAX_BATCH_SIZE), each batch one
   `BEGIN IMMEDIATE` transaction: one lookup of the batch's keys, then ONE statement for
   the whole batch, `INSERT ... SELECT ... FROM json_each(:rows) ON CONFLICT(workspace_id,
-  email) DO UPDATE SET data = json_patch(...)` (see _UPSERT_BATCH for why not
-  executemany). A row the batch cannot take (its phone number is another contact's, a
+  email) DO UPDATE SET data = json_patch(...)` (see _UPSERT_COLUMNS for why not
+  executemany; on PostgreSQL the batch's rows reach it through COPY into a temporary
+  table, dialect.contacts_batch_source). A row the batch cannot take (its phone number is another contact's, a
   required field is missing, the allowance is used up) is rejected with its reason; the
   other rows still go in. Batches before a crash stay committed (each is whole).
 - Update semantics: a row for an existing contact merges its non-empty cells into the
@@ -31,6 +32,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from marketing_cli import dialect
 from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
@@ -63,32 +65,46 @@ MAX_BATCH_SIZE = 20_000
 BATCH_SIZE_RANGE = f"The batch size must be between 1 and {MAX_BATCH_SIZE:,} rows (one write transaction each)."
 IMPORT_CACHE_KIB = 262_144
 
-# One statement per batch, rows passed as one JSON array: [[id, email, phone, status,
-# sms_status, {data}], ...]. A single INSERT ... SELECT (rather than executemany) matters
-# because contacts has an AFTER INSERT trigger (the usage counter): with a trigger every
-# statement execution opens a statement journal, which made a per-row executemany 2.5x
-# slower than the same load without the trigger. One statement per batch pays it once.
-_UPSERT_BATCH = (
-    "INSERT INTO contacts (id, workspace_id, email, phone, status, sms_status, data, created_at, updated_at)"
-    " SELECT value->>0, ?1, value->>1, value->>2, value->>3, value->>4, value->5, ?2, ?2 FROM json_each(?3) WHERE true"
-    " ON CONFLICT (workspace_id, email) DO UPDATE SET"
-    " data = json_patch(contacts.data, excluded.data),"
-    " phone = coalesce(excluded.phone, contacts.phone),"
-    " status = excluded.status,"
-    " sms_status = excluded.sms_status,"
-    " updated_at = CASE WHEN json_patch(contacts.data, excluded.data) IS NOT contacts.data"
-    "   OR coalesce(excluded.phone, contacts.phone) IS NOT contacts.phone"
-    "   OR excluded.status IS NOT contacts.status OR excluded.sms_status IS NOT contacts.sms_status"
-    "   THEN excluded.updated_at ELSE contacts.updated_at END"
-)
-# Contacts without email (found by phone) cannot use the email conflict target.
-_UPDATE_BY_ID = (
-    "UPDATE contacts SET data = json_patch(data, ?2), status = ?3, sms_status = ?4,"
-    " updated_at = CASE WHEN json_patch(data, ?2) IS NOT data OR ?3 IS NOT status OR ?4 IS NOT sms_status"
-    "   THEN ?5 ELSE updated_at END"
-    " WHERE id = ?1 AND workspace_id = ?6"
-)
-_TAG_BATCH = "INSERT OR IGNORE INTO contact_tags (contact_id, tag_id) SELECT value->>0, value->>1 FROM json_each(?)"
+# One statement per batch, its rows a source of these columns (dialect.contacts_batch_source:
+# on SQLite one JSON array parameter, [[id, email, phone, status, sms_status, {data}], ...]
+# read by json_each; on PostgreSQL a table loaded by COPY). A single INSERT ... SELECT
+# (rather than executemany) matters because contacts has an AFTER INSERT trigger (the usage
+# counter): with a trigger every statement execution opens a statement journal, which made a
+# per-row executemany 2.5x slower than the same load without the trigger. One statement per
+# batch pays it once.
+_UPSERT_COLUMNS = (("id", "TEXT"), ("email", "TEXT"), ("phone", "TEXT"), ("status", "TEXT"),
+                   ("sms_status", "TEXT"), ("data", "JSON"))
+_TAG_COLUMNS = (("contact_id", "TEXT"), ("tag_id", "BIGINT"))
+
+
+def _upsert_batch(conn: sqlite3.Connection, source: str) -> str:
+    merged = dialect.contacts_json_merge(conn, "contacts.data", "excluded.data")
+    return (
+        "INSERT INTO contacts (id, workspace_id, email, phone, status, sms_status, data, created_at, updated_at)"
+        f" SELECT b.id, ?, b.email, b.phone, b.status, b.sms_status, b.data, ?, ? FROM ({source}) AS b WHERE true"
+        " ON CONFLICT (workspace_id, email) DO UPDATE SET"
+        f" data = {merged},"
+        " phone = coalesce(excluded.phone, contacts.phone),"
+        " status = excluded.status,"
+        " sms_status = excluded.sms_status,"
+        f" updated_at = CASE WHEN {merged} IS NOT contacts.data"
+        "   OR coalesce(excluded.phone, contacts.phone) IS NOT contacts.phone"
+        "   OR excluded.status IS NOT contacts.status OR excluded.sms_status IS NOT contacts.sms_status"
+        "   THEN excluded.updated_at ELSE contacts.updated_at END"
+    )
+
+
+def _update_by_id(conn: sqlite3.Connection) -> str:
+    """Contacts without email (found by phone) cannot use the email conflict target."""
+    merged = dialect.contacts_json_merge(conn, "data", "?2")
+    return (
+        f"UPDATE contacts SET data = {merged}, status = ?3, sms_status = ?4,"
+        f" updated_at = CASE WHEN {merged} IS NOT data OR ?3 IS NOT status OR ?4 IS NOT sms_status"
+        "   THEN ?5 ELSE updated_at END"
+        " WHERE id = ?1 AND workspace_id = ?6"
+    )
+
+
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 # A rejected row: (line, cells, reason, how many file rows it stands for).
@@ -106,7 +122,11 @@ def check_batch_size(value: Any) -> int:
 @contextmanager
 def import_cache(conn: sqlite3.Connection) -> Iterator[None]:
     """The connection's page cache at IMPORT_CACHE_KIB while the import runs (see BATCH_SIZE)."""
-    cache_size = conn.execute("PRAGMA cache_size").fetchone()[0]
+    row = conn.execute("PRAGMA cache_size").fetchone()
+    if row is None:  # an engine without SQLite's page cache (PostgreSQL's is the server's)
+        yield
+        return
+    cache_size = row[0]
     conn.execute(f"PRAGMA cache_size = -{IMPORT_CACHE_KIB}")
     try:
         yield
@@ -292,8 +312,13 @@ class BatchWriter:
 
     def _write(self, plan: _BatchPlan) -> None:
         if plan.upserts:
-            self.conn.execute(_UPSERT_BATCH, (self.ws, plan.now, _dumps(plan.upserts)))
+            source, params = dialect.contacts_batch_source(self.conn, "mkt_batch_contacts", _UPSERT_COLUMNS,
+                                                           plan.upserts, _dumps)
+            self.conn.execute(_upsert_batch(self.conn, source), (self.ws, plan.now, plan.now, *params))
         if plan.updates:
-            self.conn.executemany(_UPDATE_BY_ID, plan.updates)
+            self.conn.executemany(_update_by_id(self.conn), plan.updates)
         if plan.tag_rows:
-            self.conn.execute(_TAG_BATCH, (_dumps(plan.tag_rows),))
+            source, params = dialect.contacts_batch_source(self.conn, "mkt_batch_tags", _TAG_COLUMNS,
+                                                           plan.tag_rows, _dumps)
+            self.conn.execute(f"INSERT OR IGNORE INTO contact_tags (contact_id, tag_id)"
+                              f" SELECT t.contact_id, t.tag_id FROM ({source}) AS t", params)

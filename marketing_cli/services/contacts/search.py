@@ -12,10 +12,13 @@ All filters, the tags (all of them) and the status must hold together (AND).
 
 from __future__ import annotations
 
+import functools
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from marketing_cli import dialect
 from marketing_cli.db import read_snapshot
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import limits
@@ -66,6 +69,7 @@ class SearchQuery:
     page: int
     limit: int
     fields: Any  # the workspace's FieldMap, reused to render the page
+    indexed_by: Callable[[str], str]  # the engine's spelling of a forced index (dialect.contacts_indexed_by)
 
     @property
     def offset(self) -> int:
@@ -86,7 +90,7 @@ class SearchQuery:
         order = f"{self.sort_by} {self.direction}, id {self.direction}"
         if walk:
             index = "contacts_created" if self.sort_by == "created_at" else "contacts_updated"
-            return f"SELECT * FROM contacts INDEXED BY {index} WHERE {self.where} ORDER BY {order} LIMIT ? OFFSET ?"
+            return f"SELECT * FROM contacts{self.indexed_by(index)} WHERE {self.where} ORDER BY {order} LIMIT ? OFFSET ?"
         return f"SELECT * FROM contacts WHERE {self.lookup_where} ORDER BY +{order} LIMIT ? OFFSET ?"
 
     def page_params(self, walk: bool = False) -> list[Any]:
@@ -115,7 +119,7 @@ def _with_tags(conn: sqlite3.Connection, workspace_id: int, compiler: FilterComp
     storable = [t for t in wanted if INT64[0] <= t <= INT64[1]]  # larger ids cannot exist
     sizes = dict(conn.execute(
         f"SELECT id, {size} FROM tags WHERE workspace_id = ? AND id IN ({', '.join('?' for _ in storable)})",
-        (workspace_id, *storable)).fetchall())
+        (workspace_id, *storable)).fetchall()) if storable else {}
     missing = [t for t in wanted if t not in sizes]
     if missing:
         shown = ", ".join(map(str, missing[:10])) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
@@ -184,6 +188,7 @@ def compile_search(conn: sqlite3.Connection, workspace_id: int, body: Any) -> Se
         page=page,
         limit=limit,
         fields=compiler.fields,
+        indexed_by=functools.partial(dialect.contacts_indexed_by, conn),
     )
 
 

@@ -33,7 +33,7 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-from marketing_cli import field_sql
+from marketing_cli import dialect, field_sql
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import limits
 from marketing_cli.kernel.inputs import member, type_error
@@ -80,6 +80,7 @@ class FilterCompiler:
     """A search's SQL conditions and their parameters; `filter` turns one `fields` filter into one."""
 
     def __init__(self, conn: sqlite3.Connection, workspace_id: int) -> None:
+        self.conn = conn
         self.fields = workspace_fields(conn, workspace_id)
         self.where: list[str] = []
         self.params: list[Any] = []
@@ -119,7 +120,7 @@ class FilterCompiler:
             if value is not None and not isinstance(value, bool):
                 raise MktError(400, f"The member '{vpath}' must be true or false (or omitted) with EXISTS.")
             present = self._present(kind, field)
-            self.add(present if value is not False else f"NOT COALESCE(({present}), 0)")
+            self.add(present if value is not False else f"NOT COALESCE(({present}), FALSE)")
             return
         if value is None or (isinstance(value, str) and not value.strip()) or value == []:
             raise MktError(400, f"The member '{vpath}' is required with {operator}.")
@@ -130,10 +131,9 @@ class FilterCompiler:
         else:
             self._custom(operator, value, vpath, field)
 
-    @staticmethod
-    def _expr(field: Any) -> str:
+    def _expr(self, field: Any) -> str:
         # Must read exactly like the index contacts_field_<id> for the planner to use it.
-        return field_sql.value_expr(field.id)
+        return dialect.contacts_field_value(self.conn, field.id, field.type)
 
     def _present(self, kind: str, field: Any) -> str:
         if kind == "email_address":
@@ -143,12 +143,14 @@ class FilterCompiler:
         if kind == "DROPDOWN_MULTIPLE":
             return f"{field_sql.array_length_expr(field.id)} > 0"
         expr = self._expr(field)
+        if field.type in ("NUMBER", "BOOLEAN"):  # never text, so never '' (and typed on PostgreSQL)
+            return f"{expr} IS NOT NULL"
         return f"{expr} IS NOT NULL AND {expr} <> ''"
 
     def _add_op(self, operator: str, positive: str, *params: Any, indexed: bool = False) -> None:
         """EQUALS/CONTAINS as given; NOT_* as their exact complement (missing values match)."""
         if operator.startswith("NOT_"):
-            self.add(f"NOT COALESCE(({positive}), 0)", *params)
+            self.add(f"NOT COALESCE(({positive}), FALSE)", *params)
         else:
             self.add(positive, *params)
             self.indexed = self.indexed or indexed
@@ -243,7 +245,8 @@ class FilterCompiler:
             text = expr if field.type == "TEXT" else (
                 f"CASE {expr} WHEN 1 THEN 'true' WHEN 0 THEN 'false' END" if field.type == "BOOLEAN"
                 else f"CAST({expr} AS TEXT)")
-            self._add_op(operator, f"instr(lower({text}), lower(?)) > 0",
+            lower = dialect.contacts_ascii_lower
+            self._add_op(operator, f"instr({lower(self.conn, text)}, {lower(self.conn, '?')}) > 0",
                          self._string(value, vpath, strip=field.type != "TEXT"))
             return
         normalized = self._normalize(field, value, vpath, operator)

@@ -36,7 +36,7 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
-from marketing_cli import field_sql
+from marketing_cli import dialect, field_sql
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock, limits
 from marketing_cli.kernel.inputs import is_type
@@ -273,13 +273,13 @@ def _like(value: str, operator: str) -> str:
             "starts_with": f"{escaped}%", "ends_with": f"%{escaped}"}[operator]
 
 
-def _field_sql(f: dict[str, Any], row: sqlite3.Row) -> Compiled:
+def _field_sql(conn: sqlite3.Connection, f: dict[str, Any], row: sqlite3.Row) -> Compiled:
     op, value, ftype = f["operator"], f["value"], row["type"]
     if row["merge_tag"] in _COLUMNS:
         col = _COLUMNS[row["merge_tag"]]
     else:
         # The id is an integer read from our own fields table, never user text.
-        col = field_sql.value_expr(row["id"], "c")
+        col = dialect.contacts_field_value(conn, row["id"], ftype, "c")
     if ftype == "DROPDOWN_MULTIPLE":
         path = field_sql.path(row["id"])
         each = f"{field_sql.each_expr(row['id'], 'c')} AS j"
@@ -293,7 +293,7 @@ def _field_sql(f: dict[str, Any], row: sqlite3.Row) -> Compiled:
         exact = f"(json_type(c.data, {path}) = 'array' AND {has_all} AND {only})"
         if op == "eq":
             return Compiled(exact, [*value, *value])
-        return Compiled(f"NOT COALESCE({exact}, 0)", [*value, *value])
+        return Compiled(f"NOT COALESCE({exact}, FALSE)", [*value, *value])
     if ftype == "BOOLEAN":
         value = 1 if value else 0
     if op == "eq":
@@ -302,15 +302,16 @@ def _field_sql(f: dict[str, Any], row: sqlite3.Row) -> Compiled:
         return Compiled(f"{col} IS NOT ?", [value])
     if op in ("gt", "lt", "gte", "lte"):
         # Guard the stored JSON type: in SQLite text sorts above every number.
-        kinds = "('integer', 'real')" if ftype == "NUMBER" else "('text')"
-        return Compiled(f"({col} {_COMPARE[op]} ? AND typeof({col}) IN {kinds})", [value])
+        kinds = ("integer", "real") if ftype == "NUMBER" else ("text",)
+        stored_as = dialect.contacts_stored_as(conn, col, kinds)
+        return Compiled(f"({col} {_COMPARE[op]} ? AND {stored_as})", [value])
     if op == "in":
         return Compiled(f"{col} IN ({_marks(value)})", list(value))
     if op == "not_in":
-        return Compiled(f"NOT COALESCE({col} IN ({_marks(value)}), 0)", list(value))
+        return Compiled(f"NOT COALESCE({col} IN ({_marks(value)}), FALSE)", list(value))
     if op == "not_contains":
-        return Compiled(f"NOT COALESCE({col} LIKE ? ESCAPE '\\', 0)", [_like(value, op)])
-    return Compiled(f"{col} LIKE ? ESCAPE '\\'", [_like(value, op)])
+        return Compiled(f"NOT COALESCE({dialect.contacts_like(conn, col)}, FALSE)", [_like(value, op)])
+    return Compiled(dialect.contacts_like(conn, col), [_like(value, op)])
 
 
 def _tags_sql(f: dict[str, Any]) -> Compiled:
@@ -358,7 +359,7 @@ def compile_filters(conn: sqlite3.Connection, workspace_id: int, filters: Any) -
     params: list[Any] = []
     for f in checked["filters"]:
         if f["type"] == "field":
-            piece = _field_sql(f, fields[f["field_id"]])
+            piece = _field_sql(conn, f, fields[f["field_id"]])
         elif f["type"] == "tags":
             piece = _tags_sql(f)
         elif f["type"] in _RATE_COLUMNS:

@@ -49,9 +49,11 @@ def tags_by_id(conn: sqlite3.Connection, workspace_id: int, tag_ids: list[int]) 
     """{id: name} for the given ids; 400 naming the first id the workspace does not have."""
     if not tag_ids:
         return {}
+    # The ids as BIGINT (json_each's values are text on PostgreSQL); a larger id cannot exist.
+    storable = [t for t in tag_ids if -(2**63) <= t < 2**63]
     found = {r["id"]: r["name"] for r in conn.execute(
-        "SELECT id, name FROM tags WHERE workspace_id = ? AND id IN (SELECT value FROM json_each(?))",
-        (workspace_id, json.dumps(tag_ids)))}
+        "SELECT id, name FROM tags WHERE workspace_id = ? AND id IN (SELECT CAST(value AS BIGINT) FROM json_each(?))",
+        (workspace_id, json.dumps(storable)))}
     for tag_id in tag_ids:
         if tag_id not in found:
             raise MktError(400, UNKNOWN_TAG.format(id=tag_id))
