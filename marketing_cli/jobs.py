@@ -205,9 +205,9 @@ def drop_queued(conn: sqlite3.Connection, member: str, value: Any, *, keep: tupl
     `keep`, in the caller's transaction; returns how many. A running job is left to finish:
     its handler reads the state it acts on (a campaign's status) and does nothing when that
     changed."""
-    marks = ", ".join("?" * len(keep))
-    return conn.execute("DELETE FROM jobs WHERE status = 'queued' AND json_extract(payload, ?) = ?"
-                        f" AND type NOT IN ({marks})", (f"$.{member}", value, *keep)).rowcount
+    kept = f" AND type NOT IN ({', '.join('?' * len(keep))})" if keep else ""  # (PostgreSQL has no `IN ()`)
+    return conn.execute("DELETE FROM jobs WHERE status = 'queued' AND json_extract(payload, ?) = ?" + kept,
+                        (f"$.{member}", value, *keep)).rowcount
 
 
 def claim(conn: sqlite3.Connection, owner: str, lease_seconds: int = DEFAULT_LEASE_SECONDS,

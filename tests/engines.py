@@ -166,6 +166,7 @@ def dump(conn: object) -> str:
 # MKT_TEST_UNPORTED=1 runs them anyway (to port one).
 POSTGRESQL_SUITES = (
     "tests/account/",
+    "tests/sms/",
     "tests/platform/test_engines.py",
     "tests/platform/test_cli_database.py",
 )

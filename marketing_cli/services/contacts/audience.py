@@ -165,7 +165,7 @@ def _entry_sql(conn: sqlite3.Connection, workspace_id: int, entry: dict[str, Any
         # A filter over a missing value can be NULL; excluding must treat it as "no match".
         parts.append(f"NOT COALESCE({piece.sql}, 0)")
         params += piece.params
-    return Compiled("(" + " AND ".join(parts) + ")" if parts else "1", params)
+    return Compiled("(" + " AND ".join(parts) + ")" if parts else "TRUE", params)
 
 
 def resolve_audience(conn: sqlite3.Connection, workspace_id: int, audience: Any, channel: str,
@@ -181,7 +181,7 @@ def resolve_audience(conn: sqlite3.Connection, workspace_id: int, audience: Any,
 def resolve_whole_audience(conn: sqlite3.Connection, workspace_id: int, audience: Any,
                            select: str = "c.id") -> Compiled:
     """Every contact the audience names, eligible on a channel or not (to say why some are not)."""
-    return _resolve(conn, workspace_id, audience, "1", select)
+    return _resolve(conn, workspace_id, audience, "TRUE", select)
 
 
 def _resolve(conn: sqlite3.Connection, workspace_id: int, audience: Any, eligible: str, select: str) -> Compiled:
