@@ -1183,7 +1183,7 @@ CREATE FUNCTION sms_hours_click() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO sms_campaign_hours (campaign_id, hour, unique_clicks, total_clicks)
     SELECT campaign_id, substr(NEW.clicked_at, 1, 13),
-           (NOT EXISTS (SELECT 1 FROM sms_clicks k WHERE k.message_id = NEW.message_id AND k.id < NEW.id))::BIGINT, 1
+           (NOT EXISTS (SELECT 1 FROM sms_clicks k WHERE k.message_id = NEW.message_id AND k.id < NEW.id))::INT, 1
     FROM sms_messages WHERE id = NEW.message_id
     ON CONFLICT (campaign_id, hour) DO UPDATE SET unique_clicks = sms_campaign_hours.unique_clicks + excluded.unique_clicks,
                                                   total_clicks = sms_campaign_hours.total_clicks + 1;
@@ -1301,3 +1301,111 @@ CREATE TABLE sms_ledger_checkpoints (
     last_entry_id BIGINT NOT NULL,
     total TEXT NOT NULL
 );
+
+-- sms
+
+-- SMS rendering and measuring where SQL cannot call Python (services/sms/render.py): SQLite
+-- registers Python functions of these names on the connection; these are their PostgreSQL twins.
+
+-- A NUMBER field's value (json_extract's text) as kernel/merge.format_value writes it: a whole
+-- number without a fraction, another as Python writes a float (the JSON's own digits, which
+-- Python wrote; below 1e-4 Python's exponent form, which float8's shortest output shares).
+CREATE FUNCTION mkt_sms_number(v TEXT) RETURNS TEXT LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE WHEN v IS NULL THEN NULL
+                WHEN v::numeric = trunc(v::numeric) THEN trunc(v::numeric)::text
+                WHEN abs(v::numeric) < 0.0001 THEN v::float8::text
+                ELSE v::numeric::text END
+$$;
+
+-- Whether a character joins the grapheme cluster before it (segments._extends: Unicode's Mn, Me
+-- and Mc characters as of Unicode 14.0.0, the zero-width joiner, emoji modifiers and tags).
+CREATE FUNCTION mkt_sms_extends(code INT) RETURNS BOOLEAN LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT chr(code) ~ '[\u0300-\u036F\u0483-\u0489\u0591-\u05BD\u05BF\u05C1-\u05C2\u05C4-\u05C5\u05C7\u0610-\u061A\u064B-\u065F\u0670\u06D6-\u06DC\u06DF-\u06E4\u06E7-\u06E8\u06EA-\u06ED\u0711\u0730-\u074A\u07A6-\u07B0\u07EB-\u07F3\u07FD\u0816-\u0819\u081B-\u0823\u0825-\u0827\u0829-\u082D\u0859-\u085B\u0898-\u089F\u08CA-\u08E1\u08E3-\u0903\u093A-\u093C\u093E-\u094F\u0951-\u0957\u0962-\u0963\u0981-\u0983\u09BC\u09BE-\u09C4\u09C7-\u09C8\u09CB-\u09CD\u09D7\u09E2-\u09E3\u09FE\u0A01-\u0A03\u0A3C\u0A3E-\u0A42\u0A47-\u0A48\u0A4B-\u0A4D\u0A51\u0A70-\u0A71\u0A75\u0A81-\u0A83\u0ABC\u0ABE-\u0AC5\u0AC7-\u0AC9\u0ACB-\u0ACD\u0AE2-\u0AE3\u0AFA-\u0AFF\u0B01-\u0B03\u0B3C\u0B3E-\u0B44\u0B47-\u0B48\u0B4B-\u0B4D\u0B55-\u0B57\u0B62-\u0B63\u0B82\u0BBE-\u0BC2\u0BC6-\u0BC8\u0BCA-\u0BCD\u0BD7\u0C00-\u0C04\u0C3C\u0C3E-\u0C44\u0C46-\u0C48\u0C4A-\u0C4D\u0C55-\u0C56\u0C62-\u0C63\u0C81-\u0C83\u0CBC\u0CBE-\u0CC4\u0CC6-\u0CC8\u0CCA-\u0CCD\u0CD5-\u0CD6\u0CE2-\u0CE3\u0D00-\u0D03\u0D3B-\u0D3C\u0D3E-\u0D44\u0D46-\u0D48\u0D4A-\u0D4D\u0D57\u0D62-\u0D63\u0D81-\u0D83\u0DCA\u0DCF-\u0DD4\u0DD6\u0DD8-\u0DDF\u0DF2-\u0DF3\u0E31\u0E34-\u0E3A\u0E47-\u0E4E\u0EB1\u0EB4-\u0EBC\u0EC8-\u0ECD\u0F18-\u0F19\u0F35\u0F37\u0F39\u0F3E-\u0F3F\u0F71-\u0F84\u0F86-\u0F87\u0F8D-\u0F97\u0F99-\u0FBC\u0FC6\u102B-\u103E\u1056-\u1059\u105E-\u1060\u1062-\u1064\u1067-\u106D\u1071-\u1074\u1082-\u108D\u108F\u109A-\u109D\u135D-\u135F\u1712-\u1715\u1732-\u1734\u1752-\u1753\u1772-\u1773\u17B4-\u17D3\u17DD\u180B-\u180D\u180F\u1885-\u1886\u18A9\u1920-\u192B\u1930-\u193B\u1A17-\u1A1B\u1A55-\u1A5E\u1A60-\u1A7C\u1A7F\u1AB0-\u1ACE\u1B00-\u1B04\u1B34-\u1B44\u1B6B-\u1B73\u1B80-\u1B82\u1BA1-\u1BAD\u1BE6-\u1BF3\u1C24-\u1C37\u1CD0-\u1CD2\u1CD4-\u1CE8\u1CED\u1CF4\u1CF7-\u1CF9\u1DC0-\u1DFF\u200D\u20D0-\u20F0\u2CEF-\u2CF1\u2D7F\u2DE0-\u2DFF\u302A-\u302F\u3099-\u309A\uA66F-\uA672\uA674-\uA67D\uA69E-\uA69F\uA6F0-\uA6F1\uA802\uA806\uA80B\uA823-\uA827\uA82C\uA880-\uA881\uA8B4-\uA8C5\uA8E0-\uA8F1\uA8FF\uA926-\uA92D\uA947-\uA953\uA980-\uA983\uA9B3-\uA9C0\uA9E5\uAA29-\uAA36\uAA43\uAA4C-\uAA4D\uAA7B-\uAA7D\uAAB0\uAAB2-\uAAB4\uAAB7-\uAAB8\uAABE-\uAABF\uAAC1\uAAEB-\uAAEF\uAAF5-\uAAF6\uABE3-\uABEA\uABEC-\uABED\uFB1E\uFE00-\uFE0F\uFE20-\uFE2F\U000101FD\U000102E0\U00010376-\U0001037A\U00010A01-\U00010A03\U00010A05-\U00010A06\U00010A0C-\U00010A0F\U00010A38-\U00010A3A\U00010A3F\U00010AE5-\U00010AE6\U00010D24-\U00010D27\U00010EAB-\U00010EAC\U00010F46-\U00010F50\U00010F82-\U00010F85\U00011000-\U00011002\U00011038-\U00011046\U00011070\U00011073-\U00011074\U0001107F-\U00011082\U000110B0-\U000110BA\U000110C2\U00011100-\U00011102\U00011127-\U00011134\U00011145-\U00011146\U00011173\U00011180-\U00011182\U000111B3-\U000111C0\U000111C9-\U000111CC\U000111CE-\U000111CF\U0001122C-\U00011237\U0001123E\U000112DF-\U000112EA\U00011300-\U00011303\U0001133B-\U0001133C\U0001133E-\U00011344\U00011347-\U00011348\U0001134B-\U0001134D\U00011357\U00011362-\U00011363\U00011366-\U0001136C\U00011370-\U00011374\U00011435-\U00011446\U0001145E\U000114B0-\U000114C3\U000115AF-\U000115B5\U000115B8-\U000115C0\U000115DC-\U000115DD\U00011630-\U00011640\U000116AB-\U000116B7\U0001171D-\U0001172B\U0001182C-\U0001183A\U00011930-\U00011935\U00011937-\U00011938\U0001193B-\U0001193E\U00011940\U00011942-\U00011943\U000119D1-\U000119D7\U000119DA-\U000119E0\U000119E4\U00011A01-\U00011A0A\U00011A33-\U00011A39\U00011A3B-\U00011A3E\U00011A47\U00011A51-\U00011A5B\U00011A8A-\U00011A99\U00011C2F-\U00011C36\U00011C38-\U00011C3F\U00011C92-\U00011CA7\U00011CA9-\U00011CB6\U00011D31-\U00011D36\U00011D3A\U00011D3C-\U00011D3D\U00011D3F-\U00011D45\U00011D47\U00011D8A-\U00011D8E\U00011D90-\U00011D91\U00011D93-\U00011D97\U00011EF3-\U00011EF6\U00016AF0-\U00016AF4\U00016B30-\U00016B36\U00016F4F\U00016F51-\U00016F87\U00016F8F-\U00016F92\U00016FE4\U00016FF0-\U00016FF1\U0001BC9D-\U0001BC9E\U0001CF00-\U0001CF2D\U0001CF30-\U0001CF46\U0001D165-\U0001D169\U0001D16D-\U0001D172\U0001D17B-\U0001D182\U0001D185-\U0001D18B\U0001D1AA-\U0001D1AD\U0001D242-\U0001D244\U0001DA00-\U0001DA36\U0001DA3B-\U0001DA6C\U0001DA75\U0001DA84\U0001DA9B-\U0001DA9F\U0001DAA1-\U0001DAAF\U0001E000-\U0001E006\U0001E008-\U0001E018\U0001E01B-\U0001E021\U0001E023-\U0001E024\U0001E026-\U0001E02A\U0001E130-\U0001E136\U0001E2AE\U0001E2EC-\U0001E2EF\U0001E8D0-\U0001E8D6\U0001E944-\U0001E94A\U0001F3FB-\U0001F3FF\U000E0020-\U000E007F\U000E0100-\U000E01EF]'
+$$;
+
+-- May a UCS-2 segment end before the UTF-16 unit `at` (0-based) of `u`? (segments._ucs2_boundary)
+CREATE FUNCTION mkt_sms_boundary(u INT[], at INT) RETURNS BOOLEAN LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+DECLARE
+    unit INT := u[at + 1];
+    code INT := unit;
+    run INT := 0;
+    i INT;
+BEGIN
+    IF unit BETWEEN 56320 AND 57343 THEN RETURN false; END IF;
+    IF unit BETWEEN 55296 AND 56319 THEN code := 65536 + ((unit - 55296) << 10) + (u[at + 2] - 56320); END IF;
+    IF mkt_sms_extends(code) THEN RETURN false; END IF;
+    IF u[at] = 8205 OR (u[at] = 13 AND unit = 10) THEN RETURN false; END IF;
+    IF code BETWEEN 127462 AND 127487 THEN
+        i := at - 2;
+        WHILE i >= 0 AND u[i + 1] = 55356 AND u[i + 2] BETWEEN 56806 AND 56831 LOOP
+            run := run + 1;
+            i := i - 2;
+        END LOOP;
+        RETURN run % 2 = 0;
+    END IF;
+    RETURN true;
+END $$;
+
+-- A message's measure: segments * 2, plus 1 for UCS-2 (segments.count_segments, the same rules).
+CREATE FUNCTION mkt_sms_measure(body TEXT) RETURNS INT LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+DECLARE
+    ext INT;
+    units INT;
+    segments INT := 1;
+    start INT := 0;
+    e INT;
+    septets TEXT;
+    u INT[] := '{}';
+    cp INT;
+    ch TEXT;
+BEGIN
+    IF body IS NULL THEN RETURN NULL; END IF;
+    IF body !~ '[^\u0040\u00A3\u0024\u00A5\u00E8\u00E9\u00F9\u00EC\u00F2\u00C7\u000A\u00D8\u00F8\u000D\u00C5\u00E5\u0394\u005F\u03A6\u0393\u039B\u03A9\u03A0\u03A8\u03A3\u0398\u039E\u001B\u00C6\u00E6\u00DF\u00C9\u0020\u0021\u0022\u0023\u00A4\u0025\u0026\u0027\u0028\u0029\u002A\u002B\u002C\u002D\u002E\u002F\u0030\u0031\u0032\u0033\u0034\u0035\u0036\u0037\u0038\u0039\u003A\u003B\u003C\u003D\u003E\u003F\u00A1\u0041\u0042\u0043\u0044\u0045\u0046\u0047\u0048\u0049\u004A\u004B\u004C\u004D\u004E\u004F\u0050\u0051\u0052\u0053\u0054\u0055\u0056\u0057\u0058\u0059\u005A\u00C4\u00D6\u00D1\u00DC\u00A7\u00BF\u0061\u0062\u0063\u0064\u0065\u0066\u0067\u0068\u0069\u006A\u006B\u006C\u006D\u006E\u006F\u0070\u0071\u0072\u0073\u0074\u0075\u0076\u0077\u0078\u0079\u007A\u00E4\u00F6\u00F1\u00FC\u00E0\u000C\u005E\u007B\u007D\u005C\u005B\u007E\u005D\u007C\u20AC]' THEN
+        ext := length(body) - length(regexp_replace(body, '[\u000C\u005E\u007B\u007D\u005C\u005B\u007E\u005D\u007C\u20AC]', '', 'g'));
+        units := length(body) + ext;
+        IF units <= 160 THEN RETURN CASE WHEN body = '' THEN 0 ELSE 2 END; END IF;
+        IF ext = 0 AND position(E'\r\n' IN body) = 0 THEN RETURN ((units + 152) / 153) * 2; END IF;
+        septets := regexp_replace(body, '([\u000C\u005E\u007B\u007D\u005C\u005B\u007E\u005D\u007C\u20AC])', E'\x01\\1', 'g');
+        WHILE units - start > 153 LOOP
+            e := start + 153;
+            IF substr(septets, e, 1) = E'\x01' OR (substr(septets, e, 1) = E'\r' AND substr(septets, e + 1, 1) = E'\n') THEN
+                e := e - 1;
+            END IF;
+            start := e;
+            segments := segments + 1;
+        END LOOP;
+        RETURN segments * 2;
+    END IF;
+    units := length(body) + length(regexp_replace(body, '[^\U00010000-\U0010FFFF]', '', 'g'));
+    IF units <= 70 THEN RETURN 3; END IF;
+    IF body ~ '^[\u0001-\u000C\u000E-\u02FF\u0370-\u0482\u048A-\u0590\u05D0-\u05EA\u0621-\u064A\u2010-\u20CF\u2100-\u2BFF\u3000-\u3029\u3030-\u3098\u309B-\u9FFF\uAC00-\uD7A3]*$' THEN RETURN ((units + 66) / 67) * 2 + 1; END IF;
+    FOR ch IN SELECT regexp_split_to_table(body, '') LOOP
+        cp := ascii(ch);
+        IF cp >= 65536 THEN
+            u := u || (55296 + ((cp - 65536) >> 10)) || (56320 + ((cp - 65536) & 1023));
+        ELSE
+            u := u || cp;
+        END IF;
+    END LOOP;
+    WHILE units - start > 67 LOOP
+        e := start + 67;
+        WHILE e > start AND NOT mkt_sms_boundary(u, e) LOOP
+            e := e - 1;
+        END LOOP;
+        IF e = start THEN
+            e := start + 67;
+            IF u[e + 1] BETWEEN 56320 AND 57343 THEN e := e - 1; END IF;
+        END IF;
+        start := e;
+        segments := segments + 1;
+    END LOOP;
+    RETURN segments * 2 + 1;
+END $$;
+
+-- The ledger's append-only trigger fails as SQLite's RAISE(ABORT) does: a constraint violation
+-- (the services and the tests catch it as an integrity error).
+CREATE OR REPLACE FUNCTION sms_ledger_no_update() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'the SMS ledger is append-only' USING ERRCODE = 'integrity_constraint_violation';
+    RETURN NEW;
+END $$;

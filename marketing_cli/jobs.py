@@ -205,7 +205,7 @@ def drop_queued(conn: sqlite3.Connection, member: str, value: Any, *, keep: tupl
     `keep`, in the caller's transaction; returns how many. A running job is left to finish:
     its handler reads the state it acts on (a campaign's status) and does nothing when that
     changed."""
-    kept = f" AND type NOT IN ({', '.join('?' * len(keep))})" if keep else ""  # `IN ()` is SQLite's only
+    kept = f" AND type NOT IN ({', '.join('?' * len(keep))})" if keep else ""  # (PostgreSQL has no `IN ()`)
     return conn.execute("DELETE FROM jobs WHERE status = 'queued' AND json_extract(payload, ?) = ?" + kept,
                         (f"$.{member}", value, *keep)).rowcount
 

@@ -168,6 +168,7 @@ POSTGRESQL_SUITES = (
     "tests/account/",
     "tests/email/",
     "tests/contacts/",
+    "tests/sms/",
     "tests/platform/test_engines.py",
     "tests/platform/test_cli_database.py",
     "tests/platform/test_jobs.py",

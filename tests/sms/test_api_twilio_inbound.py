@@ -106,6 +106,7 @@ def test_a_stopped_contact_gets_no_further_sms_and_start_brings_it_back(client: 
     assert conn.execute("SELECT COUNT(*) FROM contact_events WHERE type = 'CONTACT_SUBSCRIBED'").fetchone()[0] == 1
 
 
+@pytest.mark.sqlite_only  # SQLite's statement trace and EXPLAIN QUERY PLAN (the same partial indexes exist on PostgreSQL)
 def test_every_message_lookup_of_a_campaign_and_its_webhooks_is_an_index_search(conn: sqlite3.Connection,
                                                                                 world: Any) -> None:
     """What keeps a STOP reply, a status callback and each hand-off batch cheap at millions of
@@ -130,7 +131,8 @@ def test_every_message_lookup_of_a_campaign_and_its_webhooks_is_an_index_search(
     finally:
         conn.set_trace_callback(None)
     # (statements on the expansion's temporary tables are gone with them; bench/bench_sms.py times those)
-    queries = [q for q in seen if "sms_messages" in q and "temp." not in q]
+    queries = [q for q in seen if "sms_messages" in q
+               and not re.search(r"\bsms_(?:snapshot|keys|prices|numbers|held)_[0-9a-f]{32}\b", q)]
     expected = {  # a pattern of the statement -> the index its lookup must use
         r"m\.phone = ": "sms_messages_phone",  # the STOP reply's last message to the number
         r"m\.provider_ref = ": "sms_messages_provider_ref",  # the status callback

@@ -3,6 +3,7 @@ crash safety), cancel with refunds, statistics."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from decimal import Decimal
 from typing import Any
@@ -427,10 +428,12 @@ def test_every_rendered_message_is_measured_like_the_segment_counter(conn: sqlit
              "\x1b", "¤£¥§¿¡ÄÖÑÜäöñüà", "ÅåΔΦΓΛΩΠΨΣΘΞÆæßÉ" * 9]
     names += ["n" * k for k in range(0, 330, 3)] + ["n" * k for k in range(100, 140)]  # every boundary crossed
     f.sms_contacts(conn, ws, [f"+1415555{i:04d}" for i in range(len(names))])
+    first_name = str(conn.execute("SELECT id FROM fields WHERE workspace_id = ? AND merge_tag = 'first_name'",
+                                  (ws,)).fetchone()[0])
     for i, name in enumerate(names):
-        conn.execute("UPDATE contacts SET data = json_set(data, '$.\"' || ? || '\"', ?) WHERE phone = ?",
-                     (conn.execute("SELECT id FROM fields WHERE workspace_id = ? AND merge_tag = 'first_name'",
-                                   (ws,)).fetchone()[0], name, f"+1415555{i:04d}"))
+        phone = f"+1415555{i:04d}"
+        data = json.loads(conn.execute("SELECT data FROM contacts WHERE phone = ?", (phone,)).fetchone()[0])
+        conn.execute("UPDATE contacts SET data = ? WHERE phone = ?", (json.dumps({**data, first_name: name}), phone))
     campaign = f.sms_campaign(conn, ws, message=message)
     schedule_now(conn, ws, campaign)
     jobs.run_due(conn)

@@ -68,3 +68,27 @@ def test_the_characters_that_forced_ucs2_are_listed_once_in_order() -> None:
     assert result.encoding == "UCS-2"
     assert result.ucs2_characters == ["😀", "ç", "✓"]
     assert count_segments("Plain [text] €5").ucs2_characters == []
+
+
+@pytest.mark.postgresql_only  # SQLite's SQL calls count_segments itself (render.register_renderer)
+def test_postgresql_measures_and_writes_numbers_as_python_does(conn: object) -> None:
+    """mkt_sms_measure and mkt_sms_number (schema.postgresql.sql): the segment counter's rules and
+    format_value's text, where SQL cannot call Python."""
+    import random
+
+    from marketing_cli.kernel.merge import format_value
+
+    rng = random.Random(7)
+    texts = [case["message"] for case in CASES] + [
+        "", "a", "€" * 80, "x" * 152 + "€" + "y" * 20, "x" * 152 + "\r\n" + "y" * 30, "😀" * 40, "🇮🇹" * 30,
+        "a" + "🇮🇹" * 30, "e\u0301" * 60, "👩‍👩‍👧" * 12, "é" * 200, "ab\r\n" * 60, "x" * 66 + "🏳️‍🌈" * 10,
+        "\u0301" * 100, "Ж" * 71, "x\x0c" * 90]
+    texts += ["".join(rng.choice("a€😀🇮🇹\u0301\u200d\r\n é[") for _ in range(rng.randint(50, 250))) for _ in range(200)]
+    for text in texts:
+        counted = count_segments(text)
+        measure = conn.execute("SELECT mkt_sms_measure(?)", (text,)).fetchone()[0]  # type: ignore[attr-defined]
+        assert measure == counted.segments * 2 + (counted.encoding == "UCS-2"), text
+    for number in (3.5, 3.0, 0.1 + 0.2, 1e-07, 1.5e-05, -2.25, 1e20, 12345.678, 0.0001, 1234567890123.5, -0.0, 7):
+        written = conn.execute("SELECT mkt_sms_number(json_extract(?, '$.a'))",  # type: ignore[attr-defined]
+                               (json.dumps({"a": number}),)).fetchone()[0]
+        assert written == format_value(number), number

@@ -24,7 +24,6 @@ def world(conn: sqlite3.Connection, workspace: dict[str, Any]) -> dict[str, Any]
     f.contact(conn, ws, "nophone2@example.com", first_name="Cy")
     f.sms_contacts(conn, ws, ["+14155550199"], first_name="Out")
     conn.execute("UPDATE contacts SET sms_status = 'UNSUBSCRIBED' WHERE phone = '+14155550199'")
-    conn.commit()
     return {"ws": ws, "campaign": f.sms_campaign(conn, ws)}
 
 

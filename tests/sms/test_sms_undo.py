@@ -63,7 +63,6 @@ def test_unschedule_refuses_once_expansion_began(conn: sqlite3.Connection, ws: i
 def test_unschedule_refuses_what_is_not_queued(conn: sqlite3.Connection, ws: int, status: str) -> None:
     campaign = f.sms_campaign(conn, ws)
     conn.execute("UPDATE sms_campaigns SET status = ? WHERE id = ?", (status, campaign["id"]))
-    conn.commit()
     with pytest.raises(MktError) as caught:
         campaigns.unschedule_campaign(conn, ws, campaign["id"])
     assert caught.value.message == campaigns.NOT_UNSCHEDULABLE.format(status=status)

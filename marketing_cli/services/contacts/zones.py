@@ -282,7 +282,7 @@ def due_at(zone: str, day: date, hhmm: str, missed: str, now: datetime) -> str |
 def fill_due_table(conn: sqlite3.Connection, table: str, zones: list[str], day: date, hhmm: str, missed: str,
                    now: datetime) -> None:
     """A temporary table `table` (zone PRIMARY KEY, due_at): each zone's instant, once per zone."""
-    conn.execute(f"CREATE TABLE {table} (zone TEXT PRIMARY KEY, due_at TEXT) WITHOUT ROWID")
+    conn.execute(f"CREATE TEMP TABLE {table} (zone TEXT PRIMARY KEY, due_at TEXT) WITHOUT ROWID")
     conn.executemany(f"INSERT INTO {table} (zone, due_at) VALUES (?, ?)",
                      [(z, due_at(z, day, hhmm, missed, now)) for z in zones])
 

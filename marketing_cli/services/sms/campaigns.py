@@ -85,12 +85,12 @@ def job_key(campaign_id: str) -> str:
 _ZERO_STATS = {"sent": 0, "delivered": 0, "clicked": 0, "failed": 0, "unsubscribed": 0, "suppressed": 0}
 _STATS_SQL = """
 SELECT m.campaign_id,
-       SUM(m.handed_at IS NOT NULL) AS sent,
-       SUM(m.status = 'delivered') AS delivered,
-       SUM(m.status IN ('failed', 'undelivered')) AS failed,
-       SUM(m.unsubscribed_at IS NOT NULL) AS unsubscribed,
-       SUM(m.status = 'suppressed') AS suppressed,
-       SUM(EXISTS (SELECT 1 FROM sms_clicks k WHERE k.message_id = m.id)) AS clicked
+       SUM(CASE WHEN m.handed_at IS NOT NULL THEN 1 ELSE 0 END) AS sent,
+       SUM(CASE WHEN m.status = 'delivered' THEN 1 ELSE 0 END) AS delivered,
+       SUM(CASE WHEN m.status IN ('failed', 'undelivered') THEN 1 ELSE 0 END) AS failed,
+       SUM(CASE WHEN m.unsubscribed_at IS NOT NULL THEN 1 ELSE 0 END) AS unsubscribed,
+       SUM(CASE WHEN m.status = 'suppressed' THEN 1 ELSE 0 END) AS suppressed,
+       SUM(CASE WHEN EXISTS (SELECT 1 FROM sms_clicks k WHERE k.message_id = m.id) THEN 1 ELSE 0 END) AS clicked
 FROM sms_messages m WHERE m.campaign_id IN ({marks}) GROUP BY m.campaign_id
 """
 

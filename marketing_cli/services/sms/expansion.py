@@ -5,8 +5,8 @@ It runs in two phases, each in batches:
 
 1. Recipients: the audience resolver's query (SMS eligibility) runs once into a temporary
    snapshot, and each distinct number prefix gets its country and price once; each batch
-   of BATCH_SIZE recipients becomes message rows in ONE SQL statement (`INSERT OR IGNORE
-   ... SELECT`: merge tags rendered and segments counted in SQL, Python only for the texts
+   of BATCH_SIZE recipients becomes message rows in ONE SQL statement (`INSERT ... SELECT ...
+   ON CONFLICT DO NOTHING`: merge tags rendered and segments counted in SQL, Python only for the texts
    SQL cannot measure; country and price joined by prefix), and the batch's charge (an
    exact integer SUM) is written to the ledger in the same transaction. A recipient already written (a re-run after a
    crash) is ignored by the UNIQUE key, and a batch that wrote nothing charges nothing:
@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from marketing_cli import jobs
+from marketing_cli import dialect, jobs
 from marketing_cli.db import transaction
 from marketing_cli.kernel import clock
 from marketing_cli.services.sms import campaigns, ledger
@@ -96,10 +96,12 @@ def expand_recipients(conn: sqlite3.Connection, campaign: sqlite3.Row) -> bool:
     # Links can only appear through the message or a merge tag's value.
     track_links = links.tracking_on(conn, workspace_id) and (
         renderer.has_tags or bool(links.find_urls(renderer.text)))
-    snapshot = f"temp.sms_snapshot_{uuid.uuid4().hex}"  # our own name, never user text
-    query = resolve_audience(conn, workspace_id, json.loads(campaign["audience"]), "sms", "c.rowid, c.id")
-    conn.execute(f"CREATE TABLE {snapshot} (rid INTEGER NOT NULL, id TEXT NOT NULL, zone TEXT, zone_source TEXT,"
-                 " due_at TEXT)")
+    snapshot = f"sms_snapshot_{uuid.uuid4().hex}"  # our own name, never user text
+    # n numbers the snapshot in contacts' order; rid finds the contact (SQLite: its rowid).
+    rid, rid_type = dialect.sms_row_locator(conn)
+    query = resolve_audience(conn, workspace_id, json.loads(campaign["audience"]), "sms", f"c.{rid}, c.id")
+    conn.execute(f"CREATE TEMP TABLE {snapshot} (n {dialect.sms_serial_key(conn)}, rid {rid_type} NOT NULL,"
+                 " id TEXT NOT NULL, zone TEXT, zone_source TEXT, due_at TEXT)")
     try:
         with Pricing(conn, workspace_id, prices) as pricing:
             # In rowid order: each batch then reads its contacts in table order and appends their
@@ -109,11 +111,19 @@ def expand_recipients(conn: sqlite3.Connection, campaign: sqlite3.Row) -> bool:
             if campaign["local_time"]:
                 _snapshot_local(conn, campaign, snapshot)
             else:
-                conn.execute(f"INSERT INTO {snapshot} (rid, id) {query.sql} ORDER BY c.rowid", query.params)
-            last = conn.execute(f"SELECT MAX(rowid) FROM {snapshot}").fetchone()[0] or 0
-            pricing.resolve(f"SELECT c.phone FROM {snapshot} s JOIN contacts c ON c.rowid = s.rid", size=last)
+                conn.execute(f"INSERT INTO {snapshot} (rid, id) {query.sql} ORDER BY c.{rid}", query.params)
+            last = conn.execute(f"SELECT MAX(n) FROM {snapshot}").fetchone()[0] or 0
+            pricing.resolve(f"SELECT c.phone FROM {snapshot} s JOIN contacts c ON c.{rid} = s.rid", size=last)
             insert = _batch_statement(campaign["message"], renderer, snapshot, pricing)
-            return _write_batches(conn, campaign, insert, last, prices, track_links)
+            # A number changed since the snapshot is priced as it now is: by SQL's call into Python,
+            # or (SQL that cannot call Python) resolved before its batch's statement.
+            batch_numbers = (f"SELECT c.phone FROM {snapshot} s JOIN contacts c ON c.{rid} = s.rid AND c.id = s.id"
+                             " WHERE s.n > ? AND s.n <= ?")
+
+            def before_batch(start: int, end: int) -> None:
+                pricing.resolve_numbers(batch_numbers, (start, end), all_keyed=False)
+
+            return _write_batches(conn, campaign, insert, last, prices, track_links, before_batch)
     finally:
         conn.execute(f"DROP TABLE IF EXISTS {snapshot}")
 
@@ -128,10 +138,11 @@ def _snapshot_local(conn: sqlite3.Connection, campaign: sqlite3.Row, snapshot: s
     from marketing_cli.services.contacts.audience import resolve_audience
 
     day, hhmm, missed, start = zones.plan_day(campaign)
+    rid = dialect.sms_row_locator(conn)[0]
     with zones.Zones(conn, campaign["workspace_id"], local_instant(day, hhmm, "UTC")) as found:
         found.resolve()
         query = resolve_audience(conn, campaign["workspace_id"], json.loads(campaign["audience"]), "sms",
-                                 f"c.rowid AS rid, c.id, {found.columns('c')}", found.join("c"))
+                                 f"c.{rid} AS rid, c.id, {found.columns('c')}", found.join("c"))
         sql, params = found.select(query, "a.rid, a.id")
         conn.execute(f"INSERT INTO {snapshot} (rid, id, zone, zone_source) {sql} ORDER BY a.rid", params)
     due = f"{snapshot}_due"
@@ -150,10 +161,11 @@ def _snapshot_local(conn: sqlite3.Connection, campaign: sqlite3.Row, snapshot: s
 def _batch_statement(message: str, renderer: Renderer, snapshot: str, pricing: Pricing) -> str:
     """The INSERT of one batch's message rows (parameters :start, :end, :cid, :batch, :now)."""
     country, units = pricing.country("c.phone"), pricing.units("c.phone")
-    recipients = (f"FROM {snapshot} s JOIN contacts c ON c.rowid = s.rid AND c.id = s.id{pricing.join('c.phone')}"
-                  " WHERE s.rowid > :start AND s.rowid <= :end AND c.phone IS NOT NULL AND c.phone <> ''"
+    rid = dialect.sms_row_locator(pricing.conn)[0]
+    recipients = (f"FROM {snapshot} s JOIN contacts c ON c.{rid} = s.rid AND c.id = s.id{pricing.join('c.phone')}"
+                  " WHERE s.n > :start AND s.n <= :end AND c.phone IS NOT NULL AND c.phone <> ''"
                   " AND (c.sms_status IS NULL OR c.sms_status = 'SUBSCRIBED')")
-    columns = ("INSERT OR IGNORE INTO sms_messages (campaign_id, contact_id, batch, phone, country, body,"
+    columns = ("INSERT INTO sms_messages (campaign_id, contact_id, batch, phone, country, body,"
                " encoding, segments, price_units, status, created_at, zone, zone_source, due_at)")
     if not renderer.has_tags:  # one text for all: its encoding and segments are values of ours
         fixed = count_segments(renderer.text)
@@ -161,7 +173,7 @@ def _batch_statement(message: str, renderer: Renderer, snapshot: str, pricing: P
         return (f"{columns} SELECT :cid, c.id, :batch, c.phone, {country}, {body}, '{fixed.encoding}',"
                 f" {int(fixed.segments)}, COALESCE(({units}) * {int(fixed.segments)}, 0),"
                 f" CASE WHEN ({units}) IS NULL THEN 'suppressed' ELSE 'pending' END, :now, s.zone, s.zone_source,"
-                f" s.due_at {recipients}")
+                f" s.due_at {recipients} ON CONFLICT DO NOTHING")
     # Two steps, each MATERIALIZED so that its columns are computed once per recipient: b
     # reads the tags' texts (one json_extract each), r renders and measures from them.
     # m packs a message's measure in one integer: segments * 2, plus 1 for UCS-2.
@@ -171,14 +183,14 @@ def _batch_statement(message: str, renderer: Renderer, snapshot: str, pricing: P
             f" s.zone AS zone, s.zone_source AS zone_source, s.due_at AS due_at, {texts}"
             f" {recipients}), r AS MATERIALIZED (SELECT b.id, b.phone, b.country, b.units, {body} AS body,"
             f" {measure} AS m, b.zone, b.zone_source, b.due_at FROM b) {columns}"
-            " SELECT :cid, r.id, :batch, r.phone, r.country, r.body, CASE WHEN r.m & 1 THEN 'UCS-2' ELSE 'GSM-7'"
+            " SELECT :cid, r.id, :batch, r.phone, r.country, r.body, CASE WHEN r.m & 1 = 1 THEN 'UCS-2' ELSE 'GSM-7'"
             " END, r.m >> 1, COALESCE(r.units * (r.m >> 1), 0),"
             " CASE WHEN r.units IS NULL THEN 'suppressed' ELSE 'pending' END, :now, r.zone, r.zone_source, r.due_at"
-            " FROM r")
+            " FROM r WHERE true ON CONFLICT DO NOTHING")
 
 
 def _write_batches(conn: sqlite3.Connection, campaign: sqlite3.Row, insert: str, last: int,
-                   prices: dict[str, int], track_links: bool) -> bool:
+                   prices: dict[str, int], track_links: bool, before_batch: Any) -> bool:
     """Snapshot rows 1..last, BATCH_SIZE at a time: each batch's rows and its charge in one
     transaction that first checks the campaign is still QUEUED. False when it is not."""
     from marketing_cli.services.sms import links
@@ -191,6 +203,7 @@ def _write_batches(conn: sqlite3.Connection, campaign: sqlite3.Row, insert: str,
                 return False
             batch = (conn.execute("SELECT MAX(batch) FROM sms_messages WHERE campaign_id = ?",
                                   (cid,)).fetchone()[0] or 0) + 1
+            before_batch(start, start + size)
             before = conn.total_changes  # (rowcount is -1 for a statement that starts with WITH)
             conn.execute(insert, {"start": start, "end": start + size, "cid": cid, "batch": batch,
                                   "now": clock.now()})
@@ -250,7 +263,7 @@ def hand_off(conn: sqlite3.Connection, campaign: sqlite3.Row) -> bool | str:
                     return gate.next_release(conn, cid) or True
                 gate.hold_closed(conn, workspace_id, CLAIMED, (cid,))
                 prefix = provider.send_claimed(conn, workspace_id, cid, sender, campaign["message"])
-                conn.execute("UPDATE sms_messages SET status = 'sent', provider = ?, provider_ref = ? || id,"
+                conn.execute("UPDATE sms_messages SET status = 'sent', provider = ?, provider_ref = ? || CAST(id AS TEXT),"
                              " handed_at = ? WHERE campaign_id = ? AND status = 'sending'",
                              (provider.name, prefix, clock.now(), cid))
             jobs.heartbeat(conn)

@@ -73,8 +73,8 @@ def hold_closed(conn: sqlite3.Connection, workspace_id: int, where: str, params:
         else:
             closed.append((k, clock.format_ts(verdict.until), verdict.reason))
     if closed:
-        held = f"temp.sms_held_{uuid.uuid4().hex}"  # our own name, never user text
-        conn.execute(f"CREATE TABLE {held} (gk TEXT PRIMARY KEY, g_until TEXT NOT NULL, g_reason TEXT NOT NULL)")
+        held = f"sms_held_{uuid.uuid4().hex}"  # our own name, never user text
+        conn.execute(f"CREATE TEMP TABLE {held} (gk TEXT PRIMARY KEY, g_until TEXT NOT NULL, g_reason TEXT NOT NULL)")
         try:
             conn.executemany(f"INSERT INTO {held} VALUES (?, ?, ?)", closed)
             gate.held = conn.execute(

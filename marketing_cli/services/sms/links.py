@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import sqlite3
 
+from marketing_cli import dialect
 from marketing_cli.db import instance_secret, transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
@@ -49,7 +50,8 @@ def shorten_batch(conn: sqlite3.Connection, workspace_id: int, campaign_id: str,
 
     # LIKE (ASCII case-insensitive) keeps the texts without "http" in SQL: no Python per recipient.
     rows = conn.execute("SELECT id, COALESCE(body, ?1) AS body, country FROM sms_messages WHERE campaign_id = ?2"
-                        " AND batch = ?3 AND status = 'pending' AND COALESCE(body, ?1) LIKE '%http%'",
+                        f" AND batch = ?3 AND status = 'pending' AND COALESCE(body, ?1) {dialect.sms_like_any_case(conn)}"
+                        " '%http%' ORDER BY id",
                         (message, campaign_id, batch)).fetchall()
     if not any(URL.search(r["body"]) for r in rows):
         return

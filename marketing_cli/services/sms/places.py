@@ -52,7 +52,7 @@ def gate_key_sql(number: str) -> str:
     time-zone data reads (7 under +1, 9 elsewhere), so one evaluation serves every number of a key."""
     from phonenumbers.tzdata import TIMEZONE_LONGEST_PREFIX
 
-    return (f"CASE WHEN {number} GLOB '+1*' THEN substr({number}, 1, {1 + _nanp_digits()})"
+    return (f"CASE WHEN substr({number}, 1, 2) = '+1' THEN substr({number}, 1, {1 + _nanp_digits()})"
             f" ELSE substr({number}, 1, {1 + TIMEZONE_LONGEST_PREFIX}) END")
 
 

@@ -10,6 +10,8 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import Any, Self
 
+from marketing_cli import dialect
+
 
 def _parse_country(number: str) -> str | None:
     import phonenumbers
@@ -35,7 +37,7 @@ def _single_region_codes() -> dict[str, str]:
 # The SQL twin of country_of's memo: the characters of a stored number that fix its country
 # (the area code under +1, else the first 10). Expansion and the estimate resolve each
 # distinct key once in Python and join on it, instead of calling Python per recipient.
-PHONE_KEY = "CASE WHEN {number} GLOB '+1*' THEN substr({number}, 1, 5) ELSE substr({number}, 1, 10) END"
+PHONE_KEY = "CASE WHEN substr({number}, 1, 2) = '+1' THEN substr({number}, 1, 5) ELSE substr({number}, 1, 10) END"
 _KEYS_CHUNK = 10_000
 KEY_SEEKS = 1_000  # seeks for distinct prefixes allowed at least, before one pass over the snapshot
 
@@ -88,26 +90,40 @@ class Pricing:
     of it as its example, that number's country and its price (NULL: no price there), each
     resolved once in Python (`resolve`). A query joins `join(number)` and reads
     `country(number)` and `units(number)`; a number whose prefix has no country there (it
-    changed since, or its prefix's example did not parse) is resolved on its own.
+    changed since, or its prefix's example did not parse) is resolved on its own: by a Python
+    function that SQL calls (SQLite), else from a third table that `resolve` fills with each
+    such number (PostgreSQL, where SQL cannot call Python).
     """
 
     def __init__(self, conn: sqlite3.Connection, workspace_id: int, prices: dict[str, int]) -> None:
         self.conn, self.workspace_id, self.prices = conn, workspace_id, prices
         suffix = uuid.uuid4().hex  # our own names, never user text
-        self.keys, self.price_table = f"temp.sms_keys_{suffix}", f"temp.sms_prices_{suffix}"
-        conn.create_function("mkt_sms_country", 1, country_of, deterministic=True)
+        self.keys, self.price_table = f"sms_keys_{suffix}", f"sms_prices_{suffix}"
+        self.numbers = f"sms_numbers_{suffix}"
+        self.python = dialect.sms_python_in_sql(conn)
+        if self.python:
+            conn.create_function("mkt_sms_country", 1, country_of, deterministic=True)
 
     def __enter__(self) -> Self:
-        self.conn.execute(f"CREATE TABLE {self.keys} (key TEXT PRIMARY KEY, phone TEXT NOT NULL, country TEXT,"
-                          " units INTEGER) WITHOUT ROWID")
-        self.conn.execute(f"CREATE TABLE {self.price_table} (country TEXT PRIMARY KEY, units INTEGER NOT NULL)"
-                          " WITHOUT ROWID")
+        keyed = dialect.sms_keyed_table(self.conn)
+        self.conn.execute(f"CREATE TEMP TABLE {self.keys} (key TEXT PRIMARY KEY, phone TEXT NOT NULL, country TEXT,"
+                          f" units INTEGER){keyed}")
+        self.conn.execute(f"CREATE TEMP TABLE {self.price_table} (country TEXT PRIMARY KEY, units INTEGER NOT NULL)"
+                          f"{keyed}")
+        if not self.python:
+            self.conn.execute(f"CREATE TEMP TABLE {self.numbers} (phone TEXT PRIMARY KEY, country TEXT, units INTEGER)")
         self.conn.executemany(f"INSERT INTO {self.price_table} VALUES (?, ?)", self.prices.items())
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        for table in (self.keys, self.price_table):
-            self.conn.execute(f"DROP TABLE IF EXISTS {table}")
+    def __exit__(self, kind: object, *exc: object) -> None:
+        for table in (self.keys, self.price_table) if self.python else (self.keys, self.price_table, self.numbers):
+            try:
+                self.conn.execute(f"DROP TABLE IF EXISTS {table}")
+            except sqlite3.Error:
+                if kind is None:
+                    raise
+                # The statement that failed aborted PostgreSQL's transaction (its rollback drops
+                # the tables made in it): the first error is the one to report.
 
     def resolve(self, numbers: str, params: Any = (), size: int = 0) -> None:
         """Fill the keys table for the numbers that the SELECT `numbers` yields (one column).
@@ -131,30 +147,54 @@ class Pricing:
             after = key + "\U0010ffff"  # past every number that starts with the key
         conn.executemany(f"INSERT OR IGNORE INTO {keys} (key, phone) VALUES (?, ?)", found)
         if len(found) >= budget:
-            conn.execute(f"WITH n(phone) AS ({numbers}) INSERT OR IGNORE INTO {keys} (key, phone)"
-                         f" SELECT {PHONE_KEY.format(number='n.phone')}, n.phone FROM n WHERE n.phone IS NOT NULL",
+            conn.execute(f"WITH n(phone) AS ({numbers}) INSERT INTO {keys} (key, phone)"
+                         f" SELECT {PHONE_KEY.format(number='n.phone')}, n.phone FROM n WHERE n.phone IS NOT NULL"
+                         " ON CONFLICT DO NOTHING",
                          params)
         after = ""
         while True:
             chunk = conn.execute(f"SELECT key, phone FROM {keys} WHERE key > ? ORDER BY key LIMIT {_KEYS_CHUNK}",
                                  (after,)).fetchall()
             if not chunk:
-                return
+                break
             updates = []
             for key, phone in chunk:
                 country = country_of(phone)
                 updates.append((country, self.prices.get(country or ""), key))
             conn.executemany(f"UPDATE {keys} SET country = ?, units = ? WHERE key = ?", updates)
             after = chunk[-1][0]
+        self.resolve_numbers(numbers, params)
+
+    def resolve_numbers(self, numbers: str, params: Any = (), *, all_keyed: bool = True) -> None:
+        """Where SQL cannot call Python: each number of `numbers` whose prefix has no country (its
+        example did not parse, or it is not in the keys table) resolved on its own, once.
+        `all_keyed`: every number's prefix is in the keys table (`resolve` has just seen them)."""
+        if self.python:
+            return
+        conn = self.conn
+        if all_keyed and conn.execute(f"SELECT 1 FROM {self.keys} WHERE country IS NULL LIMIT 1").fetchone() is None:
+            return  # every number of `numbers` has a prefix with a country
+        rows = conn.execute(
+            f"WITH n(phone) AS ({numbers}) SELECT DISTINCT n.phone FROM n LEFT JOIN {self.keys} k"
+            f" ON k.key = {PHONE_KEY.format(number='n.phone')} WHERE n.phone IS NOT NULL AND k.country IS NULL"
+            f" AND NOT EXISTS (SELECT 1 FROM {self.numbers} x WHERE x.phone = n.phone)", params).fetchall()
+        resolved = [(phone, country_of(phone)) for (phone,) in rows]
+        conn.executemany(f"INSERT INTO {self.numbers} (phone, country, units) VALUES (?, ?, ?)",
+                         [(phone, country, self.prices.get(country or "")) for phone, country in resolved])
 
     def join(self, number: str) -> str:
         return f" LEFT JOIN {self.keys} k ON k.key = {PHONE_KEY.format(number=number)}"
 
-    @staticmethod
-    def country(number: str) -> str:
+    def country(self, number: str) -> str:
+        if not self.python:
+            return (f"CASE WHEN k.country IS NULL THEN (SELECT x.country FROM {self.numbers} x WHERE x.phone = {number})"
+                    " ELSE k.country END")
         return f"CASE WHEN k.country IS NULL THEN mkt_sms_country({number}) ELSE k.country END"
 
     def units(self, number: str) -> str:
+        if not self.python:
+            return (f"CASE WHEN k.country IS NULL THEN (SELECT x.units FROM {self.numbers} x WHERE x.phone = {number})"
+                    " ELSE k.units END")
         return (f"CASE WHEN k.country IS NULL THEN (SELECT p.units FROM {self.price_table} p"
                 f" WHERE p.country = mkt_sms_country({number})) ELSE k.units END")
 

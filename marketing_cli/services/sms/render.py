@@ -28,7 +28,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
-from marketing_cli import field_sql
+from marketing_cli import dialect, field_sql
 from marketing_cli.errors import MktError
 from marketing_cli.kernel.merge import ACTION_NAMES, compile_template
 from marketing_cli.services.contacts import merge_tags
@@ -92,6 +92,7 @@ class Renderer:
 
     def __init__(self, conn: sqlite3.Connection, workspace_id: int, message: str, *, now: str | None = None) -> None:
         check_message(conn, workspace_id, message)
+        self.conn = conn
         self.template = compile_template(message)
         self.tags = merge_tags.Renderer(conn, workspace_id, now=now)
         fields = self.tags.fields
@@ -114,7 +115,8 @@ class Renderer:
     @property
     def needs_python(self) -> bool:
         """Whether a tag's value needs Python to become text (then `mkt_sms_render` renders)."""
-        return any(isinstance(p, ContactTag) and p.type in _PYTHON_TYPES for p in self.parts)
+        return dialect.sms_python_in_sql(self.conn) and any(
+            isinstance(p, ContactTag) and p.type in _PYTHON_TYPES for p in self.parts)
 
     def values_sql(self, table: str = "c") -> list[str]:
         """Each contact tag's text (its default or fallback applied) as an SQL expression over
@@ -127,9 +129,9 @@ class Renderer:
             if part.source != "data":
                 value = f"{table}.{part.source}"
             elif part.type == "NUMBER":  # whole numbers are written alike; Python writes the others
-                extracted = field_sql.value_expr(part.key, table)
-                value = (f"CASE WHEN typeof({extracted}) = 'real' THEN mkt_sms_number({extracted})"
-                         f" ELSE CAST({extracted} AS TEXT) END")
+                value = dialect.sms_number_text(self.conn, field_sql.value_expr(part.key, table))
+            elif part.type in _PYTHON_TYPES:  # (SQL that cannot call Python: SQL writes them as Python does)
+                value = dialect.sms_value_text(self.conn, part.type, f"{table}.data", field_sql.path(part.key))
             else:
                 value = f"CAST({field_sql.value_expr(part.key, table)} AS TEXT)"
             values.append(f"COALESCE(NULLIF({value}, ''), {sql_text(part.empty)})")
@@ -161,7 +163,7 @@ class Renderer:
         if _OUTSIDE_FAST_CLASS.search(written):
             return python
         count = sum(not isinstance(p, str) for p in self.parts)
-        fits = " AND ".join(f"{value.format(i)} NOT GLOB '*[^{FAST_CLASS}]*'" for i in range(count))
+        fits = " AND ".join(dialect.sms_fits_fast_class(self.conn, value.format(i), FAST_CLASS) for i in range(count))
         length = " + ".join([str(len(written))] + [f"length({value.format(i)})" for i in range(count)])
         return (f"CASE WHEN {fits} THEN (CASE WHEN {length} = 0 THEN 0 WHEN {length} <= {SINGLE_GSM} THEN 1"
                 f" ELSE ({length} + {MULTI_GSM - 1}) / {MULTI_GSM} END) * 2 ELSE {python} END")

@@ -19,8 +19,8 @@ from marketing_cli.services.sms import campaigns, ledger, stats, timeline
 
 def _by_country(conn: sqlite3.Connection, campaign_id: str) -> list[dict[str, Any]]:
     rows = conn.execute(
-        "SELECT COALESCE(country, 'unknown') AS country, COUNT(*) AS messages, SUM(handed_at IS NOT NULL) AS sent,"
-        " SUM(delivered_at IS NOT NULL) AS delivered, SUM(price_units) AS units FROM sms_messages"
+        "SELECT COALESCE(country, 'unknown') AS country, COUNT(*) AS messages, SUM(CASE WHEN handed_at IS NOT NULL THEN 1 ELSE 0 END) AS sent,"
+        " SUM(CASE WHEN delivered_at IS NOT NULL THEN 1 ELSE 0 END) AS delivered, SUM(price_units) AS units FROM sms_messages"
         " WHERE campaign_id = ? GROUP BY 1 ORDER BY messages DESC, country", (campaign_id,)).fetchall()
     return [{"country": r["country"], "messages": r["messages"], "sent": r["sent"], "delivered": r["delivered"],
              "charged": ledger.money(ledger.from_units(r["units"] or 0))} for r in rows]
