@@ -1273,34 +1273,6 @@ BEGIN
     RETURN merged::text;
 END $$;
 
--- version: 21
--- automation-steps: SMS send steps, frequency caps (schema.sql step 21 says why).
-ALTER TABLE sms_campaigns ADD COLUMN automation_id BIGINT;
-CREATE TABLE automation_sms_campaigns (
-    version_id BIGINT NOT NULL REFERENCES automation_versions(id) ON DELETE CASCADE,
-    step_id TEXT NOT NULL,
-    round BIGINT NOT NULL,
-    campaign_id TEXT NOT NULL REFERENCES sms_campaigns(id) ON DELETE CASCADE,
-    PRIMARY KEY (version_id, step_id, round)
-);
-ALTER TABLE automation_step_runs ADD COLUMN sms_message_id BIGINT;
-CREATE TABLE automation_caps (
-    workspace_id BIGINT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
-    channel TEXT NOT NULL CHECK (channel IN ('email', 'sms')),
-    max_messages BIGINT NOT NULL,
-    window_seconds BIGINT NOT NULL,
-    updated_at TEXT NOT NULL,
-    PRIMARY KEY (workspace_id, channel)
-);
-ALTER TABLE email_messages ADD COLUMN capped BIGINT;
-ALTER TABLE sms_messages ADD COLUMN capped BIGINT;
-CREATE INDEX email_messages_capped ON email_messages(contact_id, created_at) WHERE capped = 1;
-CREATE INDEX sms_messages_capped ON sms_messages(contact_id, created_at) WHERE capped = 1;
-CREATE TABLE sms_ledger_checkpoints (
-    workspace_id BIGINT PRIMARY KEY REFERENCES workspaces(id) ON DELETE CASCADE,
-    last_entry_id BIGINT NOT NULL,
-    total TEXT NOT NULL
-);
 
 -- sms
 
@@ -1409,3 +1381,32 @@ BEGIN
     RAISE EXCEPTION 'the SMS ledger is append-only' USING ERRCODE = 'integrity_constraint_violation';
     RETURN NEW;
 END $$;
+
+-- version: 21
+-- automation-steps: SMS send steps, frequency caps (schema.sql step 21 says why).
+ALTER TABLE sms_campaigns ADD COLUMN automation_id BIGINT;
+CREATE TABLE automation_sms_campaigns (
+    version_id BIGINT NOT NULL REFERENCES automation_versions(id) ON DELETE CASCADE,
+    step_id TEXT NOT NULL,
+    round BIGINT NOT NULL,
+    campaign_id TEXT NOT NULL REFERENCES sms_campaigns(id) ON DELETE CASCADE,
+    PRIMARY KEY (version_id, step_id, round)
+);
+ALTER TABLE automation_step_runs ADD COLUMN sms_message_id BIGINT;
+CREATE TABLE automation_caps (
+    workspace_id BIGINT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    channel TEXT NOT NULL CHECK (channel IN ('email', 'sms')),
+    max_messages BIGINT NOT NULL,
+    window_seconds BIGINT NOT NULL,
+    updated_at TEXT NOT NULL,
+    PRIMARY KEY (workspace_id, channel)
+);
+ALTER TABLE email_messages ADD COLUMN capped BIGINT;
+ALTER TABLE sms_messages ADD COLUMN capped BIGINT;
+CREATE INDEX email_messages_capped ON email_messages(contact_id, created_at) WHERE capped = 1;
+CREATE INDEX sms_messages_capped ON sms_messages(contact_id, created_at) WHERE capped = 1;
+CREATE TABLE sms_ledger_checkpoints (
+    workspace_id BIGINT PRIMARY KEY REFERENCES workspaces(id) ON DELETE CASCADE,
+    last_entry_id BIGINT NOT NULL,
+    total TEXT NOT NULL
+);
