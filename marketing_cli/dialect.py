@@ -22,40 +22,11 @@ def postgresql(conn: Any) -> bool:
 # --- platform (jobs, leases, serve) -----------------------------------------------------------
 
 
-# --- contacts -------------------------------------------------------------------------------
-
-
-# A custom field's value (contacts.data keyed by the field's id). SQLite's json_extract answers
-# in the stored JSON type; PostgreSQL's is text, so there the value is typed by the field's
-# type (mkt_field_number / mkt_field_boolean / mkt_field_text in schema.postgresql.sql): a
-# number compares as a number, a boolean as 1/0. The per-field expression index is built on
-# the same expression (field_sql.create_index), so the planner uses it on both engines.
-_PG_FIELD_FUNCTIONS = {"NUMBER": "mkt_field_number", "BOOLEAN": "mkt_field_boolean"}
-
-
-def contacts_field_value(conn: Any, field_id: Any, field_type: str, table: str = "") -> str:
-    """The SQL expression of one field's value: `json_extract(data, '$."7"')` on SQLite,
-    typed by `field_type` on PostgreSQL (`mkt_field_number(data, '7')` for a NUMBER)."""
-    from marketing_cli import field_sql
-
-    if not postgresql(conn):
-        return field_sql.value_expr(field_id, table)
-    column = f"{table}.data" if table else "data"
-    function = _PG_FIELD_FUNCTIONS.get(field_type, "mkt_field_text")
-    return f"{function}({column}, '{int(field_id)}')"
-
-
-def contacts_index_value(conn: Any, field_id: Any) -> str:
-    """The expression the field's index `contacts_field_<id>` is built on (contacts_field_value
-    of the field's type; SQLite's needs no look-up)."""
-    if not postgresql(conn):
-        return contacts_field_value(conn, field_id, "TEXT")
-    row = conn.execute("SELECT type FROM fields WHERE id = ?", (int(field_id),)).fetchone()
-    return contacts_field_value(conn, field_id, row[0] if row else "TEXT")
+# --- contacts (a field's typed value and its index: field_sql.typed_value_expr, index_expr) --
 
 
 def contacts_stored_as(conn: Any, value: str, kinds: tuple[str, ...]) -> str:
-    """A condition: a field's value (contacts_field_value) is stored as one of `kinds` (SQLite's
+    """A condition: a field's value (field_sql.typed_value_expr) is stored as one of `kinds` (SQLite's
     typeof names: 'integer', 'real', 'text'), of the field's own type. SQLite asks typeof();
     on PostgreSQL the typed value is NULL for any other stored type, so it is IS NOT NULL."""
     if postgresql(conn):

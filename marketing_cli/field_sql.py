@@ -16,6 +16,8 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
+from marketing_cli.dialect import postgresql
+
 
 def path(field_id: Any) -> str:
     """The SQL string literal of the field's JSON path: '$."7"'."""
@@ -39,6 +41,33 @@ def each_expr(field_id: Any, table: str) -> str:
     return f"json_each({table}.data, {path(field_id)})"
 
 
+# A custom field's value (contacts.data keyed by the field's id). SQLite's json_extract answers
+# in the stored JSON type; PostgreSQL's is text, so there the value is typed by the field's
+# type (mkt_field_number / mkt_field_boolean / mkt_field_text in schema.postgresql.sql): a
+# number compares as a number, a boolean as 1/0. The per-field expression index is built on
+# the same expression (create_index), so the planner uses it on both engines.
+_PG_FIELD_FUNCTIONS = {"NUMBER": "mkt_field_number", "BOOLEAN": "mkt_field_boolean"}
+
+
+def typed_value_expr(conn: Any, field_id: Any, field_type: str, table: str = "") -> str:
+    """The SQL expression of one field's value: `json_extract(data, '$."7"')` on SQLite,
+    typed by `field_type` on PostgreSQL (`mkt_field_number(data, '7')` for a NUMBER)."""
+    if not postgresql(conn):
+        return value_expr(field_id, table)
+    column = f"{table}.data" if table else "data"
+    function = _PG_FIELD_FUNCTIONS.get(field_type, "mkt_field_text")
+    return f"{function}({column}, '{int(field_id)}')"
+
+
+def index_expr(conn: Any, field_id: Any) -> str:
+    """The expression the field's index `contacts_field_<id>` is built on (typed_value_expr
+    of the field's type; SQLite's needs no look-up)."""
+    if not postgresql(conn):
+        return typed_value_expr(conn, field_id, "TEXT")
+    row = conn.execute("SELECT type FROM fields WHERE id = ?", (int(field_id),)).fetchone()
+    return typed_value_expr(conn, field_id, row[0] if row else "TEXT")
+
+
 def index_name(field_id: Any) -> str:
     return f"contacts_field_{int(field_id)}"
 
@@ -51,9 +80,7 @@ def create_index(conn: sqlite3.Connection, field_id: Any) -> None:
     fields) does not pay an index entry per field for every contact. SQLite still uses it
     for =, <, >, LIKE and IN on the same expression, since each implies IS NOT NULL.
     """
-    from marketing_cli import dialect
-
-    expr = dialect.contacts_index_value(conn, field_id)  # typed by the field's type on PostgreSQL
+    expr = index_expr(conn, field_id)  # typed by the field's type on PostgreSQL
     conn.execute(f"CREATE INDEX IF NOT EXISTS {index_name(field_id)} ON contacts(workspace_id, {expr})"
                  f" WHERE {expr} IS NOT NULL")
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from marketing_cli import dialect
+from marketing_cli import dialect, field_sql
 from marketing_cli.errors import MktError
 from marketing_cli.services.contacts import search
 from marketing_cli.services.contacts.search import compile_search, search_contacts
@@ -418,7 +418,7 @@ def test_custom_field_filters_use_the_expression_index(people, operator):
     index = f"contacts_field_{people.field['age']}"
     assert index in plan(people.conn, query.count_sql, query.lookup_params)
     assert index in plan(people.conn, query.page_sql(walk=False), query.page_params(walk=False))
-    assert dialect.contacts_field_value(people.conn, people.field["age"], "NUMBER") in query.page_sql()
+    assert field_sql.typed_value_expr(people.conn, people.field["age"], "NUMBER") in query.page_sql()
     assert "30" not in query.page_sql()  # values are parameters, never SQL text
 
 

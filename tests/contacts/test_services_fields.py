@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from marketing_cli import dialect
+from marketing_cli import field_sql
 from marketing_cli.db import is_postgresql
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
@@ -29,7 +29,7 @@ def test_create_returns_view_and_index(conn, workspace) -> None:
                  "default_value": "Paris", "order": 4, "immutable": False, "required": True,
                  "default_region": None}
     index = index_sql(conn, f"contacts_field_{f['id']}")
-    expr = dialect.contacts_field_value(conn, f["id"], "TEXT")  # json_extract(data, '$."7"') on SQLite
+    expr = field_sql.typed_value_expr(conn, f["id"], "TEXT")  # json_extract(data, '$."7"') on SQLite
     assert index is not None and expr.rstrip(")") in index  # (PostgreSQL writes the key '7'::text)
     plan = query_plan(conn, f"SELECT id FROM contacts WHERE workspace_id = 1 AND {expr} = 'Paris'")
     assert f"contacts_field_{f['id']}" in plan

@@ -133,7 +133,7 @@ class FilterCompiler:
 
     def _expr(self, field: Any) -> str:
         # Must read exactly like the index contacts_field_<id> for the planner to use it.
-        return dialect.contacts_field_value(self.conn, field.id, field.type)
+        return field_sql.typed_value_expr(self.conn, field.id, field.type)
 
     def _present(self, kind: str, field: Any) -> str:
         if kind == "email_address":

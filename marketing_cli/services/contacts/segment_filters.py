@@ -279,7 +279,7 @@ def _field_sql(conn: sqlite3.Connection, f: dict[str, Any], row: sqlite3.Row) ->
         col = _COLUMNS[row["merge_tag"]]
     else:
         # The id is an integer read from our own fields table, never user text.
-        col = dialect.contacts_field_value(conn, row["id"], ftype, "c")
+        col = field_sql.typed_value_expr(conn, row["id"], ftype, "c")
     if ftype == "DROPDOWN_MULTIPLE":
         path = field_sql.path(row["id"])
         each = f"{field_sql.each_expr(row['id'], 'c')} AS j"
