@@ -131,8 +131,8 @@ def copy(
     batch_size: Annotated[int, typer.Option("--batch-size", hidden=True, min=1)] = 20_000,
     as_json: JsonOption = False,
 ) -> None:
-    """Copy one workspace (or --all) from this database (--db) to another engine: a SQLite file to a
-    postgresql:// URL, or back to a new SQLite file. Checks first, loads into a staging area, publishes at
+    """Copy one workspace (--workspace ID) or --all from this database (--db) to another engine: a SQLite
+    file to a postgresql:// URL, or back to a new SQLite file. Checks first, loads into a staging area, publishes at
     once, verifies counts and checksums; a rerun after a kill goes on where it stopped."""
     from marketing_cli import dbcopy
     from marketing_cli.errors import MktError
