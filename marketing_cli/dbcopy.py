@@ -192,7 +192,7 @@ def _quoted(names: Sequence[str]) -> str:
 
 def _where(table: Table, after: tuple[Any, ...] | None, placeholder: str) -> str:
     parts = [table.scope] if table.scope else []
-    if after is not None:
+    if after is not None and table.pks:
         keys = _quoted(table.pks)
         marks = ", ".join([placeholder] * len(table.pks))
         parts.append(f"({keys}) > ({marks})" if len(table.pks) > 1 else f"{keys} > {marks}")
@@ -970,8 +970,8 @@ def copy(source_target: Any, to: str, *, workspace_ids: list[int] | None, fixes:
         for table in copied:
             checksum = plan.sums[table.name][1]
             state = target.loaded(table)
-            if state is None or state.checksum != checksum:
-                target.reset(table, checksum)
+            if state is None or state.checksum != checksum or (not table.pks and not state.done):
+                target.reset(table, checksum)  # (a table without a key cannot go on after its last row)
                 state = Loaded(0, None, checksum, False)
             resumed_rows += state.rows
             progress.table(table.name, plan.counts[table.name], state.rows)
