@@ -175,6 +175,7 @@ POSTGRESQL_SUITES = (
     "tests/platform/test_cli_jobs.py",
     "tests/platform/test_db.py",
     "tests/platform/test_api_calls.py",
+    "tests/platform/test_db_copy.py",
 )
 
 

@@ -1,6 +1,8 @@
-"""`mkt db`: which database this is, its schema version, and upgrading it (operator only)."""
+"""`mkt db`: which database this is, its schema version, upgrading it, and copying it to the other engine (operator only)."""
 
 from __future__ import annotations
+
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -58,3 +60,103 @@ def upgrade(ctx: typer.Context, as_json: JsonOption = False) -> None:
     emit(value, as_json, lambda v: (f"Upgraded from version {v['upgraded_from']} to {v['schema_version']}."
                                     if v["upgraded_from"] < v["schema_version"] else "Already up to date.")
          + "\n" + _report(v))
+
+
+class _Bars:
+    """The copy's rich progress bars on stderr: the phase overall, and the table at hand."""
+
+    def __init__(self) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        from marketing_cli.cli.output import err_console
+
+        self.bars = Progress(TextColumn("{task.description:<40}"), BarColumn(), MofNCompleteColumn(),
+                             TimeElapsedColumn(), console=err_console, transient=True)
+        self.overall: Any = None
+        self.current: Any = None
+
+    def phase(self, text: str, total: int) -> None:
+        for task in (self.overall, self.current):
+            if task is not None:
+                self.bars.remove_task(task)
+        self.current = None
+        self.overall = self.bars.add_task(f"{text} (all tables)", total=total or None)
+
+    def table(self, name: str, total: int, done: int) -> None:
+        if self.current is not None:
+            self.bars.remove_task(self.current)
+        self.current = self.bars.add_task(f"  {name}", total=total, completed=done)
+
+    def advance(self, rows: int) -> None:
+        if rows:
+            self.bars.advance(self.overall, rows)
+            if self.current is not None:
+                self.bars.advance(self.current, rows)
+
+
+def _copied(value: dict) -> str:
+    lines = [f"Copied {len(value['workspaces'])} workspace(s), {value['rows']:,} rows in "
+             f"{sum(1 for t in value['tables'] if t['scope'] == 'workspace')} tables, "
+             f"from {value['source']} to {value['target']}."]
+    if value.get("resumed"):
+        lines.append(f"Resumed a copy that had stopped: {value['resumed_rows']:,} rows were already staged.")
+    lines.append(f"Verified: every table's row count and checksum match the source; "
+                 f"{value['sequences']} id sequence(s) set past the largest id.")
+    for problem in value["problems"]:
+        lines.append(f"  {problem['table']}.{problem['column'] or '(row)'}: {problem['problem']}: "
+                     f"{problem['rows']} row(s) {problem['action']}")
+    if value["problems"]:
+        lines.append(f"{value['rows_touched']} row(s) touched" + (f", listed in {value['report']}."
+                                                                   if value["report"] else "."))
+    lines.extend(value["notes"])
+    return "\n".join(lines)
+
+
+@app.command("copy")
+def copy(
+    ctx: typer.Context,
+    to: Annotated[str, typer.Option("--to", metavar="TARGET",
+                                    help="A postgresql:// URL, or the path of a new SQLite file.")],
+    all_: Annotated[bool, typer.Option("--all", help="Copy every workspace and the instance-wide rows.")] = False,
+    fix: Annotated[Optional[list[str]], typer.Option(
+        "--fix", metavar="KIND=HOW",
+        help="What to do with the values the target refuses or changes (repeatable, or comma-separated): "
+             "nul=strip|replace, utf8=replace, type=null|convert, case=keep|keep-first. "
+             "Without it such values stop the copy before anything is written.")] = None,
+    report: Annotated[Optional[str], typer.Option(
+        "--report", metavar="FILE.csv", help="Write every problem found and every row touched here.")] = None,
+    restart: Annotated[bool, typer.Option(
+        "--restart", help="Drop the staging area a different, unfinished copy left in the target.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", help="Copy without asking.")] = False,
+    batch_size: Annotated[int, typer.Option("--batch-size", hidden=True, min=1)] = 20_000,
+    as_json: JsonOption = False,
+) -> None:
+    """Copy one workspace (--workspace ID) or --all from this database (--db) to another engine: a SQLite
+    file to a postgresql:// URL, or back to a new SQLite file. Checks first, loads into a staging area, publishes at
+    once, verifies counts and checksums; a rerun after a kill goes on where it stopped."""
+    from marketing_cli import dbcopy
+    from marketing_cli.errors import MktError
+
+    # --workspace is the root option (docs/cli.md: it may come before or after the command)
+    workspace = state(ctx).workspace_option
+    if (workspace is None) == (not all_):
+        raise MktError(422, "Choose what to copy: --workspace ID or --all (not both).")
+    fixes = dbcopy.parse_fixes(fix or [])
+    source = state(ctx).db_path
+    if not yes:
+        if as_json:
+            raise MktError(400, "A copy writes to the target: give --yes to go on.")
+        what = "every workspace" if all_ else f"workspace {workspace}"
+        from marketing_cli import db
+
+        typer.confirm(f"Copy {what} from {source} to {db.resolve_db_path(to)}?", abort=True)
+    bars = None if as_json else _Bars()
+    if bars is not None:
+        bars.bars.start()
+    try:
+        value = dbcopy.copy(source, to, workspace_ids=None if all_ else [workspace], fixes=fixes,
+                            report=report, restart=restart, batch=batch_size, progress=bars)
+    finally:
+        if bars is not None:
+            bars.bars.stop()
+    emit(value, as_json, _copied)

@@ -10,7 +10,7 @@ The layers (docs/architecture.md draws them), each allowed to import only those 
     domains      services/email, services/sms    (never each other)
                  services/contacts
                  services/account
-    storage      db, postgres, dialect, jobs, leases, field_sql, encoding, services/__init__ (the job registry)
+    storage      db, postgres, dialect, dbcopy, jobs, leases, field_sql, encoding, services/__init__ (the job registry)
     kernel       kernel/: pure helpers every domain shares
     errors       errors.py
 
@@ -45,7 +45,7 @@ LAYER_OF = {
     "marketing_cli.errors": "errors",
     "marketing_cli.kernel": "kernel",
     "marketing_cli.db": "storage", "marketing_cli.jobs": "storage", "marketing_cli.leases": "storage",
-    "marketing_cli.postgres": "storage", "marketing_cli.dialect": "storage",
+    "marketing_cli.postgres": "storage", "marketing_cli.dialect": "storage", "marketing_cli.dbcopy": "storage",
     "marketing_cli.field_sql": "storage", "marketing_cli.encoding": "storage", "marketing_cli.services": "storage",
     "marketing_cli.services.account": "account",
     "marketing_cli.services.contacts": "contacts",
