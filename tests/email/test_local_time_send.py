@@ -220,6 +220,7 @@ def test_a_retry_due_before_the_next_zone_brings_the_send_back_at_the_retry(
     assert sender._next_instant(conn, row) == "2027-03-28T07:00:00.000Z"
 
 
+@pytest.mark.sqlite_only  # SQLite's query plan of the claim (EXPLAIN QUERY PLAN)
 def test_releasing_a_zone_reads_the_due_index_not_the_zones_behind_it(conn: sqlite3.Connection) -> None:
     from marketing_cli.services.email import sender
 

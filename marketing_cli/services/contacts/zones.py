@@ -139,17 +139,14 @@ class Zones:
         The distinct keys are found by one seek each past the last key on the workspace's
         phone index (contacts_phone), as Pricing.resolve does; past max(_SEEKS, size // 50)
         seeks of the finer keys, one pass over the workspace's numbers finds the rest.
-        One savepoint holds it all: the prefix tables' rows are written in one transaction
-        of the temporary database, not one per statement, and every seek reads one snapshot."""
-        self.conn.execute("SAVEPOINT mkt_zones")
-        try:
+        One read transaction holds it all (db.read_snapshot, joining the caller's when there is
+        one): the prefix tables' rows are written in one transaction of the temporary tables, not
+        one per statement, and every seek reads one snapshot. (A bare SAVEPOINT would do on
+        SQLite, but PostgreSQL takes one only inside a transaction.)"""
+        from marketing_cli.db import read_snapshot
+
+        with read_snapshot(self.conn):
             self._resolve(size)
-        except BaseException:
-            if self.conn.in_transaction:  # SQLite may have rolled it all back already (an interrupt)
-                self.conn.execute("ROLLBACK TO mkt_zones")
-                self.conn.execute("RELEASE mkt_zones")
-            raise
-        self.conn.execute("RELEASE mkt_zones")
 
     def _resolve(self, size: int) -> None:
         conn, depths = self.conn, _depths()
@@ -297,7 +294,7 @@ def zone_plan(conn: sqlite3.Connection, workspace_id: int, audience: Any, channe
         zones.resolve()
         query = resolve_audience(conn, workspace_id, audience, channel, zones.columns("c"), zones.join("c"))
         sql, params = zones.select(query, "1")
-        rows = conn.execute(f"SELECT zone, count(*) AS n FROM ({sql}) GROUP BY zone", params).fetchall()
+        rows = conn.execute(f"SELECT zone, count(*) AS n FROM ({sql}) AS z GROUP BY zone", params).fetchall()
     plan = [{"zone": r["zone"], "recipients": r["n"], "send_at": due_at(r["zone"], day, hhmm, missed, now)}
             for r in rows]
     return sorted(plan, key=lambda p: (p["send_at"] is None, p["send_at"] or "", p["zone"]))
