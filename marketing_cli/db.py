@@ -306,25 +306,19 @@ def connect(path: str | os.PathLike[str] | None = None, *, upgrade: bool = True,
         if mapped is not None:
             raise mapped from None
         raise MktError(500, f"Cannot open the database {db_path}: {exc}.") from None
-    if version > latest_version():
-        conn.close()
-        raise MktError(500, f"The database {db_path} has schema version {version}, newer than this mkt knows "
-                            f"({latest_version()}): upgrade mkt to use it.")
-    if upgrade:
-        try:
-            migrate(conn)
-        except BaseException:
-            conn.close()
-            raise
-    return conn
+    return _brought_up_to_date(conn, db_path, version, upgrade=upgrade)
 
 
 def _connect_postgresql(url: postgres.DatabaseUrl, *, upgrade: bool) -> Any:
     conn = postgres.Connection(url)
-    version = postgres.current_version(conn)
+    return _brought_up_to_date(conn, url, postgres.current_version(conn), upgrade=upgrade)
+
+
+def _brought_up_to_date(conn: Any, target: Any, version: int, *, upgrade: bool) -> Any:
+    """Both engines' last step of `connect`: refuse a newer schema, apply the missing steps."""
     if version > latest_version():
         conn.close()
-        raise MktError(500, f"The database {url} has schema version {version}, newer than this mkt knows "
+        raise MktError(500, f"The database {target} has schema version {version}, newer than this mkt knows "
                             f"({latest_version()}): upgrade mkt to use it.")
     if upgrade:
         try:
