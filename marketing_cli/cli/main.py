@@ -59,7 +59,8 @@ def _version(value: bool) -> None:
 def root(
     ctx: typer.Context,
     db: Annotated[Optional[str], typer.Option("--db", envvar="MKT_DB", metavar="PATH",
-                                              help="SQLite database file (default: workspace.db in the user data dir).")] = None,
+                                              help="SQLite database file (default: workspace.db in the user data dir), "
+                                                   "or a postgresql:// URL.")] = None,
     workspace: Annotated[Optional[int], typer.Option("--workspace", envvar="MKT_WORKSPACE", metavar="ID",
                                                      help="Workspace to act on; optional when the database holds one.")] = None,
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
@@ -69,6 +70,7 @@ def root(
     s = state(ctx)
     s.db_option = db
     s.workspace_option = workspace
+    ctx.call_on_close(s.close)  # the command's connection ends with it (a PostgreSQL session too)
 
 
 @app.command("init")
