@@ -398,7 +398,8 @@ class Database:
         self.path = resolve_db_path(path)
         self.postgresql = isinstance(self.path, postgres.DatabaseUrl)
         self._local = threading.local()
-        self._opened: list[Any] = []
+        self._opened: list[Any] = []  # every connection in use: interrupt_all's reach
+        self._own: list[Any] = []  # the threads' own connections, closed by close()
         connect(self.path).close()  # create and migrate once, up front
         self._pool = postgres.Pool(self.path, self.POOL_SIZE) if self.postgresql else None
 
@@ -407,7 +408,8 @@ class Database:
         if conn is None:
             conn = connect(self.path, upgrade=False)
             self._local.conn = conn
-            self._opened.append(conn)  # list.append is atomic: no lock needed
+            self._own.append(conn)  # list.append is atomic: no lock needed
+            self._opened.append(conn)
         return conn
 
     @contextmanager
@@ -423,7 +425,13 @@ class Database:
                 self._opened.remove(conn)
 
     def close(self) -> None:
-        """Close the pool (a stopped server; its threads' own connections end with the process)."""
+        """Close the threads' own connections and the pool (a stopped server: on PostgreSQL a
+        connection left to the garbage collector is a session the server keeps until then)."""
+        self._local = threading.local()  # a later conn() opens a new one
+        while self._own:
+            conn = self._own.pop()
+            self._opened.remove(conn)
+            conn.close()
         if self._pool is not None:
             self._pool.close()
 
