@@ -123,10 +123,12 @@ def workspace(conn: Any) -> dict[str, Any]:
 
 
 @pytest.fixture
-def app(db_path: Path, conn: Any) -> Any:
+def app(db_path: Path, conn: Any) -> Iterator[Any]:
     from marketing_cli.api.app import create_app
 
-    return create_app(db_path)
+    application = create_app(db_path)
+    yield application
+    application.state.db.close()  # a test that called the app without its lifespan leaves connections
 
 
 @pytest.fixture

@@ -64,7 +64,10 @@ def test_upgrade_in_place_keeps_data(db_path: Path) -> None:
 def test_migrating_twice_is_harmless(db_path: Path) -> None:
     db.connect(db_path).close()
     conn = db.connect(db_path)
-    assert db.migrate(conn) == db.latest_version()
+    try:
+        assert db.migrate(conn) == db.latest_version()
+    finally:
+        conn.close()
 
 
 def test_transaction_rolls_back_on_error(conn: sqlite3.Connection) -> None:
@@ -113,7 +116,10 @@ def test_concurrent_writers_lose_nothing(db_path: Path, workspace: dict) -> None
         t.join()
     assert errors == []
     conn = db.connect(db_path)
-    assert conn.execute("SELECT count(*) FROM api_keys").fetchone()[0] == 1 + 4 * 40
+    try:
+        assert conn.execute("SELECT count(*) FROM api_keys").fetchone()[0] == 1 + 4 * 40
+    finally:
+        conn.close()
 
 
 def test_cli_process_writes_while_another_holds_the_write_lock(db_path: Path, workspace: dict) -> None:
@@ -131,6 +137,7 @@ def test_cli_process_writes_while_another_holds_the_write_lock(db_path: Path, wo
     assert proc.returncode == 0, err
     assert "waiting" in out
     assert holder.execute("SELECT name FROM workspaces").fetchone()[0] == "held"
+    holder.close()
 
 
 def test_unusable_files_are_clear_errors(tmp_path: Path) -> None:
