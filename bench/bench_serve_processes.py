@@ -52,8 +52,12 @@ def _start(db: str, count: int) -> list[tuple[subprocess.Popen, str]]:
                                            "--no-bootstrap"), cwd=REPO, env=dict(os.environ),
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         servers.append((proc, f"http://127.0.0.1:{port}"))
-    for _, base in servers:
-        wait_until_up(base + "/")
+    try:
+        for _, base in servers:
+            wait_until_up(base + "/", timeout=120)  # four interpreters starting at once on a busy machine
+    except BaseException:
+        _stop(servers)
+        raise
     return servers
 
 
