@@ -1261,7 +1261,7 @@ CREATE TABLE sms_ledger_checkpoints (
 );
 
 -- version: 22
--- pg-bench: nothing changes in a SQLite file. On PostgreSQL the counter triggers that bulk
+-- Nothing changes in a SQLite file. On PostgreSQL the counter triggers that bulk
 -- writes fire (contacts inserted and deleted, email_messages inserted) become statement
 -- triggers over their transition tables (schema.postgresql.sql step 22 says why); SQLite's
 -- row triggers stay, since SQLite has no such cost.
