@@ -1412,7 +1412,7 @@ CREATE TABLE sms_ledger_checkpoints (
 );
 
 -- version: 22
--- pg-bench: the counter triggers that bulk writes fire run once per statement, over the
+-- The counter triggers that bulk writes fire run once per statement, over the
 -- statement's transition table, not once per row. A row trigger that upserts the same
 -- counter row N times in one transaction leaves N versions of that row, and each upsert
 -- walks the versions before it: a 20,000-row import batch paid 20,000^2/2 steps (measured:
