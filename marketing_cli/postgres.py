@@ -434,6 +434,17 @@ class Connection:
             waits = max(1, int(sql.split("=")[1].strip()))
             self._conn.execute(f"SET lock_timeout = {waits}")
             return _Empty()
+        if name == "query_only":
+            # SQLite's read-only switch: every later transaction of this connection is READ ONLY
+            # (a write is an error), and so is the open one when it is switched on inside it.
+            if "=" not in sql:
+                shown = self._conn.execute("SHOW default_transaction_read_only").fetchone()[0]
+                return _Constant(1 if shown == "on" else 0)
+            on = sql.split("=")[1].strip().strip(";").upper() in ("ON", "1", "TRUE", "YES")
+            self._conn.execute(f"SET default_transaction_read_only = {'on' if on else 'off'}")
+            if on and self.in_transaction:
+                self._conn.execute("SET TRANSACTION READ ONLY")
+            return _Empty()
         if name == "foreign_keys" and "=" not in sql:
             return _Constant(1)
         if name == "data_version":

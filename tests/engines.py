@@ -176,6 +176,9 @@ POSTGRESQL_SUITES = (
     "tests/platform/test_db.py",
     "tests/platform/test_api_calls.py",
     "tests/platform/test_db_copy.py",
+    "tests/automations/",
+    "tests/reports/",
+    "tests/kernel/",
 )
 
 

@@ -11,6 +11,7 @@ from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.services.automations import flows, triggers
 from tests import factories as f
+from tests.engines import query_plan
 
 
 def _at(monkeypatch: pytest.MonkeyPatch, year: int, month: int, day: int) -> None:
@@ -69,9 +70,9 @@ def test_the_query_uses_the_fields_index(conn: Any, world: dict[str, Any]) -> No
     from marketing_cli import field_sql
 
     field_id = conn.execute("SELECT id FROM fields WHERE merge_tag = 'birthday'").fetchone()[0]
-    plan = " ".join(r[3] for r in conn.execute(
-        f"EXPLAIN QUERY PLAN SELECT c.id FROM contacts c WHERE c.workspace_id = ? AND"
-        f" {field_sql.value_expr(field_id, 'c')} IN (SELECT value FROM json_each(?))", (world["ws"], '["x"]')))
+    plan = query_plan(conn, "SELECT c.id FROM contacts c WHERE c.workspace_id = ? AND"
+                      f" {field_sql.typed_value_expr(conn, field_id, 'DATE', 'c')} IN (SELECT value FROM json_each(?))",
+                      (world["ws"], '["x"]'))
     assert field_sql.index_name(field_id) in plan
 
 

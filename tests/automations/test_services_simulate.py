@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from marketing_cli.db import is_postgresql
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.services.account import billing
@@ -35,8 +36,11 @@ def _flow(conn: Any, ws: int, steps: list[dict[str, Any]], **extra: Any) -> dict
 
 
 def _counts(conn: Any) -> dict[str, int]:
-    tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'"
-                                         " AND name NOT LIKE 'sqlite_%'")]
+    if is_postgresql(conn):
+        sql = "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+    else:
+        sql = "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+    tables = [r[0] for r in conn.execute(sql)]
     return {t: conn.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] for t in tables}
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.services.automations import flows, stats, steps, triggers
@@ -269,7 +270,7 @@ def test_a_hand_over_that_gives_up_refunds_and_the_next_text_takes_a_new_round(c
     steps.run_due(conn)  # the message and its charge, not yet handed over
     assert _balance(conn, ws) < before
     campaign_id = conn.execute("SELECT campaign_id FROM sms_messages").fetchone()[0]
-    with conn:
+    with transaction(conn):  # as the job runner calls it: in the transaction that marks the job dead
         sms.hand_over_gave_up(conn, {"campaign_id": campaign_id}, "Twilio said no")
     assert conn.execute("SELECT status FROM sms_messages").fetchone()[0] == "cancelled"
     assert conn.execute("SELECT status FROM sms_campaigns").fetchone()[0] == "CANCELLED"

@@ -7,6 +7,7 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -26,6 +27,7 @@ from marketing_cli.services.account import billing
 from marketing_cli.services.automations import flows, runner, stats, steps, triggers
 from marketing_cli.services.contacts import events, records
 from tests import factories as f
+from tests.engines import query_plan
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -198,9 +200,12 @@ def test_a_goal_exits_and_counts(conn: Any, world: dict[str, Any], fixed: Clock)
 
 
 def test_the_due_query_uses_the_partial_index(conn: Any) -> None:
-    plan = " ".join(r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + steps.DUE_SQL, (clock.now(), 500)))
-    assert "USING INDEX automation_enrollments_due" in plan and "SCAN automation_enrollments" not in plan.replace(
-        "SCAN automation_enrollments USING INDEX", "")
+    plan = query_plan(conn, steps.DUE_SQL, (clock.now(), 500))
+    # SQLite: SEARCH ... USING INDEX automation_enrollments_due; PostgreSQL: Index Scan using it.
+    assert re.search(r"USING INDEX automation_enrollments_due|Index (Only )?Scan using automation_enrollments_due",
+                     plan), plan
+    assert "Seq Scan" not in plan and "SCAN automation_enrollments" not in plan.replace(
+        "SCAN automation_enrollments USING INDEX", ""), plan
 
 
 def _many(conn: Any, ws: int, sender: int, n: int) -> dict[str, Any]:

@@ -162,7 +162,7 @@ def _start_segment_state(conn: sqlite3.Connection, row: sqlite3.Row, flow: dict[
         filters = conn.execute("SELECT filters FROM segments WHERE id = ?", (segment_id,)).fetchone()[0]
         query = member_query(conn, row["workspace_id"], json.loads(filters))
         conn.execute(f"INSERT INTO automation_segment_state (automation_id, segment_id, contact_id)"
-                     f" SELECT ?, ?, id FROM ({query.sql})", [row["id"], segment_id, *query.params])
+                     f" SELECT ?, ?, id FROM ({query.sql}) AS members", [row["id"], segment_id, *query.params])
 
 
 def _current_version(conn: sqlite3.Connection, row: sqlite3.Row) -> sqlite3.Row:

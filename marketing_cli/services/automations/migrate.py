@@ -64,7 +64,8 @@ def migrate(conn: sqlite3.Connection, workspace_id: int, automation_id: Any, bod
         groups = conn.execute(
             "SELECT v.version, x.version_id, x.step_id, count(*) AS contacts FROM automation_enrollments x"
             " JOIN automation_versions v ON v.id = x.version_id WHERE x.automation_id = ? AND x.status IN"
-            " ('active', 'paused') AND x.version_id != ? GROUP BY x.version_id, x.step_id ORDER BY v.version, x.step_id",
+            " ('active', 'paused') AND x.version_id != ? GROUP BY v.version, x.version_id, x.step_id"
+            " ORDER BY v.version, x.step_id NULLS FIRST",
             (row["id"], target["id"])).fetchall()
         report = []
         for g in groups:

@@ -36,7 +36,6 @@ from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
 
-from marketing_cli import field_sql
 from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
@@ -44,7 +43,7 @@ from marketing_cli.kernel.ids import parse_hex_id
 from marketing_cli.services.automations import caps
 from marketing_cli.services.automations.flows import automation_row, version_row
 from marketing_cli.services.automations.format import TRIGGER_EVENTS, check_document
-from marketing_cli.services.automations.steps import WHEN_CAPPED_DEFAULT
+from marketing_cli.services.automations.steps import WHEN_CAPPED_DEFAULT, field_value
 
 MAX_SIMULATED_STEPS = 500
 DEFAULT_DAYS = 366
@@ -219,9 +218,7 @@ class Step:
 def _field_value(w: Walk, field_id: int) -> Any:
     if field_id in w.fields:
         return w.fields[field_id]
-    raw = w.conn.execute(f"SELECT json_quote({field_sql.value_expr(field_id)}) FROM contacts WHERE id = ?",
-                         (w.contact["id"],)).fetchone()[0]
-    return None if raw is None else json.loads(raw)
+    return field_value(w.conn, w.contact["id"], field_id)
 
 
 def _has_tag(w: Walk, tag_id: int) -> bool:

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from marketing_cli import field_sql, jobs
+from marketing_cli import dialect, jobs
 from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
@@ -210,9 +210,15 @@ def _wait_for_event(ctx: Context, step: dict[str, Any]) -> Outcome:
 
 
 def _field_value(ctx: Context, field_id: int) -> Any:
-    raw = ctx.conn.execute(f"SELECT json_quote({field_sql.value_expr(field_id)}) FROM contacts WHERE id = ?",
-                           (ctx.contact_id,)).fetchone()[0]
-    return None if raw is None else json.loads(raw)
+    return field_value(ctx.conn, ctx.contact_id, field_id)
+
+
+def field_value(conn: sqlite3.Connection, contact_id: str, field_id: int) -> Any:
+    """The contact's value of the field as SQLite's json_extract reads it (a boolean as 1/0; None
+    when it has none), read from the stored JSON here so both engines answer alike."""
+    row = conn.execute("SELECT data FROM contacts WHERE id = ?", (contact_id,)).fetchone()
+    value = json.loads(row[0] or "{}").get(str(int(field_id))) if row is not None else None
+    return int(value) if isinstance(value, bool) else value
 
 
 def _compare(operator: str, current: Any, wanted: Any) -> bool:
@@ -294,12 +300,13 @@ def _set_field(ctx: Context, step: dict[str, Any]) -> Outcome:
         return Outcome("skipped", step.get("next"), detail=f"the field '{step['field']}' was deleted")
     old, new = _field_value(ctx, step["field_id"]), step["value"]
     if old != new or type(old) is not type(new):
-        path = field_sql.path(step["field_id"])
         if new is None:
-            ctx.conn.execute(f"UPDATE contacts SET data = json_remove(data, {path}), updated_at = ? WHERE id = ?",
+            data = dialect.automations_remove_value(ctx.conn, step["field_id"])
+            ctx.conn.execute(f"UPDATE contacts SET data = {data}, updated_at = ? WHERE id = ?",
                              (clock.now(), ctx.contact_id))
         else:
-            ctx.conn.execute(f"UPDATE contacts SET data = json_set(data, {path}, json(?)), updated_at = ? WHERE id = ?",
+            data = dialect.automations_set_value(ctx.conn, step["field_id"])
+            ctx.conn.execute(f"UPDATE contacts SET data = {data}, updated_at = ? WHERE id = ?",
                              (json.dumps(new), clock.now(), ctx.contact_id))
         events.append_event(ctx.conn, ctx.ws, ctx.contact_id, "FIELD_UPDATED",
                             {"field_id": step["field_id"], "merge_tag": row["merge_tag"], "old": old, "new": new})

@@ -30,6 +30,7 @@ import sqlite3
 from datetime import timedelta
 from typing import Any
 
+from marketing_cli import dialect
 from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
@@ -61,7 +62,7 @@ def match_sql(matcher: str) -> str:
         WHEN 'CUSTOM_EVENT' THEN json_extract(e.payload, '$.event_name') = json_extract({m}, '$.name')
             AND NOT EXISTS (SELECT 1 FROM json_each({m}, '$.properties') p
                             WHERE json_extract(e.payload, '$.properties.' || json_quote(p.key)) IS NOT p.value)
-        ELSE 1 END)"""
+        ELSE TRUE END)"""
 
 
 # The workspace's ACTIVE triggers, each read ONCE per batch (a materialized CTE): its version's
@@ -92,7 +93,7 @@ _MATCH_COLUMNS = """(CASE e.type
         WHEN 'CUSTOM_EVENT' THEN json_extract(e.payload, '$.event_name') = t.name
             AND (t.props IS NULL OR NOT EXISTS (SELECT 1 FROM json_each(t.props, '$.properties') p
                  WHERE json_extract(e.payload, '$.properties.' || json_quote(p.key)) IS NOT p.value))
-        ELSE 1 END)"""
+        ELSE TRUE END)"""
 
 _ENROLL = f"""
 INSERT INTO automation_enrollments (automation_id, version_id, workspace_id, contact_id, entry_key, entry_event_id,
@@ -109,11 +110,17 @@ WHERE e.workspace_id = :ws AND e.id > :after AND e.id <= :upto AND {_MATCH_COLUM
                   WHERE x.contact_id = e.contact_id AND x.automation_id = t.automation_id
                     AND (x.status IN ('active', 'paused')
                          OR (t.reentry = 'cooldown'
-                             AND x.entered_at > strftime('%Y-%m-%dT%H:%M:%fZ', :now,
-                                 '-' || t.cooldown || ' seconds'))))
-GROUP BY t.automation_id, e.contact_id
+                             AND x.entered_at > {{cooldown_start}})))
+GROUP BY t.automation_id, t.version_id, t.reentry, t.start, e.contact_id
 ON CONFLICT (automation_id, contact_id, entry_key) DO NOTHING
 """
+
+
+
+def _enroll_sql(conn: Any) -> str:
+    """_ENROLL with its cooldown's start (a trigger's `cooldown` seconds before now) in the engine's SQL."""
+    return _ENROLL.replace("{cooldown_start}", dialect.automations_seconds_before(conn, ":now", "t.cooldown"))
+
 
 _GOAL_REACHED = f"""
     SELECT x.id FROM contact_events e
@@ -158,11 +165,11 @@ def read_events(conn: sqlite3.Connection, workspace_id: int, batch: int = EVENT_
             return {"events": 0, "enrolled": 0, "goals": 0, "waits": 0}
         after = cursor[0]
         row = conn.execute("SELECT count(*), max(id) FROM (SELECT id FROM contact_events WHERE workspace_id = ?"
-                           " AND id > ? ORDER BY id LIMIT ?)", (workspace_id, after, batch)).fetchone()
+                           " AND id > ? ORDER BY id LIMIT ?) AS batch", (workspace_id, after, batch)).fetchone()
         if not row[0]:
             return {"events": 0, "enrolled": 0, "goals": 0, "waits": 0}
         params = {"ws": workspace_id, "after": after, "upto": row[1], "now": clock.now()}
-        enrolled = conn.execute(_ENROLL, params).rowcount + _segment_changes(conn, params)
+        enrolled = conn.execute(_enroll_sql(conn), params).rowcount + _segment_changes(conn, params)
         conn.execute(_GOAL_RUNS, params)
         goals = conn.execute(_GOALS, params).rowcount
         waits = conn.execute(_WAITS, params).rowcount
@@ -197,7 +204,7 @@ def _segment_changes(conn: sqlite3.Connection, p: dict[str, Any]) -> int:
         conn.execute("DELETE FROM temp.mkt_segment_now")
         conn.execute("DELETE FROM temp.mkt_segment_moved")
         conn.execute(f"INSERT INTO temp.mkt_segment_now SELECT id FROM ({query.sql} AND c.id IN (SELECT contact_id"
-                     f" FROM contact_events WHERE workspace_id = ? AND id > ? AND id <= ?))",
+                     f" FROM contact_events WHERE workspace_id = ? AND id > ? AND id <= ?)) AS members",
                      [*query.params, p["ws"], p["after"], p["upto"]])
         state = "automation_id = ? AND segment_id = ?"
         conn.execute(f"INSERT INTO temp.mkt_segment_moved SELECT contact_id, 'SEGMENT_ENTERED' FROM temp.mkt_segment_now"
@@ -368,7 +375,7 @@ def backfill(conn: sqlite3.Connection, workspace_id: int, automation_id: Any, bo
                     f" WHERE x.automation_id = ? AND x.contact_id = m.id AND (x.status IN ('active', 'paused')"
                     f" OR x.entry_key = 'once' OR (? != '' AND x.entered_at > ?)))")
         params = [*params, row["id"], since, since]
-        count = conn.execute(f"SELECT count(*) FROM ({eligible})", params).fetchone()[0]
+        count = conn.execute(f"SELECT count(*) FROM ({eligible}) AS eligible", params).fetchone()[0]
         if dry_run:
             return {"automation_id": row["id"], "count": count, "enrolled": 0, "dry_run": True}
         now = clock.now()
@@ -377,7 +384,7 @@ def backfill(conn: sqlite3.Connection, workspace_id: int, automation_id: Any, bo
         enrolled = conn.execute(
             "INSERT INTO automation_enrollments (automation_id, version_id, workspace_id, contact_id, entry_key,"
             " entry_event_id, status, step_id, seq, next_run_at, entered_at, updated_at)"
-            f" SELECT ?, ?, ?, id, {key}, ?, 'active', ?, 0, ?, ?, ? FROM ({eligible}) WHERE true"
+            f" SELECT ?, ?, ?, id, {key}, ?, 'active', ?, 0, ?, ?, ? FROM ({eligible}) AS eligible WHERE true"
             " ON CONFLICT DO NOTHING",
             [row["id"], version["id"], workspace_id, *key_params, _newest_event(conn, workspace_id), flow["start"],
              now, now, now, *params]).rowcount
@@ -437,6 +444,8 @@ def anniversaries(conn: sqlite3.Connection) -> int:
         flow = json.loads(t["flow"])
         field_id = json.loads(t["matcher"])["field_id"]
         key = "'once'" if flow["reentry"] == "once" else f"'anniversary:{now[:4]}'"
+        # The date field's value as its index `contacts_field_<id>` is built (a DATE is text).
+        value = field_sql.typed_value_expr(conn, field_id, "DATE", "c")
         with transaction(conn):
             enrolled += conn.execute(
                 "INSERT INTO automation_enrollments (automation_id, version_id, workspace_id, contact_id, entry_key,"
@@ -444,7 +453,7 @@ def anniversaries(conn: sqlite3.Connection) -> int:
                 f" SELECT ?, ?, c.workspace_id, c.id, {key},"
                 " (SELECT coalesce(max(id), 0) FROM contact_events WHERE workspace_id = c.workspace_id),"
                 " 'active', ?, 0, ?, ?, ? FROM contacts c"
-                f" WHERE c.workspace_id = ? AND {field_sql.value_expr(field_id, 'c')} IN (SELECT value FROM json_each(?))"
+                f" WHERE c.workspace_id = ? AND {value} IN (SELECT value FROM json_each(?))"
                 " AND NOT EXISTS (SELECT 1 FROM automation_enrollments x WHERE x.contact_id = c.id"
                 " AND x.automation_id = ? AND x.status IN ('active', 'paused'))"
                 " ON CONFLICT (automation_id, contact_id, entry_key) DO NOTHING",
