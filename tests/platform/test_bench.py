@@ -6,6 +6,10 @@ import inspect
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.engine_neutral  # touches no database: run once, in the SQLite half
+
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 
