@@ -399,6 +399,7 @@ class Database:
         self.postgresql = isinstance(self.path, postgres.DatabaseUrl)
         self._local = threading.local()
         self._opened: list[Any] = []
+        self._threads: list[Any] = []  # the threads' own connections (conn())
         connect(self.path).close()  # create and migrate once, up front
         self._pool = postgres.Pool(self.path, self.POOL_SIZE) if self.postgresql else None
 
@@ -408,6 +409,7 @@ class Database:
             conn = connect(self.path, upgrade=False)
             self._local.conn = conn
             self._opened.append(conn)  # list.append is atomic: no lock needed
+            self._threads.append(conn)
         return conn
 
     @contextmanager
@@ -423,9 +425,14 @@ class Database:
                 self._opened.remove(conn)
 
     def close(self) -> None:
-        """Close the pool (a stopped server; its threads' own connections end with the process)."""
+        """Close the pool, and on PostgreSQL the threads' own connections (a stopped server; an app
+        made and stopped inside one process, as the tests do, would otherwise leave each server
+        session open until the garbage collector finds it). SQLite's end with the process."""
         if self._pool is not None:
             self._pool.close()
+            for conn in self._threads:
+                conn.close()
+            self._threads.clear()
 
     def interrupt_all(self) -> None:
         """Abort whatever SQL the threads' connections are running (a stopping server's last resort).
