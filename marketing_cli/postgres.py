@@ -163,7 +163,15 @@ def translate(sql: str) -> tuple[str, bool]:
     return text, numbered
 
 
+_INT64 = (-(2**63), 2**63 - 1)
+
+
 def _bind(params: Any, numbered: bool) -> Any:
+    # A whole number beyond 64 bits is SQLite's OverflowError (the faces answer it "out of
+    # range"), not a numeric that PostgreSQL would compare and find nothing for.
+    for value in (params.values() if isinstance(params, dict) else params):
+        if type(value) is int and not _INT64[0] <= value <= _INT64[1]:
+            raise OverflowError("Python int too large to convert to SQLite INTEGER")
     if numbered and not isinstance(params, dict):
         return {f"p{i}": value for i, value in enumerate(params, 1)}
     return params

@@ -38,6 +38,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "sqlite_only: the test is about the SQLite file itself (skipped on PostgreSQL)")
     config.addinivalue_line("markers", "postgresql_only: the test is about PostgreSQL (run by --engine postgresql)")
+    config.addinivalue_line("markers", "engine_neutral: the test touches no database (docs, packaging, the code's "
+                                       "structure): it runs once, in the SQLite half")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -46,8 +48,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         from tests.engines import ported
 
         not_yet = pytest.mark.skip(reason="not yet ported to PostgreSQL (tests/engines.py POSTGRESQL_SUITES, issue 22)")
+        neutral = pytest.mark.skip(reason="touches no database: run once, by the SQLite half")
         for item in items:
-            if not ported(item.nodeid):
+            if item.get_closest_marker("engine_neutral"):
+                item.add_marker(neutral)
+            elif not ported(item.nodeid):
                 item.add_marker(not_yet)
     skip = pytest.mark.skip(reason="about the SQLite file itself" if postgresql else "about PostgreSQL: --engine postgresql")
     other = "sqlite_only" if postgresql else "postgresql_only"

@@ -33,7 +33,7 @@ from typing import Any
 import pytest
 
 from marketing_cli import jobs
-from tests import factories
+from tests import engines, factories
 
 MARK_A = "Alphaleak"
 MARK_B = "Bravoown"
@@ -341,23 +341,16 @@ class Sweep:
 # --- what A owns in the file ----------------------------------------------------------------
 
 def _tables(conn: sqlite3.Connection) -> list[str]:
-    return [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'"
-                                       " AND name NOT LIKE 'sqlite_%' ORDER BY name")]
+    return engines.tables(conn)
 
 
 def _columns(conn: sqlite3.Connection, table: str) -> list[str]:
-    return [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
+    return engines.columns(conn, table)
 
 
 def _foreign_keys(conn: sqlite3.Connection, table: str) -> list[tuple[str, str, str]]:
     """(column, parent table, parent column) of each foreign key."""
-    keys = []
-    for row in conn.execute(f"PRAGMA foreign_key_list({table})"):
-        parent, column, to = row[2], row[3], row[4]
-        if to is None:
-            to = next(r[1] for r in conn.execute(f"PRAGMA table_info({parent})") if r[5] == 1)
-        keys.append((column, parent, to))
-    return keys
+    return engines.foreign_keys(conn, table)
 
 
 def owned_rows(conn: sqlite3.Connection, workspace_id: int) -> dict[str, list[tuple[Any, ...]]]:

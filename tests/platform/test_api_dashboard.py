@@ -15,7 +15,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from marketing_cli.api import dashboard
-from tests import factories
+from tests import engines, factories
 
 ORIGIN = {"Origin": "http://testserver"}
 
@@ -207,8 +207,7 @@ def test_every_number_is_the_apis(browser: Any, client: Any, auth: dict, conn: A
 def test_browsing_changes_no_row(browser: Any, conn: Any, workspace: dict) -> None:
     factories.email_timeline_world(conn, workspace["id"], factories.timeline_start(100))
     factories.sms_timeline_world(conn, workspace["id"], factories.timeline_start(30))
-    tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name != 'api_keys'"
-                                         " AND name NOT LIKE 'sqlite_%'")]
+    tables = [t for t in engines.tables(conn) if t != "api_keys"]
 
     def dump() -> dict[str, list[tuple[Any, ...]]]:
         return {t: sorted(map(tuple, conn.execute(f'SELECT * FROM "{t}"')), key=repr) for t in tables}

@@ -112,7 +112,7 @@ def test_an_import_stopped_by_the_shutdown_rolls_back_its_batch_and_says_what_wa
     from marketing_cli.errors import MktError
     from marketing_cli.services.contacts import tags
 
-    conn.execute("CREATE TEMP TABLE sink (x)")
+    conn.execute("CREATE TEMP TABLE sink (x INTEGER)")
     event = threading.Event()
     stop = StopOnShutdown(event)
     stop.GRACE = 0.0

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.engine_neutral  # touches no database: run once, in the SQLite half
+
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import typer
 
 from marketing_cli.cli.main import app
+
+pytestmark = pytest.mark.engine_neutral  # touches no database: run once, in the SQLite half
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 

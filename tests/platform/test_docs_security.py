@@ -7,6 +7,10 @@ import ast
 import re
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.engine_neutral  # touches no database: run once, in the SQLite half
+
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = (ROOT / "docs" / "security.md").read_text(encoding="utf-8")
 

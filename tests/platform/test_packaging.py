@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.engine_neutral]  # touches no database: run once
 REPO = Path(__file__).resolve().parents[2]
 
 

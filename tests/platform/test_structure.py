@@ -28,6 +28,10 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+pytestmark = pytest.mark.engine_neutral  # touches no database: run once, in the SQLite half
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "marketing_cli"
 # Import name -> distribution name, for the third-party packages the code imports.
