@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from marketing_cli.cli import campaign_stats as cli_stats
 from marketing_cli.cli.output import MktGroup
+from marketing_cli.cli.state import state
 from marketing_cli.services.email import stats
 from tests import factories
 
@@ -24,8 +25,9 @@ def mkt(db_path: Any) -> Any:
     root.add_typer(campaigns, name="campaigns")
 
     @root.callback()
-    def main() -> None:
-        """The throwaway root (MKT_DB points at db_path)."""
+    def main(ctx: typer.Context) -> None:
+        """The throwaway root (MKT_DB points at db_path); its connection closes with the command."""
+        ctx.call_on_close(state(ctx).close)
 
     def invoke(*args: str) -> Any:
         return CliRunner().invoke(root, list(args), catch_exceptions=False)
