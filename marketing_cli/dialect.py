@@ -156,20 +156,6 @@ def automations_seconds_before(conn: Any, moment: str, seconds: str) -> str:
     return f"strftime('%Y-%m-%dT%H:%M:%fZ', {moment}, '-' || ({seconds}) || ' seconds')"
 
 
-def automations_set_value(conn: Any, path_key: str) -> str:
-    """SQL of a contact's data with the member `path_key` (a field id, our own integer) set to
-    the JSON text of the one parameter, as SQLite's json_set (the member keeps its place)."""
-    if postgresql(conn):
-        return f"(data::jsonb || jsonb_build_object('{int(path_key)}', ?::jsonb))::text"
-    return f"""json_set(data, '$."{int(path_key)}"', json(?))"""
-
-
-def automations_remove_value(conn: Any, path_key: str) -> str:
-    """SQL of a contact's data without the member `path_key` (a field id), as SQLite's json_remove."""
-    if postgresql(conn):
-        return f"(data::jsonb - '{int(path_key)}')::text"
-    return f"""json_remove(data, '$."{int(path_key)}"')"""
-
 # --- sms ------------------------------------------------------------------------------------
 
 

@@ -30,6 +30,21 @@ def value_expr(field_id: Any, table: str = "") -> str:
     return f"json_extract({column}, {path(field_id)})"
 
 
+
+def set_value_expr(conn: Any, field_id: Any) -> str:
+    """SQL of a contact's data with the field's member set to the JSON text of the one
+    parameter, as SQLite's json_set (the member keeps its place)."""
+    if postgresql(conn):
+        return f"(data::jsonb || jsonb_build_object('{int(field_id)}', ?::jsonb))::text"
+    return f"json_set(data, {path(field_id)}, json(?))"
+
+
+def remove_value_expr(conn: Any, field_id: Any) -> str:
+    """SQL of a contact's data without the field's member, as SQLite's json_remove."""
+    if postgresql(conn):
+        return f"(data::jsonb - '{int(field_id)}')::text"
+    return f"json_remove(data, {path(field_id)})"
+
 def array_length_expr(field_id: Any, table: str = "") -> str:
     """How many options a multi-select value holds (NULL when it has none stored)."""
     column = f"{table}.data" if table else "data"

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from marketing_cli import dialect, jobs
+from marketing_cli import field_sql, jobs
 from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
@@ -301,11 +301,11 @@ def _set_field(ctx: Context, step: dict[str, Any]) -> Outcome:
     old, new = _field_value(ctx, step["field_id"]), step["value"]
     if old != new or type(old) is not type(new):
         if new is None:
-            data = dialect.automations_remove_value(ctx.conn, step["field_id"])
+            data = field_sql.remove_value_expr(ctx.conn, step["field_id"])
             ctx.conn.execute(f"UPDATE contacts SET data = {data}, updated_at = ? WHERE id = ?",
                              (clock.now(), ctx.contact_id))
         else:
-            data = dialect.automations_set_value(ctx.conn, step["field_id"])
+            data = field_sql.set_value_expr(ctx.conn, step["field_id"])
             ctx.conn.execute(f"UPDATE contacts SET data = {data}, updated_at = ? WHERE id = ?",
                              (json.dumps(new), clock.now(), ctx.contact_id))
         events.append_event(ctx.conn, ctx.ws, ctx.contact_id, "FIELD_UPDATED",
