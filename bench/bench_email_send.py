@@ -23,7 +23,7 @@ from email import policy
 from email.message import EmailMessage
 from pathlib import Path
 
-from common import REPO, free_port, row, run_measured
+from common import REPO, row, run_measured, smtp_sink
 
 BODY = ("<html><head><style>@media (max-width:600px){.c{width:100%!important}}</style></head><body>"
         "<table class='c' width='600' align='center' cellpadding='0' cellspacing='0'>"
@@ -34,17 +34,7 @@ BODY = ("<html><head><style>@media (max-width:600px){.c{width:100%!important}}</
 
 
 def _sink() -> tuple[subprocess.Popen, int]:
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "aiosmtpd", "-n", "-c", "aiosmtpd.handlers.Sink",
-                             "-l", f"127.0.0.1:{port}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            smtplib.SMTP("127.0.0.1", port, timeout=1).quit()
-            return proc, port
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError("the SMTP sink did not start")
+    return smtp_sink([sys.executable, "-m", "aiosmtpd", "-n", "-c", "aiosmtpd.handlers.Sink", "-l", "127.0.0.1:{port}"])
 
 
 def _bare_loop(port: int, count: int) -> float:

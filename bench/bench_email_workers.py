@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 import os
-import smtplib
 import subprocess
 import sys
 import time
@@ -39,25 +38,14 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from common import REPO, free_port, row  # noqa: E402
+from common import REPO, row, smtp_sink  # noqa: E402
 
 WORKERS = (1, 2, 4)
 SLICES = 4  # recipients tagged s0..s3; N campaigns take SLICES / N tags each
 
 
 def _sink(delay: float) -> tuple[subprocess.Popen, int]:
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, str(HERE / "smtp_sink.py"), str(port), str(delay)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            smtplib.SMTP("127.0.0.1", port, timeout=1).quit()
-            return proc, port
-        except OSError:
-            time.sleep(0.05)
-    proc.kill()
-    raise RuntimeError("the SMTP sink did not start")
+    return smtp_sink([sys.executable, str(HERE / "smtp_sink.py"), "{port}", str(delay)])
 
 
 def _mkt(url: str, *args: str) -> str:

@@ -36,6 +36,25 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def smtp_sink(cmd: Sequence[str]) -> tuple[subprocess.Popen, int]:
+    """Start an SMTP server (`cmd` + its port as the last argument's `{port}`) and wait until
+    it answers: (process, port)."""
+    import smtplib
+
+    port = free_port()
+    proc = subprocess.Popen([part.format(port=port) for part in cmd],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            smtplib.SMTP("127.0.0.1", port, timeout=1).quit()
+            return proc, port
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError("the SMTP sink did not start")
+
+
 def wait_until_up(url: str, timeout: float = 20.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
