@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from common import row  # noqa: E402
+from common import postgres_server, row  # noqa: E402
 
 COLUMNS = "id, workspace_id, email, status, data, created_at, updated_at"
 
@@ -78,12 +78,8 @@ def _bare_insert(url: str, target: Path) -> float:
 
 
 def run(quick: bool) -> list[dict]:
-    try:
-        from tests.engines import PostgresServer
-
-        server = PostgresServer()
-    except BaseException as exc:  # noqa: BLE001 - pytest.skip's exception when the binaries are missing
-        print(f"db_copy: no PostgreSQL ({exc}): no rows", file=sys.stderr)
+    server = postgres_server("db_copy")
+    if server is None:
         return []
     from marketing_cli import dbcopy
 

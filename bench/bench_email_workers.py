@@ -38,7 +38,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from common import REPO, row, smtp_sink  # noqa: E402
+from common import REPO, postgres_server, row, smtp_sink  # noqa: E402
 
 WORKERS = (1, 2, 4)
 SLICES = 4  # recipients tagged s0..s3; N campaigns take SLICES / N tags each
@@ -193,12 +193,8 @@ def _curve(server: Any, folder: Path, delay: float, count: int) -> list[dict]:
 
 
 def run(quick: bool) -> list[dict]:
-    try:
-        from tests.engines import PostgresServer
-
-        server = PostgresServer()
-    except BaseException as exc:  # noqa: BLE001 - pytest.skip's exception when the binaries are missing
-        print(f"email_workers: no PostgreSQL ({exc}): no rows", file=sys.stderr)
+    server = postgres_server("email_workers")
+    if server is None:
         return []
     import tempfile
 

@@ -39,7 +39,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from common import median_seconds, row  # noqa: E402
+from common import median_seconds, postgres_server, row  # noqa: E402
 
 CSV_COLUMNS = "email_address, first_name, city, age, signup, plan, country"
 
@@ -273,12 +273,8 @@ def _sms_rows(server: Any, n: int) -> list[dict]:
 
 
 def run(quick: bool) -> list[dict]:
-    try:
-        from tests.engines import PostgresServer
-
-        server = PostgresServer()
-    except BaseException as exc:  # noqa: BLE001 - pytest.skip's exception when the binaries are missing
-        print(f"postgresql: no PostgreSQL ({exc}): no rows", file=sys.stderr)
+    server = postgres_server("postgresql")
+    if server is None:
         return []
     from bench_contacts import write_csv
 

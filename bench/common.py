@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -34,6 +35,18 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def postgres_server(bench: str) -> Any:
+    """A throwaway PostgreSQL server (tests/engines.PostgresServer), or None, said on stderr,
+    when this machine has no PostgreSQL binaries: the bench then gives no rows."""
+    try:
+        from tests.engines import PostgresServer
+
+        return PostgresServer()
+    except BaseException as exc:  # noqa: BLE001 - pytest.skip's exception when the binaries are missing
+        print(f"{bench}: no PostgreSQL ({exc}): no rows", file=sys.stderr)
+        return None
 
 
 def smtp_sink(cmd: Sequence[str]) -> tuple[subprocess.Popen, int]:
