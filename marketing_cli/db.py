@@ -399,7 +399,7 @@ class Database:
         self.postgresql = isinstance(self.path, postgres.DatabaseUrl)
         self._local = threading.local()
         self._opened: list[Any] = []  # every connection in use: interrupt_all's reach
-        self._own: list[Any] = []  # the threads' own connections, closed by close()
+        self._own: list[tuple[threading.Thread, Any]] = []  # the threads' own connections, for close()
         connect(self.path).close()  # create and migrate once, up front
         self._pool = postgres.Pool(self.path, self.POOL_SIZE) if self.postgresql else None
 
@@ -408,7 +408,7 @@ class Database:
         if conn is None:
             conn = connect(self.path, upgrade=False)
             self._local.conn = conn
-            self._own.append(conn)  # list.append is atomic: no lock needed
+            self._own.append((threading.current_thread(), conn))  # list.append is atomic: no lock needed
             self._opened.append(conn)
         return conn
 
@@ -426,12 +426,22 @@ class Database:
 
     def close(self) -> None:
         """Close the threads' own connections and the pool (a stopped server: on PostgreSQL a
-        connection left to the garbage collector is a session the server keeps until then)."""
+        connection left to the garbage collector is a session the server keeps until then).
+
+        On SQLite a connection that another live thread may still be using (a request whose
+        SQL `interrupt_all` has just stopped, still unwinding) is left open: closing a
+        sqlite3 connection under a running statement crashes the process. A file keeps no
+        session, and the connection closes with its thread or the process."""
         self._local = threading.local()  # a later conn() opens a new one
+        me, kept = threading.current_thread(), []
         while self._own:
-            conn = self._own.pop()
+            thread, conn = self._own.pop()
+            if not self.postgresql and thread is not me and thread.is_alive():
+                kept.append((thread, conn))
+                continue
             self._opened.remove(conn)
             conn.close()
+        self._own.extend(kept)
         if self._pool is not None:
             self._pool.close()
 

@@ -169,3 +169,37 @@ def test_cli_reports_an_unusable_database(tmp_path: Path) -> None:
     assert out.returncode == 1
     assert out.stderr.strip() == f"Cannot open the database {tmp_path}: it is a directory."
     assert "Traceback" not in out.stderr
+
+
+@pytest.mark.sqlite_only  # on PostgreSQL close() ends every session: a server keeps no session open after a stop
+def test_close_leaves_a_busy_threads_sqlite_connection_to_its_thread(db_path: Path) -> None:
+    """A stopping server interrupts a request's SQL and closes the Database at once; the request's
+    thread is still unwinding on its connection. Closing a sqlite3 connection under it crashed the
+    process (SIGSEGV, seen in CI). close() closes its own thread's connection and leaves the busy one."""
+    database = db.Database(db_path)
+    mine = database.conn()
+    started, closed, seen = threading.Event(), threading.Event(), []
+
+    def long_query() -> None:
+        theirs = database.conn()
+        theirs.set_progress_handler(lambda: started.set() or 0, 1000)  # the statement is running
+        try:
+            theirs.execute("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c").fetchone()
+        except sqlite3.OperationalError as e:
+            seen.append(str(e))
+        theirs.set_progress_handler(None, 0)
+        closed.wait(10)
+        seen.append(theirs.execute("SELECT 1").fetchone()[0])  # still open: close() left it alone
+
+    thread = threading.Thread(target=long_query)
+    thread.start()
+    started.wait(10)
+    database.interrupt_all()
+    database.close()
+    closed.set()
+    thread.join(10)
+    assert seen == ["interrupted", 1]
+    with pytest.raises(sqlite3.ProgrammingError):
+        mine.execute("SELECT 1")  # the calling thread's own connection is closed
+    database.close()  # the thread has ended: its connection is closed now
+    assert database._own == []
