@@ -320,7 +320,7 @@ def _brought_up_to_date(conn: Any, target: Any, version: int, *, upgrade: bool) 
         conn.close()
         raise MktError(500, f"The database {target} has schema version {version}, newer than this mkt knows "
                             f"({latest_version()}): upgrade mkt to use it.")
-    if upgrade:
+    if upgrade and version < latest_version():  # up to date: nothing to apply, nothing to read again
         try:
             migrate(conn)
         except BaseException:

@@ -321,8 +321,8 @@ def configure(raw: Any) -> None:
     """A new psycopg connection made ready for the services (also the pool's `configure`)."""
     raw.row_factory = _row_factory
     _adapt(raw)
-    raw.execute(f"SET statement_timeout = {STATEMENT_TIMEOUT_MS}")
-    raw.execute(f"SET idle_in_transaction_session_timeout = {IDLE_IN_TRANSACTION_MS}")
+    raw.execute(f"SET statement_timeout = {STATEMENT_TIMEOUT_MS};"  # one round trip (no parameters)
+                f" SET idle_in_transaction_session_timeout = {IDLE_IN_TRANSACTION_MS}")
 
 
 class Connection:
@@ -518,7 +518,14 @@ _lock = threading.Lock()
 
 
 def current_version(conn: Connection) -> int:
-    row = conn._conn.execute("SELECT to_regclass(%s)", (VERSION_TABLE,)).fetchone()
+    import psycopg
+
+    if not conn.in_transaction:  # one round trip; a missing table (a new database) is version 0
+        try:
+            return conn._conn.execute(f"SELECT version FROM {VERSION_TABLE}").fetchone()[0]
+        except psycopg.errors.UndefinedTable:
+            return 0
+    row = conn._conn.execute("SELECT to_regclass(%s)", (VERSION_TABLE,)).fetchone()  # an error would end the transaction
     if row[0] is None:
         return 0
     return conn._conn.execute(f"SELECT version FROM {VERSION_TABLE}").fetchone()[0]
