@@ -107,6 +107,7 @@ class PostgresServer:
             self._worker.start()
         name = self._ready.get()
         if isinstance(name, BaseException):
+            self._ready.put(name)  # the thread has ended: every later test gets the same error, not a wait
             raise name
         return self.url(name)
 
@@ -155,23 +156,26 @@ class PostgresServer:
             shutil.rmtree(self.folder, ignore_errors=True)
 
 
-# What a database's schema holds besides rows: its relations, functions, triggers (and whether
-# they are enabled), columns and extensions. A used database whose listing equals the template's,
-# but for indexes a test added (a field's expression index), is reset and lent again.
-_CATALOG = """
-SELECT c.relkind::text, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE n.nspname = 'public'
-UNION ALL SELECT 'f', p.proname || '(' || pg_get_function_identity_arguments(p.oid) || ')' || md5(p.prosrc)
-FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'public'
-UNION ALL SELECT 't', t.tgname || ' ON ' || t.tgrelid::regclass::text || ' ' || t.tgenabled FROM pg_trigger t
-WHERE NOT t.tgisinternal
-UNION ALL SELECT 'a', a.attrelid::regclass::text || '.' || a.attname || ' ' || format_type(a.atttypid, a.atttypmod)
-    || ' ' || a.attnotnull || ' ' || coalesce(pg_get_expr(d.adbin, d.adrelid), '')
-FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
-LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
-WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p', 'v', 'm') AND a.attnum > 0 AND NOT a.attisdropped
-UNION ALL SELECT 'e', extname FROM pg_extension
-UNION ALL SELECT 'n', nspname FROM pg_namespace WHERE nspname !~ '^pg_' AND nspname <> 'information_schema'
+# A database's state besides its rows, in one round trip: the sessions connected to it but
+# this one; a digest of its relations but indexes, functions, triggers (enabled or not),
+# extensions and schemas; its indexes; and the size of each table's file (a table a test never
+# wrote to has an empty file).
+_STATE = """
+SELECT (SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()),
+       (SELECT md5(string_agg(x, ',' ORDER BY x)) FROM (
+            SELECT c.relkind::text || ' ' || c.relname FROM pg_class c
+            WHERE c.relnamespace = 'public'::regnamespace AND c.relkind <> 'i'
+            UNION ALL SELECT 'f ' || p.oid::regprocedure::text || md5(p.prosrc) FROM pg_proc p
+            WHERE p.pronamespace = 'public'::regnamespace
+            UNION ALL SELECT 't ' || t.tgname || ' ON ' || t.tgrelid::regclass::text || ' ' || t.tgenabled::text
+            FROM pg_trigger t WHERE NOT t.tgisinternal
+            UNION ALL SELECT 'e ' || extname FROM pg_extension
+            UNION ALL SELECT 'n ' || nspname FROM pg_namespace WHERE nspname !~ '^pg_' AND nspname <> 'information_schema'
+        ) AS catalog(x)),
+       (SELECT coalesce(array_agg(c.relname::text), '{}') FROM pg_class c
+        WHERE c.relnamespace = 'public'::regnamespace AND c.relkind = 'i'),
+       (SELECT coalesce(array_agg(array[c.relname::text, pg_relation_size(c.oid)::text]), '{}') FROM pg_class c
+        WHERE c.relnamespace = 'public'::regnamespace AND c.relkind = 'r' AND pg_relation_size(c.oid) > 0)
 """
 
 
@@ -188,58 +192,50 @@ class Template:
 
     def __init__(self, url: str) -> None:
         import psycopg
+        from psycopg import sql
 
         with psycopg.connect(url, autocommit=True) as conn:
-            self.catalog = set(conn.execute(_CATALOG).fetchall())
-            self.tables = [r[0] for r in conn.execute(
-                "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename").fetchall()]
-            self.seeds: dict[str, bytes] = {}
-            for table in self.tables:
-                if conn.execute(f'SELECT EXISTS (SELECT 1 FROM "{table}")').fetchone()[0]:
-                    with conn.cursor().copy(f'COPY "{table}" TO STDOUT') as copy:
-                        self.seeds[table] = b"".join(bytes(block) for block in copy)
-            self.sequences = conn.execute(
-                "SELECT format('%I', sequencename), last_value, start_value FROM pg_sequences "
-                "WHERE schemaname = 'public'").fetchall()
-        self._any_rows = " UNION ALL ".join(
-            f"SELECT '{t}', pg_relation_size('\"{t}\"') WHERE EXISTS (SELECT 1 FROM \"{t}\")" for t in self.tables)
+            _, self.catalog, self.indexes, _ = conn.execute(_STATE).fetchone()
+            self.indexes = set(self.indexes)
+            seeds = []
+            for (table,) in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'").fetchall():
+                rows = [r[0] for r in conn.execute(sql.SQL("SELECT t::text FROM {} t").format(sql.Identifier(table)))]
+                if rows:
+                    seeds.append((table, sql.SQL("INSERT INTO {table} SELECT (r::{table}).* FROM unnest({rows}::text[]) r").format(
+                        table=sql.Identifier(table), rows=sql.Literal(rows)).as_string(conn)))
+            self.seeds = dict(seeds)
+            sequences = [sql.SQL("setval({}, {}, {})").format(sql.Literal(name), sql.Literal(last or start),
+                                                             sql.Literal(last is not None)).as_string(conn)
+                         for name, last, start in conn.execute(
+                             "SELECT format('%I', sequencename), last_value, start_value FROM pg_sequences "
+                             "WHERE schemaname = 'public'").fetchall()]
+            self.sequences = "SELECT " + ", ".join(sequences) if sequences else ""
 
     def reset(self, url: str) -> bool:
         import psycopg
 
         try:
             with psycopg.connect(url, autocommit=True) as conn:
-                conn.execute("SET lock_timeout = '1s'")
-                others = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                                      "AND pid <> pg_backend_pid()").fetchone()[0]
-                if others:
-                    return False  # a process of the test is still connected: it could write after the reset
-                catalog = set(conn.execute(_CATALOG).fetchall())
-                added = catalog - self.catalog
-                if self.catalog - catalog or any(kind != "i" for kind, _ in added):
-                    return False
-                written = conn.execute(self._any_rows).fetchall()
-                big = [t for t, size in written if size > self.BIG]
-                small = {t for t, size in written if size <= self.BIG} | set(self.seeds)
-                with conn.transaction():
-                    conn.execute("SET LOCAL session_replication_role = replica")  # no triggers, no foreign keys
-                    for _, index in added:
-                        conn.execute(f'DROP INDEX "{index}"')
-                    if big:
-                        conn.execute("TRUNCATE " + ", ".join(f'"{t}"' for t in big) + " CASCADE")
-                    for table in sorted(small - set(big)):
-                        conn.execute(f'DELETE FROM "{table}"')
-                    for table, rows in self.seeds.items():
-                        with conn.cursor().copy(f'COPY "{table}" FROM STDIN') as copy:
-                            copy.write(rows)
-                    for name, last, start in self.sequences:
-                        if last is None:
-                            conn.execute("SELECT setval(%s, %s, false)", (name, start))
-                        else:
-                            conn.execute("SELECT setval(%s, %s, true)", (name, last))
-                    # The planner then sees the tables as in a new copy (never vacuumed: at least 10 pages).
-                    conn.execute("UPDATE pg_class SET reltuples = -1, relpages = 0, relallvisible = 0 "
-                                 "WHERE relnamespace = 'public'::regnamespace AND relkind = 'r'")
+                others, catalog, indexes, written = conn.execute(_STATE).fetchone()
+                if others or catalog != self.catalog or self.indexes - set(indexes):
+                    return False  # a process of the test is still connected (it could write after the
+                    # reset), or the schema changed: a new copy instead
+                big = [t for t, size in written if int(size) > self.BIG]
+                small = ({t for t, _ in written} | set(self.seeds)) - set(big)
+                script = ["BEGIN", "SET LOCAL lock_timeout = '1s'",
+                          "SET LOCAL session_replication_role = replica"]  # no triggers, no foreign keys
+                script += [f'DROP INDEX "{index}"' for index in sorted(set(indexes) - self.indexes)]
+                if big:
+                    script.append("TRUNCATE " + ", ".join(f'"{t}"' for t in big) + " CASCADE")
+                script += [f'DELETE FROM "{t}"' for t in sorted(small)]
+                script += list(self.seeds.values())
+                if self.sequences:
+                    script.append(self.sequences)
+                # The planner then sees the tables as in a new copy (never vacuumed: at least 10 pages).
+                script.append("UPDATE pg_class SET reltuples = -1, relpages = 0, relallvisible = 0 "
+                              "WHERE relnamespace = 'public'::regnamespace AND relkind = 'r'")
+                script.append("COMMIT")
+                conn.execute("; ".join(script))  # one round trip
                 return True
         except psycopg.Error:
             return False
