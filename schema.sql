@@ -1265,3 +1265,7 @@ CREATE TABLE sms_ledger_checkpoints (
 -- writes fire (contacts inserted and deleted, email_messages inserted) become statement
 -- triggers over their transition tables (schema.postgresql.sql step 22 says why); SQLite's
 -- row triggers stay, since SQLite has no such cost.
+
+-- version: 23
+-- Nothing changes in a SQLite file. On PostgreSQL json_extract and json_type become one
+-- expression each, which the planner inlines (schema.postgresql.sql step 23 says why).
