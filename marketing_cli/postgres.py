@@ -103,7 +103,9 @@ def _mapped(exc: Exception) -> sqlite3.Error:
         return IntegrityError(text)
     if isinstance(exc, psycopg.errors.QueryCanceled):
         return OperationalError("interrupted")
-    if isinstance(exc, psycopg.OperationalError):
+    if isinstance(exc, (psycopg.OperationalError, psycopg.errors.ReadOnlySqlTransaction)):
+        # A read-only database (a standby, default_transaction_read_only) is SQLite's
+        # OperationalError "attempt to write a readonly database": db.STORAGE_ERRORS answers both.
         return OperationalError(text)
     return DatabaseError(text)
 

@@ -149,6 +149,25 @@ class PostgresServer:
             shutil.rmtree(self.folder, ignore_errors=True)
 
 
+def new_database(server: Any, folder: Path, name: str = "mkt.db", *, empty: bool = False) -> Any:
+    """A further database a test makes for itself (a served one, a second one): on SQLite the
+    path of a file in `folder` (not created yet: `mkt init` or `mkt serve` makes it); on
+    PostgreSQL a fresh database's URL on the worker's server, holding the migrated schema, or
+    no schema at all with `empty` (a first start). `server` is the `postgres_server` fixture
+    (None on SQLite); hand a PostgreSQL URL back with `server.drop(url)` when done."""
+    if server is None:
+        return folder / name
+    return server.empty() if empty else server.fresh()
+
+
+def log_folder(db: Any) -> Path:
+    """Where a test's `mkt serve` writes its log: beside a SQLite file, in a temporary folder
+    for a PostgreSQL URL."""
+    if isinstance(db, Path):
+        return db.parent
+    return Path(tempfile.mkdtemp(prefix="mkt-serve-"))
+
+
 def dump(conn: object) -> str:
     """Every row of every table as text (SQLite's iterdump; on PostgreSQL each row's text form)."""
     from marketing_cli.db import is_postgresql
