@@ -146,7 +146,11 @@ def migrate(conn: sqlite3.Connection, target: int | None = None) -> int:
 STORAGE_ERRORS = (
     ("readonly database", "The database is read-only: nothing was written. Check the permissions of the "
                           "database file and of its folder."),
+    # PostgreSQL's: a standby or a database whose default_transaction_read_only is on.
+    ("in a read-only transaction", "The database is read-only: nothing was written. Check that the PostgreSQL "
+                                   "server accepts writes (not a standby, default_transaction_read_only off)."),
     ("database or disk is full", "The disk holding the database is full: nothing was written."),
+    ("no space left on device", "The disk holding the database is full: nothing was written."),  # PostgreSQL's
     ("disk i/o error", "The database could not be written (disk I/O error): nothing was written."),
     (postgres.LOST, "The connection to the database was lost: try again."),
 )

@@ -103,7 +103,9 @@ def _mapped(exc: Exception) -> sqlite3.Error:
         return IntegrityError(text)
     if isinstance(exc, psycopg.errors.QueryCanceled):
         return OperationalError("interrupted")
-    if isinstance(exc, psycopg.OperationalError):
+    if isinstance(exc, (psycopg.OperationalError, psycopg.errors.ReadOnlySqlTransaction)):
+        # A read-only database (a standby, default_transaction_read_only) is SQLite's
+        # OperationalError "attempt to write a readonly database": db.STORAGE_ERRORS answers both.
         return OperationalError(text)
     return DatabaseError(text)
 
@@ -563,16 +565,21 @@ class Pool:
     A connection goes back to the pool after each use, is checked before it is lent again (a
     server restart or a dropped connection costs one reconnect, not a broken thread), and the
     pool never holds more than `size` connections: set it to the number of threads that can
-    use the database at once."""
+    use the database at once. After `close` a later borrow opens a new pool, as a SQLite
+    `Database` opens new connections after its close (an app whose lifespan ran twice)."""
 
     def __init__(self, url: DatabaseUrl, size: int) -> None:
-        from psycopg_pool import ConnectionPool
-
         self.url = url
-        self._pool = ConnectionPool(url.url, min_size=1, max_size=size, kwargs=CONNECT_ARGS, configure=configure,
-                                    check=ConnectionPool.check_connection, open=False, name="mkt")
+        self._size = size
+        self._pool = self._new()
         self._opened = False
         self._open_lock = threading.Lock()
+
+    def _new(self) -> Any:
+        from psycopg_pool import ConnectionPool
+
+        return ConnectionPool(self.url.url, min_size=1, max_size=self._size, kwargs=CONNECT_ARGS, configure=configure,
+                              check=ConnectionPool.check_connection, open=False, name="mkt")
 
     @contextmanager
     def borrow(self) -> Iterator[Connection]:
@@ -596,5 +603,7 @@ class Pool:
                 from None
 
     def close(self) -> None:
-        if self._opened:
-            self._pool.close()
+        with self._open_lock:
+            if self._opened:
+                self._pool.close()  # a psycopg pool cannot be opened again: the next borrow makes another
+                self._pool, self._opened = self._new(), False

@@ -54,11 +54,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item.add_marker(neutral)
             elif not ported(item.nodeid):
                 item.add_marker(not_yet)
-    skip = pytest.mark.skip(reason="about the SQLite file itself" if postgresql else "about PostgreSQL: --engine postgresql")
+    default = "about the SQLite file itself" if postgresql else "about PostgreSQL: --engine postgresql"
     other = "sqlite_only" if postgresql else "postgresql_only"
     for item in items:
-        if item.get_closest_marker(other):
-            item.add_marker(skip)
+        marker = item.get_closest_marker(other)
+        if marker:  # sqlite_only(reason="...") says why in the skip line
+            item.add_marker(pytest.mark.skip(reason=marker.kwargs.get("reason", default)))
 
 
 @pytest.fixture(scope="session")
@@ -110,6 +111,24 @@ def _env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, db_path: Any) -> None:
     monkeypatch.setenv("COLUMNS", "200")
     monkeypatch.setenv("NO_COLOR", "1")
     monkeypatch.setenv("TERM", "dumb")
+
+
+@pytest.fixture
+def new_db(tmp_path: Path, postgres_server: Any) -> Iterator[Callable[..., Any]]:
+    """`new_db(name, empty=False)`: a further database of the test's own (tests/engines.new_database):
+    a file in tmp_path on SQLite, a fresh database on PostgreSQL (dropped after the test)."""
+    from tests.engines import new_database
+
+    made: list[Any] = []
+
+    def make(name: str = "mkt.db", *, empty: bool = False) -> Any:
+        made.append(new_database(postgres_server, tmp_path, name, empty=empty))
+        return made[-1]
+
+    yield make
+    if postgres_server is not None:
+        for url in made:
+            postgres_server.drop(url)
 
 
 @pytest.fixture
@@ -358,7 +377,9 @@ class Server:
 
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
-        self.log_path = db.parent / f"serve-{self.port}.log"
+        from tests.engines import log_folder
+
+        self.log_path = log_folder(db) / f"serve-{self.port}.log"
         self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "marketing_cli", "--db", str(db), "serve", "--port", str(self.port),
@@ -366,7 +387,7 @@ class Server:
             stdout=self.log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
             preexec_fn=preexec_fn,
         )
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60  # a loaded machine: the start alone has taken 20 s
         while time.monotonic() < deadline:
             assert self.proc.poll() is None, self.output()
             try:

@@ -241,6 +241,74 @@ class Template:
             return False
 
 
+def new_database(server: Any, folder: Path, name: str = "mkt.db", *, empty: bool = False) -> Any:
+    """A further database a test makes for itself (a served one, a second one): on SQLite the
+    path of a file in `folder` (not created yet: `mkt init` or `mkt serve` makes it); on
+    PostgreSQL a fresh database's URL on the worker's server, holding the migrated schema, or
+    no schema at all with `empty` (a first start). `server` is the `postgres_server` fixture
+    (None on SQLite); hand a PostgreSQL URL back with `server.drop(url)` when done."""
+    if server is None:
+        return folder / name
+    return server.empty() if empty else server.fresh()
+
+
+def log_folder(db: Any) -> Path:
+    """Where a test's `mkt serve` writes its log: beside a SQLite file, in a temporary folder
+    for a PostgreSQL URL."""
+    if isinstance(db, Path):
+        return db.parent
+    return Path(tempfile.mkdtemp(prefix="mkt-serve-"))
+
+
+def save_copy(db: Any, folder: Path) -> Any:
+    """A copy of a database's rows to put back later with `restore_copy` (a test that starts each
+    round from the same data while a server keeps the database open). SQLite: a backup file in
+    `folder`. PostgreSQL: a schema `mkt_saved` in the same database holding a copy of each table,
+    and each identity sequence's position."""
+    import sqlite3
+    from contextlib import closing
+
+    from marketing_cli.db import connect, is_postgresql
+
+    with closing(connect(db, upgrade=False)) as conn:
+        if not is_postgresql(conn):
+            saved = folder / "saved.db"
+            with closing(sqlite3.connect(saved)) as copy:
+                conn.backup(copy)
+            return saved
+        names = tables(conn)
+        conn.execute("DROP SCHEMA IF EXISTS mkt_saved CASCADE")
+        conn.execute("CREATE SCHEMA mkt_saved")
+        for table in names:
+            conn.execute(f'CREATE TABLE mkt_saved."{table}" AS TABLE "{table}"')
+        sequences = [(table, sequence, value) for table in names if "id" in columns(conn, table)
+                     for (sequence,) in conn.execute("SELECT pg_get_serial_sequence(?, 'id')", (table,)).fetchall()
+                     if sequence
+                     for value in conn.execute(f"SELECT last_value, is_called FROM {sequence}").fetchall()]
+        return {"tables": names, "sequences": sequences}
+
+
+def restore_copy(db: Any, saved: Any) -> None:
+    """Put back the rows `save_copy` saved, in one transaction: readers of the database (a
+    running server) see it as another writer's commit."""
+    import sqlite3
+    from contextlib import closing
+
+    if isinstance(saved, Path):
+        with closing(sqlite3.connect(saved)) as source, closing(sqlite3.connect(db, timeout=30)) as live:
+            source.backup(live)
+        return
+    import psycopg
+
+    with psycopg.connect(str(db)) as conn:  # one transaction, committed on leaving
+        conn.execute("SET LOCAL session_replication_role = replica")  # no triggers, no foreign-key checks
+        conn.execute("TRUNCATE " + ", ".join(f'"{t}"' for t in saved["tables"]))
+        for table in saved["tables"]:
+            conn.execute(f'INSERT INTO "{table}" SELECT * FROM mkt_saved."{table}"')
+        for _, sequence, value in saved["sequences"]:
+            conn.execute("SELECT setval(%s, %s, %s)", (sequence, value[0], bool(value[1])))
+
+
 def dump(conn: object) -> str:
     """Every row of every table as text (SQLite's iterdump; on PostgreSQL each row's text form)."""
     from marketing_cli.db import is_postgresql
@@ -278,6 +346,21 @@ POSTGRESQL_SUITES = (
     "tests/platform/test_cli_foundation.py",
     "tests/platform/test_api_strict_input.py",
     "tests/platform/test_api_limits.py",
+    # issue 22's last platform files (branch pgport)
+    "tests/platform/test_e2e_serve.py",
+    "tests/platform/test_e2e_body_limits.py",
+    "tests/platform/test_e2e_reliability.py",
+    "tests/platform/test_api_cross_workspace.py",
+    "tests/platform/test_api_dashboard.py",
+    "tests/platform/test_cli_tables.py",
+    "tests/platform/test_bad_inputs_both_faces.py",
+    "tests/platform/test_api_fuzz.py",
+    "tests/platform/test_api_paths_fuzz.py",
+    "tests/platform/test_e2e_dashboard_browser.py",
+    "tests/platform/test_e2e_docs_browser.py",
+    "tests/platform/test_storage_faults.py",
+    "tests/platform/test_database_file.py",
+    "tests/platform/test_api_robustness.py",
 )
 
 

@@ -567,7 +567,7 @@ def test_the_dashboard_shows_b_nothing_of_a(app: Any, conn: sqlite3.Connection,
             for kind, template in pages.items():
                 _, a_id = ids[kind]
                 theirs = browser.get(template.format(a_id))
-                assert theirs.status_code == expect, (kind, who is a)
+                assert theirs.status_code == expect, (kind, who is a, theirs.text[-300:])
                 if who is b:
                     missing = browser.get(template.format(new_id()))
                     assert missing.status_code == 404 and leaked(body_text(theirs), a, "") == []

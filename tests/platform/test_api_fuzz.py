@@ -21,9 +21,7 @@ from __future__ import annotations
 
 import os
 import re
-import sqlite3
 from collections.abc import Iterator
-from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +35,7 @@ from marketing_cli.db import connect
 from marketing_cli.services.account import workspaces
 from tests import factories
 from tests.conftest import LocalDNS, Server
+from tests.engines import new_database, restore_copy, save_copy
 
 pytestmark = pytest.mark.slow
 
@@ -208,10 +207,10 @@ class WorkspaceKey:
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+def served(tmp_path_factory: pytest.TempPathFactory, postgres_server: Any) -> Iterator[dict[str, Any]]:
     """`mkt serve` on a free port over the world's database (its DNS a local server that knows nothing)."""
     folder = tmp_path_factory.mktemp("fuzz")
-    db = folder / "mkt.db"
+    db = new_database(postgres_server, folder)
     KEY["value"] = make_world(db)
     dns = LocalDNS()
     dns.start()
@@ -234,6 +233,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
         output = server.output()
         assert "Traceback" not in output, output[-4000:]
         assert code == 0, output[-4000:]
+        if postgres_server is not None:
+            postgres_server.drop(db)
 
 
 def load_schema(base: str) -> Any:
@@ -266,9 +267,7 @@ def test_stateful_create_then_use(served: dict[str, Any], tmp_path: Path) -> Non
     configure, schedule it with the id the API returned (valid data only, so creations succeed)."""
     db = served["db"]
     stateful = load_schema(served["base"])
-    pristine = tmp_path / "pristine.db"
-    with closing(sqlite3.connect(db)) as source, closing(sqlite3.connect(pristine)) as copy:
-        source.backup(copy)
+    pristine = save_copy(db, tmp_path)
     stateful.config.generation.update(modes=[GenerationMode.POSITIVE], deterministic=DERANDOMIZE)
     base = stateful.as_state_machine()
 
@@ -279,9 +278,8 @@ def test_stateful_create_then_use(served: dict[str, Any], tmp_path: Path) -> Non
         def setup(self) -> None:
             """Each sequence starts from the same database: which links can be followed depends on
             what earlier answers made, and Hypothesis needs a replayed sequence to meet the same
-            answers. The server's connections see the restored file as another writer's commit."""
-            with closing(sqlite3.connect(pristine)) as source, closing(sqlite3.connect(db, timeout=30)) as live:
-                source.backup(live)
+            answers. The server's connections see the restored rows as another writer's commit."""
+            restore_copy(db, pristine)
 
         def after_call(self, response: Any, case: Any) -> None:
             super().after_call(response, case)

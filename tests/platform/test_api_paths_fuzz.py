@@ -12,7 +12,6 @@ of all of these, then are sent with and without the workspace's key.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -25,6 +24,7 @@ from starlette.testclient import TestClient
 from marketing_cli.api.app import create_app
 from marketing_cli.db import connect
 from marketing_cli.services.account import workspaces
+from tests.engines import new_database
 
 pytestmark = pytest.mark.slow
 
@@ -53,8 +53,8 @@ def _routes(app: Any) -> list[tuple[str, str]]:
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    db_path: Path = tmp_path_factory.mktemp("paths") / "mkt.db"
+def world(tmp_path_factory: pytest.TempPathFactory, postgres_server: Any) -> dict[str, Any]:
+    db_path = new_database(postgres_server, tmp_path_factory.mktemp("paths"))
     conn = connect(db_path)
     created = workspaces.create_workspace(conn, "Paths")
     conn.close()
@@ -63,6 +63,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     client.__enter__()
     yield {"client": client, "key": created["api_key"], "routes": _routes(app)}
     client.__exit__(None, None, None)
+    if postgres_server is not None:
+        postgres_server.drop(db_path)
 
 
 def _encoded(text: str, raw: bool) -> str:

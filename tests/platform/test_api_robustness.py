@@ -66,10 +66,29 @@ def test_routes_are_discovered(app: Any) -> None:
     assert len(api_routes(app)) >= 10
 
 
+def members_to_send(method: str, template: str, engine: str) -> list[str]:
+    """MEMBERS on SQLite. On PostgreSQL only those the operation's body declares (all of them
+    where it declares none by name): api/strict.py refuses an undeclared member before any SQL,
+    the same Python on both engines, which the SQLite half sends. Every request costs PostgreSQL
+    a network round trip or two (the key's lookup, the pool's check) where SQLite reads a page
+    in-process: the whole sweep (some 59,000 requests) took twice as long; this half of it
+    (some 29,000) as long as SQLite's whole."""
+    if engine != "postgresql":
+        return MEMBERS
+    from marketing_cli.api import schemas
+    from marketing_cli.api.strict import plain_path
+
+    body = schemas.OPERATIONS.get((method, plain_path(template)), {}).get("body")
+    if not isinstance(body, dict) or not isinstance(body.get("properties"), dict):
+        return MEMBERS
+    return [name for name in MEMBERS if name in body["properties"]]
+
+
 @pytest.mark.slow
-def test_no_input_yields_a_500(client: Any, auth: dict, app: Any) -> None:
+def test_no_input_yields_a_500(client: Any, auth: dict, app: Any, engine: str) -> None:
     headers = {**auth, "Content-Type": "application/json"}
     for method, template in api_routes(app):
+        members = members_to_send(method, template, engine)
         for path in concrete(template):
             if method == "GET":
                 for query in QUERIES:
@@ -77,6 +96,6 @@ def test_no_input_yields_a_500(client: Any, auth: dict, app: Any) -> None:
                 continue
             for body in BAD_BODIES:
                 check(client.request(method, path, headers=headers, content=body))
-            for name in MEMBERS:
+            for name in members:
                 for value in BAD_VALUES:
                     check(client.request(method, path, headers=headers, json={name: value}))

@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sqlite3
 import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from marketing_cli.db import connect
 from marketing_cli.errors import MktError
 from marketing_cli.services.account import workspaces
 from marketing_cli.services.contacts import tags
+from tests.engines import tables
 
 REPO = Path(__file__).resolve().parents[2]
 READ_ONLY = ("The database is read-only: nothing was written. Check the permissions of the database file "
@@ -38,6 +39,7 @@ def missing(path: Path) -> str:
 # --- A missing file: only init and serve create one ------------------------------------------
 
 
+@pytest.mark.sqlite_only(reason="a database file's path: PostgreSQL's missing database is tested below")
 @pytest.mark.parametrize("args", [
     ("tags", "list"),
     ("tags", "list", "--json"),
@@ -59,6 +61,7 @@ def test_a_command_on_a_missing_database_says_so_and_creates_nothing(runner: Any
     assert not typo.parent.exists()
 
 
+@pytest.mark.sqlite_only(reason="a database file's path: PostgreSQL's missing database is tested below")
 def test_a_mistyped_db_in_an_existing_folder_creates_no_file(tmp_path: Path) -> None:
     """The real program (exit status, stderr) with the path from MKT_DB."""
     typo = tmp_path / "tyop.db"
@@ -70,6 +73,7 @@ def test_a_mistyped_db_in_an_existing_folder_creates_no_file(tmp_path: Path) -> 
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
+@pytest.mark.sqlite_only(reason="a database file's path: PostgreSQL's missing database is tested below")
 def test_connect_without_create_refuses_a_missing_file(tmp_path: Path) -> None:
     path = tmp_path / "none.db"
     with pytest.raises(MktError) as err:
@@ -80,6 +84,7 @@ def test_connect_without_create_refuses_a_missing_file(tmp_path: Path) -> None:
     connect(path, create=False).close()
 
 
+@pytest.mark.sqlite_only(reason="a database file's path: PostgreSQL's missing database is tested below")
 def test_init_creates_the_database_and_its_folders(cli_json: Callable[..., Any], runner: Any,
                                                    tmp_path: Path) -> None:
     from marketing_cli.cli.main import app
@@ -94,6 +99,7 @@ def test_init_creates_the_database_and_its_folders(cli_json: Callable[..., Any],
 # --- A failed init ----------------------------------------------------------------------------
 
 
+@pytest.mark.sqlite_only(reason="the file and folders a failed init made: on PostgreSQL init creates no database")
 @pytest.mark.parametrize("name", ["A", "x" * 51])
 def test_a_failed_init_removes_the_file_it_created(runner: Any, tmp_path: Path, name: str) -> None:
     from marketing_cli.cli.main import app
@@ -105,6 +111,7 @@ def test_a_failed_init_removes_the_file_it_created(runner: Any, tmp_path: Path, 
     assert list(tmp_path.iterdir()) == []  # no file, no -wal, no -shm
 
 
+@pytest.mark.sqlite_only(reason="the file and folders a failed init made: on PostgreSQL init creates no database")
 def test_a_failed_init_removes_the_folders_it_made(runner: Any, tmp_path: Path) -> None:
     from marketing_cli.cli.main import app
 
@@ -114,11 +121,10 @@ def test_a_failed_init_removes_the_folders_it_made(runner: Any, tmp_path: Path) 
     assert list(tmp_path.iterdir()) == []
 
 
-def _snapshot(path: Path) -> list[tuple[str, list[tuple[Any, ...]]]]:
-    conn = sqlite3.connect(path)
+def _snapshot(path: Any) -> list[tuple[str, list[tuple[Any, ...]]]]:
+    conn = connect(path, upgrade=False)
     try:
-        names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
-        return [(n, sorted((tuple(r) for r in conn.execute(f'SELECT * FROM "{n}"')), key=repr)) for n in names]
+        return [(n, sorted((tuple(r) for r in conn.execute(f'SELECT * FROM "{n}"')), key=repr)) for n in tables(conn)]
     finally:
         conn.close()
 
@@ -132,11 +138,12 @@ def test_a_failed_init_leaves_an_existing_database_untouched(cli: Callable[..., 
         tags.create_tag(conn, ws, {"name": "vip"})
     conn.close()
     before = _snapshot(db_path)
-    files = sorted(p.name for p in db_path.parent.iterdir())
+    files = sorted(p.name for p in db_path.parent.iterdir()) if isinstance(db_path, Path) else None
     result = cli("init", "--name", "A")
     assert result.exit_code == 1
-    assert db_path.exists() and _snapshot(db_path) == before
-    assert sorted(p.name for p in db_path.parent.iterdir()) == files
+    assert _snapshot(db_path) == before
+    if files is not None:
+        assert db_path.exists() and sorted(p.name for p in db_path.parent.iterdir()) == files
 
 
 # --- Read-only folder and file, as a user that file modes stop ----------------------------------
@@ -209,6 +216,7 @@ def _reads_work_and_writes_are_refused(path: Path, mkt: Callable[..., Any]) -> N
         assert "Traceback" not in refused.stderr and refused.stdout == ""
 
 
+@pytest.mark.sqlite_only(reason="file and folder modes: PostgreSQL's read-only database is in test_storage_faults")
 def test_a_database_in_a_read_only_folder_reads_and_refuses_writes(unprivileged: Any) -> None:
     path, mkt = unprivileged
     path.parent.chmod(0o555)
@@ -219,6 +227,7 @@ def test_a_database_in_a_read_only_folder_reads_and_refuses_writes(unprivileged:
     assert done.returncode == 0, done.stderr
 
 
+@pytest.mark.sqlite_only(reason="file and folder modes: PostgreSQL's read-only database is in test_storage_faults")
 def test_a_read_only_database_file_reads_refuses_writes_and_leaves_no_files(unprivileged: Any) -> None:
     path, mkt = unprivileged
     path.chmod(0o444)
@@ -231,6 +240,7 @@ def test_a_read_only_database_file_reads_refuses_writes_and_leaves_no_files(unpr
     assert sorted(t["name"] for t in json.loads(mkt("tags", "list", "--json").stdout)) == ["new", "vip"]
 
 
+@pytest.mark.sqlite_only(reason="file and folder modes: PostgreSQL's read-only database is in test_storage_faults")
 def test_a_missing_file_in_a_read_only_folder_is_the_missing_message(unprivileged: Any) -> None:
     path, mkt = unprivileged
     path.parent.chmod(0o555)
@@ -238,3 +248,49 @@ def test_a_missing_file_in_a_read_only_folder_is_the_missing_message(unprivilege
     out = mkt("tags", "list", db=typo)
     assert out.returncode == 1 and out.stderr.strip() == missing(typo)
     assert not typo.exists()
+
+
+# --- PostgreSQL: a database that is not there, a server that is not there -------------------------
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.postgresql_only
+@pytest.mark.parametrize("args", [("tags", "list"), ("tags", "create", "vip"), ("init", "--name", "Acme"),
+                                  ("jobs", "run", "--json")])
+def test_a_mistyped_postgresql_database_is_one_line_and_creates_nothing(runner: Any, db_path: Any,
+                                                                        args: tuple[str, ...]) -> None:
+    """A database name the server does not have: the server's own words on one line, exit 1, and
+    no database made (mkt never creates a PostgreSQL database: the operator does)."""
+    from marketing_cli.cli.main import app
+
+    typo = str(db_path).rsplit("/", 1)[0] + "/mkt_tyop"
+    result = runner.invoke(app, ["--db", typo, *args], catch_exceptions=False)
+    assert result.exit_code == 1, result.output
+    assert result.stdout == "" and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines() == [
+        f'Cannot connect to the database {typo}: connection failed: connection to server at "127.0.0.1", port '
+        f'{typo.rsplit(":", 1)[1].split("/")[0]} failed: FATAL:  database "mkt_tyop" does not exist.']
+    with closing(connect(db_path)) as conn:
+        assert conn.execute("SELECT count(*) FROM pg_database WHERE datname = 'mkt_tyop'").fetchone()[0] == 0
+
+
+@pytest.mark.postgresql_only
+@pytest.mark.parametrize("args", [("tags", "list"), ("init", "--name", "Acme"), ("serve", "--port", "0")])
+def test_a_postgresql_server_that_is_not_there_is_one_line(args: tuple[str, ...]) -> None:
+    """Nothing listens at the URL's port (a stopped server, a wrong port): the real program says
+    so on one line and exits 1, `mkt serve` included, with no traceback."""
+    url = f"postgresql://postgres@127.0.0.1:{_free_port()}/mkt"
+    out = subprocess.run([sys.executable, "-m", "marketing_cli", "--db", url, *args],
+                         env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=60)
+    assert (out.returncode, out.stdout) == (1, "")
+    port = url.rsplit(":", 1)[1].split("/")[0]
+    assert out.stderr.strip().splitlines() == [
+        f'Cannot connect to the database {url}: connection failed: connection to server at "127.0.0.1", port {port} '
+        "failed: Connection refused."]

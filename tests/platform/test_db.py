@@ -203,3 +203,17 @@ def test_close_leaves_a_busy_threads_sqlite_connection_to_its_thread(db_path: Pa
         mine.execute("SELECT 1")  # the calling thread's own connection is closed
     database.close()  # the thread has ended: its connection is closed now
     assert database._own == []
+
+
+def test_a_closed_database_lends_connections_again(db_path: Path) -> None:
+    """An app whose lifespan ran twice (two TestClients, a restarted server in one process): after
+    close() the next borrow opens what it needs. On PostgreSQL a closed psycopg pool cannot be
+    reopened: the dashboard answered 503 "the pool 'mkt' is already closed" on the second run."""
+    database = db.Database(db_path)
+    try:
+        for _ in range(2):
+            with database.borrow() as conn:
+                assert conn.execute("SELECT 1").fetchone()[0] == 1
+            database.close()
+    finally:
+        database.close()

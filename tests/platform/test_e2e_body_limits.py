@@ -23,6 +23,7 @@ import pytest
 
 from marketing_cli.api.responses import MAX_BODY_BYTES
 from tests.conftest import Server, mkt
+from tests.engines import new_database
 
 pytestmark = pytest.mark.slow
 
@@ -34,12 +35,14 @@ TOO_LARGE = f"The request body is too large: the limit is {MAX_BODY_BYTES // 102
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, str]]:
-    db = tmp_path_factory.mktemp("bodies") / "served.db"
+def served(tmp_path_factory: pytest.TempPathFactory, postgres_server: Any) -> Iterator[tuple[Server, str]]:
+    db = new_database(postgres_server, tmp_path_factory.mktemp("bodies"), "served.db")
     key = mkt(db, "init", "--name", "Bodies")["api_key"]
     server = Server(db)
     yield server, key
     assert server.stop() == 0
+    if postgres_server is not None:
+        postgres_server.drop(db)
     out = server.output()
     assert "Traceback" not in out and '" 500' not in out
 

@@ -23,6 +23,7 @@ import shutil
 import struct
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -135,7 +136,7 @@ def n(value: int) -> str:
     return f"{value:,}"
 
 
-def world(db: Path) -> dict[str, Any]:
+def world(db: Any) -> dict[str, Any]:
     """A workspace with a sent email campaign (opens and clicks at known hours, over 100 hours)
     and a sent SMS campaign, built through the services as the timeline tests build them."""
     from marketing_cli.db import connect
@@ -152,9 +153,9 @@ def world(db: Path) -> dict[str, Any]:
         conn.close()
 
 
-def test_the_dashboard_in_chromium_shows_the_apis_numbers(tmp_path: Path) -> None:
+def test_the_dashboard_in_chromium_shows_the_apis_numbers(tmp_path: Path, new_db: Callable[..., Any]) -> None:
     browser = chromium()
-    db = tmp_path / "mkt.db"
+    db = new_db()
     data = world(db)
     shots = Path(os.environ.get("MKT_SCREENSHOTS") or tmp_path)
     server = Server(db)

@@ -13,7 +13,9 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -43,9 +45,9 @@ def rendered_dom(browser: str, url: str, profile: Path) -> str:
     return done.stdout
 
 
-def test_docs_page_renders_every_operation_in_chromium(tmp_path: Path) -> None:
+def test_docs_page_renders_every_operation_in_chromium(tmp_path: Path, new_db: Callable[..., Any]) -> None:
     browser = chromium()
-    db = tmp_path / "mkt.db"
+    db = new_db()
     mkt(db, "init", "--name", "Docs")
     server = Server(db)
     try:

@@ -12,14 +12,14 @@ import socket
 import statistics
 import threading
 import time
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
 import pytest
 
 from tests.conftest import Server, mkt
+from tests.engines import new_database
 
 pytestmark = pytest.mark.slow
 
@@ -58,8 +58,8 @@ def error_body(response: bytes) -> tuple[int, dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, str]]:
-    db = tmp_path_factory.mktemp("reliability") / "served.db"
+def served(tmp_path_factory: pytest.TempPathFactory, postgres_server: Any) -> Iterator[tuple[Server, str]]:
+    db = new_database(postgres_server, tmp_path_factory.mktemp("reliability"), "served.db")
     key = mkt(db, "init", "--name", "Reliable")["api_key"]
     server = Server(db, "--header-timeout", str(HEADER_TIMEOUT), "--body-timeout", "1")
     yield server, key
@@ -172,8 +172,8 @@ def test_query_string_secrets_never_reach_the_log(served: tuple[Server, str]) ->
     assert key not in out and "s3cret" not in out
 
 
-def test_requests_past_the_connection_cap_get_503(tmp_path: Path) -> None:
-    db = tmp_path / "cap.db"
+def test_requests_past_the_connection_cap_get_503(new_db: Callable[..., Any]) -> None:
+    db = new_db("cap.db")
     mkt(db, "init", "--name", "Capped")
     server = Server(db, "--max-connections", "20")
     idle = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(25)]
@@ -196,7 +196,7 @@ def _soft_limit_1024() -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (1024, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
 
 
-def test_1100_idle_connections_do_not_exhaust_a_1024_descriptor_limit(tmp_path: Path) -> None:
+def test_1100_idle_connections_do_not_exhaust_a_1024_descriptor_limit(new_db: Callable[..., Any]) -> None:
     import resource
 
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
@@ -205,7 +205,7 @@ def test_1100_idle_connections_do_not_exhaust_a_1024_descriptor_limit(tmp_path: 
     mine = resource.getrlimit(resource.RLIMIT_NOFILE)
     if mine[0] < 1400:  # this test process holds the client ends
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(4096, hard), hard))
-    db = tmp_path / "fds.db"
+    db = new_db("fds.db")
     key = mkt(db, "init", "--name", "Descriptors")["api_key"]
     server = Server(db, preexec_fn=_soft_limit_1024)
     idle = []
@@ -225,8 +225,8 @@ def _contacts_csv(rows: int) -> bytes:
     return ("email,first_name\n" + "".join(f"sig{i}@example.com,Name{i}\n" for i in range(rows))).encode()
 
 
-def test_sigterm_during_a_large_import_stops_quickly_and_tells_the_truth(tmp_path: Path) -> None:
-    db = tmp_path / "sigterm.db"
+def test_sigterm_during_a_large_import_stops_quickly_and_tells_the_truth(new_db: Callable[..., Any]) -> None:
+    db = new_db("sigterm.db")
     key = mkt(db, "init", "--name", "Stopping")["api_key"]
     mkt(db, "billing", "allowance", "set", "contacts", "10000000")
     server = Server(db)
@@ -268,12 +268,12 @@ def test_sigterm_during_a_large_import_stops_quickly_and_tells_the_truth(tmp_pat
             assert f"the first {stored} rows of the file were imported" in message
 
 
-def test_sigterm_during_a_long_search_stops_within_seconds(tmp_path: Path) -> None:
+def test_sigterm_during_a_long_search_stops_within_seconds(new_db: Callable[..., Any]) -> None:
     """A request still running after the graceful-shutdown time gets 503 and the process exits."""
     from marketing_cli.db import connect
     from marketing_cli.services.contacts import bulk
 
-    db = tmp_path / "search.db"
+    db = new_db("search.db")
     key = mkt(db, "init", "--name", "Searching")["api_key"]
     mkt(db, "billing", "allowance", "set", "contacts", "10000000")
     conn = connect(db)
@@ -305,7 +305,7 @@ def test_sigterm_during_a_long_search_stops_within_seconds(tmp_path: Path) -> No
         503, "The server is shutting down: the request was stopped before it finished. Try again when it is back.")
 
 
-def test_a_long_search_does_not_hold_up_other_workspaces(tmp_path: Path) -> None:
+def test_a_long_search_does_not_hold_up_other_workspaces(new_db: Callable[..., Any]) -> None:
     """While one workspace runs the heaviest search it may (100 CONTAINS conditions over 80,000
     contacts, in a loop), another workspace's GET /v1/workspace (run on the event loop,
     api/calls.quick_read) keeps answering in milliseconds, not after the search."""
@@ -313,7 +313,7 @@ def test_a_long_search_does_not_hold_up_other_workspaces(tmp_path: Path) -> None
     from marketing_cli.services.account import workspaces
     from marketing_cli.services.contacts import bulk
 
-    db = tmp_path / "search.db"
+    db = new_db("search.db")
     key = mkt(db, "init", "--name", "Searching")["api_key"]
     mkt(db, "billing", "allowance", "set", "contacts", "10000000")
     conn = connect(db)

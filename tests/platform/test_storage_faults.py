@@ -6,12 +6,14 @@ import os
 import sqlite3
 import stat
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from marketing_cli import db as db_module
+from marketing_cli import postgres
 from marketing_cli.db import connect, storage_error
 from marketing_cli.errors import MktError
 from marketing_cli.services.contacts import fields
@@ -20,6 +22,9 @@ from tests.conftest import error_of
 READ_ONLY = ("The database is read-only: nothing was written. Check the permissions of the database file "
              "and of its folder.")
 FULL = "The disk holding the database is full: nothing was written."
+READ_ONLY_POSTGRESQL = ("The database is read-only: nothing was written. Check that the PostgreSQL server accepts "
+                        "writes (not a standby, default_transaction_read_only off).")
+LOST = "The connection to the database was lost: try again."
 CITY = {"label": "City", "merge_tag": "city", "type": "TEXT"}
 
 
@@ -40,6 +45,7 @@ def _fill_the_disk(conn: sqlite3.Connection) -> None:
     conn.execute(f"PRAGMA max_page_count = {pages}")
 
 
+@pytest.mark.sqlite_only(reason="SQLite's page limit stands in for a full disk")
 def test_a_full_disk_is_a_503_and_writes_nothing(conn: Any, workspace: dict[str, Any]) -> None:
     before = fields.list_fields(conn, workspace["id"])
     _fill_the_disk(conn)
@@ -55,6 +61,57 @@ def test_storage_error_maps_only_storage_faults() -> None:
     assert storage_error(sqlite3.OperationalError("attempt to write a readonly database")).message == READ_ONLY
     assert "disk I/O error" in storage_error(sqlite3.OperationalError("disk I/O error")).message
     assert storage_error(sqlite3.OperationalError("no such table: x")) is None
+    assert storage_error(postgres.OperationalError(postgres.LOST)).message == LOST
+    assert storage_error(postgres.OperationalError(
+        "cannot execute INSERT in a read-only transaction")).message == READ_ONLY_POSTGRESQL
+    assert storage_error(postgres.OperationalError(  # PostgreSQL's full disk
+        'could not extend file "base/16384/16385": No space left on device')).message == FULL
+
+
+# --- PostgreSQL: a read-only database, a lost connection, a server that is not there ------------
+
+
+@pytest.fixture
+def read_only_postgresql(db_path: Any, workspace: dict[str, Any]) -> Iterator[None]:
+    """The test's PostgreSQL database turned read-only for new sessions (as a standby, or an
+    operator's default_transaction_read_only, makes it)."""
+    name = str(db_path).rsplit("/", 1)[1]
+    with closing(connect(db_path)) as admin:
+        admin.execute(f"ALTER DATABASE {name} SET default_transaction_read_only = on")
+    yield
+
+
+@pytest.mark.postgresql_only
+def test_cli_on_a_read_only_postgresql_database_prints_one_line(cli: Callable[..., Any],
+                                                                read_only_postgresql: None) -> None:
+    result = cli("tags", "create", "vip")
+    assert (result.exit_code, result.stderr.strip(), result.stdout) == (1, READ_ONLY_POSTGRESQL, "")
+    listed = cli("tags", "list", "--json")
+    assert listed.exit_code == 0, listed.output
+
+
+@pytest.mark.postgresql_only
+def test_http_writes_on_a_read_only_postgresql_database_get_503_and_reads_keep_working(
+        client: Any, auth: dict[str, str], read_only_postgresql: None) -> None:
+    assert error_of(client.post("/v1/fields", json=CITY, headers=auth)) == (503, READ_ONLY_POSTGRESQL)
+    assert client.get("/v1/fields", headers=auth).status_code == 200
+    assert client.get("/v1/workspace", headers=auth).status_code == 200
+
+
+@pytest.mark.postgresql_only
+def test_sessions_ended_by_the_server_cost_a_reconnect_not_an_error(client: Any, auth: dict[str, str],
+                                                                     db_path: Any, app: Any) -> None:
+    """A PostgreSQL restart (or an operator's pg_terminate_backend) ends the server's sessions:
+    the next requests are answered on new connections, never a 500."""
+    assert client.get("/v1/workspace", headers=auth).status_code == 200
+    name = str(db_path).rsplit("/", 1)[1]
+    with closing(connect(db_path)) as admin:
+        ended = admin.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                              " WHERE datname = ? AND pid <> pg_backend_pid()", (name,)).fetchone()[0]
+    assert ended >= 1
+    answers = [client.get("/v1/workspace", headers=auth).status_code for _ in range(3)]
+    assert 500 not in answers and answers[-1] == 200, answers
+    assert client.post("/v1/fields", json=CITY, headers=auth).status_code == 201
 
 
 @pytest.fixture
@@ -68,6 +125,7 @@ def read_only_client(db_path: Path, workspace: dict[str, Any], monkeypatch: pyte
         yield client
 
 
+@pytest.mark.sqlite_only(reason="PRAGMA query_only on every SQLite connection; PostgreSQL's read-only database below")
 def test_http_writes_on_a_read_only_database_get_503_and_reads_keep_working(
         read_only_client: Any, auth: dict[str, str]) -> None:
     r = read_only_client.post("/v1/fields", json=CITY, headers=auth)
@@ -76,6 +134,7 @@ def test_http_writes_on_a_read_only_database_get_503_and_reads_keep_working(
     assert read_only_client.get("/v1/workspace", headers=auth).status_code == 200
 
 
+@pytest.mark.sqlite_only(reason="SQLite's page limit stands in for a full disk")
 def test_http_writes_on_a_full_disk_get_503(db_path: Path, workspace: dict[str, Any], auth: dict[str, str],
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     from starlette.testclient import TestClient
@@ -91,6 +150,7 @@ def test_http_writes_on_a_full_disk_get_503(db_path: Path, workspace: dict[str, 
         assert client.get("/v1/fields", headers=auth).status_code == 200
 
 
+@pytest.mark.sqlite_only(reason="PRAGMA query_only on every SQLite connection; PostgreSQL's read-only database below")
 def test_cli_on_a_read_only_database_prints_one_line(cli: Callable[..., Any], workspace: dict[str, Any],
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     _with_pragma(monkeypatch, "PRAGMA query_only = ON")
@@ -101,6 +161,7 @@ def test_cli_on_a_read_only_database_prints_one_line(cli: Callable[..., Any], wo
     assert cli("tags", "list", "--json").exit_code == 0
 
 
+@pytest.mark.sqlite_only(reason="a database file's mode")
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes through file modes; query_only stands in above")
 def test_cli_on_a_read_only_file_prints_one_line(cli: Callable[..., Any], db_path: Path,
                                                  workspace: dict[str, Any]) -> None:
@@ -112,6 +173,7 @@ def test_cli_on_a_read_only_file_prints_one_line(cli: Callable[..., Any], db_pat
     assert result.exit_code == 1 and "Traceback" not in result.output
 
 
+@pytest.mark.sqlite_only(reason="the modes of database files")
 def test_new_database_files_are_private(tmp_path: Path) -> None:
     path = tmp_path / "new" / "private.db"
     old_umask = os.umask(0o022)
@@ -128,6 +190,7 @@ def test_new_database_files_are_private(tmp_path: Path) -> None:
         os.umask(old_umask)
 
 
+@pytest.mark.sqlite_only(reason="the modes of database files")
 def test_an_existing_database_keeps_its_mode(tmp_path: Path) -> None:
     path = tmp_path / "shared.db"
     connect(path).close()
