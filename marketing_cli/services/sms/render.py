@@ -129,11 +129,11 @@ class Renderer:
             if part.source != "data":
                 value = f"{table}.{part.source}"
             elif part.type == "NUMBER":  # whole numbers are written alike; Python writes the others
-                value = dialect.sms_number_text(self.conn, field_sql.value_expr(part.key, table))
+                value = dialect.sms_number_text(self.conn, field_sql.extract_expr(self.conn, part.key, table))
             elif part.type in _PYTHON_TYPES:  # (SQL that cannot call Python: SQL writes them as Python does)
                 value = dialect.sms_value_text(self.conn, part.type, f"{table}.data", field_sql.path(part.key))
             else:
-                value = f"CAST({field_sql.value_expr(part.key, table)} AS TEXT)"
+                value = f"CAST({field_sql.extract_expr(self.conn, part.key, table)} AS TEXT)"
             values.append(f"COALESCE(NULLIF({value}, ''), {sql_text(part.empty)})")
         return values
 
