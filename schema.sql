@@ -1269,3 +1269,8 @@ CREATE TABLE sms_ledger_checkpoints (
 -- version: 23
 -- Nothing changes in a SQLite file. On PostgreSQL json_extract and json_type become one
 -- expression each, which the planner inlines (schema.postgresql.sql step 23 says why).
+
+-- version: 24
+-- Nothing changes in a SQLite file. On PostgreSQL, SMS expansion reads a merge tag's contact
+-- field through mkt_field_extract, an inlinable twin of json_extract for a top-level key
+-- (schema.postgresql.sql step 24 says why); SQLite's json_extract is already fast.

@@ -30,6 +30,16 @@ def value_expr(field_id: Any, table: str = "") -> str:
     return f"json_extract({column}, {path(field_id)})"
 
 
+def extract_expr(conn: Any, field_id: Any, table: str = "") -> str:
+    """`value_expr`'s answer (json_extract's, whatever the stored type), in an expression the
+    engine computes fastest per row: PostgreSQL's mkt_field_extract, which the planner inlines
+    (json_extract there is a function call of 62 us; schema.postgresql.sql step 23)."""
+    if not postgresql(conn):
+        return value_expr(field_id, table)
+    column = f"{table}.data" if table else "data"
+    return f"mkt_field_extract({column}, '{int(field_id)}')"
+
+
 
 def set_value_expr(conn: Any, field_id: Any) -> str:
     """SQL of a contact's data with the field's member set to the JSON text of the one

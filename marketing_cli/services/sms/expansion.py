@@ -116,14 +116,9 @@ def expand_recipients(conn: sqlite3.Connection, campaign: sqlite3.Row) -> bool:
             pricing.resolve(f"SELECT c.phone FROM {snapshot} s JOIN contacts c ON c.{rid} = s.rid", size=last)
             insert = _batch_statement(campaign["message"], renderer, snapshot, pricing)
             # A number changed since the snapshot is priced as it now is: by SQL's call into Python,
-            # or (SQL that cannot call Python) resolved before its batch's statement.
-            batch_numbers = (f"SELECT c.phone FROM {snapshot} s JOIN contacts c ON c.{rid} = s.rid AND c.id = s.id"
-                             " WHERE s.n > ? AND s.n <= ?")
-
-            def before_batch(start: int, end: int) -> None:
-                pricing.resolve_numbers(batch_numbers, (start, end), all_keyed=False)
-
-            return _write_batches(conn, campaign, insert, last, prices, track_links, before_batch)
+            # or (SQL that cannot call Python) resolved right after its batch's statement, before
+            # the charge (Pricing.price_unresolved).
+            return _write_batches(conn, campaign, insert, last, prices, track_links, pricing.price_unresolved)
     finally:
         conn.execute(f"DROP TABLE IF EXISTS {snapshot}")
 
@@ -190,7 +185,7 @@ def _batch_statement(message: str, renderer: Renderer, snapshot: str, pricing: P
 
 
 def _write_batches(conn: sqlite3.Connection, campaign: sqlite3.Row, insert: str, last: int,
-                   prices: dict[str, int], track_links: bool, before_batch: Any) -> bool:
+                   prices: dict[str, int], track_links: bool, after_insert: Any) -> bool:
     """Snapshot rows 1..last, BATCH_SIZE at a time: each batch's rows and its charge in one
     transaction that first checks the campaign is still QUEUED. False when it is not."""
     from marketing_cli.services.sms import links
@@ -203,11 +198,12 @@ def _write_batches(conn: sqlite3.Connection, campaign: sqlite3.Row, insert: str,
                 return False
             batch = (conn.execute("SELECT MAX(batch) FROM sms_messages WHERE campaign_id = ?",
                                   (cid,)).fetchone()[0] or 0) + 1
-            before_batch(start, start + size)
             before = conn.total_changes  # (rowcount is -1 for a statement that starts with WITH)
             conn.execute(insert, {"start": start, "end": start + size, "cid": cid, "batch": batch,
                                   "now": clock.now()})
             written = conn.total_changes - before
+            if written > 0:
+                after_insert(cid, batch)
             if written > 0 and track_links:  # short links change the text as sent: before the charge
                 links.shorten_batch(conn, workspace_id, cid, batch, campaign["message"], prices)
             if written > 0:

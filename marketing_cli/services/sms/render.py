@@ -33,7 +33,7 @@ from marketing_cli.errors import MktError
 from marketing_cli.kernel.merge import ACTION_NAMES, compile_template
 from marketing_cli.services.contacts import merge_tags
 from marketing_cli.services.contacts.values import EMAIL_TAG, PHONE_TAG
-from marketing_cli.services.sms.segments import MULTI_GSM, SINGLE_GSM, count_segments
+from marketing_cli.services.sms.segments import GSM_BASIC, MULTI_GSM, SINGLE_GSM, count_segments
 
 UNKNOWN_MERGE_TAG = "The merge tag {tag} is not a contact field of this workspace."
 UNKNOWN_TAG = "The merge tag {tag} is not a merge tag of this workspace."
@@ -45,7 +45,10 @@ NOT_A_TAG = ("The message contains '{text}', which is not a merge tag: write {{{
 
 # Printable ASCII of the GSM basic table (no `, no extension characters) and LF: one septet each.
 FAST_CLASS = "\n -Z_a-z"
-_OUTSIDE_FAST_CLASS = re.compile(f"[^{FAST_CLASS}]")
+# The same with the basic table's other letters (é, ñ, Ø, Δ ...; not CR, whose CR LF pair a segment
+# never splits, nor ESC): where SQL cannot call Python, a first name with an accent is measured by
+# arithmetic too instead of by the plpgsql mkt_sms_measure (SQLite's GLOB keeps the ASCII class).
+WIDE_FAST_CLASS = FAST_CLASS + "".join(ch for ch in GSM_BASIC if ord(ch) > 127)
 _NOT_A_TAG = re.compile(r"\{\{(?:[^{}]{0,40}\}\}|[^{}]{0,20})")
 _PYTHON_TYPES = ("BOOLEAN", "DROPDOWN_MULTIPLE")  # values whose text SQL does not write as format_value does
 
@@ -129,11 +132,11 @@ class Renderer:
             if part.source != "data":
                 value = f"{table}.{part.source}"
             elif part.type == "NUMBER":  # whole numbers are written alike; Python writes the others
-                value = dialect.sms_number_text(self.conn, field_sql.value_expr(part.key, table))
+                value = dialect.sms_number_text(self.conn, field_sql.extract_expr(self.conn, part.key, table))
             elif part.type in _PYTHON_TYPES:  # (SQL that cannot call Python: SQL writes them as Python does)
                 value = dialect.sms_value_text(self.conn, part.type, f"{table}.data", field_sql.path(part.key))
             else:
-                value = f"CAST({field_sql.value_expr(part.key, table)} AS TEXT)"
+                value = f"CAST({field_sql.extract_expr(self.conn, part.key, table)} AS TEXT)"
             values.append(f"COALESCE(NULLIF({value}, ''), {sql_text(part.empty)})")
         return values
 
@@ -153,17 +156,19 @@ class Renderer:
         tags' texts (`value.format(i)`).
 
         When the written text and every tag's text are printable ASCII of the GSM basic table
-        (no `, no extension characters) or LF, a character is a septet and the count is
+        (no `, no extension characters) or LF (PostgreSQL: any character of the basic table
+        but CR and ESC, WIDE_FAST_CLASS), a character is a septet and the count is
         arithmetic on lengths: the class test runs on the tags' texts only (a first name, not
         the whole message: GLOB costs about 2 us a row on 80 characters). Any other text is
         measured in Python (`mkt_sms_measure`, cached per text).
         """
         python = f"mkt_sms_measure({self.body_sql(value)})"
         written = "".join(p for p in self.parts if isinstance(p, str))
-        if _OUTSIDE_FAST_CLASS.search(written):
+        fast = FAST_CLASS if dialect.sms_python_in_sql(self.conn) else WIDE_FAST_CLASS
+        if re.search(f"[^{fast}]", written):
             return python
         count = sum(not isinstance(p, str) for p in self.parts)
-        fits = " AND ".join(dialect.sms_fits_fast_class(self.conn, value.format(i), FAST_CLASS) for i in range(count))
+        fits = " AND ".join(dialect.sms_fits_fast_class(self.conn, value.format(i), fast) for i in range(count))
         length = " + ".join([str(len(written))] + [f"length({value.format(i)})" for i in range(count)])
         return (f"CASE WHEN {fits} THEN (CASE WHEN {length} = 0 THEN 0 WHEN {length} <= {SINGLE_GSM} THEN 1"
                 f" ELSE ({length} + {MULTI_GSM - 1}) / {MULTI_GSM} END) * 2 ELSE {python} END")
