@@ -13,15 +13,24 @@ A contact's zone comes from the first of these that answers, and the answer reco
     workspace   the workspace's own zone (`workspaces.timezone`, UTC unless set)
 
 `Zones` puts that in SQL over the audience's own query (`contacts c`), so a snapshot of a
-million recipients is one `INSERT ... SELECT` with no Python call per row: the audience
-query reads each candidate once (`columns()`: the field's value, the phone's zone, the
-located zone) and the zone and its source are both read from those columns of it as a
-derived table (`select()`), the workspace's zone a bound parameter. The phone's answer is
-joined from two small temporary tables filled once per number prefix, as SMS pricing does
-(services/sms/pricing.py): phonenumbers' time zone data is keyed by prefixes of up to nine
-digits, so each distinct first four digits (`+1208`, `+3361`) is resolved once; where the
-data has longer prefixes below it (+1 208 201 is Denver alone), the numbers under it are
-keyed by as many digits as the longest such prefix and each of those keys is resolved once.
+million recipients is one `INSERT ... SELECT` with no Python call and no JSON read per row.
+Each contact keeps what does not depend on the moment of sending (schema step 22): the
+field's value (`zone_field`) and the id of its phone's list of zones in phone_zone_sets
+(`zone_phone_set`); `zone_cached` is NULL while those are stale (a new contact; a trigger
+clears it when the phone or data is written; creating the `timezone` field clears it for the
+workspace). `resolve()` fills every stale contact of the workspace in one UPDATE, then
+checks each list of phone_zone_sets once for one offset at the sending instant (the `agree`
+table). The audience query then reads the kept field value, the answer of the phone's list
+(one integer-key join on that table) and the located zone as columns (`columns()`), and the
+zone and its source are both read from those columns of it as a derived table (`select()`),
+the workspace's zone a bound parameter.
+
+The stale contacts' lists come from two small temporary tables filled once per number
+prefix, as SMS pricing does (services/sms/pricing.py): phonenumbers' time zone data is keyed
+by prefixes of up to nine digits, so each distinct first four digits (`+1208`, `+3361`) is
+resolved once; where the data has longer prefixes below it (+1 208 201 is Denver alone), the
+numbers under it are keyed by as many digits as the longest such prefix and each of those
+keys is resolved once.
 """
 
 from __future__ import annotations
@@ -105,7 +114,8 @@ def longest_prefix_zones(digits: str) -> tuple[int, tuple[str, ...]]:
 class Zones:
     """A contact's zone and its source as SQL over an audience's `contacts c` (a context manager).
 
-    `resolve()` fills the prefix tables for the workspace's numbers; the audience query then
+    `resolve()` brings the workspace's contacts' kept candidates up to date and fills the
+    `agree` table for the sending instant; the audience query then
     selects `columns(c)` with `join(c)` after `contacts c`, and `select()` wraps it:
 
         query = resolve_audience(conn, ws, audience, "email", f"c.id, c.email, {z.columns()}", z.join())
