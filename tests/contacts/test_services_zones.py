@@ -126,3 +126,23 @@ def test_the_workspace_zone_is_a_bound_parameter_and_the_audience_query_keeps_it
     plan = zones.zone_plan(conn, ws, {"type": "TAGS", "include_tag_ids": [vip]}, "email", date(2027, 1, 12), "09:00",
                            "next_day", WINTER)
     assert {p["zone"]: p["recipients"] for p in plan} == {"America/New_York": 1, "America/Chicago": 1}
+
+
+def test_the_kept_candidates_follow_phone_and_field_writes(conn: sqlite3.Connection, ws: int) -> None:
+    """A contact keeps its field value and its phone's zone list (schema step 23); writing its
+    phone or data marks them stale (the trigger) and the next resolution reads them anew."""
+    f.contact(conn, ws, "a@example.com", phone_number="+12125550100")
+    f.contact(conn, ws, "b@example.com", timezone="Asia/Tokyo")
+    assert _zones_of(conn, ws, WINTER) == {"a@example.com": ("America/New_York", "phone"),
+                                           "b@example.com": ("Asia/Tokyo", "field")}
+    assert conn.execute("SELECT count(*) FROM contacts WHERE workspace_id = ? AND zone_cached IS NULL",
+                        (ws,)).fetchone()[0] == 0
+    field_id = conn.execute("SELECT id FROM fields WHERE workspace_id = ? AND merge_tag = 'timezone'",
+                            (ws,)).fetchone()[0]
+    conn.execute("UPDATE contacts SET phone = '+33612345678' WHERE email = 'a@example.com'")
+    conn.execute("UPDATE contacts SET data = ? WHERE email = 'b@example.com'", (f'{{"{field_id}": "Europe/Rome"}}',))
+    assert conn.execute("SELECT count(*) FROM contacts WHERE workspace_id = ? AND zone_cached IS NULL",
+                        (ws,)).fetchone()[0] == 2
+    assert _zones_of(conn, ws, WINTER) == {"a@example.com": ("Europe/Paris", "phone"),
+                                           "b@example.com": ("Europe/Rome", "field")}
+

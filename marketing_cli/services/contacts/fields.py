@@ -183,6 +183,9 @@ def create_field(conn: sqlite3.Connection, workspace_id: int, body: Any) -> dict
         ).lastrowid
         if cols["merge_tag"] != values.PHONE_TAG:  # phone numbers live in contacts.phone, indexed there
             ensure_field_index(conn, field_id)
+        if cols["merge_tag"] == values.TIMEZONE_TAG:  # the contacts' kept zone (contacts/zones.py) is read anew
+            conn.execute("UPDATE contacts SET zone_cached = NULL WHERE workspace_id = ? AND zone_cached IS NOT NULL",
+                         (workspace_id,))
         return get_field(conn, workspace_id, field_id)
 
 
