@@ -16,9 +16,13 @@ A contact's zone comes from the first of these that answers, and the answer reco
 million recipients is one `INSERT ... SELECT` with no Python call and no JSON read per row.
 Each contact keeps what does not depend on the moment of sending (schema step 23): the
 field's value (`zone_field`) and the id of its phone's list of zones in phone_zone_sets
-(`zone_phone_set`); `zone_cached` is NULL while those are stale (a new contact; a trigger
-clears it when the phone or data is written; creating the `timezone` field clears it for the
-workspace). `resolve()` fills every stale contact of the workspace in one UPDATE, then
+(`zone_phone_set`). They are kept at write time: every writer of a contact's phone or data
+(the import's batches, create, upsert, an automation's field set) writes them in the same
+statement (`PhoneSets` gives a number's list, one phonenumbers call per distinct prefix and
+writer; `FRESH` / `KEEP` flip `zone_cached` between 1 and 2). `zone_cached` NULL means stale:
+a write of phone or data that leaves `zone_cached` as it was (a writer that does not keep the
+columns) clears it (the trigger), and so do databases from before step 23. That is the safety
+net: `resolve()` fills every stale contact of the workspace in one UPDATE, then
 checks each list of phone_zone_sets once for one offset at the sending instant (the `agree`
 table). The audience query then reads the kept field value, the answer of the phone's list
 (one integer-key join on that table) and the located zone as columns (`columns()`), and the
@@ -35,6 +39,7 @@ keys is resolved once.
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 import uuid
 from datetime import date, datetime, timedelta
@@ -53,6 +58,12 @@ from marketing_cli.services.contacts.values import TIMEZONE_TAG
 SOURCES = ("field", "phone", "location", "workspace")
 MISSED = ("next_day", "send_now", "skip")
 COARSE = 5  # characters of a stored number keyed first: '+' and four digits
+# SET terms of a write that keeps a contact's zone columns (schema step 23): FRESH when the
+# statement writes both (the contact is current whatever it was), KEEP when it writes data
+# that cannot change them (current stays current, stale stays stale). Either changes
+# zone_cached, so the stale trigger leaves the row alone.
+FRESH = "CASE {c}.zone_cached WHEN 1 THEN 2 ELSE 1 END"
+KEEP = "CASE {c}.zone_cached WHEN 1 THEN 2 WHEN 2 THEN 1 END"
 _SEEKS = 1_000  # index seeks for distinct keys allowed at least, before one pass over the numbers
 _CHUNK = 5_000
 
@@ -111,6 +122,89 @@ def longest_prefix_zones(digits: str) -> tuple[int, tuple[str, ...]]:
     return 0, ()
 
 
+def set_id(names: tuple[str, ...]) -> int:
+    """phone_zone_sets' id of a list of zones: 56 bits of the BLAKE2b of its text, the same on
+    every database (so `mkt db copy` can carry contacts' ids of lists between them)."""
+    digest = hashlib.blake2b(" ".join(names).encode(), digest_size=7).digest()
+    return int.from_bytes(digest, "big")
+
+
+def store_sets(conn: sqlite3.Connection, lists: set[tuple[str, ...]]) -> dict[tuple[str, ...], int]:
+    """Each non-empty list's id, its row of phone_zone_sets added when new."""
+    ids = {names: set_id(names) for names in lists if names}
+    conn.executemany("INSERT INTO phone_zone_sets (id, zones) VALUES (?, ?) ON CONFLICT (id) DO NOTHING",
+                     [(i, " ".join(names)) for names, i in ids.items()])
+    return ids
+
+
+class PhoneSets:
+    """The id of a number's list of candidate zones, for a writer of contacts: one phonenumbers
+    lookup per distinct key (the four-digit prefix, or under the prefixes that have longer ones
+    the finer key, as `Zones` keys them), the first number of a key standing for it. One per
+    import (or per write); `batch()` at the start of each write transaction, so the rows of
+    phone_zone_sets it refers to are written in it."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        self.depth: dict[str, int] = {}  # four-digit key -> the finer key's digits (0: none)
+        self.keys: dict[str, int | None] = {}  # key -> the list's id (None: no zone)
+        self.lists: dict[int, tuple[str, ...]] = {}
+        self.stored: set[int] = set()  # ids whose row this transaction has written
+
+    def batch(self) -> None:
+        self.stored.clear()
+
+    def __call__(self, phone: str | None) -> int | None:
+        if phone is None:
+            return None
+        head = phone[:COARSE]
+        depth = self.depth.get(head)
+        if depth is None:
+            depth = self.depth[head] = _depths().get(head[1:], 0)
+        key = phone[:depth + 1] if depth else head
+        found = self.keys[key] if key in self.keys else self._resolve(key, phone)
+        if found is not None and found not in self.stored:
+            store_sets(self.conn, {self.lists[found]})
+            self.stored.add(found)
+        return found
+
+    def _resolve(self, key: str, phone: str) -> int | None:
+        names = _phone_zones(phone)[0]
+        found = set_id(names) if names else None
+        if found is not None:
+            self.lists[found] = names
+        self.keys[key] = found
+        return found
+
+
+def field_value(data: dict[str, Any], field_id: int | None) -> Any:
+    """A contact's kept `timezone` field value (zone_field) from its data, as json_extract reads it."""
+    if field_id is None:
+        return None
+    return _kept_text(data.get(str(field_id)))
+
+
+def _kept_text(value: Any) -> str | None:
+    return value if value is None or isinstance(value, str) else str(value)
+
+
+def kept_after_field_set(merge_tag: str, value: Any) -> tuple[str, tuple[Any, ...]]:
+    """(SET terms, their parameters) that keep a contact's zone columns when one field's value
+    is set (None: removed) by an UPDATE of `contacts`: the `timezone` field's value is the
+    kept one; any other field's leaves them as they are."""
+    keep = KEEP.format(c="contacts")
+    if merge_tag != TIMEZONE_TAG:
+        return f"zone_cached = {keep}", ()
+    return f"zone_field = ?, zone_cached = {keep}", (_kept_text(value),)
+
+
+def timezone_field(conn: sqlite3.Connection, workspace_id: int) -> int | None:
+    """The id of the workspace's `timezone` field, or None."""
+    row = conn.execute("SELECT id FROM fields WHERE workspace_id = ? AND merge_tag = ?",
+                       (workspace_id, TIMEZONE_TAG)).fetchone()
+    return row[0] if row is not None else None
+
+
 class Zones:
     """A contact's zone and its source as SQL over an audience's `contacts c` (a context manager).
 
@@ -124,15 +218,13 @@ class Zones:
     def __init__(self, conn: sqlite3.Connection, workspace_id: int, at: datetime) -> None:
         self.conn, self.workspace_id, self.at = conn, workspace_id, at
         self.default = workspace_timezone(conn, workspace_id)
-        row = conn.execute("SELECT id FROM fields WHERE workspace_id = ? AND merge_tag = ?",
-                           (workspace_id, TIMEZONE_TAG)).fetchone()
-        self.field_id: int | None = row[0] if row is not None else None
+        self.field_id = timezone_field(conn, workspace_id)
         suffix = uuid.uuid4().hex  # our own names, never user text
         self.coarse, self.fine = f"temp.tz_coarse_{suffix}", f"temp.tz_fine_{suffix}"
         self.agree = f"temp.tz_agree_{suffix}"
 
     def __enter__(self) -> Self:
-        self.conn.execute(f"CREATE TABLE {self.agree} (id INTEGER PRIMARY KEY, zone TEXT NOT NULL)")
+        self.conn.execute(f"CREATE TABLE {self.agree} (id BIGINT PRIMARY KEY, zone TEXT NOT NULL) WITHOUT ROWID")
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -164,9 +256,9 @@ class Zones:
     def _refresh(self, size: int) -> None:
         """The stale contacts' kept candidates: the prefix tables (`_prefixes`), then one UPDATE."""
         conn = self.conn
-        conn.execute(f"CREATE TABLE {self.coarse} (key TEXT PRIMARY KEY, phone TEXT NOT NULL, set_id INTEGER,"
+        conn.execute(f"CREATE TABLE {self.coarse} (key TEXT PRIMARY KEY, phone TEXT NOT NULL, set_id BIGINT,"
                      " depth INTEGER) WITHOUT ROWID")
-        conn.execute(f"CREATE TABLE {self.fine} (key TEXT PRIMARY KEY, phone TEXT NOT NULL, set_id INTEGER)"
+        conn.execute(f"CREATE TABLE {self.fine} (key TEXT PRIMARY KEY, phone TEXT NOT NULL, set_id BIGINT)"
                      " WITHOUT ROWID")
         try:
             self._prefixes(size)
@@ -187,11 +279,7 @@ class Zones:
 
     def _set_ids(self, lists: set[tuple[str, ...]]) -> dict[tuple[str, ...], int]:
         """phone_zone_sets' id of each zone list (added when new; an empty list has none)."""
-        texts = {names: " ".join(names) for names in lists if names}
-        self.conn.executemany("INSERT INTO phone_zone_sets (zones) VALUES (?) ON CONFLICT (zones) DO NOTHING",
-                              [(t,) for t in texts.values()])
-        ids = {r[1]: r[0] for r in self.conn.execute("SELECT id, zones FROM phone_zone_sets")}
-        return {names: ids[text] for names, text in texts.items()}
+        return store_sets(self.conn, lists)
 
     def _prefixes(self, size: int = 0) -> None:
         """Each distinct prefix of the workspace's numbers, resolved once in Python.
