@@ -138,15 +138,19 @@ def store_sets(conn: sqlite3.Connection, lists: set[tuple[str, ...]]) -> dict[tu
 
 
 class PhoneSets:
-    """The id of a number's list of candidate zones, for a writer of contacts: one phonenumbers
-    lookup per distinct key (the four-digit prefix, or under the prefixes that have longer ones
-    the finer key, as `Zones` keys them), the first number of a key standing for it. One per
-    import (or per write); `batch()` at the start of each write transaction, so the rows of
-    phone_zone_sets it refers to are written in it."""
+    """The id of a number's list of candidate zones, for a writer of contacts: one lookup per
+    distinct key (the four-digit prefix, or under the prefixes that have longer ones the finer
+    key), with the rules of `Zones._prefixes`: a four-digit key's first number stands for it
+    (phonenumbers parses it); under a four-digit key whose first number is geographic (all of
+    NANP), a finer key's zones are its longest prefix's in phonenumbers' data, read without
+    parsing. One per import (or per write); `batch()` at the start of each write transaction,
+    so the rows of phone_zone_sets it refers to are written in it."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
-        self.depth: dict[str, int] = {}  # four-digit key -> the finer key's digits (0: none)
+        # four-digit key -> the finer key's digits (0: none), negative when its numbers are
+        # not geographic (each finer key then parses its first number)
+        self.depth: dict[str, int] = {}
         self.keys: dict[str, int | None] = {}  # key -> the list's id (None: no zone)
         self.lists: dict[int, tuple[str, ...]] = {}
         self.stored: set[int] = set()  # ids whose row this transaction has written
@@ -160,16 +164,24 @@ class PhoneSets:
         head = phone[:COARSE]
         depth = self.depth.get(head)
         if depth is None:
-            depth = self.depth[head] = _depths().get(head[1:], 0)
-        key = phone[:depth + 1] if depth else head
-        found = self.keys[key] if key in self.keys else self._resolve(key, phone)
+            depth = self._head(head, phone)
+        key = phone[:abs(depth) + 1] if depth else head
+        found = self.keys[key] if key in self.keys else self._resolve(key, phone, depth)
         if found is not None and found not in self.stored:
             store_sets(self.conn, {self.lists[found]})
             self.stored.add(found)
         return found
 
-    def _resolve(self, key: str, phone: str) -> int | None:
-        names = _phone_zones(phone)[0]
+    def _head(self, head: str, phone: str) -> int:
+        depth = _depths().get(head[1:], 0)
+        if depth:
+            names, geographic = _phone_zones(phone)
+            depth = depth if geographic else -depth
+        self.depth[head] = depth
+        return depth
+
+    def _resolve(self, key: str, phone: str, depth: int) -> int | None:
+        names = _prefix_zones(key) if depth > 0 else _phone_zones(phone)[0]
         found = set_id(names) if names else None
         if found is not None:
             self.lists[found] = names
