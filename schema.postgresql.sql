@@ -1466,4 +1466,6 @@ BEGIN
     RETURN NEW;
 END $$;
 CREATE TRIGGER contacts_zone_stale BEFORE UPDATE OF phone, data ON contacts FOR EACH ROW
-WHEN (NEW.zone_cached IS NOT NULL AND NEW.zone_cached = OLD.zone_cached) EXECUTE FUNCTION contacts_zone_stale();
+WHEN (NEW.zone_cached IS NOT NULL AND NEW.zone_cached = OLD.zone_cached
+      AND (NEW.phone IS DISTINCT FROM OLD.phone OR NEW.data IS DISTINCT FROM OLD.data))
+EXECUTE FUNCTION contacts_zone_stale();

@@ -1275,8 +1275,8 @@ CREATE TABLE sms_ledger_checkpoints (
 -- not a JSON value and two prefix tables per row. The writers of a contact's phone or data
 -- (import, create, upsert, a field set) write the two in the same statement and flip
 -- zone_cached between 1 and 2 (zones.FRESH / zones.KEEP); zone_cached NULL means stale: a
--- write of phone or data that leaves zone_cached as it was (a writer that does not keep the
--- columns) clears it (the trigger), and the next resolution fills every such row of the
+-- write that changes phone or data and leaves zone_cached as it was (a writer that does not
+-- keep the columns) clears it (the trigger), and the next resolution fills every such row of the
 -- workspace in one UPDATE (a partial index finds them). Existing rows start NULL: the first
 -- resolution fills them.
 ALTER TABLE contacts ADD COLUMN zone_field TEXT;
@@ -1288,6 +1288,7 @@ CREATE TABLE phone_zone_sets (
     zones TEXT NOT NULL UNIQUE              -- 'America/Boise America/Los_Angeles', phonenumbers' order
 );
 CREATE TRIGGER contacts_zone_stale AFTER UPDATE OF phone, data ON contacts
-WHEN NEW.zone_cached IS NOT NULL AND NEW.zone_cached = OLD.zone_cached BEGIN
+WHEN NEW.zone_cached IS NOT NULL AND NEW.zone_cached = OLD.zone_cached
+    AND (NEW.phone IS NOT OLD.phone OR NEW.data IS NOT OLD.data) BEGIN
     UPDATE contacts SET zone_cached = NULL WHERE rowid = NEW.rowid;
 END;

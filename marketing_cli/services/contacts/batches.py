@@ -101,8 +101,11 @@ def _upsert_batch(conn: sqlite3.Connection, source: str, field_id: int | None) -
         f" zone_field = {_kept_field(field_id, 'excluded.zone_field', 'contacts')},"
         " zone_phone_set = CASE WHEN excluded.phone IS NOT NULL THEN excluded.zone_phone_set"
         "   WHEN contacts.phone IS NULL THEN NULL ELSE contacts.zone_phone_set END,"
+        # as it was when neither phone nor data changes (the row is left as it was); else
         # current unless the contact was stale and its phone (not in the row) is unknown here
-        " zone_cached = CASE WHEN excluded.phone IS NOT NULL OR contacts.phone IS NULL"
+        f" zone_cached = CASE WHEN NOT ({merged} IS NOT contacts.data"
+        "   OR coalesce(excluded.phone, contacts.phone) IS NOT contacts.phone) THEN contacts.zone_cached"
+        "   WHEN excluded.phone IS NOT NULL OR contacts.phone IS NULL"
         f"   OR contacts.zone_cached IS NOT NULL THEN {zones.FRESH.format(c='contacts')} END,"
         " status = excluded.status,"
         " sms_status = excluded.sms_status,"
@@ -120,7 +123,8 @@ def _update_by_id(conn: sqlite3.Connection, field_id: int | None) -> str:
     return (
         f"UPDATE contacts SET data = {merged}, status = ?3, sms_status = ?4,"
         f" zone_field = {_kept_field(field_id, 'CAST(?7 AS TEXT)', 'contacts')}, zone_phone_set = ?8,"
-        f" zone_cached = {zones.FRESH.format(c='contacts')},"
+        f" zone_cached = CASE WHEN NOT ({merged} IS NOT data) THEN zone_cached"
+        f"   ELSE {zones.FRESH.format(c='contacts')} END,"
         f" updated_at = CASE WHEN {merged} IS NOT data OR ?3 IS NOT status OR ?4 IS NOT sms_status"
         "   THEN ?5 ELSE updated_at END"
         " WHERE id = ?1 AND workspace_id = ?6"

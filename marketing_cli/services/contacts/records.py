@@ -266,9 +266,12 @@ def _update(conn: sqlite3.Connection, workspace_id: int, fields: FieldMap, row: 
 
     changed = bool(events) or new_status != row["status"] or new_sms != row["sms_status"]
     if changed:
+        # the kept zone columns: as they were when neither phone nor data changes
+        same = new_phone == row["phone"] and _dump(data) == row["data"]
+        kept = "zone_cached" if same else zones.FRESH.format(c="contacts")
         conn.execute(
             "UPDATE contacts SET email = ?, phone = ?, status = ?, sms_status = ?, data = ?, updated_at = ?,"
-            f" zone_field = ?, zone_phone_set = ?, zone_cached = {zones.FRESH.format(c='contacts')}"
+            f" zone_field = ?, zone_phone_set = ?, zone_cached = {kept}"
             " WHERE id = ? AND workspace_id = ?",
             (new_email, new_phone, new_status, new_sms, _dump(data), clock.now(),
              *_kept_zone(conn, workspace_id, new_phone, data), row["id"], workspace_id),
