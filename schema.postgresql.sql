@@ -1486,3 +1486,23 @@ CREATE FUNCTION mkt_field_extract(doc TEXT, key TEXT) RETURNS TEXT LANGUAGE sql 
                 THEN (CASE WHEN doc::jsonb -> key = 'true'::jsonb THEN '1' ELSE '0' END)
                 ELSE doc::jsonb ->> key END
 $$;
+
+-- version: 25
+-- A contact's time zone candidates kept on the contact (schema.sql step 25 says why).
+ALTER TABLE contacts ADD COLUMN zone_field TEXT;
+ALTER TABLE contacts ADD COLUMN zone_phone_set BIGINT;
+ALTER TABLE contacts ADD COLUMN zone_cached BIGINT;
+CREATE INDEX contacts_zone_stale ON contacts(workspace_id) WHERE zone_cached IS NULL;
+CREATE TABLE phone_zone_sets (
+    id BIGINT PRIMARY KEY,
+    zones TEXT NOT NULL UNIQUE
+);
+CREATE FUNCTION contacts_zone_stale() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    NEW.zone_cached := NULL;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER contacts_zone_stale BEFORE UPDATE OF phone, data ON contacts FOR EACH ROW
+WHEN (NEW.zone_cached IS NOT NULL AND NEW.zone_cached = OLD.zone_cached
+      AND (NEW.phone IS DISTINCT FROM OLD.phone OR NEW.data IS DISTINCT FROM OLD.data))
+EXECUTE FUNCTION contacts_zone_stale();

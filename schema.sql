@@ -1274,3 +1274,30 @@ CREATE TABLE sms_ledger_checkpoints (
 -- Nothing changes in a SQLite file. On PostgreSQL, SMS expansion reads a merge tag's contact
 -- field through mkt_field_extract, an inlinable twin of json_extract for a top-level key
 -- (schema.postgresql.sql step 24 says why); SQLite's json_extract is already fast.
+
+-- version: 25
+-- A contact's time zone candidates, kept on the contact (services/contacts/zones.py): the
+-- `timezone` field's value (zone_field) and the id of its phone number's candidate zones
+-- (zone_phone_set, a row of phone_zone_sets: phonenumbers' zones of the number, space-
+-- separated; the id is derived from that text, so every database gives a list the same id),
+-- so resolving a million recipients' zones reads two columns and joins a table of a few rows,
+-- not a JSON value and two prefix tables per row. The writers of a contact's phone or data
+-- (import, create, upsert, a field set) write the two in the same statement and flip
+-- zone_cached between 1 and 2 (zones.FRESH / zones.KEEP); zone_cached NULL means stale: a
+-- write that changes phone or data and leaves zone_cached as it was (a writer that does not
+-- keep the columns) clears it (the trigger), and the next resolution fills every such row of the
+-- workspace in one UPDATE (a partial index finds them). Existing rows start NULL: the first
+-- resolution fills them.
+ALTER TABLE contacts ADD COLUMN zone_field TEXT;
+ALTER TABLE contacts ADD COLUMN zone_phone_set INTEGER;
+ALTER TABLE contacts ADD COLUMN zone_cached INTEGER;
+CREATE INDEX contacts_zone_stale ON contacts(workspace_id) WHERE zone_cached IS NULL;
+CREATE TABLE phone_zone_sets (
+    id INTEGER PRIMARY KEY,                 -- zones.set_id(zones): 56 bits of the text's BLAKE2b
+    zones TEXT NOT NULL UNIQUE              -- 'America/Boise America/Los_Angeles', phonenumbers' order
+);
+CREATE TRIGGER contacts_zone_stale AFTER UPDATE OF phone, data ON contacts
+WHEN NEW.zone_cached IS NOT NULL AND NEW.zone_cached = OLD.zone_cached
+    AND (NEW.phone IS NOT OLD.phone OR NEW.data IS NOT OLD.data) BEGIN
+    UPDATE contacts SET zone_cached = NULL WHERE rowid = NEW.rowid;
+END;

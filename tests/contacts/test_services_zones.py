@@ -126,3 +126,150 @@ def test_the_workspace_zone_is_a_bound_parameter_and_the_audience_query_keeps_it
     plan = zones.zone_plan(conn, ws, {"type": "TAGS", "include_tag_ids": [vip]}, "email", date(2027, 1, 12), "09:00",
                            "next_day", WINTER)
     assert {p["zone"]: p["recipients"] for p in plan} == {"America/New_York": 1, "America/Chicago": 1}
+
+
+def test_the_kept_candidates_follow_phone_and_field_writes(conn: sqlite3.Connection, ws: int) -> None:
+    """A contact keeps its field value and its phone's zone list (schema step 25); writing its
+    phone or data marks them stale (the trigger) and the next resolution reads them anew."""
+    f.contact(conn, ws, "a@example.com", phone_number="+12125550100")
+    f.contact(conn, ws, "b@example.com", timezone="Asia/Tokyo")
+    assert _zones_of(conn, ws, WINTER) == {"a@example.com": ("America/New_York", "phone"),
+                                           "b@example.com": ("Asia/Tokyo", "field")}
+    assert conn.execute("SELECT count(*) FROM contacts WHERE workspace_id = ? AND zone_cached IS NULL",
+                        (ws,)).fetchone()[0] == 0
+    field_id = conn.execute("SELECT id FROM fields WHERE workspace_id = ? AND merge_tag = 'timezone'",
+                            (ws,)).fetchone()[0]
+    conn.execute("UPDATE contacts SET phone = '+33612345678' WHERE email = 'a@example.com'")
+    conn.execute("UPDATE contacts SET data = ? WHERE email = 'b@example.com'", (f'{{"{field_id}": "Europe/Rome"}}',))
+    assert conn.execute("SELECT count(*) FROM contacts WHERE workspace_id = ? AND zone_cached IS NULL",
+                        (ws,)).fetchone()[0] == 2
+    assert _zones_of(conn, ws, WINTER) == {"a@example.com": ("Europe/Paris", "phone"),
+                                           "b@example.com": ("Europe/Rome", "field")}
+
+
+
+# ---------------------------------------------------------------------- kept at write time
+
+def _kept(conn: sqlite3.Connection, ws: int) -> dict[str, tuple[Any, Any]]:
+    """Each contact's kept (zone_field, zone_phone_set), by email; asserts none is stale."""
+    rows = conn.execute("SELECT email, zone_field, zone_phone_set, zone_cached FROM contacts WHERE workspace_id = ?"
+                        " ORDER BY email", (ws,)).fetchall()
+    assert [r[0] for r in rows if r[3] is None] == []  # every writer kept them: nothing for the safety net
+    return {r[0]: (r[1], r[2]) for r in rows}
+
+
+def _refreshed(conn: sqlite3.Connection, ws: int) -> dict[str, tuple[Any, Any]]:
+    """The same columns as the safety net (a resolution's one UPDATE of stale rows) computes them."""
+    conn.execute("UPDATE contacts SET zone_cached = NULL WHERE workspace_id = ?", (ws,))
+    with zones.Zones(conn, ws, WINTER) as found:
+        found.resolve()
+    return _kept(conn, ws)
+
+
+def _zones_text(conn: sqlite3.Connection, set_id: int | None) -> str | None:
+    if set_id is None:
+        return None
+    return conn.execute("SELECT zones FROM phone_zone_sets WHERE id = ?", (set_id,)).fetchone()[0]
+
+
+def test_an_import_keeps_the_zone_columns_of_new_and_updated_contacts(conn: sqlite3.Connection, ws: int) -> None:
+    f.contact(conn, ws, "old@example.com", phone_number="+33612345678", timezone="Asia/Tokyo")
+    result = bulk.import_contacts(conn, ws, io.StringIO(
+        "email_address,phone_number,timezone\n"
+        "ny@example.com,+12125550100,\n"
+        "denver@example.com,+12082015555,\n"
+        "boise@example.com,+12085550100,Europe/Rome\n"
+        "nophone@example.com,,Europe/Paris\n"
+        "old@example.com,+12125550199,\n"))  # an update: the phone changes, the field stays
+    assert result["created"] == 4 and result["updated"] == 1
+    kept = _kept(conn, ws)
+    assert {e: (z, _zones_text(conn, s)) for e, (z, s) in kept.items()} == {
+        "boise@example.com": ("Europe/Rome", "America/Boise America/Los_Angeles"),
+        "denver@example.com": (None, "America/Denver"),
+        "nophone@example.com": ("Europe/Paris", None),
+        "ny@example.com": (None, "America/New_York"),
+        "old@example.com": ("Asia/Tokyo", "America/New_York"),
+    }
+    # A second import: a field value only (the phone kept), then a phone only.
+    bulk.import_contacts(conn, ws, io.StringIO("email_address,phone_number,timezone\n"
+                                               "ny@example.com,,America/Chicago\n"
+                                               "nophone@example.com,+33612345678,\n"))
+    kept = _kept(conn, ws)
+    assert kept["ny@example.com"][0] == "America/Chicago"
+    assert _zones_text(conn, kept["ny@example.com"][1]) == "America/New_York"
+    assert kept["nophone@example.com"][0] == "Europe/Paris"
+    assert _zones_text(conn, kept["nophone@example.com"][1]) == "Europe/Paris"
+    assert _refreshed(conn, ws) == kept
+    assert _zones_of(conn, ws, WINTER)["denver@example.com"] == ("America/Denver", "phone")
+
+
+def test_an_import_makes_a_stale_contact_current_only_when_it_knows_both_columns(
+        conn: sqlite3.Connection, ws: int) -> None:
+    f.contact(conn, ws, "a@example.com", phone_number="+12125550100", timezone="Asia/Tokyo")
+    f.contact(conn, ws, "b@example.com", phone_number="+12125550101")
+    conn.execute("UPDATE contacts SET zone_cached = NULL, zone_field = NULL, zone_phone_set = NULL"
+                 " WHERE workspace_id = ?", (ws,))  # as a database from before step 25 has them
+    bulk.import_contacts(conn, ws, io.StringIO("email_address,phone_number,timezone\n"
+                                               "a@example.com,+33612345678,\n"   # phone given: current
+                                               "b@example.com,,Europe/Rome\n"))  # phone not: stays stale
+    rows = {r[0]: tuple(r[1:]) for r in conn.execute(
+        "SELECT email, zone_field, zone_cached IS NOT NULL FROM contacts WHERE workspace_id = ?", (ws,))}
+    assert rows == {"a@example.com": ("Asia/Tokyo", 1), "b@example.com": ("Europe/Rome", 0)}
+    assert _zones_of(conn, ws, WINTER) == {"a@example.com": ("Asia/Tokyo", "field"),
+                                           "b@example.com": ("Europe/Rome", "field")}
+
+
+def test_an_import_of_contacts_without_email_keeps_their_zone_columns(conn: sqlite3.Connection, ws: int) -> None:
+    conn.execute("UPDATE workspaces SET allow_contacts_without_email = 1 WHERE id = ?", (ws,))
+    bulk.import_contacts(conn, ws, io.StringIO("phone_number,timezone\n+12125550100,\n"))
+    bulk.import_contacts(conn, ws, io.StringIO("phone_number,timezone\n+12125550100,Europe/Rome\n"))  # by phone
+    row = conn.execute("SELECT zone_field, zone_phone_set, zone_cached FROM contacts WHERE workspace_id = ?",
+                       (ws,)).fetchone()
+    assert (row[0], _zones_text(conn, row[1])) == ("Europe/Rome", "America/New_York") and row[2] is not None
+
+
+def test_a_dry_run_import_writes_no_zone_list(conn: sqlite3.Connection, ws: int) -> None:
+    before = conn.execute("SELECT count(*) FROM phone_zone_sets").fetchone()[0]
+    bulk.import_contacts(conn, ws, io.StringIO("email_address,phone_number\nx@example.com,+61412345678\n"),
+                         dry_run=True)
+    assert conn.execute("SELECT count(*) FROM phone_zone_sets").fetchone()[0] == before
+
+
+def test_create_and_upsert_keep_the_zone_columns(conn: sqlite3.Connection, ws: int) -> None:
+    records.create_contact(conn, ws, {"status": "SUBSCRIBED", "fields": {
+        "email_address": "new@example.com", "phone_number": "+12082015555", "timezone": "Europe/Rome"}})
+    f.contact(conn, ws, "up@example.com", phone_number="+12125550100")
+    records.upsert_contact(conn, ws, {"email_address": "up@example.com", "phone_number": "+33612345678",
+                                      "partial_update": True})
+    f.contact(conn, ws, "full@example.com", phone_number="+12125550101", timezone="Asia/Tokyo")
+    records.upsert_contact(conn, ws, {"email_address": "full@example.com", "fields": {}})  # full replace
+    kept = _kept(conn, ws)
+    assert {e: (z, _zones_text(conn, s)) for e, (z, s) in kept.items()} == {
+        "full@example.com": (None, None),
+        "new@example.com": ("Europe/Rome", "America/Denver"),
+        "up@example.com": (None, "Europe/Paris"),
+    }
+    assert _refreshed(conn, ws) == kept
+
+
+def test_a_field_set_by_an_automation_keeps_the_zone_columns(conn: sqlite3.Connection, ws: int) -> None:
+    f.field(conn, ws, "city")
+    made = f.contact(conn, ws, "ann@example.com", phone_number="+12125550100")
+    from marketing_cli.services.automations import triggers
+
+    for step in ({"id": "tz", "type": "set_field", "field": "timezone", "value": "Europe/Rome"},
+                 {"id": "city", "type": "set_field", "field": "city", "value": "Rome"}):
+        flow = f.automation(conn, ws, {"name": f"Flow {step['id']}", "triggers": [{"type": "manual"}],
+                                       "steps": [step]})
+        triggers.enroll_contact(conn, ws, flow["id"], {"contact_id": made["id"]})
+        f.run_automations(conn)
+        kept = _kept(conn, ws)
+        assert kept["ann@example.com"][0] == "Europe/Rome"
+    assert records.get_contact(conn, ws, made["id"])["data"]["city"] == "Rome"
+    assert _refreshed(conn, ws) == kept
+
+
+def test_the_list_ids_are_the_same_on_every_database() -> None:
+    assert zones.set_id(("America/New_York",)) == zones.set_id(("America/New_York",))
+    assert zones.set_id(("America/New_York",)) != zones.set_id(("America/Boise", "America/Los_Angeles"))
+    assert 0 < zones.set_id(("Europe/Paris",)) < 2 ** 56

@@ -106,7 +106,7 @@ def test_expansion_writes_what_python_renders_measures_and_prices(conn: sqlite3.
 
 @pytest.mark.postgresql_only  # SQLite's json_extract is the reference itself
 def test_mkt_field_extract_answers_as_json_extract(conn: sqlite3.Connection) -> None:
-    """schema step 23's inlinable json_extract of a top-level key: the same answer for every JSON value."""
+    """schema step 24's inlinable json_extract of a top-level key: the same answer for every JSON value."""
     values: list[Any] = ["Ann", "", "O'Hara \"q\" \\ é 😀", "line\nbreak", 0, 7, -2.5, 1e-07, 1e20, 12345.678,
                          True, False, None, [1, "a"], {"x": {"y": 1}}, "true", "1"]
     for value in values:

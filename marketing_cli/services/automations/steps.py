@@ -39,7 +39,7 @@ from marketing_cli import field_sql, jobs
 from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
-from marketing_cli.services.contacts import events
+from marketing_cli.services.contacts import events, zones
 
 log = logging.getLogger("mkt.automations")
 
@@ -300,14 +300,15 @@ def _set_field(ctx: Context, step: dict[str, Any]) -> Outcome:
         return Outcome("skipped", step.get("next"), detail=f"the field '{step['field']}' was deleted")
     old, new = _field_value(ctx, step["field_id"]), step["value"]
     if old != new or type(old) is not type(new):
+        kept = zones.kept_after_field_set(row["merge_tag"], new)  # the contact's kept zone columns
         if new is None:
             data = field_sql.remove_value_expr(ctx.conn, step["field_id"])
-            ctx.conn.execute(f"UPDATE contacts SET data = {data}, updated_at = ? WHERE id = ?",
-                             (clock.now(), ctx.contact_id))
+            ctx.conn.execute(f"UPDATE contacts SET data = {data}, {kept[0]}, updated_at = ? WHERE id = ?",
+                             (*kept[1], clock.now(), ctx.contact_id))
         else:
             data = field_sql.set_value_expr(ctx.conn, step["field_id"])
-            ctx.conn.execute(f"UPDATE contacts SET data = {data}, updated_at = ? WHERE id = ?",
-                             (json.dumps(new), clock.now(), ctx.contact_id))
+            ctx.conn.execute(f"UPDATE contacts SET data = {data}, {kept[0]}, updated_at = ? WHERE id = ?",
+                             (json.dumps(new), *kept[1], clock.now(), ctx.contact_id))
         events.append_event(ctx.conn, ctx.ws, ctx.contact_id, "FIELD_UPDATED",
                             {"field_id": step["field_id"], "merge_tag": row["merge_tag"], "old": old, "new": new})
     return Outcome("done", step.get("next"))

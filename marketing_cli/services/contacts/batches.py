@@ -32,13 +32,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from marketing_cli import dialect
+from marketing_cli import dialect, field_sql
 from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.ids import new_id, parse_int_id
 from marketing_cli.services.account import billing
-from marketing_cli.services.contacts import tags, values
+from marketing_cli.services.contacts import tags, values, zones
 from marketing_cli.services.contacts.checks import FIELD_REQUIRED
 from marketing_cli.services.contacts.io_lock import HeldLock, renew_io_lock
 from marketing_cli.services.contacts.records import BILLING_LIMIT, DIFFERENT_CONTACTS, PHONE_TAKEN
@@ -72,19 +72,41 @@ IMPORT_CACHE_KIB = 262_144
 # counter): with a trigger every statement execution opens a statement journal, which made a
 # per-row executemany 2.5x slower than the same load without the trigger. One statement per
 # batch pays it once.
+# Each row also carries the contact's kept time zone columns (schema step 25, zones.py): its
+# `timezone` field value and its phone's list of candidate zones, found once per distinct
+# prefix per import (zones.PhoneSets), so a resolution after the import has nothing to fill.
 _UPSERT_COLUMNS = (("id", "TEXT"), ("email", "TEXT"), ("phone", "TEXT"), ("status", "TEXT"),
-                   ("sms_status", "TEXT"), ("data", "JSON"))
+                   ("sms_status", "TEXT"), ("data", "JSON"), ("zone_field", "TEXT"), ("zone_phone_set", "BIGINT"))
 _TAG_COLUMNS = (("contact_id", "TEXT"), ("tag_id", "BIGINT"))
 
 
-def _upsert_batch(conn: sqlite3.Connection, source: str) -> str:
+def _kept_field(field_id: int | None, given: str, table: str) -> str:
+    """The kept `timezone` value after a merge: the row's when it has one (the merge writes it),
+    else the contact's kept one, else (a stale contact) read from its data."""
+    old = "NULL" if field_id is None else field_sql.value_expr(field_id, table)
+    return (f"CASE WHEN {given} IS NOT NULL THEN {given} WHEN {table}.zone_cached IS NOT NULL"
+            f" THEN {table}.zone_field ELSE {old} END")
+
+
+def _upsert_batch(conn: sqlite3.Connection, source: str, field_id: int | None) -> str:
     merged = dialect.contacts_json_merge(conn, "contacts.data", "excluded.data")
     return (
-        "INSERT INTO contacts (id, workspace_id, email, phone, status, sms_status, data, created_at, updated_at)"
-        f" SELECT b.id, ?, b.email, b.phone, b.status, b.sms_status, b.data, ?, ? FROM ({source}) AS b WHERE true"
+        "INSERT INTO contacts (id, workspace_id, email, phone, status, sms_status, data, created_at, updated_at,"
+        " zone_field, zone_phone_set, zone_cached)"
+        f" SELECT b.id, ?, b.email, b.phone, b.status, b.sms_status, b.data, ?, ?, b.zone_field, b.zone_phone_set, 1"
+        f" FROM ({source}) AS b WHERE true"
         " ON CONFLICT (workspace_id, email) DO UPDATE SET"
         f" data = {merged},"
         " phone = coalesce(excluded.phone, contacts.phone),"
+        f" zone_field = {_kept_field(field_id, 'excluded.zone_field', 'contacts')},"
+        " zone_phone_set = CASE WHEN excluded.phone IS NOT NULL THEN excluded.zone_phone_set"
+        "   WHEN contacts.phone IS NULL THEN NULL ELSE contacts.zone_phone_set END,"
+        # as it was when neither phone nor data changes (the row is left as it was); else
+        # current unless the contact was stale and its phone (not in the row) is unknown here
+        f" zone_cached = CASE WHEN NOT ({merged} IS NOT contacts.data"
+        "   OR coalesce(excluded.phone, contacts.phone) IS NOT contacts.phone) THEN contacts.zone_cached"
+        "   WHEN excluded.phone IS NOT NULL OR contacts.phone IS NULL"
+        f"   OR contacts.zone_cached IS NOT NULL THEN {zones.FRESH.format(c='contacts')} END,"
         " status = excluded.status,"
         " sms_status = excluded.sms_status,"
         f" updated_at = CASE WHEN {merged} IS NOT contacts.data"
@@ -94,11 +116,15 @@ def _upsert_batch(conn: sqlite3.Connection, source: str) -> str:
     )
 
 
-def _update_by_id(conn: sqlite3.Connection) -> str:
-    """Contacts without email (found by phone) cannot use the email conflict target."""
+def _update_by_id(conn: sqlite3.Connection, field_id: int | None) -> str:
+    """Contacts without email (found by phone) cannot use the email conflict target. The phone
+    is the key, so its list (?8) is the contact's."""
     merged = dialect.contacts_json_merge(conn, "data", "?2")
     return (
         f"UPDATE contacts SET data = {merged}, status = ?3, sms_status = ?4,"
+        f" zone_field = {_kept_field(field_id, 'CAST(?7 AS TEXT)', 'contacts')}, zone_phone_set = ?8,"
+        f" zone_cached = CASE WHEN NOT ({merged} IS NOT data) THEN zone_cached"
+        f"   ELSE {zones.FRESH.format(c='contacts')} END,"
         f" updated_at = CASE WHEN {merged} IS NOT data OR ?3 IS NOT status OR ?4 IS NOT sms_status"
         "   THEN ?5 ELSE updated_at END"
         " WHERE id = ?1 AND workspace_id = ?6"
@@ -190,6 +216,11 @@ class BatchWriter:
                     self.defaults[str(f.id)] = value
         self.required = [f for f in fields.by_id.values()
                          if f.required and f.merge_tag not in (EMAIL_TAG, PHONE_TAG)]
+        # The kept time zone columns (zones.py): the `timezone` field's id, each number's list
+        # of candidate zones (one lookup per distinct prefix for the whole import).
+        timezone = fields.by_tag.get(values.TIMEZONE_TAG)
+        self.zone_field_id = timezone.id if timezone is not None else None
+        self.phone_sets = zones.PhoneSets(conn)
 
     def _lookup(self, column: str, keys: list[str]) -> dict[str, sqlite3.Row]:
         if not keys:
@@ -228,6 +259,7 @@ class BatchWriter:
             self._apply(batch)
             return
         with transaction(self.conn):
+            self.phone_sets.batch()
             self._apply(batch)
             if lock is not None:
                 renew_io_lock(self.conn, self.ws, lock.owner)
@@ -290,7 +322,7 @@ class BatchWriter:
         plan.remaining -= 1
         contact_id = new_id()
         plan.upserts.append((contact_id, row.email, row.phone, row.status or self.default_status, row.sms_status,
-                             data))
+                             data, *self._zone(row.phone, data)))
         self.created += 1
         self.updated += row.lines - 1
         if self.dry_run:
@@ -304,19 +336,28 @@ class BatchWriter:
         if row.sms_status and row.sms_status != (sms_status or "SUBSCRIBED"):
             sms_status = row.sms_status  # unset reads as SUBSCRIBED: only a real change is stored
         if key[0] == "e":
-            plan.upserts.append((contact_id, row.email, row.phone, status, sms_status, row.data))
+            plan.upserts.append((contact_id, row.email, row.phone, status, sms_status, row.data,
+                                 *self._zone(row.phone, row.data)))
         else:
-            plan.updates.append((contact_id, _dumps(row.data), status, sms_status, plan.now, self.ws))
+            plan.updates.append((contact_id, _dumps(row.data), status, sms_status, plan.now, self.ws,
+                                 *self._zone(row.phone, row.data)))
         self.updated += row.lines
         return contact_id
+
+    def _zone(self, phone: str | None, data: dict[str, Any]) -> tuple[Any, int | None]:
+        """(the `timezone` value, the phone's list id) a row writes; a dry run writes nothing."""
+        if self.dry_run:
+            return None, None
+        return zones.field_value(data, self.zone_field_id), self.phone_sets(phone)
 
     def _write(self, plan: _BatchPlan) -> None:
         if plan.upserts:
             source, params = dialect.contacts_batch_source(self.conn, "mkt_batch_contacts", _UPSERT_COLUMNS,
                                                            plan.upserts, _dumps)
-            self.conn.execute(_upsert_batch(self.conn, source), (self.ws, plan.now, plan.now, *params))
+            self.conn.execute(_upsert_batch(self.conn, source, self.zone_field_id),
+                              (self.ws, plan.now, plan.now, *params))
         if plan.updates:
-            self.conn.executemany(_update_by_id(self.conn), plan.updates)
+            self.conn.executemany(_update_by_id(self.conn, self.zone_field_id), plan.updates)
         if plan.tag_rows:
             source, params = dialect.contacts_batch_source(self.conn, "mkt_batch_tags", _TAG_COLUMNS,
                                                            plan.tag_rows, _dumps)

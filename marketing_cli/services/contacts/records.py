@@ -24,6 +24,7 @@ from marketing_cli.kernel import clock
 from marketing_cli.kernel.ids import new_id, parse_hex_id
 from marketing_cli.kernel.inputs import int_list, member, require_object
 from marketing_cli.services.account import billing
+from marketing_cli.services.contacts import zones
 from marketing_cli.services.contacts.checks import (
     allows_no_email,
     check_merge_tags,
@@ -97,9 +98,10 @@ def _insert(conn: sqlite3.Connection, workspace_id: int, *, email: str | None, p
     contact_id = new_id()
     now = clock.now()
     conn.execute(
-        "INSERT INTO contacts (id, workspace_id, email, phone, status, sms_status, data, created_at, updated_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (contact_id, workspace_id, email, phone, status, sms_status, _dump(data), now, now),
+        "INSERT INTO contacts (id, workspace_id, email, phone, status, sms_status, data, created_at, updated_at,"
+        " zone_field, zone_phone_set, zone_cached) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)",
+        (contact_id, workspace_id, email, phone, status, sms_status, _dump(data), now, now,
+         *_kept_zone(conn, workspace_id, phone, data)),
     )
     conn.executemany("INSERT OR IGNORE INTO contact_tags (contact_id, tag_id) VALUES (?, ?)",
                      [(contact_id, t) for t in tag_ids])
@@ -108,6 +110,13 @@ def _insert(conn: sqlite3.Connection, workspace_id: int, *, email: str | None, p
                        [("CONTACT_SUBSCRIBED_PENDING", {"email_address": email, "phone_number": phone,
                                                         "status": status})])
     return contact_id
+
+
+def _kept_zone(conn: sqlite3.Connection, workspace_id: int, phone: str | None,
+               data: dict[str, Any]) -> tuple[Any, int | None]:
+    """The contact's kept time zone columns (zones.py): its `timezone` value, its phone's list."""
+    return (zones.field_value(data, zones.timezone_field(conn, workspace_id)),
+            zones.PhoneSets(conn)(phone))
 
 
 def _find(conn: sqlite3.Connection, workspace_id: int, column: str, value: str | None) -> sqlite3.Row | None:
@@ -257,10 +266,15 @@ def _update(conn: sqlite3.Connection, workspace_id: int, fields: FieldMap, row: 
 
     changed = bool(events) or new_status != row["status"] or new_sms != row["sms_status"]
     if changed:
+        # the kept zone columns: as they were when neither phone nor data changes
+        same = new_phone == row["phone"] and _dump(data) == row["data"]
+        kept = "zone_cached" if same else zones.FRESH.format(c="contacts")
         conn.execute(
-            "UPDATE contacts SET email = ?, phone = ?, status = ?, sms_status = ?, data = ?, updated_at = ?"
+            "UPDATE contacts SET email = ?, phone = ?, status = ?, sms_status = ?, data = ?, updated_at = ?,"
+            f" zone_field = ?, zone_phone_set = ?, zone_cached = {kept}"
             " WHERE id = ? AND workspace_id = ?",
-            (new_email, new_phone, new_status, new_sms, _dump(data), clock.now(), row["id"], workspace_id),
+            (new_email, new_phone, new_status, new_sms, _dump(data), clock.now(),
+             *_kept_zone(conn, workspace_id, new_phone, data), row["id"], workspace_id),
         )
         append_events(conn, workspace_id, row["id"], events)
 

@@ -13,19 +13,33 @@ A contact's zone comes from the first of these that answers, and the answer reco
     workspace   the workspace's own zone (`workspaces.timezone`, UTC unless set)
 
 `Zones` puts that in SQL over the audience's own query (`contacts c`), so a snapshot of a
-million recipients is one `INSERT ... SELECT` with no Python call per row: the audience
-query reads each candidate once (`columns()`: the field's value, the phone's zone, the
-located zone) and the zone and its source are both read from those columns of it as a
-derived table (`select()`), the workspace's zone a bound parameter. The phone's answer is
-joined from two small temporary tables filled once per number prefix, as SMS pricing does
-(services/sms/pricing.py): phonenumbers' time zone data is keyed by prefixes of up to nine
-digits, so each distinct first four digits (`+1208`, `+3361`) is resolved once; where the
-data has longer prefixes below it (+1 208 201 is Denver alone), the numbers under it are
-keyed by as many digits as the longest such prefix and each of those keys is resolved once.
+million recipients is one `INSERT ... SELECT` with no Python call and no JSON read per row.
+Each contact keeps what does not depend on the moment of sending (schema step 25): the
+field's value (`zone_field`) and the id of its phone's list of zones in phone_zone_sets
+(`zone_phone_set`). They are kept at write time: every writer of a contact's phone or data
+(the import's batches, create, upsert, an automation's field set) writes them in the same
+statement (`PhoneSets` gives a number's list, one phonenumbers call per distinct prefix and
+writer; `FRESH` / `KEEP` flip `zone_cached` between 1 and 2). `zone_cached` NULL means stale:
+a write of phone or data that leaves `zone_cached` as it was (a writer that does not keep the
+columns) clears it (the trigger), and so do databases from before step 25. That is the safety
+net: `resolve()` fills every stale contact of the workspace in one UPDATE, then
+checks each list of phone_zone_sets once for one offset at the sending instant (the `agree`
+table). The audience query then reads the kept field value, the answer of the phone's list
+(one integer-key join on that table) and the located zone as columns (`columns()`), and the
+zone and its source are both read from those columns of it as a derived table (`select()`),
+the workspace's zone a bound parameter.
+
+The stale contacts' lists come from two small temporary tables filled once per number
+prefix, as SMS pricing does (services/sms/pricing.py): phonenumbers' time zone data is keyed
+by prefixes of up to nine digits, so each distinct first four digits (`+1208`, `+3361`) is
+resolved once; where the data has longer prefixes below it (+1 208 201 is Denver alone), the
+numbers under it are keyed by as many digits as the longest such prefix and each of those
+keys is resolved once.
 """
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 import uuid
 from datetime import date, datetime, timedelta
@@ -44,6 +58,12 @@ from marketing_cli.services.contacts.values import TIMEZONE_TAG
 SOURCES = ("field", "phone", "location", "workspace")
 MISSED = ("next_day", "send_now", "skip")
 COARSE = 5  # characters of a stored number keyed first: '+' and four digits
+# SET terms of a write that keeps a contact's zone columns (schema step 25): FRESH when the
+# statement writes both (the contact is current whatever it was), KEEP when it writes data
+# that cannot change them (current stays current, stale stays stale). Either changes
+# zone_cached, so the stale trigger leaves the row alone.
+FRESH = "CASE {c}.zone_cached WHEN 1 THEN 2 ELSE 1 END"
+KEEP = "CASE {c}.zone_cached WHEN 1 THEN 2 WHEN 2 THEN 1 END"
 _SEEKS = 1_000  # index seeks for distinct keys allowed at least, before one pass over the numbers
 _CHUNK = 5_000
 
@@ -102,10 +122,106 @@ def longest_prefix_zones(digits: str) -> tuple[int, tuple[str, ...]]:
     return 0, ()
 
 
+def set_id(names: tuple[str, ...]) -> int:
+    """phone_zone_sets' id of a list of zones: 56 bits of the BLAKE2b of its text, the same on
+    every database (so `mkt db copy` can carry contacts' ids of lists between them)."""
+    digest = hashlib.blake2b(" ".join(names).encode(), digest_size=7).digest()
+    return int.from_bytes(digest, "big")
+
+
+def store_sets(conn: sqlite3.Connection, lists: set[tuple[str, ...]]) -> dict[tuple[str, ...], int]:
+    """Each non-empty list's id, its row of phone_zone_sets added when new."""
+    ids = {names: set_id(names) for names in lists if names}
+    conn.executemany("INSERT INTO phone_zone_sets (id, zones) VALUES (?, ?) ON CONFLICT (id) DO NOTHING",
+                     [(i, " ".join(names)) for names, i in ids.items()])
+    return ids
+
+
+class PhoneSets:
+    """The id of a number's list of candidate zones, for a writer of contacts: one lookup per
+    distinct key (the four-digit prefix, or under the prefixes that have longer ones the finer
+    key), with the rules of `Zones._prefixes`: a four-digit key's first number stands for it
+    (phonenumbers parses it); under a four-digit key whose first number is geographic (all of
+    NANP), a finer key's zones are its longest prefix's in phonenumbers' data, read without
+    parsing. One per import (or per write); `batch()` at the start of each write transaction,
+    so the rows of phone_zone_sets it refers to are written in it."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        # four-digit key -> the finer key's digits (0: none), negative when its numbers are
+        # not geographic (each finer key then parses its first number)
+        self.depth: dict[str, int] = {}
+        self.keys: dict[str, int | None] = {}  # key -> the list's id (None: no zone)
+        self.lists: dict[int, tuple[str, ...]] = {}
+        self.stored: set[int] = set()  # ids whose row this transaction has written
+
+    def batch(self) -> None:
+        self.stored.clear()
+
+    def __call__(self, phone: str | None) -> int | None:
+        if phone is None:
+            return None
+        head = phone[:COARSE]
+        depth = self.depth.get(head)
+        if depth is None:
+            depth = self._head(head, phone)
+        key = phone[:abs(depth) + 1] if depth else head
+        found = self.keys[key] if key in self.keys else self._resolve(key, phone, depth)
+        if found is not None and found not in self.stored:
+            store_sets(self.conn, {self.lists[found]})
+            self.stored.add(found)
+        return found
+
+    def _head(self, head: str, phone: str) -> int:
+        depth = _depths().get(head[1:], 0)
+        if depth:
+            names, geographic = _phone_zones(phone)
+            depth = depth if geographic else -depth
+        self.depth[head] = depth
+        return depth
+
+    def _resolve(self, key: str, phone: str, depth: int) -> int | None:
+        names = _prefix_zones(key) if depth > 0 else _phone_zones(phone)[0]
+        found = set_id(names) if names else None
+        if found is not None:
+            self.lists[found] = names
+        self.keys[key] = found
+        return found
+
+
+def field_value(data: dict[str, Any], field_id: int | None) -> Any:
+    """A contact's kept `timezone` field value (zone_field) from its data, as json_extract reads it."""
+    if field_id is None:
+        return None
+    return _kept_text(data.get(str(field_id)))
+
+
+def _kept_text(value: Any) -> str | None:
+    return value if value is None or isinstance(value, str) else str(value)
+
+
+def kept_after_field_set(merge_tag: str, value: Any) -> tuple[str, tuple[Any, ...]]:
+    """(SET terms, their parameters) that keep a contact's zone columns when one field's value
+    is set (None: removed) by an UPDATE of `contacts`: the `timezone` field's value is the
+    kept one; any other field's leaves them as they are."""
+    keep = KEEP.format(c="contacts")
+    if merge_tag != TIMEZONE_TAG:
+        return f"zone_cached = {keep}", ()
+    return f"zone_field = ?, zone_cached = {keep}", (_kept_text(value),)
+
+
+def timezone_field(conn: sqlite3.Connection, workspace_id: int) -> int | None:
+    """The id of the workspace's `timezone` field, or None."""
+    row = conn.execute("SELECT id FROM fields WHERE workspace_id = ? AND merge_tag = ?",
+                       (workspace_id, TIMEZONE_TAG)).fetchone()
+    return row[0] if row is not None else None
+
+
 class Zones:
     """A contact's zone and its source as SQL over an audience's `contacts c` (a context manager).
 
-    `resolve()` fills the prefix tables for the workspace's numbers; the audience query then
+    `resolve()` brings the workspace's contacts' kept candidates up to date and fills the
+    `agree` table for the sending instant; the audience query then
     selects `columns(c)` with `join(c)` after `contacts c`, and `select()` wraps it:
 
         query = resolve_audience(conn, ws, audience, "email", f"c.id, c.email, {z.columns()}", z.join())
@@ -114,26 +230,70 @@ class Zones:
     def __init__(self, conn: sqlite3.Connection, workspace_id: int, at: datetime) -> None:
         self.conn, self.workspace_id, self.at = conn, workspace_id, at
         self.default = workspace_timezone(conn, workspace_id)
-        row = conn.execute("SELECT id FROM fields WHERE workspace_id = ? AND merge_tag = ?",
-                           (workspace_id, TIMEZONE_TAG)).fetchone()
-        self.field_id: int | None = row[0] if row is not None else None
+        self.field_id = timezone_field(conn, workspace_id)
         suffix = uuid.uuid4().hex  # our own names, never user text
         self.coarse, self.fine = f"temp.tz_coarse_{suffix}", f"temp.tz_fine_{suffix}"
+        self.agree = f"temp.tz_agree_{suffix}"
 
     def __enter__(self) -> Self:
-        self.conn.execute(f"CREATE TABLE {self.coarse} (key TEXT PRIMARY KEY, phone TEXT NOT NULL, zone TEXT,"
-                          " depth INTEGER) WITHOUT ROWID")
-        self.conn.execute(f"CREATE TABLE {self.fine} (key TEXT PRIMARY KEY, phone TEXT NOT NULL, zone TEXT)"
-                          " WITHOUT ROWID")
+        self.conn.execute(f"CREATE TABLE {self.agree} (id BIGINT PRIMARY KEY, zone TEXT NOT NULL) WITHOUT ROWID")
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for table in (self.coarse, self.fine):
+        for table in (self.coarse, self.fine, self.agree):
             self.conn.execute(f"DROP TABLE IF EXISTS {table}")
 
     # ------------------------------------------------------------------ the prefix tables
 
     def resolve(self, size: int = 0) -> None:
+        """The contacts' kept candidates brought up to date, then each candidate zone set's
+        answer at the moment of sending (the `agree` table, one row per set that has one).
+
+        A contact whose `zone_cached` is NULL (new, or its phone or data written since: the
+        trigger of schema step 25) gets its `timezone` field's value and its phone's candidate
+        set written back, all such contacts of the workspace in one UPDATE (`_refresh`), in the
+        caller's transaction or one of its own. Then every set of phone_zone_sets (a few
+        hundred rows at most: phonenumbers' distinct zone lists) is checked once for one
+        offset at the moment of sending, in Python."""
+        stale = self.conn.execute("SELECT 1 FROM contacts WHERE workspace_id = ? AND zone_cached IS NULL LIMIT 1",
+                                  (self.workspace_id,)).fetchone()
+        if stale is not None:
+            with transaction(self.conn):
+                self._refresh(size)
+        sets = self.conn.execute("SELECT id, zones FROM phone_zone_sets").fetchall()
+        rows = [(r[0], zone) for r in sets if (zone := offsets_agree(tuple(r[1].split(" ")), self.at)) is not None]
+        self.conn.execute(f"DELETE FROM {self.agree}")
+        self.conn.executemany(f"INSERT INTO {self.agree} (id, zone) VALUES (?, ?)", rows)
+
+    def _refresh(self, size: int) -> None:
+        """The stale contacts' kept candidates: the prefix tables (`_prefixes`), then one UPDATE."""
+        conn = self.conn
+        conn.execute(f"CREATE TABLE {self.coarse} (key TEXT PRIMARY KEY, phone TEXT NOT NULL, set_id BIGINT,"
+                     " depth INTEGER) WITHOUT ROWID")
+        conn.execute(f"CREATE TABLE {self.fine} (key TEXT PRIMARY KEY, phone TEXT NOT NULL, set_id BIGINT)"
+                     " WITHOUT ROWID")
+        try:
+            self._prefixes(size)
+            field = "NULL" if self.field_id is None else field_sql.value_expr(self.field_id, "contacts")
+            conn.execute(
+                f"UPDATE contacts SET zone_field = {field}, zone_phone_set = CASE WHEN contacts.phone IS NULL"
+                " THEN NULL ELSE (SELECT CASE WHEN zc.depth IS NULL THEN zc.set_id ELSE (SELECT zf.set_id"
+                f" FROM {self.fine} zf WHERE zf.key = substr(contacts.phone, 1, zc.depth + 1)) END"
+                f" FROM {self.coarse} zc WHERE zc.key = substr(contacts.phone, 1, {COARSE})) END,"
+                # kept only when the number's prefix was among those resolved (a number written
+                # meanwhile by a writer outside this transaction waits for the next resolution)
+                " zone_cached = CASE WHEN contacts.phone IS NULL OR EXISTS (SELECT 1 FROM"
+                f" {self.coarse} zk WHERE zk.key = substr(contacts.phone, 1, {COARSE})) THEN 1 END"
+                " WHERE workspace_id = ? AND zone_cached IS NULL", (self.workspace_id,))
+        finally:
+            for table in (self.coarse, self.fine):
+                conn.execute(f"DROP TABLE IF EXISTS {table}")
+
+    def _set_ids(self, lists: set[tuple[str, ...]]) -> dict[tuple[str, ...], int]:
+        """phone_zone_sets' id of each zone list (added when new; an empty list has none)."""
+        return store_sets(self.conn, lists)
+
+    def _prefixes(self, size: int = 0) -> None:
         """Each distinct prefix of the workspace's numbers, resolved once in Python.
 
         The distinct keys are found by one seek each past the last key on the workspace's
@@ -143,24 +303,19 @@ class Zones:
         one): the prefix tables' rows are written in one transaction of the temporary tables, not
         one per statement, and every seek reads one snapshot. (A bare SAVEPOINT would do on
         SQLite, but PostgreSQL takes one only inside a transaction.)"""
-        from marketing_cli.db import read_snapshot
-
-        with read_snapshot(self.conn):
-            self._resolve(size)
-
-    def _resolve(self, size: int) -> None:
         conn, depths = self.conn, _depths()
-        agree = lru_cache(maxsize=None)(lambda names: offsets_agree(names, self.at))  # a few zone lists, many keys
         coarse = self._seek_keys("", "\U0010ffff", lambda phone: phone[:COARSE], None)
-        rows: list[tuple[str, str, str | None, int | None]] = []
+        found: list[tuple[str, str, tuple[str, ...], int | None]] = []
         geographic: set[str] = set()
         for key, phone in coarse:
             depth = depths.get(key[1:])
             names, on_prefix = _phone_zones(phone)
-            rows.append((key, phone, None if depth else agree(names), depth))
+            found.append((key, phone, () if depth else names, depth))
             if depth and on_prefix:
                 geographic.add(key)
-        conn.executemany(f"INSERT OR IGNORE INTO {self.coarse} (key, phone, zone, depth) VALUES (?, ?, ?, ?)", rows)
+        ids = self._set_ids({names for _, _, names, _ in found})
+        rows = [(key, phone, ids.get(names), depth) for key, phone, names, depth in found]
+        conn.executemany(f"INSERT OR IGNORE INTO {self.coarse} (key, phone, set_id, depth) VALUES (?, ?, ?, ?)", rows)
         budget = max(_SEEKS, size // 50)
         fine: list[tuple[str, str]] = []
         for key, _, _, depth in rows:
@@ -184,9 +339,11 @@ class Zones:
                 return
             # Under a geographic example (all of NANP), a finer key's zones are its longest
             # prefix's in the data, read without parsing a number; others are parsed.
-            conn.executemany(f"UPDATE {self.fine} SET zone = ? WHERE key = ?",
-                             [(agree(_prefix_zones(key)) if key[:COARSE] in geographic
-                               else agree(_phone_zones(phone)[0]), key) for key, phone in chunk])
+            lists = [(_prefix_zones(key) if key[:COARSE] in geographic else _phone_zones(phone)[0], key)
+                     for key, phone in chunk]
+            ids = self._set_ids({names for names, _ in lists})
+            conn.executemany(f"UPDATE {self.fine} SET set_id = ? WHERE key = ?",
+                             [(ids.get(names), key) for names, key in lists])
             after = chunk[-1][0]
 
     def _seek_keys(self, low: str, high: str, key_of: Any, budget: int | None) -> list[tuple[str, str]] | None:
@@ -206,17 +363,14 @@ class Zones:
     # ------------------------------------------------------------------ the SQL
 
     def join(self, c: str = "c") -> str:
-        """The prefix tables, LEFT JOINed after `contacts {c}`: one seek per number, and a second
-        only for a number under a prefix with longer ones below it (+1 208)."""
-        return (f" LEFT JOIN {self.coarse} zc ON zc.key = substr({c}.phone, 1, {COARSE})"
-                f" LEFT JOIN {self.fine} zf ON zc.depth IS NOT NULL AND zf.key = substr({c}.phone, 1, zc.depth + 1)")
+        """The answers of the candidate sets, LEFT JOINed after `contacts {c}`: one seek by
+        integer key in a table of a few rows per contact."""
+        return f" LEFT JOIN {self.agree} za ON za.id = {c}.zone_phone_set"
 
     def columns(self, c: str = "c") -> str:
-        """The audience query's columns that `select` reads: the `timezone` field's value, the
-        phone's zone and the located zone, each read once per contact."""
-        field = "NULL" if self.field_id is None else field_sql.value_expr(self.field_id, c)
-        return (f"{field} AS zone_field, CASE WHEN zc.depth IS NULL THEN zc.zone ELSE zf.zone END AS zone_phone,"
-                f" {c}.located_timezone AS zone_located")
+        """The audience query's columns that `select` reads: the `timezone` field's value and
+        the phone's zone (both as `resolve()` left them on the contact), and the located zone."""
+        return f"{c}.zone_field AS zone_field, za.zone AS zone_phone, {c}.located_timezone AS zone_located"
 
     def select(self, query: Compiled, keep: str) -> tuple[str, list[Any]]:
         """(sql, params): `SELECT <keep>, zone, zone_source FROM (<query>) a`, `query` an audience
