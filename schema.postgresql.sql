@@ -1410,3 +1410,14 @@ CREATE TABLE sms_ledger_checkpoints (
     last_entry_id BIGINT NOT NULL,
     total TEXT NOT NULL
 );
+-- version: 22
+-- fleet: claim tokens, claim expiry and the uncertain mark (schema.sql step 22 says why).
+ALTER TABLE email_messages ADD COLUMN claim_token TEXT;
+ALTER TABLE email_messages ADD COLUMN claim_expires_at TEXT;
+ALTER TABLE email_messages ADD COLUMN uncertain BIGINT;
+ALTER TABLE sms_messages ADD COLUMN claim_token TEXT;
+ALTER TABLE sms_messages ADD COLUMN claim_expires_at TEXT;
+ALTER TABLE sms_messages ADD COLUMN uncertain BIGINT;
+CREATE INDEX email_messages_claim ON email_messages(campaign_id, id) WHERE status = 'queued';
+CREATE INDEX email_messages_claimed ON email_messages(claim_token) WHERE status = 'sending';
+CREATE INDEX sms_messages_claimed ON sms_messages(claim_token) WHERE status = 'sending';

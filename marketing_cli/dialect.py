@@ -10,7 +10,8 @@ the services keep one code path and name no engine.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 
@@ -20,6 +21,41 @@ def postgresql(conn: Any) -> bool:
 
 
 # --- platform (jobs, leases, serve) -----------------------------------------------------------
+
+
+def skip_locked(conn: Any, of: str | None = None) -> str:
+    """What ends a claim's SELECT: PostgreSQL locks the rows it returns and passes over those
+    another worker's open claim holds (` FOR UPDATE [OF t] SKIP LOCKED`); SQLite's one writer
+    at a time (BEGIN IMMEDIATE) already keeps two claims apart."""
+    if not postgresql(conn):
+        return ""
+    return f" FOR UPDATE OF {of} SKIP LOCKED" if of else " FOR UPDATE SKIP LOCKED"
+
+
+def for_update(conn: Any) -> str:
+    """` FOR UPDATE` on PostgreSQL (the rows read stay ours until the transaction ends); nothing on SQLite."""
+    return " FOR UPDATE" if postgresql(conn) else ""
+
+
+@contextmanager
+def row_claim(conn: Any) -> Iterator[Any]:
+    """The transaction of a claim of rows: on PostgreSQL READ COMMITTED without the advisory
+    write lock (the rows are kept apart by FOR UPDATE SKIP LOCKED, so workers claiming do
+    not queue behind every other writer); on SQLite BEGIN IMMEDIATE, as any write."""
+    from marketing_cli.db import transaction
+
+    if not postgresql(conn) or conn.in_transaction:
+        with transaction(conn):
+            yield conn
+        return
+    conn.execute("BEGIN READ COMMITTED")
+    try:
+        yield conn
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
 
 
 # --- contacts (a field's typed value and its index: field_sql.typed_value_expr, index_expr) --
