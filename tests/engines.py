@@ -176,6 +176,7 @@ POSTGRESQL_SUITES = (
     "tests/platform/test_db.py",
     "tests/platform/test_api_calls.py",
     "tests/platform/test_db_copy.py",
+    "tests/platform/test_fleet.py",
 )
 
 

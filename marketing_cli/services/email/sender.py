@@ -218,7 +218,7 @@ def _claim(conn: sqlite3.Connection, campaign_id: str, size: int, local: bool = 
             if rows:
                 conn.execute("UPDATE email_messages SET attempts = attempts + 1, claim_token = ?, claim_expires_at = ?,"
                              " uncertain = CASE WHEN status = 'sending' THEN 1 ELSE uncertain END, status = 'sending'"
-                             " WHERE id IN (SELECT value FROM json_each(?))",
+                             " WHERE id IN (SELECT CAST(value AS INTEGER) FROM json_each(?))",
                              (claim.token, claim.expires(), json.dumps([r["id"] for r in rows])))
             return rows
 
@@ -240,7 +240,7 @@ def keep_claimed(conn: sqlite3.Connection, token: str, until: str) -> None:
 def _owned(conn: sqlite3.Connection, token: str, ids: list[int]) -> set[int]:
     """Which of `ids` still carry our claim (in the recording's transaction, locked till its end)."""
     return {r[0] for r in conn.execute(
-        "SELECT id FROM email_messages WHERE id IN (SELECT value FROM json_each(?)) AND claim_token = ?"
+        "SELECT id FROM email_messages WHERE id IN (SELECT CAST(value AS INTEGER) FROM json_each(?)) AND claim_token = ?"
         f" AND status = 'sending'{dialect.for_update(conn)}", (json.dumps(ids), token))}
 
 

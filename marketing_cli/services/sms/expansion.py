@@ -284,7 +284,7 @@ def _claim_batch(conn: sqlite3.Connection, cid: str, pick: str, size: int, claim
 def _owned(conn: sqlite3.Connection, token: str, ids: list[int]) -> set[int]:
     """Which of `ids` still carry our claim (locked till the recording's transaction ends)."""
     return {r[0] for r in conn.execute(
-        "SELECT id FROM sms_messages WHERE id IN (SELECT value FROM json_each(?)) AND claim_token = ?"
+        "SELECT id FROM sms_messages WHERE id IN (SELECT CAST(value AS INTEGER) FROM json_each(?)) AND claim_token = ?"
         f" AND status = 'sending'{dialect.for_update(conn)}", (json.dumps(ids), token))}
 
 
