@@ -41,14 +41,12 @@ def for_update(conn: Any) -> str:
 def row_claim(conn: Any) -> Iterator[Any]:
     """The transaction of a claim of rows: on PostgreSQL READ COMMITTED without the advisory
     write lock (the rows are kept apart by FOR UPDATE SKIP LOCKED, so workers claiming do
-    not queue behind every other writer); on SQLite BEGIN IMMEDIATE, as any write."""
-    from marketing_cli.db import transaction
-
-    if not postgresql(conn) or conn.in_transaction:
-        with transaction(conn):
-            yield conn
+    not queue behind every other writer); on SQLite BEGIN IMMEDIATE, as any write (db.transaction).
+    Inside a transaction already open, it joins that one."""
+    if conn.in_transaction:
+        yield conn
         return
-    conn.execute("BEGIN READ COMMITTED")
+    conn.execute("BEGIN READ COMMITTED" if postgresql(conn) else "BEGIN IMMEDIATE")
     try:
         yield conn
     except BaseException:

@@ -62,6 +62,7 @@ from typing import Any
 from marketing_cli.db import connect, transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
+from marketing_cli.kernel.numbers import parse_digits
 from marketing_cli.leases import Renewer
 
 log = logging.getLogger("mkt.jobs")
@@ -74,8 +75,9 @@ LEASE_ENV = "MKT_JOB_LEASE_SECONDS"
 
 def _lease_default() -> int:
     raw = os.environ.get(LEASE_ENV, "").strip()
-    if raw.isdigit() and 1 <= int(raw) <= 60:
-        return int(raw)
+    value = parse_digits(raw, 2)
+    if value is not None and 1 <= value <= 60:
+        return value
     if raw:
         log.warning("%s must be a whole number of seconds from 1 to 60, not '%s': using 30", LEASE_ENV, raw)
     return 30
@@ -139,6 +141,25 @@ class Run:
             return False
         last = renewer.last_ok if renewer.last_ok is not None else self.started
         return time.monotonic() - last < self.lease_seconds * 0.9
+
+
+WORKERS_ENV = "MKT_SEND_WORKERS"
+HELPERS_FROM = 1000  # messages waiting, from which a campaign's send calls its helper jobs
+
+
+def send_workers(conn: sqlite3.Connection) -> int:
+    """How many jobs send one campaign at once (the send job and its helpers, services/email/
+    sender.py and services/sms/expansion.py): MKT_SEND_WORKERS, by default 4 on PostgreSQL
+    (workers on several machines) and 1 on SQLite (one writer at a time)."""
+    from marketing_cli import dialect
+
+    raw = os.environ.get(WORKERS_ENV, "").strip()
+    if not raw:
+        return 4 if dialect.postgresql(conn) else 1
+    value = parse_digits(raw, 2)
+    if value is None or not 1 <= value <= 64:
+        raise MktError(500, f"{WORKERS_ENV} must be a whole number from 1 to 64, not '{raw}'.")
+    return value
 
 
 def current_run() -> Run:

@@ -40,7 +40,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 import sqlite3
 import threading
 from collections import deque
@@ -64,8 +63,6 @@ from marketing_cli.services.email.transport import TransportError
 
 MAX_ATTEMPTS = 3
 HELPER_JOB = "email.send_helper"
-WORKERS_ENV = "MKT_SEND_WORKERS"
-HELPERS_FROM = 1000  # queued messages from which a send calls its helpers
 RETRY_DELAYS = (30, 120)
 PAUSE_AFTER_ERRORS = 20
 ROUNDS_IN_FLIGHT = 2  # claimed and queued at once (the crash window: ROUNDS_IN_FLIGHT x concurrency)
@@ -301,26 +298,15 @@ def help_send(conn: sqlite3.Connection, payload: dict[str, Any]) -> None:
     _send(conn, payload["campaign_id"], helper=True)
 
 
-def send_workers(conn: sqlite3.Connection) -> int:
-    """How many jobs send one campaign at once: MKT_SEND_WORKERS, by default 4 on PostgreSQL
-    (workers on several machines) and 1 on SQLite (one writer at a time)."""
-    raw = os.environ.get(WORKERS_ENV, "").strip()
-    if not raw:
-        return 4 if dialect.postgresql(conn) else 1
-    if not raw.isdigit() or not 1 <= int(raw) <= 64:
-        raise MktError(500, f"{WORKERS_ENV} must be a whole number from 1 to 64, not '{raw}'.")
-    return int(raw)
-
-
 def _call_helpers(conn: sqlite3.Connection, row: sqlite3.Row) -> None:
-    """Queue the send's helpers (send_workers() - 1 of them) when the campaign has more messages
-    queued than one worker sends in a few rounds; a helper already queued is not queued twice."""
-    workers = send_workers(conn)
+    """Queue the send's helpers (jobs.send_workers() - 1 of them) when the campaign has at least
+    jobs.HELPERS_FROM messages queued; a helper already queued is not queued twice."""
+    workers = jobs.send_workers(conn)
     if workers <= 1:
         return
     queued = conn.execute("SELECT count(*) FROM (SELECT 1 FROM email_messages WHERE campaign_id = ?"
-                          " AND status = 'queued' LIMIT ?) q", (row["id"], HELPERS_FROM)).fetchone()[0]
-    if queued < HELPERS_FROM:
+                          " AND status = 'queued' LIMIT ?) q", (row["id"], jobs.HELPERS_FROM)).fetchone()[0]
+    if queued < jobs.HELPERS_FROM:
         return
     with transaction(conn):
         for n in range(1, workers):

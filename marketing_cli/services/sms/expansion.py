@@ -419,16 +419,15 @@ def help_hand_off(conn: sqlite3.Connection, job: dict[str, Any]) -> None:
 
 
 def _call_helpers(conn: sqlite3.Connection, campaign: sqlite3.Row) -> None:
-    """Queue the hand-off's helpers (MKT_SEND_WORKERS - 1, sender.send_workers) when more messages
-    are pending than one batch."""
-    from marketing_cli.services.email.sender import send_workers
-
-    workers = send_workers(conn)
+    """Queue the hand-off's helpers (MKT_SEND_WORKERS - 1, jobs.send_workers) when more messages
+    are pending than one batch, and at least jobs.HELPERS_FROM."""
+    workers = jobs.send_workers(conn)
     if workers <= 1 or campaign["automation_id"] is not None:
         return
+    enough = max(jobs.HELPERS_FROM, batch_size() + 1)
     pending = conn.execute("SELECT count(*) FROM (SELECT 1 FROM sms_messages WHERE campaign_id = ?"
-                           " AND status = 'pending' LIMIT ?) p", (campaign["id"], batch_size() + 1)).fetchone()[0]
-    if pending <= batch_size():
+                           " AND status = 'pending' LIMIT ?) p", (campaign["id"], enough)).fetchone()[0]
+    if pending < enough:
         return
     with transaction(conn):
         for n in range(1, workers):
