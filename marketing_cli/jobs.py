@@ -338,9 +338,13 @@ def complete(conn: sqlite3.Connection, job_id: int, owner: str) -> bool:
 
 
 def renew_lease(conn: sqlite3.Connection, job_id: int, owner: str, lease_seconds: int = DEFAULT_LEASE_SECONDS) -> bool:
-    """Push the lease of a running job forward; False when the lease was lost."""
+    """Push the lease of a running job forward; False when the lease was lost. One row's
+    UPDATE: on PostgreSQL it does not wait for the advisory write lock (dialect.row_claim),
+    so a long writer (an SMS expansion) cannot make a live worker's lease lapse."""
+    from marketing_cli import dialect
+
     now = clock.utcnow()
-    with transaction(conn):
+    with dialect.row_claim(conn):
         return conn.execute(
             "UPDATE jobs SET lease_expires_at = ?, updated_at = ? WHERE id = ? AND lease_owner = ?"
             " AND status = 'running'",

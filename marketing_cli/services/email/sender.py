@@ -229,7 +229,7 @@ def _claim(conn: sqlite3.Connection, campaign_id: str, size: int, local: bool = 
 
 def keep_claimed(conn: sqlite3.Connection, token: str, until: str) -> None:
     """The lease renewer's: the rows claimed under `token` stay claimed until `until`."""
-    with transaction(conn):
+    with dialect.row_claim(conn):  # (rows of ours: no need to wait for the write lock)
         conn.execute("UPDATE email_messages SET claim_expires_at = ? WHERE claim_token = ? AND status = 'sending'",
                      (until, token))
 

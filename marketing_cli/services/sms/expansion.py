@@ -84,20 +84,6 @@ def _campaign_checked_here(conn: sqlite3.Connection) -> Iterator[None]:
 def expand_recipients(conn: sqlite3.Connection, campaign: sqlite3.Row) -> bool:
     """Phase 1: message rows and charges, batch by batch. False when the campaign was cancelled.
 
-    On PostgreSQL the whole phase is one transaction: its temporary tables (the snapshot, the
-    prices) then live and die inside it, as a pooler in transaction mode (PgBouncer) needs
-    (each transaction may get another session). SQLite releases its one write lock between
-    batches.
-    """
-    from contextlib import nullcontext
-
-    with transaction(conn) if dialect.postgresql(conn) else nullcontext():
-        return _expand_recipients(conn, campaign)
-
-
-def _expand_recipients(conn: sqlite3.Connection, campaign: sqlite3.Row) -> bool:
-    """expand_recipients' work.
-
     Before the batches, three small steps keep the per-batch statement a plain join: the
     audience is frozen into a snapshot (the contact's rowid and id); each distinct
     number prefix gets its country and price once (Pricing); then each batch reads its slice
@@ -254,7 +240,7 @@ NOTHING: list[Any] = []  # (identity: the claim found no message, as against a b
 
 def keep_claimed(conn: sqlite3.Connection, token: str, until: str) -> None:
     """The lease renewer's: the messages claimed under `token` stay claimed until `until`."""
-    with transaction(conn):
+    with dialect.row_claim(conn):  # (rows of ours: no need to wait for the write lock)
         conn.execute("UPDATE sms_messages SET claim_expires_at = ? WHERE claim_token = ? AND status = 'sending'",
                      (until, token))
 
