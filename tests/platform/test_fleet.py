@@ -188,15 +188,22 @@ def _progress(conn: Any, email_id: str, sms_id: str) -> tuple[int, int]:
     return done, sent
 
 
+def _holds_claims(conn: Any, pid: int) -> bool:
+    """Whether process `pid` holds claimed messages now (a claim token starts with its job owner)."""
+    return any(conn.execute(f"SELECT 1 FROM {table} WHERE status = 'sending' AND claim_token LIKE ? LIMIT 1",
+                            (f"%:{pid}:%",)).fetchone() for table in ("email_messages", "sms_messages"))
+
+
 def _pick(conn: Any, workers: list[Worker], taken: set[int]) -> Worker:
-    """A live worker running a send job now (waits up to 30 s for one)."""
-    deadline = time.monotonic() + 30
+    """A live worker running a send job and holding claimed messages now (waits up to 60 s)."""
+    deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         for w in workers:
-            if w.proc.pid not in taken and w.proc.poll() is None and _running_send(conn, w.proc.pid):
+            if (w.proc.pid not in taken and w.proc.poll() is None and _running_send(conn, w.proc.pid)
+                    and _holds_claims(conn, w.proc.pid)):
                 return w
-        time.sleep(0.2)
-    raise AssertionError("no worker was running a send job")
+        time.sleep(0.05)
+    raise AssertionError("no worker was holding claimed messages")
 
 
 def run_fleet(url: str, folder: Path, smtp: SmtpServer) -> None:
@@ -268,7 +275,10 @@ def run_fleet(url: str, folder: Path, smtp: SmtpServer) -> None:
             assert len(rows) == RECIPIENTS and {r["status"] for r in rows} == {"sent"}
             assert all(texted[r["phone"]] >= 1 for r in rows)
             uncertain_sms = {r["phone"] for r in rows if r["uncertain"]}
-            assert {phone for phone, n in texted.items() if n > 1} <= uncertain_sms
+            extra = {phone for phone, n in texted.items() if n > 1} - uncertain_sms
+            assert not extra, [(texted[p], dict(conn.execute(
+                "SELECT status, uncertain, claim_token, claim_expires_at, handed_at, provider_ref FROM sms_messages"
+                " WHERE campaign_id = ? AND phone = ?", (sms_id, p)).fetchone())) for p in sorted(extra)[:5]]
             assert len(uncertain_sms) <= 2 * int(env["MKT_SMS_BATCH_SIZE"])
             charged = conn.execute("SELECT amount FROM sms_ledger WHERE campaign_id = ? AND kind = 'charge'",
                                    (sms_id,)).fetchall()
