@@ -319,8 +319,9 @@ def test_many_workers_through_pgbouncer_in_transaction_mode(db_path: Any, tmp_pa
     from urllib.parse import urlsplit
 
     target = urlsplit(str(db_path))
-    folder = tmp_path / "pgbouncer"
-    folder.mkdir()
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="mkt-pgbouncer-"))  # (pytest's folder is root's alone)
     port = free_port()
     (folder / "userlist.txt").write_text('"postgres" ""\n')
     (folder / "pgbouncer.ini").write_text(
@@ -335,7 +336,7 @@ def test_many_workers_through_pgbouncer_in_transaction_mode(db_path: Any, tmp_pa
     command = [binary, str(folder / "pgbouncer.ini")]
     if os.geteuid() == 0:  # PgBouncer, as PostgreSQL, refuses to run as root
         entry = pwd.getpwnam("postgres")
-        for path in (tmp_path, folder, *folder.iterdir()):
+        for path in (folder, *folder.iterdir()):
             os.chown(path, entry.pw_uid, entry.pw_gid)
         command = ["runuser", "-u", "postgres", "--", *command]
     bouncer = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -359,3 +360,4 @@ def test_many_workers_through_pgbouncer_in_transaction_mode(db_path: Any, tmp_pa
         bouncer.wait(10)
         if bouncer.stderr:
             bouncer.stderr.close()
+        shutil.rmtree(folder, ignore_errors=True)
