@@ -180,6 +180,16 @@ def position_column(conn: Any) -> str:
 # --- sms ------------------------------------------------------------------------------------
 
 
+def sms_work_table(conn: Any) -> str:
+    """What makes a job's own work table (a unique name of ours, dropped when the work ends) that
+    its batches read, one transaction each: SQLite's `TEMP TABLE`; on PostgreSQL an `UNLOGGED
+    TABLE`, visible to whichever session a pooler in transaction mode (PgBouncer) gives the
+    next transaction, where a temporary table would be missing (a worker killed mid-work leaves
+    one behind, named sms_*_<hex>)."""
+    return "UNLOGGED TABLE" if postgresql(conn) else "TEMP TABLE"
+
+
+
 def sms_python_in_sql(conn: Any) -> bool:
     """Whether SQL may call the Python functions SMS registers (`create_function`: SQLite only).
     Without them the SMS SQL uses the PostgreSQL functions of the same job (schema.postgresql.sql,

@@ -105,7 +105,7 @@ def expand_recipients(conn: sqlite3.Connection, campaign: sqlite3.Row) -> bool:
     # n numbers the snapshot in contacts' order; rid finds the contact (SQLite: its rowid).
     rid, rid_type = dialect.sms_row_locator(conn)
     query = resolve_audience(conn, workspace_id, json.loads(campaign["audience"]), "sms", f"c.{rid}, c.id")
-    conn.execute(f"CREATE TEMP TABLE {snapshot} (n {dialect.sms_serial_key(conn)}, rid {rid_type} NOT NULL,"
+    conn.execute(f"CREATE {dialect.sms_work_table(conn)} {snapshot} (n {dialect.sms_serial_key(conn)}, rid {rid_type} NOT NULL,"
                  " id TEXT NOT NULL, zone TEXT, zone_source TEXT, due_at TEXT)")
     try:
         with Pricing(conn, workspace_id, prices) as pricing:
