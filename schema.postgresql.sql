@@ -1449,3 +1449,15 @@ END $$;
 DROP TRIGGER email_messages_count_insert ON email_messages;
 CREATE TRIGGER email_messages_count_insert AFTER INSERT ON email_messages REFERENCING NEW TABLE AS mkt_new_rows
 FOR EACH STATEMENT EXECUTE FUNCTION email_messages_count_insert();
+
+-- version: 23
+-- fleet: claim tokens, claim expiry and the uncertain mark (schema.sql step 23 says why).
+ALTER TABLE email_messages ADD COLUMN claim_token TEXT;
+ALTER TABLE email_messages ADD COLUMN claim_expires_at TEXT;
+ALTER TABLE email_messages ADD COLUMN uncertain BIGINT;
+ALTER TABLE sms_messages ADD COLUMN claim_token TEXT;
+ALTER TABLE sms_messages ADD COLUMN claim_expires_at TEXT;
+ALTER TABLE sms_messages ADD COLUMN uncertain BIGINT;
+CREATE INDEX email_messages_claim ON email_messages(campaign_id, id) WHERE status = 'queued';
+CREATE INDEX email_messages_claimed ON email_messages(claim_token) WHERE status = 'sending';
+CREATE INDEX sms_messages_claimed ON sms_messages(claim_token) WHERE status = 'sending';

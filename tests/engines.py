@@ -186,6 +186,7 @@ POSTGRESQL_SUITES = (
     "tests/platform/test_cli_foundation.py",
     "tests/platform/test_api_strict_input.py",
     "tests/platform/test_api_limits.py",
+    "tests/platform/test_fleet.py",
 )
 
 

@@ -70,14 +70,15 @@ class OutboxProvider:
         return [Receipt(m.message_id, True, f"outbox:{m.message_id}") for m in messages]
 
     def send_claimed(self, conn: sqlite3.Connection, workspace_id: int, campaign_id: str, sender: str,
-                     message: str) -> str:
-        """The same as `send` for every message of the campaign in state 'sending', in one SQL
-        statement (expansion's fast path); returns the reference prefix ('outbox:<message id>')."""
+                     message: str, token: str) -> str:
+        """The same as `send` for every message of the campaign claimed under `token` (state
+        'sending'), in one SQL statement (expansion's fast path); returns the reference prefix
+        ('outbox:<message id>')."""
         conn.execute(
             "INSERT OR IGNORE INTO sms_outbox (workspace_id, message_id, campaign_id, sender, recipient, body, segments,"
             " created_at) SELECT ?, id, campaign_id, ?, phone, COALESCE(body, ?), segments, ? FROM sms_messages"
-            " WHERE campaign_id = ? AND status = 'sending'",
-            (workspace_id, sender, message, clock.now(), campaign_id),
+            " WHERE claim_token = ? AND status = 'sending' AND campaign_id = ?",
+            (workspace_id, sender, message, clock.now(), token, campaign_id),
         )
         return "outbox:"
 
@@ -112,6 +113,7 @@ class TwilioProvider:
         self.pacer = pacing.Pacer(rate)
         self.retries = retries
         self.backoff = backoff
+        self.claim: Any = None  # the job run whose claim the messages are under (jobs.Run): held() or stop
 
     def __repr__(self) -> str:  # never the token
         return f"TwilioProvider(account_sid={self.account_sid!r}, url={self.url!r})"
@@ -132,6 +134,8 @@ class TwilioProvider:
                 time.sleep(min(30.0, delay))
                 retry_after = None
             self.pacer.wait()  # every request counts against the rate, retries included
+            if self.claim is not None and not self.claim.held():  # paused past the claim: another worker has it
+                return Receipt(m.message_id, False, held=True)
             if m.closes_at is not None and clock.now() >= m.closes_at:
                 return Receipt(m.message_id, False, held=True)  # quiet hours began while it waited its turn
             try:
