@@ -111,10 +111,19 @@ class Run:
     calls `fn(conn, token, expires_at)` after each renewal of the job's lease, so rows stay
     claimed exactly as long as the job's lease (a slow provider call does not lose them; a
     killed worker's rows expire within one lease). `held()` is False once the lease may have
-    lapsed (a process paused past it): a worker then hands nothing more over."""
+    lapsed (a process paused past it): a worker then hands nothing more over.
 
-    def __init__(self, token: str, lease_seconds: int, renewer: Renewer | None = None) -> None:
+    `earlier` (a LIKE pattern, None outside the queue) matches the tokens of the same job's
+    earlier runs: holding the job's lease now, this run takes their rows over at once (marked
+    uncertain), without waiting for their claims to expire: the run that held them died, or
+    lost the job's lease and with it the right to record anything (fencing). A worker
+    restarted after a crash thus goes on at once, as when a job's start put every row it had
+    left in `sending` back in line."""
+
+    def __init__(self, token: str, lease_seconds: int, renewer: Renewer | None = None,
+                 job_id: int | None = None) -> None:
         self.token = token
+        self.earlier = None if job_id is None else f"%/{int(job_id)}.%"
         self.lease_seconds = lease_seconds
         self.renewer = renewer
         self.keepers: list[Callable[[sqlite3.Connection, str, str], Any]] = []
@@ -423,7 +432,7 @@ def run_job(conn: sqlite3.Connection, job: sqlite3.Row, owner: str,
         return True
 
     renewer = Renewer(conn, renew, lease_seconds / 3)
-    run = Run(f"{owner}/{job['id']}.{job['attempts']}", lease_seconds, renewer)
+    run = Run(f"{owner}/{job['id']}.{job['attempts']}", lease_seconds, renewer, job["id"])
     token = _current.set((job["id"], owner, lease_seconds, renewer))
     run_token = _run.set(run)
     try:

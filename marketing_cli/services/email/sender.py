@@ -188,10 +188,12 @@ _CLAIM = (_COLUMNS + " WHERE m.campaign_id = :campaign AND m.status = 'queued'"
 _CLAIM_LOCAL = (_COLUMNS + " WHERE m.campaign_id = :campaign AND m.status = 'queued' AND m.due_at IS NOT NULL"
                 " AND m.due_at <= :now AND (m.retry_at IS NULL OR m.retry_at <= :now)"
                 " ORDER BY m.due_at, m.id LIMIT :size")
-# Rows whose claim expired (their worker died, or was paused past its lease): claimable
+# Rows whose claim expired (their worker died, or was paused past its lease), or that an
+# earlier run of this very job claimed (jobs.Run.earlier: it lost the job's lease): claimable
 # again, and marked uncertain (they may have been handed over before the worker stopped).
 _CLAIM_EXPIRED = (_COLUMNS + " WHERE m.campaign_id = :campaign AND m.status = 'sending'"
-                  " AND (m.claim_expires_at IS NULL OR m.claim_expires_at < :now) ORDER BY m.id LIMIT :size")
+                  " AND (m.claim_expires_at IS NULL OR m.claim_expires_at < :now"
+                  " OR (m.claim_token LIKE :earlier AND m.claim_token <> :token)) ORDER BY m.id LIMIT :size")
 
 
 def _claim(conn: sqlite3.Connection, campaign_id: str, size: int, local: bool = False,
@@ -206,7 +208,8 @@ def _claim(conn: sqlite3.Connection, campaign_id: str, size: int, local: bool = 
         with dialect.row_claim(conn):
             if conn.execute("SELECT status FROM campaigns WHERE id = ?", (campaign_id,)).fetchone()[0] != "SENDING":
                 return []
-            params = {"campaign": campaign_id, "now": clock.now(), "size": size}
+            params = {"campaign": campaign_id, "now": clock.now(), "size": size, "earlier": claim.earlier,
+                      "token": claim.token}
             lock = dialect.skip_locked(conn, "m")
             rows = conn.execute(_CLAIM_EXPIRED + lock, params).fetchall()
             if len(rows) < size:
@@ -319,7 +322,8 @@ def _send(conn: sqlite3.Connection, campaign_id: str, *, helper: bool) -> None:
     if row is not None and row["status"] == "CANCELLED":  # cancelled while a runner that then died sent
         with transaction(conn):
             conn.execute("UPDATE email_messages SET status = 'cancelled' WHERE campaign_id = ? AND status = 'sending'"
-                         " AND (claim_expires_at IS NULL OR claim_expires_at < ?)", (campaign_id, clock.now()))
+                         " AND (claim_expires_at IS NULL OR claim_expires_at < ? OR claim_token LIKE ?)",
+                         (campaign_id, clock.now(), jobs.current_run().earlier))
     if row is None or row["status"] != "SENDING":
         return
     # A runner that died mid-round left its messages in `sending`: they are claimed again once

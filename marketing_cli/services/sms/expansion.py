@@ -247,15 +247,18 @@ def keep_claimed(conn: sqlite3.Connection, token: str, until: str) -> None:
 
 def _claim_batch(conn: sqlite3.Connection, cid: str, pick: str, size: int, claim: jobs.Run) -> int:
     """Move up to `size` messages to 'sending' under `claim`'s token, in the caller's transaction:
-    first those whose claim expired (their worker died or was paused past its lease: marked
-    uncertain, they may have been handed over), then pending ones. PostgreSQL passes over rows
+    first those whose claim expired (their worker died or was paused past its lease) or that an
+    earlier run of this job claimed (jobs.Run.earlier), marked uncertain (they may have been
+    handed over), then pending ones. PostgreSQL passes over rows
     another worker is claiming (FOR UPDATE SKIP LOCKED)."""
     lock = dialect.skip_locked(conn)
-    params = {"cid": cid, "size": size, "now": clock.now(), "token": claim.token, "until": claim.expires()}
+    params = {"cid": cid, "size": size, "now": clock.now(), "token": claim.token, "until": claim.expires(),
+              "earlier": claim.earlier}
     taken = conn.execute(
         "UPDATE sms_messages SET claim_token = :token, claim_expires_at = :until, uncertain = 1 WHERE id IN"
         " (SELECT id FROM sms_messages WHERE campaign_id = :cid AND status = 'sending'"
-        f" AND (claim_expires_at IS NULL OR claim_expires_at < :now) ORDER BY id LIMIT :size{lock})", params).rowcount
+        " AND (claim_expires_at IS NULL OR claim_expires_at < :now"
+        f" OR (claim_token LIKE :earlier AND claim_token <> :token)) ORDER BY id LIMIT :size{lock})", params).rowcount
     if taken:
         log.warning("SMS campaign %s: %d message(s) of a worker whose claim expired taken over (recorded uncertain)",
                     cid, taken)
@@ -370,14 +373,18 @@ def _record(conn: sqlite3.Connection, provider: str, receipts: list[Any]) -> Non
     now = clock.now()
     # A message whose window closed while the provider was still trying it goes back in line:
     # the gate holds it on its next claim. Still charged once, never refunded.
-    conn.executemany("UPDATE sms_messages SET status = 'pending' WHERE id = ? AND status = 'sending'",
-                     [(r.message_id,) for r in receipts if r.held])
+    # A receipt marked uncertain (providers.Receipt: a try may have reached the provider before
+    # the one recorded) leaves the message uncertain, as a dead worker's in-flight ones.
+    conn.executemany("UPDATE sms_messages SET status = 'pending', uncertain = CASE WHEN ? = 1 THEN 1 ELSE uncertain END"
+                     " WHERE id = ? AND status = 'sending'",
+                     [(int(getattr(r, "uncertain", False)), r.message_id) for r in receipts if r.held])
     conn.executemany(
         "UPDATE sms_messages SET status = ?, provider = ?, provider_ref = ?, handed_at = ?, failed_at = ?,"
-        " error_code = ?, error_message = ? WHERE id = ? AND status = 'sending'",
+        " error_code = ?, error_message = ?, uncertain = CASE WHEN ? = 1 THEN 1 ELSE uncertain END"
+        " WHERE id = ? AND status = 'sending'",
         [("sent" if r.accepted else "failed", provider, r.reference, now if r.accepted else None,
           None if r.accepted else now, None if r.accepted else getattr(r, "code", None),
-          None if r.accepted else r.error, r.message_id)
+          None if r.accepted else r.error, int(getattr(r, "uncertain", False)), r.message_id)
          for r in receipts if not r.held],
     )
 
