@@ -426,9 +426,14 @@ def run_job(conn: sqlite3.Connection, job: sqlite3.Row, owner: str,
     run: Run
 
     def renew(c: sqlite3.Connection) -> bool:
-        if not renew_lease(c, job["id"], owner, lease_seconds):
-            return False
-        run.renewed(c)
+        # The lease and the rows it keeps claimed in one transaction: on SQLite one wait for the
+        # write lock, not two (an overloaded machine's long writer made a second wait time out).
+        from marketing_cli import dialect
+
+        with dialect.row_claim(c):
+            if not renew_lease(c, job["id"], owner, lease_seconds):
+                return False
+            run.renewed(c)
         return True
 
     renewer = Renewer(conn, renew, lease_seconds / 3)
