@@ -1506,3 +1506,15 @@ CREATE TRIGGER contacts_zone_stale BEFORE UPDATE OF phone, data ON contacts FOR 
 WHEN (NEW.zone_cached IS NOT NULL AND NEW.zone_cached = OLD.zone_cached
       AND (NEW.phone IS DISTINCT FROM OLD.phone OR NEW.data IS DISTINCT FROM OLD.data))
 EXECUTE FUNCTION contacts_zone_stale();
+
+-- version: 26
+-- Claim tokens, claim expiry and the uncertain mark (schema.sql step 26 says why).
+ALTER TABLE email_messages ADD COLUMN claim_token TEXT;
+ALTER TABLE email_messages ADD COLUMN claim_expires_at TEXT;
+ALTER TABLE email_messages ADD COLUMN uncertain BIGINT;
+ALTER TABLE sms_messages ADD COLUMN claim_token TEXT;
+ALTER TABLE sms_messages ADD COLUMN claim_expires_at TEXT;
+ALTER TABLE sms_messages ADD COLUMN uncertain BIGINT;
+CREATE INDEX email_messages_claim ON email_messages(campaign_id, id) WHERE status = 'queued';
+CREATE INDEX email_messages_claimed ON email_messages(claim_token) WHERE status = 'sending';
+CREATE INDEX sms_messages_claimed ON sms_messages(claim_token) WHERE status = 'sending';

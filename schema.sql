@@ -1301,3 +1301,23 @@ WHEN NEW.zone_cached IS NOT NULL AND NEW.zone_cached = OLD.zone_cached
     AND (NEW.phone IS NOT OLD.phone OR NEW.data IS NOT OLD.data) BEGIN
     UPDATE contacts SET zone_cached = NULL WHERE rowid = NEW.rowid;
 END;
+
+-- version: 26
+-- Many workers on one campaign (services/email/sender.py, services/sms/expansion.py; docs/
+-- reliability.md "Many workers"). A worker claims a batch of a campaign's rows (status
+-- 'sending') under its job run's claim token, with a claim expiry that its lease renewer
+-- pushes forward while it lives; it records a result only while the row still carries its
+-- token (fencing: a worker paused past its claim cannot overwrite the new owner's result).
+-- An expired claim is claimable again, and the row is then marked uncertain = 1: it may have
+-- been handed over before its first worker died, so it may arrive twice.
+ALTER TABLE email_messages ADD COLUMN claim_token TEXT;
+ALTER TABLE email_messages ADD COLUMN claim_expires_at TEXT;
+ALTER TABLE email_messages ADD COLUMN uncertain INTEGER;
+ALTER TABLE sms_messages ADD COLUMN claim_token TEXT;
+ALTER TABLE sms_messages ADD COLUMN claim_expires_at TEXT;
+ALTER TABLE sms_messages ADD COLUMN uncertain INTEGER;
+-- The claim reads the queued rows only (partial: sent rows cost the index nothing).
+CREATE INDEX email_messages_claim ON email_messages(campaign_id, id) WHERE status = 'queued';
+-- The claimed rows by token: the renewer's and the recording's lookup.
+CREATE INDEX email_messages_claimed ON email_messages(claim_token) WHERE status = 'sending';
+CREATE INDEX sms_messages_claimed ON sms_messages(claim_token) WHERE status = 'sending';

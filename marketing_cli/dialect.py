@@ -10,7 +10,8 @@ the services keep one code path and name no engine.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 
@@ -20,6 +21,39 @@ def postgresql(conn: Any) -> bool:
 
 
 # --- platform (jobs, leases, serve) -----------------------------------------------------------
+
+
+def skip_locked(conn: Any, of: str | None = None) -> str:
+    """What ends a claim's SELECT: PostgreSQL locks the rows it returns and passes over those
+    another worker's open claim holds (` FOR UPDATE [OF t] SKIP LOCKED`); SQLite's one writer
+    at a time (BEGIN IMMEDIATE) already keeps two claims apart."""
+    if not postgresql(conn):
+        return ""
+    return f" FOR UPDATE OF {of} SKIP LOCKED" if of else " FOR UPDATE SKIP LOCKED"
+
+
+def for_update(conn: Any) -> str:
+    """` FOR UPDATE` on PostgreSQL (the rows read stay ours until the transaction ends); nothing on SQLite."""
+    return " FOR UPDATE" if postgresql(conn) else ""
+
+
+@contextmanager
+def row_claim(conn: Any) -> Iterator[Any]:
+    """The transaction of a claim of rows: on PostgreSQL READ COMMITTED without the advisory
+    write lock (the rows are kept apart by FOR UPDATE SKIP LOCKED, so workers claiming do
+    not queue behind every other writer); on SQLite BEGIN IMMEDIATE, as any write (db.transaction).
+    Inside a transaction already open, it joins that one."""
+    if conn.in_transaction:
+        yield conn
+        return
+    conn.execute("BEGIN READ COMMITTED" if postgresql(conn) else "BEGIN IMMEDIATE")
+    try:
+        yield conn
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
 
 
 # --- contacts (a field's typed value and its index: field_sql.typed_value_expr, index_expr) --
@@ -157,6 +191,16 @@ def automations_seconds_before(conn: Any, moment: str, seconds: str) -> str:
 
 
 # --- sms ------------------------------------------------------------------------------------
+
+
+def sms_work_table(conn: Any) -> str:
+    """What makes a job's own work table (a unique name of ours, dropped when the work ends) that
+    its batches read, one transaction each: SQLite's `TEMP TABLE`; on PostgreSQL an `UNLOGGED
+    TABLE`, visible to whichever session a pooler in transaction mode (PgBouncer) gives the
+    next transaction, where a temporary table would be missing (a worker killed mid-work leaves
+    one behind, named sms_*_<hex>)."""
+    return "UNLOGGED TABLE" if postgresql(conn) else "TEMP TABLE"
+
 
 
 def sms_python_in_sql(conn: Any) -> bool:

@@ -62,13 +62,28 @@ from typing import Any
 from marketing_cli.db import connect, transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
+from marketing_cli.kernel.numbers import parse_digits
 from marketing_cli.leases import Renewer
 
 log = logging.getLogger("mkt.jobs")
 
 # A killed worker's job is taken over within one lease (CONTRACT section 7 asks for 60 s);
-# the lease is renewed every third of it while the worker lives.
-DEFAULT_LEASE_SECONDS = 30
+# the lease is renewed every third of it while the worker lives. MKT_JOB_LEASE_SECONDS
+# changes the default (a test shortens it; at most 60).
+LEASE_ENV = "MKT_JOB_LEASE_SECONDS"
+
+
+def _lease_default() -> int:
+    raw = os.environ.get(LEASE_ENV, "").strip()
+    value = parse_digits(raw, 2)
+    if value is not None and 1 <= value <= 60:
+        return value
+    if raw:
+        log.warning("%s must be a whole number of seconds from 1 to 60, not '%s': using 30", LEASE_ENV, raw)
+    return 30
+
+
+DEFAULT_LEASE_SECONDS = _lease_default()
 MAX_BACKOFF_SECONDS = 3600
 SCHEDULE_INTERVAL = 30.0
 KEEP_DONE = timedelta(days=7)
@@ -84,6 +99,83 @@ _loaded_plugins = False
 # (job id, lease owner, lease seconds, renewer) of the job this thread is running, for heartbeat().
 _current: contextvars.ContextVar[tuple[int, str, int, Renewer | None] | None] = contextvars.ContextVar(
     "mkt_job", default=None)
+_run: contextvars.ContextVar[Run | None] = contextvars.ContextVar("mkt_job_run", default=None)
+
+
+class Run:
+    """One run of a job (or of a handler called outside the queue): the token its claimed rows
+    carry, and how long they stay claimed without renewal.
+
+    A handler that claims rows of its own (a send's messages, services/email/sender.py) stamps
+    them with `token` and `expires()`, and registers a `keep(fn)` callback: the lease renewer
+    calls `fn(conn, token, expires_at)` after each renewal of the job's lease, so rows stay
+    claimed exactly as long as the job's lease (a slow provider call does not lose them; a
+    killed worker's rows expire within one lease). `held()` is False once the lease may have
+    lapsed (a process paused past it): a worker then hands nothing more over.
+
+    `earlier` (a LIKE pattern, None outside the queue) matches the tokens of the same job's
+    earlier runs: holding the job's lease now, this run takes their rows over at once (marked
+    uncertain), without waiting for their claims to expire: the run that held them died, or
+    lost the job's lease and with it the right to record anything (fencing). A worker
+    restarted after a crash thus goes on at once, as when a job's start put every row it had
+    left in `sending` back in line."""
+
+    def __init__(self, token: str, lease_seconds: int, renewer: Renewer | None = None,
+                 job_id: int | None = None) -> None:
+        self.token = token
+        self.earlier = None if job_id is None else f"%/{int(job_id)}.%"
+        self.lease_seconds = lease_seconds
+        self.renewer = renewer
+        self.keepers: list[Callable[[sqlite3.Connection, str, str], Any]] = []
+        self.started = time.monotonic()
+
+    def expires(self) -> str:
+        return clock.format_ts(clock.utcnow() + timedelta(seconds=self.lease_seconds))
+
+    def keep(self, fn: Callable[[sqlite3.Connection, str, str], Any]) -> None:
+        self.keepers.append(fn)
+
+    def renewed(self, conn: sqlite3.Connection) -> None:
+        """After a renewal of the job's lease (the renewer's thread): the rows follow it."""
+        until = self.expires()
+        for fn in list(self.keepers):
+            fn(conn, self.token, until)
+
+    def held(self) -> bool:
+        """False when the claim may have expired: the lease was lost, or not renewed for 90 % of it."""
+        renewer = self.renewer
+        if renewer is None or not renewer.path:
+            return True
+        if renewer.lost.is_set():
+            return False
+        last = renewer.last_ok if renewer.last_ok is not None else self.started
+        return time.monotonic() - last < self.lease_seconds * 0.9
+
+
+WORKERS_ENV = "MKT_SEND_WORKERS"
+HELPERS_FROM = 1000  # messages waiting, from which a campaign's send calls its helper jobs
+
+
+def send_workers(conn: sqlite3.Connection) -> int:
+    """How many jobs send one campaign at once (the send job and its helpers, services/email/
+    sender.py and services/sms/expansion.py): MKT_SEND_WORKERS, by default 4 on PostgreSQL
+    (workers on several machines) and 1 on SQLite (one writer at a time)."""
+    from marketing_cli import dialect
+
+    raw = os.environ.get(WORKERS_ENV, "").strip()
+    if not raw:
+        return 4 if dialect.postgresql(conn) else 1
+    value = parse_digits(raw, 2)
+    if value is None or not 1 <= value <= 64:
+        raise MktError(500, f"{WORKERS_ENV} must be a whole number from 1 to 64, not '{raw}'.")
+    return value
+
+
+def current_run() -> Run:
+    """The run of the job this thread is running; outside the queue, a run of its own (a fresh
+    token, never renewed: tests and direct calls finish within the default lease)."""
+    run = _run.get()
+    return run if run is not None else Run(new_owner(), DEFAULT_LEASE_SECONDS)
 
 
 def handler(job_type: str) -> Callable[[Handler], Handler]:
@@ -255,9 +347,13 @@ def complete(conn: sqlite3.Connection, job_id: int, owner: str) -> bool:
 
 
 def renew_lease(conn: sqlite3.Connection, job_id: int, owner: str, lease_seconds: int = DEFAULT_LEASE_SECONDS) -> bool:
-    """Push the lease of a running job forward; False when the lease was lost."""
+    """Push the lease of a running job forward; False when the lease was lost. One row's
+    UPDATE: on PostgreSQL it does not wait for the advisory write lock (dialect.row_claim),
+    so a long writer (an SMS expansion) cannot make a live worker's lease lapse."""
+    from marketing_cli import dialect
+
     now = clock.utcnow()
-    with transaction(conn):
+    with dialect.row_claim(conn):
         return conn.execute(
             "UPDATE jobs SET lease_expires_at = ?, updated_at = ? WHERE id = ? AND lease_owner = ?"
             " AND status = 'running'",
@@ -327,8 +423,23 @@ def run_job(conn: sqlite3.Connection, job: sqlite3.Row, owner: str,
             lease_seconds: int = DEFAULT_LEASE_SECONDS) -> bool:
     """Run one claimed job; True when it succeeded."""
     fn = load_handlers().get(job["type"])
-    renewer = Renewer(conn, lambda c: renew_lease(c, job["id"], owner, lease_seconds), lease_seconds / 3)
+    run: Run
+
+    def renew(c: sqlite3.Connection) -> bool:
+        # The lease and the rows it keeps claimed in one transaction: on SQLite one wait for the
+        # write lock, not two (an overloaded machine's long writer made a second wait time out).
+        from marketing_cli import dialect
+
+        with dialect.row_claim(c):
+            if not renew_lease(c, job["id"], owner, lease_seconds):
+                return False
+            run.renewed(c)
+        return True
+
+    renewer = Renewer(conn, renew, lease_seconds / 3)
+    run = Run(f"{owner}/{job['id']}.{job['attempts']}", lease_seconds, renewer, job["id"])
     token = _current.set((job["id"], owner, lease_seconds, renewer))
+    run_token = _run.set(run)
     try:
         if fn is None:
             raise MktError(500, f"No handler for job type '{job['type']}'.")
@@ -347,6 +458,7 @@ def run_job(conn: sqlite3.Connection, job: sqlite3.Row, owner: str,
     finally:
         renewer.stop()
         _current.reset(token)
+        _run.reset(run_token)
     return complete(conn, job["id"], owner)
 
 
@@ -382,6 +494,44 @@ def run_due(conn: sqlite3.Connection, owner: str | None = None, *, limit: int | 
         if clock.utcnow() - started > timedelta(hours=1):
             break
     return {"processed": processed, "failed": failed}
+
+
+def run_forever(conn: sqlite3.Connection, owner: str | None = None, *, lease_seconds: int = DEFAULT_LEASE_SECONDS,
+                interval: float = 1.0, schedule_interval: float = SCHEDULE_INTERVAL,
+                stop: threading.Event | None = None) -> dict[str, int]:
+    """`mkt jobs run --forever`: run due jobs, wait `interval` s when none is due, again, until
+    `stop` is set or SIGTERM / SIGINT arrives (the job running then finishes first); returns
+    the totals. Schedulers run at most every `schedule_interval` s."""
+    import signal
+
+    owner = owner or new_owner()
+    stop = stop or threading.Event()
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            previous[signum] = signal.signal(signum, lambda *_: stop.set())
+    totals = {"processed": 0, "failed": 0}
+    last_schedule = float("-inf")
+    try:
+        while not stop.is_set():
+            schedule = time.monotonic() - last_schedule >= schedule_interval
+            if schedule:
+                last_schedule = time.monotonic()
+            try:
+                result = run_due(conn, owner, limit=100, lease_seconds=lease_seconds, schedule=schedule, stop=stop)
+            except Exception:  # noqa: BLE001 - keep the worker alive; the error is logged
+                log.exception("job worker pass failed")
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                result = {"processed": 0, "failed": 0}
+            totals["processed"] += result["processed"]
+            totals["failed"] += result["failed"]
+            if not result["processed"]:
+                stop.wait(interval)
+    finally:
+        for signum, handler_ in previous.items():
+            signal.signal(signum, handler_)
+    return totals
 
 
 def list_jobs(conn: sqlite3.Connection, *, status: str | None = None, job_type: str | None = None,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any
@@ -49,10 +50,13 @@ class Renewer:
         self.renew = renew
         self.interval = interval
         self.lost = threading.Event()
+        self.last_ok: float | None = None  # time.monotonic() of the last renewal that held
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def start(self) -> Renewer:
+        if self.last_ok is None:
+            self.last_ok = time.monotonic()
         if self.path and self._thread is None:
             self._thread = threading.Thread(target=self._run, name="mkt-lease", daemon=True)
             self._thread.start()
@@ -84,6 +88,7 @@ class Renewer:
                     if not self.renew(conn):
                         self.lost.set()
                         return
+                    self.last_ok = time.monotonic()
                 except Exception:  # noqa: BLE001 - one failed renewal is retried at the next interval
                     if conn is not None and conn.in_transaction:
                         conn.execute("ROLLBACK")

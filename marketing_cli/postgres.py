@@ -13,7 +13,11 @@ position), and every statement passes once through `translate` (cached per text)
 - `BEGIN IMMEDIATE` (SQLite's one writer at a time) becomes a transaction that first takes a
   transaction-scoped advisory lock, so writers queue exactly as they do on the file (and
   the lock goes with the transaction: nothing outlives it, which PgBouncer's transaction
-  mode needs); a plain `BEGIN` (a read snapshot) is REPEATABLE READ;
+  mode needs); a plain `BEGIN` (a read snapshot) is REPEATABLE READ; `BEGIN READ COMMITTED`
+  (dialect.row_claim: a sender's claim of its rows with FOR UPDATE SKIP LOCKED) is READ
+  COMMITTED without the advisory lock, so workers claiming rows do not queue behind writers;
+- a serialization failure or a deadlock (SQLSTATE 40001, 40P01) is raised as `Conflict`, which
+  `retry_conflicts` runs again with bounded, jittered backoff (each retry logged);
 - an INSERT into a table whose key is generated answers `lastrowid` (RETURNING id).
 
 Values cross in SQLite's types: booleans are 0/1 both ways, and a whole number that
@@ -29,14 +33,15 @@ from __future__ import annotations
 import re
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from marketing_cli.errors import MktError
 
+T = TypeVar("T")
 SCHEMES = ("postgresql://", "postgres://")
 # The one advisory lock key that serialises writers (pg_advisory_xact_lock), as SQLite's
 # single write lock does: "mkt" in ASCII.
@@ -95,10 +100,43 @@ class DatabaseError(sqlite3.DatabaseError):
     pass
 
 
+class Conflict(OperationalError):
+    """A serialization failure or a deadlock (SQLSTATE 40001 / 40P01): the transaction was rolled
+    back and may simply be run again (`retry_conflicts`)."""
+
+
+CONFLICT_STATES = ("40001", "40P01")
+CONFLICT_RETRIES = 5
+CONFLICT_BACKOFF = 0.05  # seconds, doubled at each retry, with full jitter, capped at 2 s
+
+
+def retry_conflicts(fn: Callable[[], T], what: str) -> T:
+    """fn() (one whole transaction), run again after a serialization failure or a deadlock, at
+    most CONFLICT_RETRIES times, sleeping a jittered, doubling backoff; each retry is logged.
+    On SQLite (one writer at a time) no Conflict is ever raised: fn runs once."""
+    import logging
+    import random
+    import time
+
+    for attempt in range(CONFLICT_RETRIES + 1):
+        try:
+            return fn()
+        except Conflict as exc:
+            if attempt == CONFLICT_RETRIES:
+                raise
+            delay = random.uniform(0, min(2.0, CONFLICT_BACKOFF * 2 ** attempt))
+            logging.getLogger("mkt.db").warning("%s: %s; retry %d of %d in %.3f s", what, str(exc).splitlines()[0],
+                                                attempt + 1, CONFLICT_RETRIES, delay)
+            time.sleep(delay)
+    raise AssertionError("unreachable")
+
+
 def _mapped(exc: Exception) -> sqlite3.Error:
     import psycopg
 
     text = str(exc).strip()
+    if getattr(exc, "sqlstate", None) in CONFLICT_STATES:
+        return Conflict(text)
     if isinstance(exc, psycopg.errors.IntegrityError):
         return IntegrityError(text)
     if isinstance(exc, psycopg.errors.QueryCanceled):
@@ -373,6 +411,8 @@ class Connection:
 
         head = sql.lstrip()[:16].upper()
         if head.startswith("BEGIN"):
+            if "READ COMMITTED" in sql.upper():
+                return self._begin_read_committed()
             return self._begin(immediate="IMMEDIATE" in sql.upper())
         if head.startswith("PRAGMA"):
             return self._pragma(sql)
@@ -431,6 +471,16 @@ class Connection:
                 self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
             else:
                 self._conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        except psycopg.Error as exc:
+            raise _mapped(exc) from None
+        return _Empty()
+
+    def _begin_read_committed(self) -> Any:
+        """A writer that locks only the rows it touches (FOR UPDATE SKIP LOCKED), not the advisory lock."""
+        import psycopg
+
+        try:
+            self._conn.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
         except psycopg.Error as exc:
             raise _mapped(exc) from None
         return _Empty()

@@ -361,6 +361,7 @@ POSTGRESQL_SUITES = (
     "tests/platform/test_storage_faults.py",
     "tests/platform/test_database_file.py",
     "tests/platform/test_api_robustness.py",
+    "tests/platform/test_fleet.py",
 )
 
 

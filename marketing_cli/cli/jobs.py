@@ -16,12 +16,19 @@ app = typer.Typer(help=HELP["jobs"], no_args_is_help=True)
 @app.command("run")
 def jobs_run(
     ctx: typer.Context,
-    lease_seconds: Annotated[int, typer.Option(
+    lease_seconds: Annotated[Optional[int], typer.Option(
         min=1, help="How long a claimed job is held without renewal before another worker may take it over "
-                    "(renewed every third of it while this process lives).")] = 30,
+                    "(renewed every third of it while this process lives; default MKT_JOB_LEASE_SECONDS, "
+                    "else 30).")] = None,
+    forever: Annotated[bool, typer.Option(
+        "--forever", help="Keep running: look for due jobs every --interval seconds until SIGTERM or Ctrl-C "
+                          "(a worker of its own, beside other workers on this or other machines).")] = False,
+    interval: Annotated[float, typer.Option(
+        min=0.1, max=3600, help="With --forever: seconds between two looks at the queue when it is empty.")] = 1.0,
     as_json: JsonOption = False,
 ) -> None:
-    """Run every job that is due once, then exit (for cron). Where mail and SMS go is printed on stderr first."""
+    """Run every job that is due once, then exit (for cron), or keep running (--forever). Where mail and SMS go
+    is printed on stderr first."""
     from rich.console import Console
 
     from marketing_cli import jobs, services
@@ -36,7 +43,11 @@ def jobs_run(
     banner = Console(stderr=True, highlight=False)  # stderr: stdout stays the result (--json for cron)
     for line in transport_lines(conn):
         banner.print(line, markup=False, soft_wrap=True)
-    result = jobs.run_due(conn, lease_seconds=lease_seconds)
+    lease = lease_seconds or jobs.DEFAULT_LEASE_SECONDS
+    if forever:
+        result = jobs.run_forever(conn, lease_seconds=lease, interval=interval)
+    else:
+        result = jobs.run_due(conn, lease_seconds=lease)
     emit(result, as_json, lambda r: f"{r['processed']} job(s) processed, {r['failed']} failed.")
 
 

@@ -131,6 +131,42 @@ def test_a_job_whose_worker_was_killed_finishes_after_restart(conn: sqlite3.Conn
     assert conn.execute("SELECT COUNT(*) FROM effects").fetchone()[0] == 1
 
 
+def test_a_restarted_send_takes_its_dead_runs_rows_over_at_once_as_uncertain(conn: sqlite3.Connection,
+                                                                            workspace: dict[str, Any]) -> None:
+    """A send job taken over after its worker died does not wait for the dead run's row claims
+    to expire (they were stamped a full lease from their claim, later than the job's lease):
+    the rows of the job's earlier run go again at once, recorded uncertain (the crash rule);
+    a claim of another job stays untouched until it expires."""
+    from marketing_cli import services
+    from marketing_cli.services.email import preparation
+    from marketing_cli.services.email import schedule as email_schedule
+    from tests import factories
+
+    services.load_job_handlers()
+    ws = workspace["id"]
+    campaign = factories.sendable_campaign(conn, ws, [f"u{i}@example.org" for i in range(5)])
+    email_schedule.schedule_campaign(conn, ws, campaign["id"], {"schedule_type": "NOW"})
+    preparation.preprocess(conn, {"campaign_id": campaign["id"]})  # frozen; the send job is queued
+    dead = jobs.claim(conn, "deadhost:1:00000000", lease_seconds=30, types=["email.send"])
+    assert dead is not None and dead["attempts"] == 1
+    ids = [r[0] for r in conn.execute("SELECT id FROM email_messages ORDER BY id")]
+    later = clock.format_ts(clock.utcnow() + timedelta(seconds=25))
+    with transaction(conn):  # the dead run's round, and one round of a live helper of the campaign
+        conn.execute("UPDATE email_messages SET status = 'sending', claim_token = ?, claim_expires_at = ?"
+                     " WHERE id IN (?, ?)", (f"deadhost:1:00000000/{dead['id']}.1", later, ids[0], ids[1]))
+        conn.execute("UPDATE email_messages SET status = 'sending', claim_token = ?, claim_expires_at = ?"
+                     " WHERE id = ?", (f"otherhost:2:11111111/{dead['id'] + 1000}.1", later, ids[2]))
+        conn.execute("UPDATE jobs SET lease_expires_at = ? WHERE id = ?",  # the dead worker's lease ran out
+                     (clock.format_ts(clock.utcnow() - timedelta(seconds=1)), dead["id"]))
+    assert jobs.run_due(conn, schedule=False)["processed"] >= 1
+    rows = {r[0]: tuple(r[1:]) for r in conn.execute("SELECT id, status, coalesce(uncertain, 0) FROM email_messages")}
+    assert [rows[i] for i in ids] == [("delivered", 1), ("delivered", 1), ("sending", 0), ("delivered", 0),
+                                      ("delivered", 0)]
+    assert job(conn, dead["id"])["attempts"] == 2
+    # The campaign waits for the other worker's claim only: it is SENDING, its job back when that claim expires.
+    assert conn.execute("SELECT status FROM campaigns WHERE id = ?", (campaign["id"],)).fetchone()[0] == "SENDING"
+
+
 # -- retries, backoff, final failure -------------------------------------------------------
 
 def test_retry_with_backoff_then_final_failure(conn: sqlite3.Connection, fake_clock: FakeClock,

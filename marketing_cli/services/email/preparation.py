@@ -14,6 +14,7 @@ takes the campaign back to DRAFT with the reason: nothing was handed over yet.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 from typing import Any
@@ -41,6 +42,19 @@ def load_variants(conn: sqlite3.Connection, campaign_id: str) -> dict[str, sqlit
 
 def freeze_audience(conn: sqlite3.Connection, row: sqlite3.Row) -> int:
     """Write one message per recipient (A/B: test share split, the rest held back); returns the total.
+
+    The snapshot is a temporary table. On SQLite it lives across the batches' transactions (the
+    file's one write lock is released between batches); on PostgreSQL the whole freeze is one
+    transaction, so the temporary tables live and die inside it: nothing outlives a transaction,
+    which a pooler in transaction mode (PgBouncer) needs, as each transaction may get another
+    session.
+    """
+    with transaction(conn) if dialect.postgresql(conn) else contextlib.nullcontext():
+        return _freeze_audience(conn, row)
+
+
+def _freeze_audience(conn: sqlite3.Connection, row: sqlite3.Row) -> int:
+    """freeze_audience's work.
 
     A local-time campaign also gives each recipient its zone, the zone's source and its due
     instant (services/contacts/zones.py), all in the snapshot's one INSERT ... SELECT and a

@@ -47,11 +47,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
-from marketing_cli import jobs
+from marketing_cli import dialect, jobs
 from marketing_cli.db import instance_secret, transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock, pacing
 from marketing_cli.kernel.tokens import make_token
+from marketing_cli.postgres import retry_conflicts
 from marketing_cli.services.account import billing, workspaces
 from marketing_cli.services.contacts.merge_tags import Renderer
 from marketing_cli.services.email import campaigns, domains, senders, stats, transport_settings
@@ -61,6 +62,7 @@ from marketing_cli.services.email.preparation import load_campaign, load_variant
 from marketing_cli.services.email.transport import TransportError
 
 MAX_ATTEMPTS = 3
+HELPER_JOB = "email.send_helper"
 RETRY_DELAYS = (30, 120)
 PAUSE_AFTER_ERRORS = 20
 ROUNDS_IN_FLIGHT = 2  # claimed and queued at once (the crash window: ROUNDS_IN_FLIGHT x concurrency)
@@ -114,6 +116,7 @@ class _Send:
         self.outbox = str(self.selection.folder) if self.selection.kind == "outbox" else None
         self.halt = threading.Event()  # set when the campaign left SENDING: claimed messages are given back
         self.campaign_id = row["id"]
+        self.claim = jobs.current_run()  # the token our claimed rows carry, renewed with the job's lease
 
     def build(self, message: sqlite3.Row) -> bytes:
         """The signed message of one claimed row (merge tags for its contact, its own URLs)."""
@@ -144,7 +147,7 @@ class _Send:
         round's other answers are recorded with it (an exception here would leave messages
         the server accepted unrecorded, and the job's next attempt would send them again).
         """
-        if self.halt.is_set():
+        if self.halt.is_set() or not self.claim.held():  # (paused past our claim: another worker has it)
             return message["id"], HALTED, False
         try:
             raw = self.build(message)
@@ -172,41 +175,97 @@ class _Send:
             transport.close()
 
 
-_CLAIM = ("SELECT m.id, m.variant_id, m.email, m.attempts, c.email AS contact_email, c.phone, c.data"
-          " FROM email_messages m LEFT JOIN contacts c ON c.id = m.contact_id"
-          " WHERE m.campaign_id = :campaign AND m.status = 'queued' AND (m.retry_at IS NULL OR m.retry_at <= :now)"
+_COLUMNS = ("SELECT m.id, m.variant_id, m.email, m.attempts, m.status, c.email AS contact_email, c.phone, c.data"
+            " FROM email_messages m LEFT JOIN contacts c ON c.id = m.contact_id")
+_CLAIM = (_COLUMNS + " WHERE m.campaign_id = :campaign AND m.status = 'queued'"
+          " AND (m.retry_at IS NULL OR m.retry_at <= :now)"
           " AND (m.due_at IS NULL OR m.due_at <= :now) ORDER BY m.id LIMIT :size")
 # A local-time message waits for its zone (due_at, UTC; the freeze gives every message of a
 # local-time campaign one, services/email/preparation.py). Its claim reads the partial index
 # email_messages_due (campaign_id, due_at) of queued messages, earliest zone first, and stops
 # at the first message whose zone has not come: releasing a zone's share reads that share
 # (and any message waiting for a retry), never the zones still waiting behind it.
-_CLAIM_LOCAL = ("SELECT m.id, m.variant_id, m.email, m.attempts, c.email AS contact_email, c.phone, c.data"
-                " FROM email_messages m LEFT JOIN contacts c ON c.id = m.contact_id"
-                " WHERE m.campaign_id = :campaign AND m.status = 'queued' AND m.due_at IS NOT NULL"
+_CLAIM_LOCAL = (_COLUMNS + " WHERE m.campaign_id = :campaign AND m.status = 'queued' AND m.due_at IS NOT NULL"
                 " AND m.due_at <= :now AND (m.retry_at IS NULL OR m.retry_at <= :now)"
                 " ORDER BY m.due_at, m.id LIMIT :size")
+# Rows whose claim expired (their worker died, or was paused past its lease), or that an
+# earlier run of this very job claimed (jobs.Run.earlier: it lost the job's lease): claimable
+# again, and marked uncertain (they may have been handed over before the worker stopped).
+_CLAIM_EXPIRED = (_COLUMNS + " WHERE m.campaign_id = :campaign AND m.status = 'sending'"
+                  " AND (m.claim_expires_at IS NULL OR m.claim_expires_at < :now"
+                  " OR (m.claim_token LIKE :earlier AND m.claim_token <> :token)) ORDER BY m.id LIMIT :size")
 
 
-def _claim(conn: sqlite3.Connection, campaign_id: str, size: int, local: bool = False) -> list[sqlite3.Row]:
-    """Up to `size` queued messages due now, moved to `sending` (`local`: a local-time campaign)."""
-    with transaction(conn):
-        if conn.execute("SELECT status FROM campaigns WHERE id = ?", (campaign_id,)).fetchone()[0] != "SENDING":
-            return []
-        rows = conn.execute(_CLAIM_LOCAL if local else _CLAIM,
-                            {"campaign": campaign_id, "now": clock.now(), "size": size}).fetchall()
-        conn.executemany("UPDATE email_messages SET status = 'sending', attempts = attempts + 1 WHERE id = ?",
-                         [(r["id"],) for r in rows])
+def _claim(conn: sqlite3.Connection, campaign_id: str, size: int, local: bool = False,
+           claim: jobs.Run | None = None) -> list[sqlite3.Row]:
+    """Up to `size` messages due now moved to `sending` under `claim`'s token (`local`: a
+    local-time campaign): first those whose claim expired (marked uncertain), then queued ones.
+    On PostgreSQL rows another worker is claiming are passed over (FOR UPDATE SKIP LOCKED),
+    in a READ COMMITTED transaction without the advisory write lock (dialect.row_claim)."""
+    claim = claim or jobs.current_run()
+
+    def attempt() -> list[sqlite3.Row]:
+        with dialect.row_claim(conn):
+            if conn.execute("SELECT status FROM campaigns WHERE id = ?", (campaign_id,)).fetchone()[0] != "SENDING":
+                return []
+            params = {"campaign": campaign_id, "now": clock.now(), "size": size, "earlier": claim.earlier,
+                      "token": claim.token}
+            lock = dialect.skip_locked(conn, "m")
+            rows = conn.execute(_CLAIM_EXPIRED + lock, params).fetchall()
+            if len(rows) < size:
+                rows += conn.execute((_CLAIM_LOCAL if local else _CLAIM) + lock,
+                                     {**params, "size": size - len(rows)}).fetchall()
+            if rows:
+                conn.execute("UPDATE email_messages SET attempts = attempts + 1, claim_token = ?, claim_expires_at = ?,"
+                             " uncertain = CASE WHEN status = 'sending' THEN 1 ELSE uncertain END, status = 'sending'"
+                             " WHERE id IN (SELECT CAST(value AS INTEGER) FROM json_each(?))",
+                             (claim.token, claim.expires(), json.dumps([r["id"] for r in rows])))
+            return rows
+
+    rows = retry_conflicts(attempt, f"claiming messages of campaign {campaign_id}")
+    taken = sum(1 for r in rows if r["status"] == "sending")
+    if taken:
+        log.warning("campaign %s: %d message(s) of a worker whose claim expired taken over (recorded uncertain)",
+                    campaign_id, taken)
     return rows
+
+
+def keep_claimed(conn: sqlite3.Connection, token: str, until: str) -> None:
+    """The lease renewer's: the rows claimed under `token` stay claimed until `until`."""
+    with dialect.row_claim(conn):  # (rows of ours: no need to wait for the write lock)
+        conn.execute("UPDATE email_messages SET claim_expires_at = ? WHERE claim_token = ? AND status = 'sending'",
+                     (until, token))
+
+
+def _owned(conn: sqlite3.Connection, token: str, ids: list[int]) -> set[int]:
+    """Which of `ids` still carry our claim (in the recording's transaction, locked till its end)."""
+    return {r[0] for r in conn.execute(
+        "SELECT id FROM email_messages WHERE id IN (SELECT CAST(value AS INTEGER) FROM json_each(?)) AND claim_token = ?"
+        f" AND status = 'sending'{dialect.for_update(conn)}", (json.dumps(ids), token))}
 
 
 def _record(conn: sqlite3.Connection, run: _Send, row_of: dict[int, sqlite3.Row],
             results: list[tuple[int, str | None, bool]], workspace_id: int) -> int:
-    """Write a round's answers in one transaction; returns the number of temporary errors."""
+    """Write a round's answers in one transaction; returns the number of temporary errors.
+    Only rows still claimed under our token are written (fencing): the others were taken over
+    by another worker while this one was paused past its claim; they are refused and logged."""
+    return retry_conflicts(lambda: _record_once(conn, run, row_of, results, workspace_id),
+                           f"recording messages of campaign {run.campaign_id}")
+
+
+def _record_once(conn: sqlite3.Connection, run: _Send, row_of: dict[int, sqlite3.Row],
+                 results: list[tuple[int, str | None, bool]], workspace_id: int) -> int:
     temporary = delivered = 0
     now = clock.utcnow()
     with transaction(conn):
+        owned = _owned(conn, run.claim.token, [message_id for message_id, _, _ in results])
+        refused = len(results) - len(owned)
+        if refused:  # paused past our claim: another worker took these rows; its result stands
+            log.warning("campaign %s: %d late acknowledgement(s) refused: their claim was taken over by another "
+                        "worker", run.campaign_id, refused)
         for message_id, error, permanent in results:
+            if message_id not in owned:
+                continue
             if error is HALTED:  # never handed over: cancelled with its campaign, or queued again
                 conn.execute("UPDATE email_messages SET attempts = attempts - 1, status = CASE WHEN (SELECT status"
                              " FROM campaigns WHERE id = email_messages.campaign_id) = 'CANCELLED' THEN 'cancelled'"
@@ -232,25 +291,54 @@ def _record(conn: sqlite3.Connection, run: _Send, row_of: dict[int, sqlite3.Row]
 
 @jobs.handler("email.send")
 def send(conn: sqlite3.Connection, payload: dict[str, Any]) -> None:
-    campaign_id = payload["campaign_id"]
+    _send(conn, payload["campaign_id"], helper=False)
+
+
+@jobs.handler(HELPER_JOB)
+def help_send(conn: sqlite3.Connection, payload: dict[str, Any]) -> None:
+    """A sibling of a campaign's email.send job: claims from the same queue of messages, and
+    ends when it finds nothing to claim (the send job waits for retries and zones)."""
+    _send(conn, payload["campaign_id"], helper=True)
+
+
+def _call_helpers(conn: sqlite3.Connection, row: sqlite3.Row) -> None:
+    """Queue the send's helpers (jobs.send_workers() - 1 of them) when the campaign has at least
+    jobs.HELPERS_FROM messages queued; a helper already queued is not queued twice."""
+    workers = jobs.send_workers(conn)
+    if workers <= 1:
+        return
+    queued = conn.execute("SELECT count(*) FROM (SELECT 1 FROM email_messages WHERE campaign_id = ?"
+                          " AND status = 'queued' LIMIT ?) q", (row["id"], jobs.HELPERS_FROM)).fetchone()[0]
+    if queued < jobs.HELPERS_FROM:
+        return
+    with transaction(conn):
+        for n in range(1, workers):
+            jobs.enqueue(conn, HELPER_JOB, {"campaign_id": row["id"]}, workspace_id=row["workspace_id"],
+                         dedupe_key=f"{HELPER_JOB}:{row['id']}:{n}", max_attempts=1)
+
+
+def _send(conn: sqlite3.Connection, campaign_id: str, *, helper: bool) -> None:
     row = load_campaign(conn, campaign_id)
     if row is not None and row["status"] == "CANCELLED":  # cancelled while a runner that then died sent
         with transaction(conn):
-            conn.execute("UPDATE email_messages SET status = 'cancelled' WHERE campaign_id = ? AND status = 'sending'",
-                         (campaign_id,))
+            conn.execute("UPDATE email_messages SET status = 'cancelled' WHERE campaign_id = ? AND status = 'sending'"
+                         " AND (claim_expires_at IS NULL OR claim_expires_at < ? OR claim_token LIKE ?)",
+                         (campaign_id, clock.now(), jobs.current_run().earlier))
     if row is None or row["status"] != "SENDING":
         return
-    with transaction(conn):  # a runner that died mid-round: its messages go again (at most ROUNDS_IN_FLIGHT rounds)
-        conn.execute("UPDATE email_messages SET status = 'queued' WHERE campaign_id = ? AND status = 'sending'",
-                     (campaign_id,))
+    # A runner that died mid-round left its messages in `sending`: they are claimed again once
+    # their claim expires (at most ROUNDS_IN_FLIGHT rounds, each recorded uncertain).
+    if not helper:
+        _call_helpers(conn, row)
     run = _Send(conn, row)
+    run.claim.keep(keep_claimed)
     try:
-        _send_rounds(conn, row, run)
+        _send_rounds(conn, row, run, helper=helper)
     finally:
         run.close()
 
 
-def _send_rounds(conn: sqlite3.Connection, row: sqlite3.Row, run: _Send) -> None:
+def _send_rounds(conn: sqlite3.Connection, row: sqlite3.Row, run: _Send, *, helper: bool = False) -> None:
     """Claim, deliver and record rounds of `concurrency` messages until none is due.
 
     ROUNDS_IN_FLIGHT rounds are claimed at once: while the pool delivers one, the next one
@@ -285,7 +373,7 @@ def _send_rounds(conn: sqlite3.Connection, row: sqlite3.Row, run: _Send) -> None
                     if billing.remaining(conn, ws, "hourly_emails") == 0:
                         stop = "hour"
                         break
-                    claimed = _claim(conn, row["id"], run.concurrency, bool(row["local_time"]))
+                    claimed = _claim(conn, row["id"], run.concurrency, bool(row["local_time"]), run.claim)
                     if not claimed:
                         stop = "done"
                         break
@@ -295,7 +383,7 @@ def _send_rounds(conn: sqlite3.Connection, row: sqlite3.Row, run: _Send) -> None
                     if stop == "hour":
                         _again_at(conn, row, _next_hour())
                     else:
-                        _finish_or_wait(conn, row)
+                        _finish_or_wait(conn, row, helper=helper)
                     return
                 results, temporary = record_oldest()
                 current = conn.execute("SELECT status FROM campaigns WHERE id = ?", (row["id"],)).fetchone()
@@ -342,21 +430,29 @@ def _again_at(conn: sqlite3.Connection, row: sqlite3.Row, run_at: str, job: str 
                  dedupe_key=f"{job}:{row['id']}", run_at=run_at)
 
 
-def _finish_or_wait(conn: sqlite3.Connection, row: sqlite3.Row) -> None:
+def _finish_or_wait(conn: sqlite3.Connection, row: sqlite3.Row, *, helper: bool = False) -> None:
     """No message is due now: wait for retries, for the next zone of a local-time send, for
-    the A/B winner, or end the send (SENT)."""
+    messages other workers hold, for the A/B winner, or end the send (SENT). Checked in the
+    finishing transaction, so whichever job finds nothing queued or claimed finishes the
+    campaign, exactly once (the status is read under the write lock). A helper that finds
+    work left ends without queueing anything: the send job waits for it."""
     with transaction(conn):
+        current = conn.execute("SELECT status, automation_id FROM campaigns WHERE id = ?", (row["id"],)).fetchone()
+        if current is None or current["status"] != "SENDING":
+            return
         retry = _next_instant(conn, row)
-        if retry is not None:
-            _again_at(conn, row, retry or clock.now())
+        claimed = conn.execute("SELECT min(coalesce(claim_expires_at, '')) FROM email_messages WHERE campaign_id = ?"
+                               " AND status = 'sending'", (row["id"],)).fetchone()[0]
+        if retry is not None or claimed is not None:  # claimed by another worker: back when its claim would expire
+            if not helper:  # ('' is now)
+                _again_at(conn, row, min(at or clock.now() for at in (retry, claimed) if at is not None))
             return
         if conn.execute("SELECT 1 FROM email_ab_holdout WHERE campaign_id = ? LIMIT 1", (row["id"],)).fetchone():
             wait = json.loads(row["ab_test"])["wait_minutes"]
             _again_at(conn, row, clock.format_ts(clock.utcnow() + timedelta(minutes=wait)), "email.ab_winner")
             return
-        current = conn.execute("SELECT status, automation_id FROM campaigns WHERE id = ?", (row["id"],)).fetchone()
         # An automation's campaign (services/email/automated.py) stays SENDING: more messages come.
-        if current["status"] == "SENDING" and current["automation_id"] is None:
+        if current["automation_id"] is None:
             campaigns.set_campaign_status(conn, row["id"], "SENT", detail=failure_summary(conn, row["id"]))
             conn.execute("UPDATE campaigns SET sent_at = ? WHERE id = ?", (clock.now(), row["id"]))
 

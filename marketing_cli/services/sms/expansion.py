@@ -23,6 +23,7 @@ campaign's status inside every batch's transaction, so a cancel stops it at the 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sqlite3
 import time
@@ -34,13 +35,17 @@ from typing import Any
 from marketing_cli import dialect, jobs
 from marketing_cli.db import transaction
 from marketing_cli.kernel import clock
+from marketing_cli.postgres import retry_conflicts
 from marketing_cli.services.sms import campaigns, ledger
 from marketing_cli.services.sms.pricing import Pricing, price_units
 from marketing_cli.services.sms.render import Renderer, register_renderer, sql_text
 from marketing_cli.services.sms.segments import count_segments
 
+log = logging.getLogger("mkt.sms")
+
 BATCH_SIZE = 5000
 JOB_TYPE = "sms.expand"  # queued by schedule.py, one per campaign (campaigns.job_key)
+HELPER_JOB = "sms.send_helper"  # its siblings on a large campaign (MKT_SEND_WORKERS)
 
 
 def batch_size() -> int:
@@ -100,7 +105,7 @@ def expand_recipients(conn: sqlite3.Connection, campaign: sqlite3.Row) -> bool:
     # n numbers the snapshot in contacts' order; rid finds the contact (SQLite: its rowid).
     rid, rid_type = dialect.sms_row_locator(conn)
     query = resolve_audience(conn, workspace_id, json.loads(campaign["audience"]), "sms", f"c.{rid}, c.id")
-    conn.execute(f"CREATE TEMP TABLE {snapshot} (n {dialect.sms_serial_key(conn)}, rid {rid_type} NOT NULL,"
+    conn.execute(f"CREATE {dialect.sms_work_table(conn)} {snapshot} (n {dialect.sms_serial_key(conn)}, rid {rid_type} NOT NULL,"
                  " id TEXT NOT NULL, zone TEXT, zone_source TEXT, due_at TEXT)")
     try:
         with Pricing(conn, workspace_id, prices) as pricing:
@@ -225,16 +230,63 @@ def _write_batches(conn: sqlite3.Connection, campaign: sqlite3.Row, insert: str,
     return True
 
 
-CLAIMED = "campaign_id = ? AND status = 'sending'"
+MINE = "claim_token = ? AND status = 'sending'"  # the rows of one claim (gate.hold_closed's `where`)
+NOTHING: list[Any] = []  # (identity: the claim found no message, as against a batch all held)
 
 
-def hand_off(conn: sqlite3.Connection, campaign: sqlite3.Row) -> bool | str:
+def keep_claimed(conn: sqlite3.Connection, token: str, until: str) -> None:
+    """The lease renewer's: the messages claimed under `token` stay claimed until `until`."""
+    with dialect.row_claim(conn):  # (rows of ours: no need to wait for the write lock)
+        conn.execute("UPDATE sms_messages SET claim_expires_at = ? WHERE claim_token = ? AND status = 'sending'",
+                     (until, token))
+
+
+def _claim_batch(conn: sqlite3.Connection, cid: str, pick: str, size: int, claim: jobs.Run) -> int:
+    """Move up to `size` messages to 'sending' under `claim`'s token, in the caller's transaction:
+    first those whose claim expired (their worker died or was paused past its lease) or that an
+    earlier run of this job claimed (jobs.Run.earlier), marked uncertain (they may have been
+    handed over), then pending ones. PostgreSQL passes over rows
+    another worker is claiming (FOR UPDATE SKIP LOCKED)."""
+    lock = dialect.skip_locked(conn)
+    params = {"cid": cid, "size": size, "now": clock.now(), "token": claim.token, "until": claim.expires(),
+              "earlier": claim.earlier}
+    taken = conn.execute(
+        "UPDATE sms_messages SET claim_token = :token, claim_expires_at = :until, uncertain = 1 WHERE id IN"
+        " (SELECT id FROM sms_messages WHERE campaign_id = :cid AND status = 'sending'"
+        " AND (claim_expires_at IS NULL OR claim_expires_at < :now"
+        f" OR (claim_token LIKE :earlier AND claim_token <> :token)) ORDER BY id LIMIT :size{lock})", params).rowcount
+    if taken:
+        log.warning("SMS campaign %s: %d message(s) of a worker whose claim expired taken over (recorded uncertain)",
+                    cid, taken)
+    if taken >= size:
+        return taken
+    return taken + conn.execute(
+        "UPDATE sms_messages SET status = 'sending', claim_token = :token, claim_expires_at = :until WHERE id IN"
+        f" (SELECT id FROM sms_messages WHERE campaign_id = :cid AND status = 'pending'{pick}{lock})",
+        {**params, "size": size - taken}).rowcount
+
+
+def _owned(conn: sqlite3.Connection, token: str, ids: list[int]) -> set[int]:
+    """Which of `ids` still carry our claim (locked till the recording's transaction ends)."""
+    return {r[0] for r in conn.execute(
+        "SELECT id FROM sms_messages WHERE id IN (SELECT CAST(value AS INTEGER) FROM json_each(?)) AND claim_token = ?"
+        f" AND status = 'sending'{dialect.for_update(conn)}", (json.dumps(ids), token))}
+
+
+def hand_off(conn: sqlite3.Connection, campaign: sqlite3.Row, claim: jobs.Run | None = None) -> bool | str:
     """Phase 2: pending messages to the provider, a batch at a time, each batch through the
     quiet-hours gate (gate.py) right before the provider call. False when cancelled; True when
-    every message was handed over; else the UTC instant the first held message may go."""
+    no message is left to claim; else the UTC instant the first held message may go.
+
+    Several jobs may hand one campaign's messages over at once (the sms.send_helper jobs,
+    on several machines): each batch is claimed under the job run's token (`claim`), with an
+    expiry the job's lease renewer keeps pushing forward, and recorded only where the rows
+    still carry that token (fencing: a worker paused past its claim is refused, logged)."""
     from marketing_cli.services.sms import gate
     from marketing_cli.services.sms.providers import Outgoing, get_provider
 
+    claim = claim or jobs.current_run()
+    claim.keep(keep_claimed)
     workspace_id, cid = campaign["workspace_id"], campaign["id"]
     provider = get_provider(conn, workspace_id)
     # A local-time campaign hands over only the messages whose zone has reached the time, in
@@ -243,68 +295,92 @@ def hand_off(conn: sqlite3.Connection, campaign: sqlite3.Row) -> bool | str:
             else " ORDER BY id LIMIT :size")
     sender = ledger.get_sender_id(conn, workspace_id)["sms_sender_id"] or ""
     size = batch_size()
-    # A network provider's batch left 'sending' by a crash is handed over again; held messages
-    # whose window has opened go back in line.
+    # Held messages whose window has opened go back in line. (A network provider's batch left
+    # 'sending' by a crash is claimed again once its claim expires, marked uncertain.)
     with transaction(conn):
-        conn.execute("UPDATE sms_messages SET status = 'pending' WHERE campaign_id = ? AND status = 'sending'", (cid,))
         gate.release_due(conn, cid)
-    claim = ("UPDATE sms_messages SET status = 'sending' WHERE id IN (SELECT id FROM sms_messages"
-             f" WHERE campaign_id = :cid AND status = 'pending'{pick})")
     while True:
         if hasattr(provider, "send_claimed"):  # an in-database provider: one SQL statement per batch
             with transaction(conn):
                 if not _still_queued(conn, cid):
                     return False
-                if conn.execute(claim, {"cid": cid, "size": size, "now": clock.now()}).rowcount == 0:
+                if _claim_batch(conn, cid, pick, size, claim) == 0:
                     return gate.next_release(conn, cid) or True
-                gate.hold_closed(conn, workspace_id, CLAIMED, (cid,))
-                prefix = provider.send_claimed(conn, workspace_id, cid, sender, campaign["message"])
+                gate.hold_closed(conn, workspace_id, MINE, (claim.token,))
+                prefix = provider.send_claimed(conn, workspace_id, cid, sender, campaign["message"], claim.token)
                 conn.execute("UPDATE sms_messages SET status = 'sent', provider = ?, provider_ref = ? || CAST(id AS TEXT),"
-                             " handed_at = ? WHERE campaign_id = ? AND status = 'sending'",
-                             (provider.name, prefix, clock.now(), cid))
+                             " handed_at = ? WHERE claim_token = ? AND status = 'sending'",
+                             (provider.name, prefix, clock.now(), claim.token))
             jobs.heartbeat(conn)
             _pause()
             continue
-        with transaction(conn):
-            if not _still_queued(conn, cid):
-                return False
-            if conn.execute(claim, {"cid": cid, "size": size, "now": clock.now()}).rowcount == 0:
-                return gate.next_release(conn, cid) or True
-            opened = gate.hold_closed(conn, workspace_id, CLAIMED, (cid,))
-            rows = conn.execute(f"SELECT id, phone, COALESCE(body, ?) AS body, segments FROM sms_messages"
-                                f" WHERE {CLAIMED} ORDER BY id", (campaign["message"], cid)).fetchall()
-            outgoing = [Outgoing(r["id"], cid, sender, r["phone"], r["body"], r["segments"],
-                                 opened.closes_at(r["phone"])) for r in rows]
-            if provider.in_database and outgoing:
-                _record(conn, provider.name, provider.send(conn, workspace_id, outgoing))
+
+        def take() -> list[Any] | None:
+            with dialect.row_claim(conn) if not provider.in_database else transaction(conn):
+                if not _still_queued(conn, cid):
+                    return None
+                if _claim_batch(conn, cid, pick, size, claim) == 0:
+                    return NOTHING
+                opened = gate.hold_closed(conn, workspace_id, MINE, (claim.token,))
+                rows = conn.execute(f"SELECT id, phone, COALESCE(body, ?) AS body, segments FROM sms_messages"
+                                    f" WHERE {MINE} ORDER BY id", (campaign["message"], claim.token)).fetchall()
+                outgoing = [Outgoing(r["id"], cid, sender, r["phone"], r["body"], r["segments"],
+                                     opened.closes_at(r["phone"])) for r in rows]
+                if provider.in_database and outgoing:
+                    _record(conn, provider.name, provider.send(conn, workspace_id, outgoing))
+                return outgoing
+
+        outgoing = retry_conflicts(take, f"claiming messages of SMS campaign {cid}")
+        if outgoing is None:
+            return False
+        if outgoing is NOTHING:
+            return gate.next_release(conn, cid) or True
         if not provider.in_database and outgoing:
+            provider.claim = claim  # a worker paused past its claim hands nothing more over
             receipts = provider.send(conn, workspace_id, outgoing)
-            with transaction(conn):
-                refused = [r.message_id for r in receipts if not r.accepted and not r.held]
-                count, units = conn.execute(
-                    f"SELECT COUNT(*), COALESCE(SUM(price_units), 0) FROM sms_messages WHERE status = 'sending'"
-                    f" AND id IN ({', '.join('?' * len(refused)) or 'NULL'})", refused).fetchone()
-                _record(conn, provider.name, receipts)
-                if units > 0:  # a message the provider refused is not charged
-                    ledger.append(conn, workspace_id, "refund", ledger.from_units(units),
-                                  f"Campaign '{campaign['name']}': {count:,} messages refused by {provider.name}",
-                                  campaign_id=cid)
+            retry_conflicts(lambda: _record_network(conn, campaign, provider.name, claim.token, receipts),
+                            f"recording messages of SMS campaign {cid}")
         jobs.heartbeat(conn)
         _pause()
+
+
+def _record_network(conn: sqlite3.Connection, campaign: sqlite3.Row, provider: str, token: str,
+                    receipts: list[Any]) -> None:
+    """A network provider's receipts, where the rows still carry our claim: refusals refunded."""
+    cid = campaign["id"]
+    with transaction(conn):
+        owned = _owned(conn, token, [r.message_id for r in receipts])
+        if len(owned) < len(receipts):  # paused past our claim: another worker took these; its result stands
+            log.warning("SMS campaign %s: %d late acknowledgement(s) refused: their claim was taken over by another "
+                        "worker", cid, len(receipts) - len(owned))
+            receipts = [r for r in receipts if r.message_id in owned]
+        refused = [r.message_id for r in receipts if not r.accepted and not r.held]
+        count, units = conn.execute(
+            f"SELECT COUNT(*), COALESCE(SUM(price_units), 0) FROM sms_messages WHERE status = 'sending'"
+            f" AND id IN ({', '.join('?' * len(refused)) or 'NULL'})", refused).fetchone()
+        _record(conn, provider, receipts)
+        if units > 0:  # a message the provider refused is not charged
+            ledger.append(conn, campaign["workspace_id"], "refund", ledger.from_units(units),
+                          f"Campaign '{campaign['name']}': {count:,} messages refused by {provider}",
+                          campaign_id=cid)
 
 
 def _record(conn: sqlite3.Connection, provider: str, receipts: list[Any]) -> None:
     now = clock.now()
     # A message whose window closed while the provider was still trying it goes back in line:
     # the gate holds it on its next claim. Still charged once, never refunded.
-    conn.executemany("UPDATE sms_messages SET status = 'pending' WHERE id = ? AND status = 'sending'",
-                     [(r.message_id,) for r in receipts if r.held])
+    # A receipt marked uncertain (providers.Receipt: a try may have reached the provider before
+    # the one recorded) leaves the message uncertain, as a dead worker's in-flight ones.
+    conn.executemany("UPDATE sms_messages SET status = 'pending', uncertain = CASE WHEN ? = 1 THEN 1 ELSE uncertain END"
+                     " WHERE id = ? AND status = 'sending'",
+                     [(int(getattr(r, "uncertain", False)), r.message_id) for r in receipts if r.held])
     conn.executemany(
         "UPDATE sms_messages SET status = ?, provider = ?, provider_ref = ?, handed_at = ?, failed_at = ?,"
-        " error_code = ?, error_message = ? WHERE id = ? AND status = 'sending'",
+        " error_code = ?, error_message = ?, uncertain = CASE WHEN ? = 1 THEN 1 ELSE uncertain END"
+        " WHERE id = ? AND status = 'sending'",
         [("sent" if r.accepted else "failed", provider, r.reference, now if r.accepted else None,
           None if r.accepted else now, None if r.accepted else getattr(r, "code", None),
-          None if r.accepted else r.error, r.message_id)
+          None if r.accepted else r.error, int(getattr(r, "uncertain", False)), r.message_id)
          for r in receipts if not r.held],
     )
 
@@ -317,16 +393,58 @@ def expand_job(conn: sqlite3.Connection, job: dict[str, Any]) -> None:
         return  # cancelled (or deleted) meanwhile: nothing to do
     if campaign["expanded_at"] is None and not expand_recipients(conn, campaign):
         return
+    _call_helpers(conn, campaign)
+    _hand_off_and_finish(conn, campaign, helper=False)
+
+
+@jobs.handler(HELPER_JOB)
+def help_hand_off(conn: sqlite3.Connection, job: dict[str, Any]) -> None:
+    """A sibling of a campaign's sms.expand job once it is expanded: claims batches from the same
+    pending messages, and ends when it finds none (the expand job waits for held ones and zones)."""
+    campaign = conn.execute("SELECT * FROM sms_campaigns WHERE id = ?", (job["campaign_id"],)).fetchone()
+    if campaign is None or campaign["status"] != "QUEUED" or campaign["expanded_at"] is None:
+        return
+    _hand_off_and_finish(conn, campaign, helper=True)
+
+
+def _call_helpers(conn: sqlite3.Connection, campaign: sqlite3.Row) -> None:
+    """Queue the hand-off's helpers (MKT_SEND_WORKERS - 1, jobs.send_workers) when more messages
+    are pending than one batch, and at least jobs.HELPERS_FROM."""
+    workers = jobs.send_workers(conn)
+    if workers <= 1 or campaign["automation_id"] is not None:
+        return
+    enough = max(jobs.HELPERS_FROM, batch_size() + 1)
+    pending = conn.execute("SELECT count(*) FROM (SELECT 1 FROM sms_messages WHERE campaign_id = ?"
+                           " AND status = 'pending' LIMIT ?) p", (campaign["id"], enough)).fetchone()[0]
+    if pending < enough:
+        return
+    with transaction(conn):
+        for n in range(1, workers):
+            jobs.enqueue(conn, HELPER_JOB, {"campaign_id": campaign["id"]}, workspace_id=campaign["workspace_id"],
+                         dedupe_key=f"{HELPER_JOB}:{campaign['id']}:{n}", max_attempts=1)
+
+
+def _hand_off_and_finish(conn: sqlite3.Connection, campaign: sqlite3.Row, *, helper: bool) -> None:
     handed = hand_off(conn, campaign)
     if handed is False:
         return
     with transaction(conn):
-        # Messages held by quiet hours, or waiting for their zone's local time: this job comes
-        # back when the first of them may go (the campaign stays QUEUED and cancellable).
+        # Messages held by quiet hours, waiting for their zone's local time, or claimed by
+        # another worker: the expand job comes back when the first of them may go (the campaign
+        # stays QUEUED and cancellable); a helper just ends. Whichever job finds none finishes
+        # the campaign, once: the status is read and changed in this one transaction.
         held_until = handed if isinstance(handed, str) else None
-        if _come_back(conn, campaign, min(filter(None, (held_until, _next_zone(conn, campaign))), default=None)):
-            return
         now = clock.now()
+        claimed = conn.execute("SELECT min(coalesce(claim_expires_at, '')) FROM sms_messages WHERE campaign_id = ?"
+                               " AND status = 'sending'", (campaign["id"],)).fetchone()[0]
+        ready = conn.execute("SELECT 1 FROM sms_messages WHERE campaign_id = ? AND status = 'pending'"
+                             " AND (due_at IS NULL OR due_at <= ?) LIMIT 1", (campaign["id"], now)).fetchone()
+        at = min(filter(None, (held_until, _next_zone(conn, campaign), None if claimed is None else claimed or now,
+                               now if ready else None)), default=None)
+        if at is not None:
+            if not helper:
+                _come_back(conn, campaign, at)
+            return
         conn.execute("UPDATE sms_campaigns SET status = 'COMPLETED', completed_at = ?, updated_at = ?"
                      " WHERE id = ? AND status = 'QUEUED'", (now, now, campaign["id"]))
 

@@ -105,13 +105,13 @@ class Pricing:
             conn.create_function("mkt_sms_country", 1, country_of, deterministic=True)
 
     def __enter__(self) -> Self:
-        keyed = dialect.sms_keyed_table(self.conn)
-        self.conn.execute(f"CREATE TEMP TABLE {self.keys} (key TEXT PRIMARY KEY, phone TEXT NOT NULL, country TEXT,"
+        keyed, work = dialect.sms_keyed_table(self.conn), dialect.sms_work_table(self.conn)
+        self.conn.execute(f"CREATE {work} {self.keys} (key TEXT PRIMARY KEY, phone TEXT NOT NULL, country TEXT,"
                           f" units INTEGER){keyed}")
-        self.conn.execute(f"CREATE TEMP TABLE {self.price_table} (country TEXT PRIMARY KEY, units INTEGER NOT NULL)"
+        self.conn.execute(f"CREATE {work} {self.price_table} (country TEXT PRIMARY KEY, units INTEGER NOT NULL)"
                           f"{keyed}")
         if not self.python:
-            self.conn.execute(f"CREATE TEMP TABLE {self.numbers} (phone TEXT PRIMARY KEY, country TEXT, units INTEGER)")
+            self.conn.execute(f"CREATE {work} {self.numbers} (phone TEXT PRIMARY KEY, country TEXT, units INTEGER)")
         self.conn.executemany(f"INSERT INTO {self.price_table} VALUES (?, ?)", self.prices.items())
         return self
 

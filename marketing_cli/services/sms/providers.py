@@ -45,6 +45,9 @@ class Receipt:
     error: str | None = None
     code: str | None = None
     held: bool = False  # not tried: the quiet-hours window closed first; the message goes back in line
+    # An earlier try may have reached the provider (no answer after the request was sent, or
+    # a 5xx): the message may have gone out once more than the one recorded (recorded uncertain).
+    uncertain: bool = False
 
 
 class SmsProvider(Protocol):
@@ -70,14 +73,15 @@ class OutboxProvider:
         return [Receipt(m.message_id, True, f"outbox:{m.message_id}") for m in messages]
 
     def send_claimed(self, conn: sqlite3.Connection, workspace_id: int, campaign_id: str, sender: str,
-                     message: str) -> str:
-        """The same as `send` for every message of the campaign in state 'sending', in one SQL
-        statement (expansion's fast path); returns the reference prefix ('outbox:<message id>')."""
+                     message: str, token: str) -> str:
+        """The same as `send` for every message of the campaign claimed under `token` (state
+        'sending'), in one SQL statement (expansion's fast path); returns the reference prefix
+        ('outbox:<message id>')."""
         conn.execute(
             "INSERT OR IGNORE INTO sms_outbox (workspace_id, message_id, campaign_id, sender, recipient, body, segments,"
             " created_at) SELECT ?, id, campaign_id, ?, phone, COALESCE(body, ?), segments, ? FROM sms_messages"
-            " WHERE campaign_id = ? AND status = 'sending'",
-            (workspace_id, sender, message, clock.now(), campaign_id),
+            " WHERE claim_token = ? AND status = 'sending' AND campaign_id = ?",
+            (workspace_id, sender, message, clock.now(), token, campaign_id),
         )
         return "outbox:"
 
@@ -112,6 +116,7 @@ class TwilioProvider:
         self.pacer = pacing.Pacer(rate)
         self.retries = retries
         self.backoff = backoff
+        self.claim: Any = None  # the job run whose claim the messages are under (jobs.Run): held() or stop
 
     def __repr__(self) -> str:  # never the token
         return f"TwilioProvider(account_sid={self.account_sid!r}, url={self.url!r})"
@@ -126,37 +131,48 @@ class TwilioProvider:
             form["StatusCallback"] = self.status_callback
         last_code, last_error = "network", "No answer from Twilio."
         retry_after: float | None = None
+        # A try that may have reached Twilio: it answered 5xx, or did not answer once the request
+        # was on its way (a read timeout, a dropped connection). The retry may text the recipient a
+        # second time (Twilio's Messages API has no idempotency key), so the message is recorded
+        # uncertain, as a dead worker's in-flight messages are; a try that never connected is safe.
+        maybe_sent = False
         for attempt in range(self.retries + 1):
             if attempt:
                 delay = retry_after if retry_after is not None else self.backoff * (2 ** (attempt - 1))
                 time.sleep(min(30.0, delay))
                 retry_after = None
             self.pacer.wait()  # every request counts against the rate, retries included
-            if m.closes_at is not None and clock.now() >= m.closes_at:
-                return Receipt(m.message_id, False, held=True)  # quiet hours began while it waited its turn
+            if self.claim is not None and not self.claim.held():  # paused past the claim: another worker has it
+                return Receipt(m.message_id, False, held=True, uncertain=maybe_sent)
+            if m.closes_at is not None and clock.now() >= m.closes_at:  # quiet hours began while it waited its turn
+                return Receipt(m.message_id, False, held=True, uncertain=maybe_sent)
             try:
                 response = client.post(self.url, data=form, auth=self._auth)
             except httpx.HTTPError as exc:
                 last_code, last_error = "network", f"No answer from Twilio ({type(exc).__name__})."
+                maybe_sent = maybe_sent or not isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout,
+                                                                     httpx.PoolTimeout))
                 continue
             payload = _json(response)
             if 200 <= response.status_code < 300:
                 sid = payload.get("sid") if isinstance(payload, dict) else None
                 if isinstance(sid, str) and sid:
-                    return Receipt(m.message_id, True, sid)
-                return Receipt(m.message_id, False, None, "Twilio's answer had no sid.", "invalid_answer")
+                    return Receipt(m.message_id, True, sid, uncertain=maybe_sent)
+                return Receipt(m.message_id, False, None, "Twilio's answer had no sid.", "invalid_answer",
+                               uncertain=True)
             code = str(payload.get("code")) if isinstance(payload, dict) and payload.get("code") is not None \
                 else str(response.status_code)
             message = payload.get("message") if isinstance(payload, dict) and isinstance(payload.get("message"), str) \
                 else f"HTTP {response.status_code}"
             if response.status_code == 429 or response.status_code >= 500:
                 last_code, last_error = code, message
+                maybe_sent = maybe_sent or response.status_code >= 500
                 header = response.headers.get("Retry-After", "")
                 seconds = parse_digits(header, 9)
                 retry_after = float(seconds) if seconds is not None else None
                 continue
-            return Receipt(m.message_id, False, None, message, code)
-        return Receipt(m.message_id, False, None, last_error, last_code)
+            return Receipt(m.message_id, False, None, message, code, uncertain=maybe_sent)
+        return Receipt(m.message_id, False, None, last_error, last_code, uncertain=maybe_sent)
 
     def send(self, conn: sqlite3.Connection, workspace_id: int, messages: list[Outgoing]) -> list[Receipt]:
         from concurrent.futures import ThreadPoolExecutor
