@@ -1471,6 +1471,7 @@ CREATE OR REPLACE FUNCTION json_type(doc TEXT, path TEXT) RETURNS TEXT LANGUAGE 
                WHEN 'boolean' THEN (doc::jsonb #> mkt_json_path(path))::text
                WHEN 'number' THEN (CASE WHEN (doc::jsonb #> mkt_json_path(path))::text ~ '^-?\d+$' THEN 'integer' ELSE 'real' END)
                ELSE jsonb_typeof(doc::jsonb #> mkt_json_path(path)) END
+$$;
 
 -- version: 24
 -- SMS expansion renders a merge tag's contact field in SQL (services/sms/render.py,
