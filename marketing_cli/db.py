@@ -365,17 +365,8 @@ def read_snapshot(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
 
     Nested use joins the outer transaction, as `transaction` does.
     """
-    if conn.in_transaction:
+    with dialect.begun(conn, "BEGIN"):
         yield conn
-        return
-    conn.execute("BEGIN")
-    try:
-        yield conn
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
 
 
 def instance_secret(conn: sqlite3.Connection, name: str = "tracking") -> bytes:

@@ -43,10 +43,18 @@ def row_claim(conn: Any) -> Iterator[Any]:
     write lock (the rows are kept apart by FOR UPDATE SKIP LOCKED, so workers claiming do
     not queue behind every other writer); on SQLite BEGIN IMMEDIATE, as any write (db.transaction).
     Inside a transaction already open, it joins that one."""
+    with begun(conn, "BEGIN READ COMMITTED" if postgresql(conn) else "BEGIN IMMEDIATE"):
+        yield conn
+
+
+@contextmanager
+def begun(conn: Any, begin: str) -> Iterator[Any]:
+    """A transaction opened by the statement `begin`, committed at the end of the block and
+    rolled back by an error; inside a transaction already open, it joins that one."""
     if conn.in_transaction:
         yield conn
         return
-    conn.execute("BEGIN READ COMMITTED" if postgresql(conn) else "BEGIN IMMEDIATE")
+    conn.execute(begin)
     try:
         yield conn
     except BaseException:
