@@ -107,6 +107,8 @@ REFUSALS: dict[str, str] = {
     r"Phone number is invalid\. Please provide a valid phone number\.": "a dialable number",
     r"'.*' is not a valid email address: .*": "email syntax and domain",
     r"'.*' is not a valid phone number in E\.164 form .*": "a dialable number",
+    r"We were unable to decode the base64 content\.": "content_base64 is base64 (the specification's"
+                                                      " message, not a schema pattern)",
     # Rules across members (one of two, one required when another has a value): the
     # specification's own messages, for a request whose members are each valid.
     r"Email address or phone number is required\. .*": "exactly one of email_address and phone_number",

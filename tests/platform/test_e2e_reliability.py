@@ -282,16 +282,23 @@ def test_sigterm_during_a_long_search_stops_within_seconds(new_db: Callable[...,
     server = Server(db, "--shutdown-timeout", "0.2")
     search = {"fields": [{"merge_tag": "email_address", "operator": "CONTAINS", "value": "example"}] * 100}  # the most a search may have
     answer: dict[str, Any] = {}
+    sent = threading.Event()
+
+    def trace(event: str, info: dict[str, Any]) -> None:
+        if event == "http11.send_request_body.complete":
+            sent.set()
 
     def run_search() -> None:
         started = time.monotonic()
-        r = httpx.post(server.base + "/v1/contacts/search", json=search, timeout=120,
-                       headers={"Authorization": f"Bearer {key}"})
+        with httpx.Client(timeout=120) as client:
+            r = client.post(server.base + "/v1/contacts/search", json=search,
+                            headers={"Authorization": f"Bearer {key}"}, extensions={"trace": trace})
         answer["status"], answer["body"], answer["took"] = r.status_code, r.json(), time.monotonic() - started
 
     thread = threading.Thread(target=run_search)
     thread.start()
-    time.sleep(0.3)
+    assert sent.wait(30), "the search request was not sent"  # (on a loaded machine the connect alone can take 0.3 s)
+    time.sleep(0.3)  # the search is running
     stopped_at = time.monotonic()
     code = server.stop()
     took = time.monotonic() - stopped_at
