@@ -1519,3 +1519,15 @@ ALTER TABLE sms_messages ADD COLUMN uncertain BIGINT;
 CREATE INDEX email_messages_claim ON email_messages(campaign_id, id) WHERE status = 'queued';
 CREATE INDEX email_messages_claimed ON email_messages(claim_token) WHERE status = 'sending';
 CREATE INDEX sms_messages_claimed ON sms_messages(claim_token) WHERE status = 'sending';
+
+-- version: 27
+-- The shared pacer's slots, the reserved share of an allowance and the hour a claimed
+-- message's reservation belongs to (schema.sql step 27 says why).
+CREATE TABLE pace_slots (
+    workspace_id BIGINT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    channel TEXT NOT NULL,
+    next_at BIGINT NOT NULL,
+    PRIMARY KEY (workspace_id, channel)
+);
+ALTER TABLE usage_counters ADD COLUMN held BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE email_messages ADD COLUMN reserved_hour TEXT;

@@ -1321,3 +1321,24 @@ CREATE INDEX email_messages_claim ON email_messages(campaign_id, id) WHERE statu
 -- The claimed rows by token: the renewer's and the recording's lookup.
 CREATE INDEX email_messages_claimed ON email_messages(claim_token) WHERE status = 'sending';
 CREATE INDEX sms_messages_claimed ON sms_messages(claim_token) WHERE status = 'sending';
+
+-- version: 27
+-- One rate limit across all processes (docs/sending.md "Speed"; issue 22 item 4). Every
+-- worker of a workspace, on any machine, books its messages' start times in one row per
+-- channel ('email', 'sms'): pace_slots.next_at is the earliest start of the next message,
+-- in microseconds since 1970-01-01 UTC (an integer, so the booking is one portable
+-- statement: max(next_at, now) + n x interval, with no date function of either engine and
+-- no rounding; services/account/pace.py). A workspace's allowance of hourly_emails is
+-- reserved when a round is claimed, in the claim's transaction: usage_counters.held counts
+-- the messages claimed and not yet recorded in that hour, and email_messages.reserved_hour
+-- names the hour whose reservation a claimed message holds (NULL: none). Recording the
+-- message moves its reservation to `used` when it was delivered and gives it back otherwise,
+-- so `used` still counts delivered messages only and N workers never pass the allowance.
+CREATE TABLE pace_slots (
+    workspace_id INTEGER NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    channel TEXT NOT NULL,
+    next_at INTEGER NOT NULL,
+    PRIMARY KEY (workspace_id, channel)
+) WITHOUT ROWID;
+ALTER TABLE usage_counters ADD COLUMN held INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE email_messages ADD COLUMN reserved_hour TEXT;

@@ -1,12 +1,14 @@
-"""How fast a send goes: concurrency and rate from the environment, and the pacer that holds the rate.
+"""How fast a send goes: concurrency and rate from the environment (the pacer that holds the
+rate for a whole workspace, across processes, is services/account/pace.py).
 
 One piece for every channel (docs/sending.md, docs/sms.md):
 
     email   MKT_SEND_CONCURRENCY (default 10)   MKT_SEND_RATE (default 0)
     SMS     MKT_SMS_CONCURRENCY  (default 8)    MKT_SMS_RATE  (default 0)
 
-Concurrency is the number of messages in flight at once (1-100); rate is messages per
-second, 0 meaning as fast as the other side takes them. A value that is not one of these
+Concurrency is the number of messages in flight at once in one worker (1-100); rate is
+messages per second for the workspace as a whole, however many workers send, 0 meaning as
+fast as the other side takes them. A value that is not one of these
 is refused with a message that names the variable: `mkt jobs run` and `mkt serve` check
 every variable before they start (`check_environment`), so a typo stops the command at
 once instead of failing a campaign's job later.
@@ -16,8 +18,6 @@ from __future__ import annotations
 
 import math
 import os
-import threading
-import time
 from dataclasses import dataclass
 
 from marketing_cli.errors import MktError
@@ -81,26 +81,3 @@ def check_environment() -> None:
     for channel in (EMAIL, SMS):
         read_pace(channel)
 
-
-class Pacer:
-    """Spaces the starts of messages `1 / rate` seconds apart, across threads.
-
-    `wait(n)` books the next n slots and sleeps until the first of them: the k-th message
-    of a send starts no earlier than k / rate seconds after the first. A pause (the sender
-    was slower than the rate) is not made up for with a burst afterwards. Rate 0 never waits.
-    """
-
-    def __init__(self, rate: float) -> None:
-        self.interval = 1.0 / rate if rate > 0 else 0.0
-        self._next = 0.0
-        self._lock = threading.Lock()
-
-    def wait(self, count: int = 1) -> None:
-        if not self.interval:
-            return
-        with self._lock:
-            now = time.monotonic()
-            start = max(self._next, now)
-            self._next = start + count * self.interval
-        if start > now:
-            time.sleep(start - now)

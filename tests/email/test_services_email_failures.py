@@ -187,7 +187,7 @@ def _fail_once_at(monkeypatch: pytest.MonkeyPatch, target: Any, name: str, call:
 
 
 @pytest.mark.parametrize(("target", "name"), [(jobs, "heartbeat"), (email_sender, "_record"),
-                                              (email_sender, "_claim")])
+                                              (email_sender, "_claim_round")])
 def test_a_job_that_fails_records_what_it_handed_over_so_its_retry_sends_none_of_it_again(
         target: Any, name: str, conn: sqlite3.Connection, workspace: dict[str, Any], verified_dns: None,
         monkeypatch: pytest.MonkeyPatch) -> None:

@@ -210,21 +210,21 @@ def test_concurrency_is_honoured(conn: sqlite3.Connection, ws: int, monkeypatch:
     assert server.max_in_flight == expected
 
 
-def test_a_pacer_spaces_messages_across_threads() -> None:
+def test_a_pacer_spaces_messages_across_threads(conn: sqlite3.Connection, ws: int) -> None:
     import time
     from concurrent.futures import ThreadPoolExecutor
 
-    from marketing_cli.kernel.pacing import Pacer
+    from marketing_cli.services.account.pace import SMS, SharedPacer
 
-    pacer = Pacer(500)
+    pacer = SharedPacer(ws, SMS, 500)
     started = time.monotonic()
-    with ThreadPoolExecutor(8) as pool:
-        list(pool.map(lambda _: pacer.wait(), range(101)))
+    with ThreadPoolExecutor(8) as pool:  # the threads share the one connection (the pacer's lock)
+        list(pool.map(lambda _: pacer.wait(conn), range(101)))
     assert time.monotonic() - started >= 0.19  # the 101st starts 100 / 500 s after the first
-    unlimited = Pacer(0)
+    unlimited = SharedPacer(ws, SMS, 0)
     started = time.monotonic()
     for _ in range(10_000):
-        unlimited.wait()
+        unlimited.wait(conn)
     assert time.monotonic() - started < 0.5
 
 

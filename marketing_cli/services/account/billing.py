@@ -5,6 +5,11 @@ changes, so `resources` never counts rows: reading it costs the same at ten cont
 ten million. Standing resources (contacts, segments, domains, users, automations) use
 period ''; monthly_emails and events count the current calendar month ('YYYY-MM');
 hourly_emails counts the current hour ('YYYY-MM-DDTHH') and so resets every hour.
+
+A resource that many workers spend at once (hourly_emails: every send worker of a workspace,
+on any machine) is reserved before the work starts (`reserve`, in the claim's transaction)
+and settled after (`settle`): `usage_counters.held` counts what is reserved and not yet
+settled, `used` what was used, so `used` reads the same as without reservations.
 """
 
 from __future__ import annotations
@@ -39,6 +44,38 @@ def bump_usage(conn: sqlite3.Connection, workspace_id: int, resource: str, amoun
         " ON CONFLICT (workspace_id, resource, period) DO UPDATE SET used = usage_counters.used + excluded.used",
         (workspace_id, resource, period_of(resource), amount),
     )
+
+
+def reserve(conn: sqlite3.Connection, workspace_id: int, resource: str, wanted: int) -> tuple[int, str]:
+    """Reserve up to `wanted` units of the current period's allowance for work about to start
+    (a round of messages claimed): (how many were granted, the period they belong to).
+
+    Call it inside the claim's transaction: the counter row is locked from here to its end
+    (the upsert on PostgreSQL, the write lock on SQLite), so reservations of any number of
+    workers are taken one after the other and together never pass the allowance: what is
+    granted is at most allowed - used - held. `settle` ends a reservation (used when the
+    work was done, given back when not)."""
+    period = period_of(resource)
+    used, held = conn.execute(
+        "INSERT INTO usage_counters (workspace_id, resource, period, used, held) VALUES (?, ?, ?, 0, 0)"
+        " ON CONFLICT (workspace_id, resource, period) DO UPDATE SET held = usage_counters.held"
+        " RETURNING used, held", (workspace_id, resource, period)).fetchall()[0]
+    granted = max(0, min(wanted, _limits_and_usage(conn, workspace_id)[0][resource] - used - held))
+    if granted:
+        conn.execute("UPDATE usage_counters SET held = held + ? WHERE workspace_id = ? AND resource = ? AND period = ?",
+                     (granted, workspace_id, resource, period))
+    return granted, period
+
+
+def settle(conn: sqlite3.Connection, workspace_id: int, resource: str, period: str, *, released: int,
+           used: int = 0) -> None:
+    """End `released` reservations of `period` (call inside the write transaction), `used` of
+    which were used: they count in `used`, the rest are given back to the allowance."""
+    if released or used:
+        conn.execute("INSERT INTO usage_counters (workspace_id, resource, period, used, held) VALUES (?, ?, ?, ?, 0)"
+                     " ON CONFLICT (workspace_id, resource, period) DO UPDATE SET used = usage_counters.used"
+                     " + excluded.used, held = CASE WHEN usage_counters.held > ? THEN usage_counters.held - ? ELSE 0 END",
+                     (workspace_id, resource, period, used, released, released))
 
 
 def _plan(conn: sqlite3.Connection, name: str) -> sqlite3.Row:

@@ -22,7 +22,17 @@ a connection problem -> tried again after a backoff (30 s, 2 min), failed after
 MAX_ATTEMPTS. After PAUSE_AFTER_ERRORS consecutive transport errors the campaign is
 PAUSED (`mkt campaigns resume`). Rate (messages per second) and concurrency are
 MKT_SEND_RATE (default 0: as fast as the transport takes them) and MKT_SEND_CONCURRENCY
-(default 10), read and checked by kernel/pacing.py (shared with SMS).
+(default 10), read and checked by kernel/pacing.py (shared with SMS). The rate is the
+workspace's, whatever number of workers send: each round books its starts in the database
+(services/account/pace.py) before it goes to the pool.
+
+The hourly_emails allowance holds for the workspace as a whole too: a round is claimed only
+as far as the allowance has room, reserved in the claim's transaction (`_claim_round`), and
+each message's reservation is settled when its answer is recorded: delivered, it counts as
+used; not delivered (a failure, a retry, a message given back), it returns to the allowance.
+So any number of workers together deliver at most the hour's allowance, and the counter
+still reads delivered messages. When the allowance is used up, the send waits for the next
+hour.
 
 A failure stays with its message. A message that cannot be composed, or that the server
 cannot take (no SMTPUTF8 for a non-ASCII local part), fails at once with its reason; an
@@ -42,7 +52,7 @@ import json
 import logging
 import sqlite3
 import threading
-from collections import deque
+from collections import Counter, deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
@@ -53,7 +63,7 @@ from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock, pacing
 from marketing_cli.kernel.tokens import make_token
 from marketing_cli.postgres import retry_conflicts
-from marketing_cli.services.account import billing, workspaces
+from marketing_cli.services.account import billing, pace, workspaces
 from marketing_cli.services.contacts.merge_tags import Renderer
 from marketing_cli.services.email import campaigns, domains, senders, stats, transport_settings
 from marketing_cli.services.email.compose import CompiledVariant, Recipient, compile_variant, tracked_links
@@ -104,8 +114,8 @@ class _Send:
         # host, which its CNAME record points at the domain (docs/sending-domains.md).
         code = domains.get_domain(conn, ws, sender["domain_id"])["domain_code"]
         self.envelope_from = f"bounces@{code}.{sender['domain_name']}"
-        pace = pacing.read_pace(pacing.EMAIL)
-        self.concurrency, self.pacer = pace.concurrency, pacing.Pacer(pace.rate)
+        rate = pacing.read_pace(pacing.EMAIL)
+        self.concurrency, self.pacer = rate.concurrency, pace.SharedPacer(ws, pace.EMAIL, rate.rate)
         self._local = threading.local()
         self._transports: list[Any] = []
         self._lock = threading.Lock()
@@ -175,7 +185,8 @@ class _Send:
             transport.close()
 
 
-_COLUMNS = ("SELECT m.id, m.variant_id, m.email, m.attempts, m.status, c.email AS contact_email, c.phone, c.data"
+_COLUMNS = ("SELECT m.id, m.variant_id, m.email, m.attempts, m.status, m.reserved_hour, c.email AS contact_email,"
+            " c.phone, c.data"
             " FROM email_messages m LEFT JOIN contacts c ON c.id = m.contact_id")
 _CLAIM = (_COLUMNS + " WHERE m.campaign_id = :campaign AND m.status = 'queued'"
           " AND (m.retry_at IS NULL OR m.retry_at <= :now)"
@@ -197,17 +208,33 @@ _CLAIM_EXPIRED = (_COLUMNS + " WHERE m.campaign_id = :campaign AND m.status = 's
 
 
 def _claim(conn: sqlite3.Connection, campaign_id: str, size: int, local: bool = False,
-           claim: jobs.Run | None = None) -> list[sqlite3.Row]:
+           claim: jobs.Run | None = None, workspace_id: int | None = None) -> list[sqlite3.Row]:
     """Up to `size` messages due now moved to `sending` under `claim`'s token (`local`: a
     local-time campaign): first those whose claim expired (marked uncertain), then queued ones.
     On PostgreSQL rows another worker is claiming are passed over (FOR UPDATE SKIP LOCKED),
-    in a READ COMMITTED transaction without the advisory write lock (dialect.row_claim)."""
+    in a READ COMMITTED transaction without the advisory write lock (dialect.row_claim).
+    With `workspace_id`, only as many as the workspace's hourly_emails allowance has left
+    (`_claim_round`)."""
+    return _claim_round(conn, campaign_id, size, local, claim, workspace_id)[0]
+
+
+def _claim_round(conn: sqlite3.Connection, campaign_id: str, size: int, local: bool = False,
+                 claim: jobs.Run | None = None, workspace_id: int | None = None) -> tuple[list[sqlite3.Row], bool]:
+    """`_claim`, and whether the hourly_emails allowance stopped it short: (rows, used up).
+
+    With `workspace_id`, each claimed message reserves one message of the workspace's
+    hourly_emails allowance in the claim's own transaction (billing.reserve: the counter's
+    row lock orders the workers' claims), so all the workers of the workspace together never
+    claim more than the hour allows; the message keeps the hour of its reservation
+    (reserved_hour) until its answer is recorded (`_record_once` settles it). A message whose
+    claim expired brings the reservation of its dead or paused worker along: kept when it is
+    of this hour, given back (to its hour) otherwise and taken anew."""
     claim = claim or jobs.current_run()
 
-    def attempt() -> list[sqlite3.Row]:
+    def attempt() -> tuple[list[sqlite3.Row], bool]:
         with dialect.row_claim(conn):
             if conn.execute("SELECT status FROM campaigns WHERE id = ?", (campaign_id,)).fetchone()[0] != "SENDING":
-                return []
+                return [], False
             params = {"campaign": campaign_id, "now": clock.now(), "size": size, "earlier": claim.earlier,
                       "token": claim.token}
             lock = dialect.skip_locked(conn, "m")
@@ -215,19 +242,46 @@ def _claim(conn: sqlite3.Connection, campaign_id: str, size: int, local: bool = 
             if len(rows) < size:
                 rows += conn.execute((_CLAIM_LOCAL if local else _CLAIM) + lock,
                                      {**params, "size": size - len(rows)}).fetchall()
+            spent, hour = False, None
+            if rows and workspace_id is not None:
+                rows, spent, hour = _reserve(conn, workspace_id, rows)
             if rows:
                 conn.execute("UPDATE email_messages SET attempts = attempts + 1, claim_token = ?, claim_expires_at = ?,"
-                             " uncertain = CASE WHEN status = 'sending' THEN 1 ELSE uncertain END, status = 'sending'"
+                             " uncertain = CASE WHEN status = 'sending' THEN 1 ELSE uncertain END, status = 'sending',"
+                             " reserved_hour = coalesce(?, reserved_hour)"
                              " WHERE id IN (SELECT CAST(value AS INTEGER) FROM json_each(?))",
-                             (claim.token, claim.expires(), json.dumps([r["id"] for r in rows])))
-            return rows
+                             (claim.token, claim.expires(), hour, json.dumps([r["id"] for r in rows])))
+            return rows, spent
 
-    rows = retry_conflicts(attempt, f"claiming messages of campaign {campaign_id}")
+    rows, spent = retry_conflicts(attempt, f"claiming messages of campaign {campaign_id}")
     taken = sum(1 for r in rows if r["status"] == "sending")
     if taken:
         log.warning("campaign %s: %d message(s) of a worker whose claim expired taken over (recorded uncertain)",
                     campaign_id, taken)
-    return rows
+    return rows, spent
+
+
+def _reserve(conn: sqlite3.Connection, workspace_id: int, rows: list[sqlite3.Row]
+             ) -> tuple[list[sqlite3.Row], bool, str]:
+    """The claimable `rows` the hourly_emails allowance covers, in the claim's transaction:
+    (rows kept, whether some were left for want of allowance, the hour reserved)."""
+    hour = billing.period_of("hourly_emails")
+    carried = {r["id"] for r in rows if r["reserved_hour"] == hour}  # a taken-over claim's reservation
+    wanted = [r for r in rows if r["id"] not in carried]
+    granted, _ = billing.reserve(conn, workspace_id, "hourly_emails", len(wanted))
+    stale = Counter(r["reserved_hour"] for r in wanted[:granted] if r["reserved_hour"] is not None)
+    for period, count in stale.items():  # an earlier hour's reservation of a taken-over claim
+        billing.settle(conn, workspace_id, "hourly_emails", period, released=count)
+    keep = carried | {r["id"] for r in wanted[:granted]}
+    return [r for r in rows if r["id"] in keep], granted < len(wanted), hour
+
+
+def _give_back(conn: sqlite3.Connection, workspace_id: int, where: str, params: tuple[Any, ...]) -> None:
+    """Settle, unused, the reservations of the claimed messages `where` selects (in the write
+    transaction that takes them out of `sending` without an answer)."""
+    for period, count in conn.execute(f"SELECT reserved_hour, count(*) FROM email_messages WHERE {where}"
+                                      " AND reserved_hour IS NOT NULL GROUP BY reserved_hour", params).fetchall():
+        billing.settle(conn, workspace_id, "hourly_emails", period, released=count)
 
 
 def keep_claimed(conn: sqlite3.Connection, token: str, until: str) -> None:
@@ -237,11 +291,12 @@ def keep_claimed(conn: sqlite3.Connection, token: str, until: str) -> None:
                      (until, token))
 
 
-def _owned(conn: sqlite3.Connection, token: str, ids: list[int]) -> set[int]:
-    """Which of `ids` still carry our claim (in the recording's transaction, locked till its end)."""
-    return {r[0] for r in conn.execute(
-        "SELECT id FROM email_messages WHERE id IN (SELECT CAST(value AS INTEGER) FROM json_each(?)) AND claim_token = ?"
-        f" AND status = 'sending'{dialect.for_update(conn)}", (json.dumps(ids), token))}
+def _owned(conn: sqlite3.Connection, token: str, ids: list[int]) -> dict[int, str | None]:
+    """Which of `ids` still carry our claim (in the recording's transaction, locked till its
+    end), each with the hour of its hourly_emails reservation (None: it holds none)."""
+    return {r[0]: r[1] for r in conn.execute(
+        "SELECT id, reserved_hour FROM email_messages WHERE id IN (SELECT CAST(value AS INTEGER) FROM json_each(?))"
+        f" AND claim_token = ? AND status = 'sending'{dialect.for_update(conn)}", (json.dumps(ids), token))}
 
 
 def _record(conn: sqlite3.Connection, run: _Send, row_of: dict[int, sqlite3.Row],
@@ -257,6 +312,8 @@ def _record_once(conn: sqlite3.Connection, run: _Send, row_of: dict[int, sqlite3
                  results: list[tuple[int, str | None, bool]], workspace_id: int) -> int:
     temporary = delivered = 0
     now = clock.utcnow()
+    released: Counter[str] = Counter()  # per hour: reservations settled, and those delivered
+    used: Counter[str] = Counter()
     with transaction(conn):
         owned = _owned(conn, run.claim.token, [message_id for message_id, _, _ in results])
         refused = len(results) - len(owned)
@@ -271,8 +328,9 @@ def _record_once(conn: sqlite3.Connection, run: _Send, row_of: dict[int, sqlite3
                              " FROM campaigns WHERE id = email_messages.campaign_id) = 'CANCELLED' THEN 'cancelled'"
                              " ELSE 'queued' END WHERE id = ? AND status = 'sending'", (message_id,))
             elif error is None:
-                delivered += stats.record_delivery(conn, message_id,
-                                                            smtp_message_id=run.smtp_id(row_of[message_id]))
+                first = stats.record_delivery(conn, message_id, smtp_message_id=run.smtp_id(row_of[message_id]))
+                delivered += first
+                used[owned[message_id] or billing.period_of("hourly_emails")] += first
             elif permanent or row_of[message_id]["attempts"] + 1 >= MAX_ATTEMPTS:
                 stats.record_failure(conn, message_id, error[:500])
             else:
@@ -281,9 +339,17 @@ def _record_once(conn: sqlite3.Connection, run: _Send, row_of: dict[int, sqlite3
                 conn.execute("UPDATE email_messages SET status = 'queued', failure_reason = ?, retry_at = ?"
                              " WHERE id = ? AND status = 'sending'",
                              (error[:500], clock.format_ts(now + timedelta(seconds=delay)), message_id))
+        # The hourly allowance: each reservation settled (delivered: used in the hour it was
+        # reserved in; else given back), once, by the worker whose claim the row still carries.
+        released.update(hour for hour in owned.values() if hour is not None)
+        for hour in released.keys() | used.keys():
+            billing.settle(conn, workspace_id, "hourly_emails", hour, released=released[hour], used=used[hour])
+        if released:
+            conn.execute("UPDATE email_messages SET reserved_hour = NULL WHERE id IN"
+                         " (SELECT CAST(value AS INTEGER) FROM json_each(?))",
+                         (json.dumps([i for i, hour in owned.items() if hour is not None]),))
         if delivered:
             billing.bump_usage(conn, workspace_id, "monthly_emails", delivered)
-            billing.bump_usage(conn, workspace_id, "hourly_emails", delivered)
             if run.outbox is not None:
                 stats.count_outbox_deliveries(conn, run.campaign_id, delivered, run.outbox)
     return temporary
@@ -321,9 +387,11 @@ def _send(conn: sqlite3.Connection, campaign_id: str, *, helper: bool) -> None:
     row = load_campaign(conn, campaign_id)
     if row is not None and row["status"] == "CANCELLED":  # cancelled while a runner that then died sent
         with transaction(conn):
-            conn.execute("UPDATE email_messages SET status = 'cancelled' WHERE campaign_id = ? AND status = 'sending'"
-                         " AND (claim_expires_at IS NULL OR claim_expires_at < ? OR claim_token LIKE ?)",
-                         (campaign_id, clock.now(), jobs.current_run().earlier))
+            where = ("campaign_id = ? AND status = 'sending'"
+                     " AND (claim_expires_at IS NULL OR claim_expires_at < ? OR claim_token LIKE ?)")
+            params = (campaign_id, clock.now(), jobs.current_run().earlier)
+            _give_back(conn, row["workspace_id"], where, params)
+            conn.execute(f"UPDATE email_messages SET status = 'cancelled', reserved_hour = NULL WHERE {where}", params)
     if row is None or row["status"] != "SENDING":
         return
     # A runner that died mid-round left its messages in `sending`: they are claimed again once
@@ -370,14 +438,12 @@ def _send_rounds(conn: sqlite3.Connection, row: sqlite3.Row, run: _Send, *, help
             while True:
                 jobs.heartbeat(conn)
                 while stop is None and len(in_flight) < rounds:
-                    if billing.remaining(conn, ws, "hourly_emails") == 0:
-                        stop = "hour"
-                        break
-                    claimed = _claim(conn, row["id"], run.concurrency, bool(row["local_time"]), run.claim)
+                    claimed, spent = _claim_round(conn, row["id"], run.concurrency, bool(row["local_time"]),
+                                                  run.claim, ws)
                     if not claimed:
-                        stop = "done"
+                        stop = "hour" if spent else "done"
                         break
-                    run.pacer.wait(len(claimed))
+                    run.pacer.wait(conn, len(claimed))  # the workspace's rate, shared by all its workers
                     in_flight.append((claimed, [pool.submit(run.deliver, m) for m in claimed]))
                 if not in_flight:
                     if stop == "hour":

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 from marketing_cli.kernel import clock, pacing
 from marketing_cli.kernel.numbers import parse_digits
+from marketing_cli.services.account import pace
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,8 @@ _SID = re.compile(r"^AC[0-9a-fA-F]{32}$")
 RETRIES = 4              # a 429, 5xx or network error is tried this many more times
 BACKOFF_SECONDS = 0.5    # doubled at each retry (Retry-After when Twilio gives one, capped at 30 s)
 # Requests in flight at once over one pooled client, and requests per second: MKT_SMS_CONCURRENCY
-# (default 8) and MKT_SMS_RATE (default 0, unlimited), read by kernel/pacing.py.
+# (default 8) and MKT_SMS_RATE (default 0, unlimited), read by kernel/pacing.py. The rate is the
+# workspace's, shared by all its workers on any machine (services/account/pace.py).
 
 
 class TwilioProvider:
@@ -107,13 +109,13 @@ class TwilioProvider:
 
     def __init__(self, account_sid: str, auth_token: str, base_url: str, status_callback: str | None,
                  *, concurrency: int = pacing.SMS.default_concurrency, rate: float = 0.0, retries: int = RETRIES,
-                 backoff: float = BACKOFF_SECONDS) -> None:
+                 backoff: float = BACKOFF_SECONDS, workspace_id: int = 0) -> None:
         self.account_sid = account_sid
         self._auth = (account_sid, auth_token)
         self.url = f"{base_url.rstrip('/')}/2010-04-01/Accounts/{account_sid}/Messages.json"
         self.status_callback = status_callback
         self.concurrency = max(1, concurrency)
-        self.pacer = pacing.Pacer(rate)
+        self.pacer = pace.SharedPacer(workspace_id, pace.SMS, rate)
         self.retries = retries
         self.backoff = backoff
         self.claim: Any = None  # the job run whose claim the messages are under (jobs.Run): held() or stop
@@ -121,7 +123,7 @@ class TwilioProvider:
     def __repr__(self) -> str:  # never the token
         return f"TwilioProvider(account_sid={self.account_sid!r}, url={self.url!r})"
 
-    def _post(self, client: Any, m: Outgoing) -> Receipt:
+    def _post(self, conn: sqlite3.Connection, client: Any, m: Outgoing) -> Receipt:
         import time
 
         import httpx
@@ -141,7 +143,7 @@ class TwilioProvider:
                 delay = retry_after if retry_after is not None else self.backoff * (2 ** (attempt - 1))
                 time.sleep(min(30.0, delay))
                 retry_after = None
-            self.pacer.wait()  # every request counts against the rate, retries included
+            self.pacer.wait(conn)  # every request counts against the workspace's rate, retries included
             if self.claim is not None and not self.claim.held():  # paused past the claim: another worker has it
                 return Receipt(m.message_id, False, held=True, uncertain=maybe_sent)
             if m.closes_at is not None and clock.now() >= m.closes_at:  # quiet hours began while it waited its turn
@@ -178,10 +180,12 @@ class TwilioProvider:
         from concurrent.futures import ThreadPoolExecutor
 
         client = _client(self.concurrency)
+        # The pool's threads book their starts on `conn` one at a time (the pacer's lock),
+        # outside any transaction: the caller holds none during a network provider's call.
         if self.concurrency == 1 or len(messages) == 1:
-            return [self._post(client, m) for m in messages]
+            return [self._post(conn, client, m) for m in messages]
         with ThreadPoolExecutor(max_workers=min(self.concurrency, len(messages))) as pool:
-            return list(pool.map(lambda m: self._post(client, m), messages))
+            return list(pool.map(lambda m: self._post(conn, client, m), messages))
 
 
 def _json(response: Any) -> Any:
@@ -221,10 +225,10 @@ def get_provider(conn: sqlite3.Connection, workspace_id: int) -> SmsProvider:
     row = _settings(conn, workspace_id)
     if row is None or row["provider"] != "twilio":
         return OutboxProvider()
-    pace = pacing.read_pace(pacing.SMS)
+    speed = pacing.read_pace(pacing.SMS)
     return TwilioProvider(row["account_sid"], row["auth_token"], row["base_url"] or DEFAULT_TWILIO_URL,
-                          status_callback_url(conn, workspace_id), concurrency=pace.concurrency, rate=pace.rate,
-                          retries=RETRIES, backoff=BACKOFF_SECONDS)
+                          status_callback_url(conn, workspace_id), concurrency=speed.concurrency, rate=speed.rate,
+                          retries=RETRIES, backoff=BACKOFF_SECONDS, workspace_id=workspace_id)
 
 
 def show_provider(conn: sqlite3.Connection, workspace_id: int) -> dict[str, Any]:

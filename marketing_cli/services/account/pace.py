@@ -1,0 +1,75 @@
+"""The workspace's send rate, one for all its processes: a pacer whose clock is a database row.
+
+MKT_SEND_RATE and MKT_SMS_RATE (kernel/pacing.py reads them) are messages per second for the
+workspace as a whole, however many `mkt jobs run` workers and send helpers share the work,
+on one machine or several. Each channel of a workspace has one row of `pace_slots`: the
+earliest start of its next message (`next_at`, microseconds since 1970-01-01 UTC). A worker
+books the next n starts with one statement in a transaction of its own,
+
+    start = max(next_at, now);  next_at = start + n x interval;  RETURNING start
+
+then sleeps until `start` outside any transaction (nothing is held during the sleep or the
+provider call, so it works behind PgBouncer in transaction mode: no session state, no
+advisory lock, no LISTEN/NOTIFY). The row's lock orders concurrent bookings on PostgreSQL,
+the file's write lock on SQLite. As with one process's pacer, the k-th message of a send
+starts no earlier than k / rate seconds after the first, and a pause (the senders were
+slower than the rate) is not made up for with a burst afterwards. Rate 0 never touches the
+database.
+
+Time is kernel/clock's UTC on every machine (the machines of one deployment keep their
+clocks in step, NTP): a machine whose clock runs ahead of the others books earlier starts
+than they would, never more of them.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+
+from marketing_cli.kernel import clock
+
+EMAIL = "email"
+SMS = "sms"
+
+# One statement: insert the first booking or move the row's next start, answering the start.
+_BOOK = ("INSERT INTO pace_slots (workspace_id, channel, next_at) VALUES (:ws, :channel, :now + :span)"
+         " ON CONFLICT (workspace_id, channel) DO UPDATE SET next_at ="
+         " CASE WHEN pace_slots.next_at > :now THEN pace_slots.next_at ELSE :now END + :span"
+         " RETURNING next_at - :span")
+
+
+def now_us() -> int:
+    """kernel/clock's UTC now, in whole microseconds since 1970-01-01."""
+    moment = clock.utcnow()
+    return int(moment.timestamp()) * 1_000_000 + moment.microsecond
+
+
+class SharedPacer:
+    """Spaces the starts of a workspace's messages on one channel `1 / rate` seconds apart,
+    across threads, processes and machines (the module docstring)."""
+
+    def __init__(self, workspace_id: int, channel: str, rate: float) -> None:
+        self.workspace_id = workspace_id
+        self.channel = channel
+        self.interval = 1.0 / rate if rate > 0 else 0.0
+        self._lock = threading.Lock()  # threads that share one connection book one at a time
+
+    def book(self, conn: sqlite3.Connection, count: int = 1) -> float:
+        """Book the next `count` starts; the seconds to wait for the first (0: now)."""
+        span = round(count * self.interval * 1_000_000)
+        with self._lock:  # (checked under the lock: another thread's statement is not a transaction)
+            if conn.in_transaction:  # the row's lock would be held through the sleep
+                raise RuntimeError("the pacer books its starts outside any transaction")
+            now = now_us()
+            start = conn.execute(_BOOK, {"ws": self.workspace_id, "channel": self.channel, "now": now,
+                                         "span": span}).fetchall()[0][0]
+        return max(0, start - now) / 1_000_000
+
+    def wait(self, conn: sqlite3.Connection, count: int = 1) -> None:
+        """Book the next `count` starts and sleep until the first of them. Rate 0 never waits."""
+        if not self.interval or count <= 0:
+            return
+        delay = self.book(conn, count)
+        if delay > 0:
+            time.sleep(delay)
