@@ -262,3 +262,52 @@ def test_pacing_defaults_and_good_values(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setenv("MKT_SMS_CONCURRENCY", " 100 ")
     monkeypatch.setenv("MKT_SMS_RATE", "2.5")
     assert pacing.read_pace(pacing.SMS) == pacing.Pace(100, 2.5)
+
+
+def test_the_rate_holds_for_two_workers_together(conn: sqlite3.Connection, ws: int, db_path: Any,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two hand-off workers (threads, each on its own connection, as two `mkt jobs run` processes)
+    share MKT_SMS_RATE: the workspace's rate, booked in the database (services/account/pace.py)."""
+    import threading
+    import time
+
+    from marketing_cli import db
+    from marketing_cli.services.sms import expansion
+
+    rate, count = 100, 60
+    monkeypatch.setenv("MKT_SMS_RATE", str(rate))
+    monkeypatch.setenv("MKT_SMS_BATCH_SIZE", "6")  # batches small enough for both workers to take some
+    phones = [f"+1415555{i:04d}" for i in range(count)]
+    with f.TwilioStandIn() as server:
+        use_twilio(conn, ws, server)
+        f.sms_contacts(conn, ws, phones)
+        campaign = f.sms_campaign(conn, ws)
+        sms_ledger.add_balance(conn, ws, "100")
+        schedule.schedule_campaign(conn, ws, campaign["id"], {"schedule_type": "NOW"})
+        row = conn.execute("SELECT * FROM sms_campaigns WHERE id = ?", (campaign["id"],)).fetchone()
+        assert expansion.expand_recipients(conn, row)
+        errors: list[BaseException] = []
+
+        def work() -> None:
+            own = db.connect(db_path)
+            try:
+                expansion.help_hand_off(own, {"campaign_id": campaign["id"]})
+            except BaseException as exc:  # noqa: BLE001 - reported by the test
+                errors.append(exc)
+            finally:
+                own.close()
+
+        threads = [threading.Thread(target=work) for _ in range(2)]
+        started = time.monotonic()
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+        elapsed = time.monotonic() - started
+    assert not errors, errors
+    assert sorted(r["form"]["To"] for r in server.received) == phones  # each once
+    assert elapsed >= (count - 1) / rate, elapsed  # for the two together: one pacer each would take half
+    assert conn.execute("SELECT count(DISTINCT claim_token) FROM sms_messages WHERE campaign_id = ?",
+                        (campaign["id"],)).fetchone()[0] == 2
+    assert [tuple(r) for r in conn.execute("SELECT channel FROM pace_slots WHERE workspace_id = ?", (ws,))] == \
+        [("sms",)]

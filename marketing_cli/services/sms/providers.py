@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+import threading
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -196,17 +197,20 @@ def _json(response: Any) -> Any:
 
 
 _clients: dict[int, Any] = {}
+_clients_lock = threading.Lock()  # two hand-offs of one process (threads) make one client, not two
 
 
 def _client(concurrency: int) -> Any:
     """One pooled httpx client per process (and pool size), kept for the process's life."""
     import httpx
 
-    client = _clients.get(concurrency)
-    if client is None:
-        client = httpx.Client(timeout=httpx.Timeout(30.0, connect=10.0),
-                              limits=httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency))
-        _clients[concurrency] = client
+    with _clients_lock:
+        client = _clients.get(concurrency)
+        if client is None:
+            client = httpx.Client(timeout=httpx.Timeout(30.0, connect=10.0),
+                                  limits=httpx.Limits(max_connections=concurrency,
+                                                      max_keepalive_connections=concurrency))
+            _clients[concurrency] = client
     return client
 
 

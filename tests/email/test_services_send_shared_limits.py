@@ -1,0 +1,238 @@
+"""One rate and one hourly allowance for a workspace, however many workers send (issue 22 item 4).
+
+Each worker here is a thread with a connection of its own (db.connect) running the send
+helper job's handler on one campaign, as `mkt jobs run` processes on several machines do:
+MKT_SEND_RATE holds for them together (services/account/pace.py books the starts in the
+database), and the hourly_emails allowance is reserved in each claim's transaction, so
+together they deliver exactly the allowance, and a message not delivered gives its
+reservation back (usage counts delivered messages only).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from datetime import datetime
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from marketing_cli import db, jobs
+from marketing_cli.kernel import clock
+from marketing_cli.kernel.ids import new_id
+from marketing_cli.services.account import billing
+from marketing_cli.services.email import domains, preparation, sender
+from marketing_cli.services.email import schedule as email_schedule
+from tests import factories
+
+HTML = '<p>Hi {{contact.first_name|there}}, <a href="{{unsubscribe_url}}">unsubscribe</a></p>'
+
+
+@pytest.fixture
+def verified_dns(monkeypatch: pytest.MonkeyPatch) -> None:
+    from marketing_cli.services.email import dns_check
+
+    monkeypatch.setattr(dns_check, "check_records", lambda records: [
+        {"purpose": r["purpose"], "type": r["type"], "host": r["host"], "found": [r["value"]], "verified": True,
+         "error": None} for r in records])
+
+
+def _sending_campaign(conn: sqlite3.Connection, ws: int, count: int) -> str:
+    """A campaign to `count` contacts, frozen and SENDING (its messages queued)."""
+    for resource in ("contacts", "monthly_emails"):
+        billing.set_allowance(conn, ws, resource, count * 2)
+    now = clock.now()
+    with db.transaction(conn):
+        conn.executemany("INSERT INTO contacts (id, workspace_id, email, status, data, created_at, updated_at)"
+                         " VALUES (?, ?, ?, 'SUBSCRIBED', '{}', ?, ?)",
+                         [(new_id(), ws, f"r{i:04d}@example.org", now, now) for i in range(count)])
+    campaign = factories.ready_campaign(conn, ws, html=HTML)
+    for d in domains.list_domains(conn, ws):
+        domains.verify_domain(conn, ws, d["id"])
+    email_schedule.schedule_campaign(conn, ws, campaign["id"], {"schedule_type": "NOW"})
+    preparation.preprocess(conn, {"campaign_id": campaign["id"]})
+    assert conn.execute("SELECT status FROM campaigns WHERE id = ?", (campaign["id"],)).fetchone()[0] == "SENDING"
+    return campaign["id"]
+
+
+def _workers(db_path: Any, campaign_id: str, n: int) -> float:
+    """Run `n` send helpers at once, each on its own connection; the seconds they took together."""
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        conn = db.connect(db_path)
+        try:
+            sender.help_send(conn, {"campaign_id": campaign_id})
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            errors.append(exc)
+        finally:
+            conn.close()
+
+    threads = [threading.Thread(target=work) for _ in range(n)]
+    started = time.monotonic()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert not errors, errors
+    return time.monotonic() - started
+
+
+def _counts(conn: sqlite3.Connection, campaign_id: str) -> dict[str, int]:
+    return {r[0]: r[1] for r in conn.execute("SELECT status, count(*) FROM email_messages WHERE campaign_id = ?"
+                                            " GROUP BY status", (campaign_id,))}
+
+
+def _hour(conn: sqlite3.Connection, ws: int, hour: str) -> tuple[int, int]:
+    row = conn.execute("SELECT used, held FROM usage_counters WHERE workspace_id = ? AND resource = 'hourly_emails'"
+                       " AND period = ?", (ws, hour)).fetchone()
+    return (row[0], row[1]) if row else (0, 0)
+
+
+@pytest.fixture
+def frozen_hour(monkeypatch: pytest.MonkeyPatch) -> datetime:
+    """The clock stopped (the test cannot cross an hour, and claims never expire)."""
+    moment = clock.utcnow()
+    monkeypatch.setattr(clock, "utcnow", lambda: moment)
+    return moment
+
+
+def test_the_send_rate_holds_for_three_workers_together(conn: sqlite3.Connection, workspace: dict[str, Any],
+                                                        db_path: Any, verified_dns: None,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    rate, count, size = 200, 120, 4
+    campaign_id = _sending_campaign(conn, workspace["id"], count)
+    monkeypatch.setenv("MKT_SEND_RATE", str(rate))
+    monkeypatch.setenv("MKT_SEND_CONCURRENCY", str(size))  # a round books the starts of its 4 messages
+    elapsed = _workers(db_path, campaign_id, 3)
+    assert _counts(conn, campaign_id) == {"delivered": count}
+    # The last round's first start is 116 / 200 s after the first round's for the workspace, not
+    # for each worker (three pacers of their own would have taken a third of that).
+    assert elapsed >= (count - size) / rate, elapsed
+    workers = conn.execute("SELECT count(DISTINCT claim_token) FROM email_messages WHERE campaign_id = ?",
+                           (campaign_id,)).fetchone()[0]
+    assert workers >= 2  # they did share the work
+    assert [tuple(r) for r in conn.execute("SELECT channel FROM pace_slots WHERE workspace_id = ?",
+                                           (workspace["id"],))] == [("email",)]
+
+
+def test_rate_zero_books_nothing(conn: sqlite3.Connection, workspace: dict[str, Any], db_path: Any,
+                                 verified_dns: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    campaign_id = _sending_campaign(conn, workspace["id"], 30)
+    monkeypatch.setenv("MKT_SEND_RATE", "0")
+    _workers(db_path, campaign_id, 2)
+    assert _counts(conn, campaign_id) == {"delivered": 30}
+    assert conn.execute("SELECT count(*) FROM pace_slots").fetchone()[0] == 0
+
+
+def test_three_workers_deliver_exactly_the_hourly_allowance(conn: sqlite3.Connection, workspace: dict[str, Any],
+                                                            db_path: Any, verified_dns: None, frozen_hour: datetime,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = workspace["id"]
+    campaign_id = _sending_campaign(conn, ws, 200)
+    billing.set_allowance(conn, ws, "hourly_emails", 50)
+    monkeypatch.setenv("MKT_SEND_CONCURRENCY", "8")  # 3 workers x 2 rounds x 8 in flight: 48 at once
+    _workers(db_path, campaign_id, 3)
+    assert _counts(conn, campaign_id) == {"delivered": 50, "queued": 150}
+    hour = billing.period_of("hourly_emails")
+    assert _hour(conn, ws, hour) == (50, 0)  # used = delivered, nothing held
+    assert billing.usage(conn, ws, "monthly_emails") == 50
+    assert {r["name"]: r["used"] for r in billing.resources(conn, ws)}["hourly_emails"] == 50
+    assert conn.execute("SELECT count(*) FROM email_messages WHERE reserved_hour IS NOT NULL").fetchone()[0] == 0
+    # The rest waits for the next hour: another worker in this hour sends nothing.
+    _workers(db_path, campaign_id, 1)
+    assert _counts(conn, campaign_id) == {"delivered": 50, "queued": 150}
+    assert _hour(conn, ws, hour) == (50, 0)
+
+
+def test_a_message_not_delivered_gives_its_reservation_back(conn: sqlite3.Connection, workspace: dict[str, Any],
+                                                            db_path: Any, verified_dns: None, frozen_hour: datetime,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = workspace["id"]
+    campaign_id = _sending_campaign(conn, ws, 200)
+    billing.set_allowance(conn, ws, "hourly_emails", 50)
+    monkeypatch.setenv("MKT_SEND_CONCURRENCY", "5")
+    first = conn.execute("SELECT min(id) FROM email_messages WHERE campaign_id = ?", (campaign_id,)).fetchone()[0]
+    failing = {first + k for k in range(0, 40, 4)}  # 10 of the first 40 claimed: a 4xx, tried later
+    permanent = {first + 1}  # a 5xx: failed for good
+    real = sender._Send.deliver
+
+    def deliver(run: Any, message: Any) -> tuple[int, str | None, bool]:
+        if message["id"] in failing:
+            return message["id"], "451 try again later", False
+        if message["id"] in permanent:
+            return message["id"], "550 no such user", True
+        return real(run, message)
+
+    monkeypatch.setattr(sender._Send, "deliver", deliver)
+    _workers(db_path, campaign_id, 3)
+    hour = billing.period_of("hourly_emails")
+    counts = _counts(conn, campaign_id)
+    used, held = _hour(conn, ws, hour)
+    assert held == 0 and used == counts["delivered"] <= 50  # the failures' reservations came back
+    assert counts["failed"] == 1
+    assert conn.execute("SELECT count(*) FROM email_messages WHERE campaign_id = ? AND status = 'queued'"
+                        " AND retry_at IS NOT NULL", (campaign_id,)).fetchone()[0] == 10
+    # What came back is the hour's to use: one more worker, with the transport well again,
+    # fills the allowance exactly.
+    monkeypatch.setattr(sender._Send, "deliver", real)
+    conn.execute("UPDATE email_messages SET retry_at = NULL WHERE retry_at IS NOT NULL")
+    _workers(db_path, campaign_id, 1)
+    assert _hour(conn, ws, hour) == (50, 0)
+    assert _counts(conn, campaign_id)["delivered"] == 50
+
+
+def test_a_taken_over_claim_keeps_one_reservation_and_the_late_answer_settles_nothing(
+        conn: sqlite3.Connection, workspace: dict[str, Any], verified_dns: None, frozen_hour: datetime,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fencing: worker A claims a round and is paused past its claim; B takes the rows over (their
+    reservation with them, not a second one) and delivers them; A's late answer is refused and
+    neither counts nor gives back anything."""
+    ws = workspace["id"]
+    campaign_id = _sending_campaign(conn, ws, 6)
+    billing.set_allowance(conn, ws, "hourly_emails", 10)
+    hour = billing.period_of("hourly_emails")
+    a, b = jobs.Run("worker-a", 60), jobs.Run("worker-b", 60)
+    claimed = sender._claim(conn, campaign_id, 4, claim=a, workspace_id=ws)
+    assert len(claimed) == 4 and _hour(conn, ws, hour) == (0, 4)
+    conn.execute("UPDATE email_messages SET claim_expires_at = ? WHERE claim_token = 'worker-a'",
+                 (clock.format_ts(frozen_hour.replace(year=frozen_hour.year - 1)),))  # A's claim lapsed
+    taken, spent = sender._claim_round(conn, campaign_id, 10, claim=b, workspace_id=ws)
+    assert [m["id"] for m in taken[:4]] == [m["id"] for m in claimed] and len(taken) == 6 and not spent
+    assert _hour(conn, ws, hour) == (0, 6)  # 4 carried over + 2 new, not 4 twice
+
+    def run(token: str) -> Any:
+        return SimpleNamespace(claim=SimpleNamespace(token=token), campaign_id=campaign_id, outbox=None,
+                               smtp_id=lambda m: f"<{m['id']}@example.com>")
+
+    late = sender._record(conn, run("worker-a"), {m["id"]: m for m in claimed},
+                          [(m["id"], None, False) for m in claimed], ws)
+    assert late == 0 and _hour(conn, ws, hour) == (0, 6)  # refused: nothing counted, nothing given back
+    answers = [(m["id"], None, False) for m in taken[:5]] + [(taken[5]["id"], "451 later", False)]
+    sender._record(conn, run("worker-b"), {m["id"]: m for m in taken}, answers, ws)
+    assert _hour(conn, ws, hour) == (5, 0)
+    assert billing.usage(conn, ws, "monthly_emails") == 5
+
+
+def test_a_claim_of_an_earlier_hour_gives_that_hours_reservation_back(
+        conn: sqlite3.Connection, workspace: dict[str, Any], verified_dns: None,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A message claimed at 10:59 by a worker that died, taken over at 11:00: 10 o'clock's
+    reservation is given back and 11 o'clock's taken; the delivery counts at 11."""
+    ws = workspace["id"]
+    campaign_id = _sending_campaign(conn, ws, 3)
+    ten = datetime.fromisoformat("2031-05-06T10:59:00+00:00")
+    monkeypatch.setattr(clock, "utcnow", lambda: ten)
+    first = sender._claim(conn, campaign_id, 3, claim=jobs.Run("dead", 30), workspace_id=ws)
+    assert len(first) == 3 and _hour(conn, ws, "2031-05-06T10") == (0, 3)
+    eleven = datetime.fromisoformat("2031-05-06T11:00:30+00:00")
+    monkeypatch.setattr(clock, "utcnow", lambda: eleven)
+    taken = sender._claim(conn, campaign_id, 3, claim=jobs.Run("alive", 30), workspace_id=ws)
+    assert len(taken) == 3
+    assert _hour(conn, ws, "2031-05-06T10") == (0, 0) and _hour(conn, ws, "2031-05-06T11") == (0, 3)
+    run = SimpleNamespace(claim=SimpleNamespace(token="alive"), campaign_id=campaign_id, outbox=None,
+                          smtp_id=lambda m: f"<{m['id']}@example.com>")
+    sender._record(conn, run, {m["id"]: m for m in taken}, [(m["id"], None, False) for m in taken], ws)
+    assert _hour(conn, ws, "2031-05-06T11") == (3, 0)
