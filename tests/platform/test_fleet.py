@@ -6,7 +6,9 @@ killed (SIGKILL), another paused past its lease (SIGSTOP, then SIGCONT), and a f
 Asserted: every recipient got at least one message; a recipient got two only if its message
 is recorded uncertain, and no more are uncertain than the killed and the paused workers had in
 flight; the paused worker's late acknowledgements were refused (its log says so); both
-campaigns finished; the statistics equal the rows; the SMS ledger charged each message once.
+campaigns finished; the statistics equal the rows; the SMS ledger charged each message once;
+the hourly_emails counter (reserved at each claim, across the fleet) equals the messages
+delivered, nothing left reserved; the rates were booked in the database (one for the fleet).
 Then the same once through PgBouncer in transaction mode (skipped when it is not installed).
 
 MKT_FLEET_RECIPIENTS changes the size (a quicker look while working on the send path).
@@ -40,6 +42,7 @@ RECIPIENTS = int(os.environ.get("MKT_FLEET_RECIPIENTS", "20000"))
 LEASE = 6  # seconds (MKT_JOB_LEASE_SECONDS): a paused worker loses its claim quickly
 CONCURRENCY = 8  # MKT_SEND_CONCURRENCY: a round of messages in a worker's hands
 ROUNDS = 2  # sender.ROUNDS_IN_FLIGHT
+RATE = 600  # MKT_SEND_RATE and MKT_SMS_RATE: the workspace's, all workers together (4 x 150 before it was shared)
 SID, TOKEN = "AC" + "f" * 32, "fleet-token"
 REPO = Path(__file__).resolve().parents[2]
 
@@ -246,8 +249,8 @@ def run_fleet(url: str, folder: Path, smtp: SmtpServer) -> None:
         _wait_http(f"http://127.0.0.1:{port}/", standin)
         ws, email_id, sms_id = _world(url, f"http://127.0.0.1:{port}")
         env = {**os.environ, "MKT_SMTP_URL": smtp.url, "MKT_JOB_LEASE_SECONDS": str(LEASE), "MKT_SEND_WORKERS": "4",
-               "MKT_SEND_CONCURRENCY": str(CONCURRENCY), "MKT_SEND_RATE": "150", "MKT_SMS_CONCURRENCY": "8",
-               "MKT_SMS_RATE": "150", "MKT_SMS_BATCH_SIZE": "200", "PYTHONUNBUFFERED": "1"}
+               "MKT_SEND_CONCURRENCY": str(CONCURRENCY), "MKT_SEND_RATE": str(RATE), "MKT_SMS_CONCURRENCY": "8",
+               "MKT_SMS_RATE": str(RATE), "MKT_SMS_BATCH_SIZE": "200", "PYTHONUNBUFFERED": "1"}
         servers = [Serve(url, folder, n, env) for n in range(2)]
         workers = [Worker(url, folder, n, env) for n in range(4)]
         conn = connect(url)
@@ -300,6 +303,14 @@ def run_fleet(url: str, folder: Path, smtp: SmtpServer) -> None:
             assert len(uncertain) <= in_flight, len(uncertain)
             statistics = email_stats.get_campaign_statistics(conn, ws, email_id)
             assert statistics["aggregate"]["delivered"] == RECIPIENTS
+            # The hourly allowance, reserved at each claim across the fleet: every reservation
+            # settled (the killed worker's carried over with its rows, the paused one's late
+            # answers settling nothing), and the counter is exactly the messages delivered.
+            assert tuple(conn.execute("SELECT coalesce(sum(used), 0), coalesce(sum(held), 0) FROM usage_counters"
+                                      " WHERE workspace_id = ? AND resource = 'hourly_emails'", (ws,)).fetchone()) \
+                == (RECIPIENTS, 0)
+            assert sorted(r[0] for r in conn.execute("SELECT channel FROM pace_slots WHERE workspace_id = ?", (ws,))) \
+                == ["email", "sms"]  # one rate per channel for the whole fleet
 
             # SMS: the same, and the ledger charged each message once.
             import httpx
