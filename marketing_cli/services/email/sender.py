@@ -264,14 +264,16 @@ def _claim_round(conn: sqlite3.Connection, campaign_id: str, size: int, local: b
 def _reserve(conn: sqlite3.Connection, workspace_id: int, rows: list[sqlite3.Row]
              ) -> tuple[list[sqlite3.Row], bool, str]:
     """The claimable `rows` the hourly_emails allowance covers, in the claim's transaction:
-    (rows kept, whether some were left for want of allowance, the hour reserved)."""
+    (rows kept, whether some were left for want of allowance, the hour reserved).
+    Counter rows are locked newest hour first here and wherever reservations are settled, so
+    two transactions never wait for each other's hours (no deadlock at an hour's turn)."""
     hour = billing.period_of("hourly_emails")
     carried = {r["id"] for r in rows if r["reserved_hour"] == hour}  # a taken-over claim's reservation
     wanted = [r for r in rows if r["id"] not in carried]
     granted, _ = billing.reserve(conn, workspace_id, "hourly_emails", len(wanted))
     stale = Counter(r["reserved_hour"] for r in wanted[:granted] if r["reserved_hour"] is not None)
-    for period, count in stale.items():  # an earlier hour's reservation of a taken-over claim
-        billing.settle(conn, workspace_id, "hourly_emails", period, released=count)
+    for period in sorted(stale, reverse=True):  # an earlier hour's reservation of a taken-over claim
+        billing.settle(conn, workspace_id, "hourly_emails", period, released=stale[period])
     keep = carried | {r["id"] for r in wanted[:granted]}
     return [r for r in rows if r["id"] in keep], granted < len(wanted), hour
 
@@ -280,7 +282,8 @@ def _give_back(conn: sqlite3.Connection, workspace_id: int, where: str, params: 
     """Settle, unused, the reservations of the claimed messages `where` selects (in the write
     transaction that takes them out of `sending` without an answer)."""
     for period, count in conn.execute(f"SELECT reserved_hour, count(*) FROM email_messages WHERE {where}"
-                                      " AND reserved_hour IS NOT NULL GROUP BY reserved_hour", params).fetchall():
+                                      " AND reserved_hour IS NOT NULL GROUP BY reserved_hour ORDER BY reserved_hour DESC",
+                                      params).fetchall():
         billing.settle(conn, workspace_id, "hourly_emails", period, released=count)
 
 
@@ -342,7 +345,7 @@ def _record_once(conn: sqlite3.Connection, run: _Send, row_of: dict[int, sqlite3
         # The hourly allowance: each reservation settled (delivered: used in the hour it was
         # reserved in; else given back), once, by the worker whose claim the row still carries.
         released.update(hour for hour in owned.values() if hour is not None)
-        for hour in released.keys() | used.keys():
+        for hour in sorted(released.keys() | used.keys(), reverse=True):  # newest first, as a claim locks them
             billing.settle(conn, workspace_id, "hourly_emails", hour, released=released[hour], used=used[hour])
         if released:
             conn.execute("UPDATE email_messages SET reserved_hour = NULL WHERE id IN"
