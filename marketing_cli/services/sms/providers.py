@@ -94,7 +94,8 @@ RETRIES = 4              # a 429, 5xx or network error is tried this many more t
 BACKOFF_SECONDS = 0.5    # doubled at each retry (Retry-After when Twilio gives one, capped at 30 s)
 # Requests in flight at once over one pooled client, and requests per second: MKT_SMS_CONCURRENCY
 # (default 8) and MKT_SMS_RATE (default 0, unlimited), read by kernel/pacing.py. The rate is the
-# workspace's, shared by all its workers on any machine (services/account/pace.py).
+# workspace's, shared by all its workers on any machine (services/account/pace.py): a batch
+# books its first tries with one statement, a retry its own start.
 
 
 class TwilioProvider:
@@ -124,7 +125,9 @@ class TwilioProvider:
     def __repr__(self) -> str:  # never the token
         return f"TwilioProvider(account_sid={self.account_sid!r}, url={self.url!r})"
 
-    def _post(self, conn: sqlite3.Connection, client: Any, m: Outgoing) -> Receipt:
+    def _post(self, conn: sqlite3.Connection, client: Any, m: Outgoing, start: float | None = None) -> Receipt:
+        """One message's request (and its retries). `start`: the time.monotonic() instant its
+        first try was booked for with its batch (None: it books its own)."""
         import time
 
         import httpx
@@ -144,7 +147,10 @@ class TwilioProvider:
                 delay = retry_after if retry_after is not None else self.backoff * (2 ** (attempt - 1))
                 time.sleep(min(30.0, delay))
                 retry_after = None
-            self.pacer.wait(conn)  # every request counts against the workspace's rate, retries included
+            if attempt or start is None:  # every request counts against the workspace's rate, retries included
+                self.pacer.wait(conn)
+            elif start > time.monotonic():
+                time.sleep(start - time.monotonic())
             if self.claim is not None and not self.claim.held():  # paused past the claim: another worker has it
                 return Receipt(m.message_id, False, held=True, uncertain=maybe_sent)
             if m.closes_at is not None and clock.now() >= m.closes_at:  # quiet hours began while it waited its turn
@@ -178,15 +184,22 @@ class TwilioProvider:
         return Receipt(m.message_id, False, None, last_error, last_code, uncertain=maybe_sent)
 
     def send(self, conn: sqlite3.Connection, workspace_id: int, messages: list[Outgoing]) -> list[Receipt]:
+        import time
         from concurrent.futures import ThreadPoolExecutor
 
         client = _client(self.concurrency)
-        # The pool's threads book their starts on `conn` one at a time (the pacer's lock),
-        # outside any transaction: the caller holds none during a network provider's call.
+        # The batch's first tries are booked at once (one statement for the batch: the i-th
+        # starts i x interval after the first); a retry books its own start, from the pool's
+        # thread, on `conn` (one at a time: the pacer's lock). The caller holds no transaction
+        # during a network provider's call.
+        starts: list[float | None] = [None] * len(messages)
+        if self.pacer.interval and messages:
+            first = time.monotonic() + self.pacer.book(conn, len(messages))
+            starts = [first + i * self.pacer.interval for i in range(len(messages))]
         if self.concurrency == 1 or len(messages) == 1:
-            return [self._post(conn, client, m) for m in messages]
+            return [self._post(conn, client, m, at) for m, at in zip(messages, starts)]
         with ThreadPoolExecutor(max_workers=min(self.concurrency, len(messages))) as pool:
-            return list(pool.map(lambda m: self._post(conn, client, m), messages))
+            return list(pool.map(lambda m, at: self._post(conn, client, m, at), messages, starts))
 
 
 def _json(response: Any) -> Any:
