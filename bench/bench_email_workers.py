@@ -28,6 +28,12 @@ rate (the campaign is cancelled once the window closed: the send jobs stop after
 their round, then the processes get SIGTERM). --quick: 3,000 recipients (above the 1,000 from
 which a send calls its helpers, jobs.HELPERS_FROM), sent to the end, window 20 s.
 
+Beside each rate stderr gives the workers' CPU time per message inside the window (from
+/proc) and the load average: where the CPU per message stays flat from 1 to N workers, the
+workers do not queue for each other, and a curve below the target says the machine had no
+spare core for the extra processes (2 cores: one worker and the PostgreSQL server already
+use most of them with the instant server).
+
 Two SMTP servers (bench/smtp_sink.py): 100 ms per message (a slow provider) and at once.
 The PostgreSQL rows carry the targets; SQLite rows (one writer at a time: its default is one
 worker per campaign) are beside them for information.
@@ -136,10 +142,25 @@ def _scalar(db: str, sql: str) -> Any:
         conn.close()
 
 
-def _send(db: str, port: int, workers: int, campaign: str, count: int, warmup: float, window: float) -> float:
+def _cpu_seconds(procs: list[subprocess.Popen]) -> float | None:
+    """The CPU time (user + system, every thread) the processes used so far; None off Linux."""
+    total = 0.0
+    try:
+        for p in procs:
+            fields = Path(f"/proc/{p.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+    return total
+
+
+def _send(db: str, port: int, workers: int, campaign: str, count: int, warmup: float,
+          window: float) -> tuple[float, float | None]:
     """Start `workers` `mkt jobs run --forever` processes at once; once the window is over
-    (or everything was sent), cancel the campaign, stop them, and return the seconds from
-    their start to the last exit."""
+    (or everything was sent), cancel the campaign and stop them. Returns the seconds from
+    their start to the last exit, and the workers' CPU milliseconds per message delivered
+    inside the window (what one message costs the sender: it stays flat from 1 to N workers
+    unless they queue for each other; None when not measured)."""
     env = {**os.environ, "MKT_SMTP_URL": f"smtp://127.0.0.1:{port}", "MKT_SEND_WORKERS": str(workers),
            "PYTHONPATH": str(REPO)}
     cmd = [sys.executable, "-m", "marketing_cli", "--db", db, "jobs", "run", "--forever", "--interval", "0.2"]
@@ -147,14 +168,22 @@ def _send(db: str, port: int, workers: int, campaign: str, count: int, warmup: f
     procs = [subprocess.Popen(cmd, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
              for _ in range(workers)]
     first = None
+    mark: tuple[int, float | None] | None = None  # (delivered, CPU seconds) when the window opened
+    cpu_per_message = None
     try:
         while True:
             time.sleep(1.0)
             if any(p.poll() is not None for p in procs):
                 raise RuntimeError(f"a worker exited: {procs[0].stderr.read().decode(errors='replace')[-800:]}")
-            delivered = _scalar(db, "SELECT count(*) FROM email_messages WHERE status = 'delivered'")
+            delivered = _scalar(db, "SELECT coalesce(sum(delivered), 0) FROM email_campaign_counters")  # (no scan)
             if first is None and delivered:
                 first = time.perf_counter()
+            if first is not None and time.perf_counter() - first >= warmup:
+                cpu = _cpu_seconds(procs)
+                if mark is None:
+                    mark = (delivered, cpu)
+                elif cpu is not None and mark[1] is not None and delivered > mark[0]:
+                    cpu_per_message = 1000 * (cpu - mark[1]) / (delivered - mark[0])
             if delivered >= count or (first is not None and time.perf_counter() - first > warmup + window + 1):
                 break
             if time.perf_counter() - started > warmup + window + 600:
@@ -175,7 +204,7 @@ def _send(db: str, port: int, workers: int, campaign: str, count: int, warmup: f
                 errors.append(err.decode(errors="replace")[-800:])
     if errors:
         raise RuntimeError(f"mkt jobs run failed: {errors[0]}")
-    return time.perf_counter() - started
+    return time.perf_counter() - started, cpu_per_message
 
 
 def _rate(db: str, warmup: float, window: float) -> tuple[int, float, int]:
@@ -244,13 +273,14 @@ def _curve(engine: _Engine, campaign: str, delay: float, count: int, warmup: flo
         for n in WORKERS:
             db = engine.copy()
             try:
-                wall = _send(db, port, n, campaign, count, warmup, window)
+                wall, cpu = _send(db, port, n, campaign, count, warmup, window)
                 inside, seconds, delivered = _rate(db, warmup, window)
             finally:
                 engine.drop(db)
             rate = inside / seconds if seconds else 0.0
             print(f"email_workers: {engine.name}, {label}, {n} worker(s): {rate:,.1f} msg/s ({inside:,} messages in"
-                  f" {seconds:.1f} s; {delivered:,} delivered in all, {wall:.1f} s from start to exit)",
+                  f" {seconds:.1f} s; {delivered:,} delivered in all, {wall:.1f} s from start to exit; the workers'"
+                  f" CPU: {'-' if cpu is None else f'{cpu:.1f}'} ms a message; load average {os.getloadavg()[0]:.1f})",
                   file=sys.stderr, flush=True)
             if one is None:
                 one = rate
