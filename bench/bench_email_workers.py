@@ -29,10 +29,9 @@ their round, then the processes get SIGTERM). --quick: 3,000 recipients (above t
 which a send calls its helpers, jobs.HELPERS_FROM), sent to the end, window 20 s.
 
 Beside each rate stderr gives the workers' CPU time per message inside the window (from
-/proc) and the load average: where the CPU per message stays flat from 1 to N workers, the
-workers do not queue for each other, and a curve below the target says the machine had no
-spare core for the extra processes (2 cores: one worker and the PostgreSQL server already
-use most of them with the instant server).
+/proc) and the load average: rate x CPU per message is the share of a core the workers
+used; far below what the machine has, with a high load average, the workers were waiting
+for a core (the run queue), not for each other (see pg_stat_activity for lock waits).
 
 Two SMTP servers (bench/smtp_sink.py): 100 ms per message (a slow provider) and at once.
 The PostgreSQL rows carry the targets; SQLite rows (one writer at a time: its default is one
@@ -159,8 +158,7 @@ def _send(db: str, port: int, workers: int, campaign: str, count: int, warmup: f
     """Start `workers` `mkt jobs run --forever` processes at once; once the window is over
     (or everything was sent), cancel the campaign and stop them. Returns the seconds from
     their start to the last exit, and the workers' CPU milliseconds per message delivered
-    inside the window (what one message costs the sender: it stays flat from 1 to N workers
-    unless they queue for each other; None when not measured)."""
+    inside the window (what one message costs the sender; None when not measured)."""
     env = {**os.environ, "MKT_SMTP_URL": f"smtp://127.0.0.1:{port}", "MKT_SEND_WORKERS": str(workers),
            "PYTHONPATH": str(REPO)}
     cmd = [sys.executable, "-m", "marketing_cli", "--db", db, "jobs", "run", "--forever", "--interval", "0.2"]
