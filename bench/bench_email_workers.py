@@ -1,33 +1,50 @@
-"""Email send on PostgreSQL with 1, 2 and 4 `mkt jobs run` workers (issue 22, item 7).
+"""Email send of ONE campaign by 1, 2 and 4 `mkt jobs run` workers (issue 22, item 7).
 
     python bench/run.py --only email_workers [--quick]
+    python bench/bench_email_workers.py [--quick]        (the rows as JSON lines)
 
-Every point is a fresh database on a throwaway PostgreSQL server (tests/engines.py) with the
-recipients imported, a verified domain, a sender and campaigns with bench_email_send's body
-(merge tags, tracking, DKIM), made once per size and copied for every point (CREATE
-DATABASE ... TEMPLATE); the point's campaigns are scheduled NOW and N `mkt jobs run`
-processes start at once. The rate is the messages over the time from the first delivery to
-the last (delivered_at): the send, without the processes' start and the audience freeze
-(the wall time is printed beside it). Two SMTP
-servers (bench/smtp_sink.py): one that takes 100 ms per message, as a slow provider does,
-and one that answers at once. Each worker sends with the default concurrency
-(MKT_SEND_CONCURRENCY, 10 connections).
+The issue's target: one campaign of 100,000 recipients, sent by N worker processes to an
+SMTP server that takes 100 ms a message: N workers reach at least 0.8 x N x the rate of
+one; to a server that answers at once, 2 workers reach 1.5x one or better (2 cores).
 
-Two shapes, each a curve of rows against the 1-worker rate of the same shape and server:
-- "one campaign": ONE campaign to every recipient, N workers. This is the target of the
-  issue (N workers >= 0.8 x N x one on the slow server; 2 workers >= 1.5x one on the
-  instant one). It scales only where several workers can share one campaign's send.
-- "N campaigns": the recipients split by tag into N campaigns, one per worker: what the
-  job queue spreads today (each campaign's send is one job).
-Sizes: --quick 100 (slow) and 200 (instant) recipients; full MKT_BENCH_EMAILS (default
-10,000 slow, 20,000 instant: 100k to a 100 ms server takes 1,000 s for one worker).
-Needs initdb and pg_ctl; without them the module has no rows and says so.
+Every point starts from the same prepared database: the recipients imported, a verified
+domain, a sender and one campaign with bench_email_send's body (merge tags, tracking,
+DKIM) to all of them, scheduled NOW and its audience frozen (the email.preprocess job run
+here), so the database holds a SENDING campaign, its 100,000 queued messages and its
+email.send job. On PostgreSQL (a throwaway server, tests/engines.py) each point gets a copy
+(CREATE DATABASE ... TEMPLATE); on SQLite a copy of the file. N `mkt jobs run --forever`
+processes start at once: the first to claim the send job queues its helpers
+(services/email/sender.py: MKT_SEND_WORKERS - 1 of them, set to N here) and the other
+processes take them, so the N processes share the one campaign's queue of messages. Each
+sends with the default concurrency (MKT_SEND_CONCURRENCY, 10 connections).
+
+The rate is measured in steady state, from the messages' delivered_at: the messages
+delivered in a window that opens WARMUP seconds after the first delivery (the processes'
+start, the helpers' start) and closes WINDOW seconds later or at the last delivery. Full
+scale has the issue's 100,000 recipients but does not send them all: one worker at 100 ms
+and concurrency 10 needs ~1,000 s for them, and the curve would take ~35 minutes per
+engine; a 60 s window in the middle of a 100,000-message send measures the same steady
+rate (the campaign is cancelled once the window closed: the send jobs stop after
+their round, then the processes get SIGTERM). --quick: 3,000 recipients (above the 1,000 from
+which a send calls its helpers, jobs.HELPERS_FROM), sent to the end, window 20 s.
+
+Beside each rate stderr gives the workers' CPU time per message inside the window (from
+/proc) and the load average: rate x CPU per message is the share of a core the workers
+used; far below what the machine has, with a high load average, the workers were waiting
+for a core (the run queue), not for each other (see pg_stat_activity for lock waits).
+
+Two SMTP servers (bench/smtp_sink.py): 100 ms per message (a slow provider) and at once.
+The PostgreSQL rows carry the targets; SQLite rows (one writer at a time: its default is one
+worker per campaign) are beside them for information.
+Needs initdb and pg_ctl for the PostgreSQL rows; without them only the SQLite rows are given.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -41,151 +58,240 @@ sys.path.insert(0, str(HERE))
 from common import REPO, postgres_server, row, smtp_sink  # noqa: E402
 
 WORKERS = (1, 2, 4)
-SLICES = 4  # recipients tagged s0..s3; N campaigns take SLICES / N tags each
+
+
+def _sizes(quick: bool) -> tuple[int, float, float]:
+    """(recipients, warm-up seconds, window seconds)."""
+    if quick:
+        return int(os.environ.get("MKT_BENCH_EMAILS", 3_000)), 2.0, 20.0
+    return (int(os.environ.get("MKT_BENCH_EMAILS", 100_000)), 10.0,
+            float(os.environ.get("MKT_BENCH_WINDOW", 60)))
 
 
 def _sink(delay: float) -> tuple[subprocess.Popen, int]:
     return smtp_sink([sys.executable, str(HERE / "smtp_sink.py"), "{port}", str(delay)])
 
 
-def _mkt(url: str, *args: str) -> str:
+def _mkt(db: str, *args: str) -> str:
     """One mkt command, run in this process (typer's runner: no interpreter start per command)."""
     from typer.testing import CliRunner
 
     from marketing_cli.cli.main import app
 
-    result = CliRunner().invoke(app, ["--db", url, *args], catch_exceptions=False)
+    result = CliRunner().invoke(app, ["--db", db, *args], catch_exceptions=False)
     if result.exit_code != 0:
         raise RuntimeError(f"mkt {' '.join(args)} failed: {result.output.strip()}")
     return result.stdout
 
 
-def _prepare(url: str, folder: Path, count: int) -> dict[int, list[str]]:
-    """count recipients tagged s0..s3 and DRAFT campaigns with the bench body: {N: the ids of the
-    N campaigns that share the recipients} for N in WORKERS (1: one campaign to everyone)."""
-    import psycopg
+def _prepare(db: str, folder: Path, count: int) -> str:
+    """count recipients and one campaign to all of them, SENDING with its audience frozen and
+    its email.send job queued; returns the campaign's id."""
     from bench_email_send import BODY
 
-    _mkt(url, "init", "--name", "Bench")
+    from marketing_cli import jobs, services
+    from marketing_cli.db import connect, transaction
+
+    _mkt(db, "init", "--name", "Bench")
     for resource in ("contacts", "monthly_emails", "hourly_emails"):
-        _mkt(url, "billing", "allowance", "set", resource, str(count * 20))
+        _mkt(db, "billing", "allowance", "set", resource, str(count * 20))
     csv = folder / f"contacts-{count}.csv"
-    csv.write_text("email,first_name,tags\n"
-                   + "".join(f"user{i}@example{i % 50}.org,Name{i},s{i % SLICES}\n" for i in range(count)))
-    _mkt(url, "contacts", "import", str(csv))
-    tags = {t["name"]: t["id"] for t in json.loads(_mkt(url, "tags", "list", "--json"))}
-    domain = json.loads(_mkt(url, "domains", "add", "example.com", "--json"))
-    with psycopg.connect(url, autocommit=True) as conn:  # the DNS records taken as published (no DNS here)
-        conn.execute("UPDATE domains SET verified = 1")
-        conn.execute("UPDATE dns_records SET verified = 1")
-    sender = json.loads(_mkt(url, "senders", "add", "--domain-id", str(domain["id"]), "--local-part", "news",
+    if not csv.exists():
+        csv.write_text("email,first_name\n" + "".join(f"user{i}@example{i % 50}.org,Name{i}\n" for i in range(count)))
+    _mkt(db, "contacts", "import", str(csv))
+    domain = json.loads(_mkt(db, "domains", "add", "example.com", "--json"))
+    conn = connect(db)
+    try:  # the DNS records taken as published (no DNS here)
+        with transaction(conn):
+            conn.execute("UPDATE domains SET verified = 1")
+            conn.execute("UPDATE dns_records SET verified = 1")
+    finally:
+        conn.close()
+    sender = json.loads(_mkt(db, "senders", "add", "--domain-id", str(domain["id"]), "--local-part", "news",
                              "--display-name", "News", "--json"))
     html = folder / "body.html"
     html.write_text(BODY)
-    made: dict[int, list[str]] = {}
-    for campaigns in WORKERS:
-        share = SLICES // campaigns
-        for c in range(campaigns):
-            campaign = json.loads(_mkt(url, "campaigns", "create", "--name", f"Bench {campaigns}.{c}", "--json"))
-            audience = ["--audience-type", "ENTIRE_AUDIENCE"]
-            if campaigns > 1:
-                audience = ["--audience-type", "TAGS"]
-                for s in range(c * share, (c + 1) * share):
-                    audience += ["--include-tag", str(tags[f"s{s}"])]
-            _mkt(url, "campaigns", "configure", campaign["id"], "--sender-id", str(sender["id"]), "--subject-a",
-                 "Hello {{contact.first_name}}", *audience)
-            _mkt(url, "campaigns", "html", "set", campaign["id"], "A", str(html))
-            made.setdefault(campaigns, []).append(campaign["id"])
-    return made
+    campaign = json.loads(_mkt(db, "campaigns", "create", "--name", "Bench", "--json"))["id"]
+    _mkt(db, "campaigns", "configure", campaign, "--sender-id", str(sender["id"]), "--subject-a",
+         "Hello {{contact.first_name}}", "--audience-type", "ENTIRE_AUDIENCE")
+    _mkt(db, "campaigns", "html", "set", campaign, "A", str(html))
+    _mkt(db, "campaigns", "schedule", campaign, "--now")
+    services.load_job_handlers()
+    conn = connect(db)
+    try:  # the audience freeze, here: the points measure the send only
+        owner = jobs.new_owner()
+        while (job := jobs.claim(conn, owner, types=["email.preprocess"])) is not None:
+            jobs.run_job(conn, job, owner)
+        status = conn.execute("SELECT status FROM campaigns WHERE id = ?", (campaign,)).fetchone()[0]
+        queued = conn.execute("SELECT count(*) FROM email_messages WHERE status = 'queued'").fetchone()[0]
+    finally:
+        conn.close()
+    if status != "SENDING" or queued != count:
+        raise RuntimeError(f"the prepared campaign is {status} with {queued} of {count} messages queued")
+    return campaign
 
 
-def _send(url: str, port: int, workers: int) -> float:
-    """Seconds from starting `workers` `mkt jobs run` processes at once until the last one exits."""
-    env = {**os.environ, "MKT_SMTP_URL": f"smtp://127.0.0.1:{port}"}
-    cmd = [sys.executable, "-m", "marketing_cli", "--db", url, "jobs", "run"]
+def _scalar(db: str, sql: str) -> Any:
+    from marketing_cli.db import connect
+
+    conn = connect(db, upgrade=False)
+    try:
+        return conn.execute(sql).fetchone()[0]
+    finally:
+        conn.close()
+
+
+def _cpu_seconds(procs: list[subprocess.Popen]) -> float | None:
+    """The CPU time (user + system, every thread) the processes used so far; None off Linux."""
+    total = 0.0
+    try:
+        for p in procs:
+            fields = Path(f"/proc/{p.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+    return total
+
+
+def _send(db: str, port: int, workers: int, campaign: str, count: int, warmup: float,
+          window: float) -> tuple[float, float | None]:
+    """Start `workers` `mkt jobs run --forever` processes at once; once the window is over
+    (or everything was sent), cancel the campaign and stop them. Returns the seconds from
+    their start to the last exit, and the workers' CPU milliseconds per message delivered
+    inside the window (what one message costs the sender; None when not measured)."""
+    env = {**os.environ, "MKT_SMTP_URL": f"smtp://127.0.0.1:{port}", "MKT_SEND_WORKERS": str(workers),
+           "PYTHONPATH": str(REPO)}
+    cmd = [sys.executable, "-m", "marketing_cli", "--db", db, "jobs", "run", "--forever", "--interval", "0.2"]
     started = time.perf_counter()
     procs = [subprocess.Popen(cmd, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
              for _ in range(workers)]
-    failed = []
-    for proc in procs:
-        _, err = proc.communicate()
-        if proc.returncode != 0:
-            failed.append(err.decode(errors="replace")[-500:])
-    elapsed = time.perf_counter() - started
-    if failed:
-        raise RuntimeError(f"mkt jobs run failed: {failed[0]}")
-    return elapsed
+    first = None
+    mark: tuple[int, float | None] | None = None  # (delivered, CPU seconds) when the window opened
+    cpu_per_message = None
+    try:
+        while True:
+            time.sleep(1.0)
+            if any(p.poll() is not None for p in procs):
+                raise RuntimeError(f"a worker exited: {procs[0].stderr.read().decode(errors='replace')[-800:]}")
+            delivered = _scalar(db, "SELECT coalesce(sum(delivered), 0) FROM email_campaign_counters")  # (no scan)
+            if first is None and delivered:
+                first = time.perf_counter()
+            if first is not None and time.perf_counter() - first >= warmup:
+                cpu = _cpu_seconds(procs)
+                if mark is None:
+                    mark = (delivered, cpu)
+                elif cpu is not None and mark[1] is not None and delivered > mark[0]:
+                    cpu_per_message = 1000 * (cpu - mark[1]) / (delivered - mark[0])
+            if delivered >= count or (first is not None and time.perf_counter() - first > warmup + window + 1):
+                break
+            if time.perf_counter() - started > warmup + window + 600:
+                raise RuntimeError(f"only {delivered} of {count} messages delivered after 600 s")
+        if delivered < count:
+            _mkt(db, "campaigns", "cancel", campaign)
+    finally:
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+        errors = []
+        for p in procs:
+            try:
+                _, err = p.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                _, err = p.communicate()
+            if p.returncode not in (0, -signal.SIGTERM):
+                errors.append(err.decode(errors="replace")[-800:])
+    if errors:
+        raise RuntimeError(f"mkt jobs run failed: {errors[0]}")
+    return time.perf_counter() - started, cpu_per_message
 
 
-def _sent(url: str) -> tuple[int, float]:
-    """(messages delivered, seconds from the first delivery to the last): the send itself,
-    without the processes' start and the audience freeze."""
-    import psycopg
-
+def _rate(db: str, warmup: float, window: float) -> tuple[int, float, int]:
+    """(messages delivered in the window, its seconds, messages delivered in all) from delivered_at."""
+    from marketing_cli.db import connect
     from marketing_cli.kernel import clock
 
-    with psycopg.connect(url, autocommit=True) as conn:
-        count, first, last = conn.execute("SELECT count(*), min(delivered_at), max(delivered_at) FROM email_messages"
-                                          " WHERE status = 'delivered'").fetchone()
-    if not count:
-        return 0, 0.0
-    return count, (clock.parse_ts(last) - clock.parse_ts(first)).total_seconds()
-
-
-def _clone(server: Any, template: str) -> str:
-    """A copy of the prepared database (CREATE DATABASE ... TEMPLATE)."""
-    import psycopg
-
-    name = f"{template}_{time.monotonic_ns()}"
-    with psycopg.connect(server.url("postgres"), autocommit=True) as admin:
-        admin.execute(f"CREATE DATABASE {name} TEMPLATE {template}")
-    return server.url(name)
-
-
-def _point(server: Any, template: str, campaigns: list[str], port: int, count: int, workers: int) -> float:
-    url = _clone(server, template)
+    conn = connect(db, upgrade=False)
     try:
-        for campaign in campaigns:
-            _mkt(url, "campaigns", "schedule", campaign, "--now")
-        wall = _send(url, port, workers)
-        delivered, seconds = _sent(url)
-        if delivered != count:
-            raise RuntimeError(f"only {delivered} of {count} messages were delivered ({workers} workers)")
-        print(f"email_workers: {workers} worker(s), {len(campaigns)} campaign(s): {count:,} sent in {seconds:.1f} s"
-              f" ({wall:.1f} s from the workers' start to the last exit)", file=sys.stderr)
-        return count / seconds
+        stamps = sorted(clock.parse_ts(r[0]) for r in conn.execute(
+            "SELECT delivered_at FROM email_messages WHERE status = 'delivered'"))
     finally:
-        server.drop(url)
+        conn.close()
+    if len(stamps) < 2:
+        return 0, 0.0, len(stamps)
+    start = stamps[0].timestamp() + warmup
+    end = min(stamps[-1].timestamp(), start + window)
+    if end - start < window / 4:  # a short send (--quick, 4 workers): its whole span instead
+        start, end = stamps[0].timestamp(), stamps[-1].timestamp()
+    inside = sum(1 for s in stamps if start < s.timestamp() <= end)
+    return inside, end - start, len(stamps)
 
 
-def _curve(server: Any, folder: Path, delay: float, count: int) -> list[dict]:
-    import psycopg
+class _Engine:
+    """Copies of one prepared database: PostgreSQL (a throwaway server) or a SQLite file."""
 
-    template = f"mkt_bench_send_{count}"
-    with psycopg.connect(server.url("postgres"), autocommit=True) as admin:
-        admin.execute(f"CREATE DATABASE {template}")
-    made = _prepare(server.url(template), folder, count)
+    def __init__(self, name: str, server: Any, folder: Path) -> None:
+        self.name, self.server, self.folder = name, server, folder
+
+    def prepared(self, count: int) -> tuple[str, str]:
+        if self.server is None:
+            self.template = str(self.folder / f"template-{count}.db")
+            return self.template, _prepare(self.template, self.folder, count)
+        import psycopg
+
+        self.template = f"mkt_bench_workers_{count}"
+        with psycopg.connect(self.server.url("postgres"), autocommit=True) as admin:
+            admin.execute(f"CREATE DATABASE {self.template}")
+        return self.template, _prepare(self.server.url(self.template), self.folder, count)
+
+    def copy(self) -> str:
+        if self.server is None:
+            target = self.folder / f"point-{time.monotonic_ns()}.db"
+            shutil.copyfile(self.template, target)
+            return str(target)
+        import psycopg
+
+        name = f"{self.template}_{time.monotonic_ns()}"
+        with psycopg.connect(self.server.url("postgres"), autocommit=True) as admin:
+            admin.execute(f"CREATE DATABASE {name} TEMPLATE {self.template}")
+        return self.server.url(name)
+
+    def drop(self, db: str) -> None:
+        if self.server is None:
+            for suffix in ("", "-wal", "-shm"):
+                Path(db + suffix).unlink(missing_ok=True)
+        else:
+            self.server.drop(db)
+
+
+def _curve(engine: _Engine, campaign: str, delay: float, count: int, warmup: float, window: float) -> list[dict]:
     sink, port = _sink(delay)
     label = "SMTP server taking 100 ms a message" if delay else "SMTP server answering at once"
-    rows = []
+    rows, one = [], None
     try:
-        for shape in ("one campaign", "N campaigns"):
-            one = None
-            for n in WORKERS:
-                rate = _point(server, template, made[n if shape == "N campaigns" else 1], port, count, n)
-                print(f"email_workers: {label}, {shape}, {n} worker(s): {rate:,.1f} msg/s", file=sys.stderr)
-                if one is None:
-                    one = rate
-                    continue
-                ratio = rate / one
-                if delay:
-                    target, ok = f">= {0.8 * n:.1f}x (0.8 x N)", ratio >= 0.8 * n
-                else:
-                    target, ok = (">= 1.5x", ratio >= 1.5) if n == 2 else ("reported", True)
-                if shape == "N campaigns":
-                    target, ok = "informational (" + target + " is the one-campaign target)", True
-                rows.append(row(f"PostgreSQL email send, {count:,} recipients, {label}, {shape}, {n} workers",
-                                rate, "msg/s", "1 worker, same shape and server", one, ratio, target, ok))
+        for n in WORKERS:
+            db = engine.copy()
+            try:
+                wall, cpu = _send(db, port, n, campaign, count, warmup, window)
+                inside, seconds, delivered = _rate(db, warmup, window)
+            finally:
+                engine.drop(db)
+            rate = inside / seconds if seconds else 0.0
+            print(f"email_workers: {engine.name}, {label}, {n} worker(s): {rate:,.1f} msg/s ({inside:,} messages in"
+                  f" {seconds:.1f} s; {delivered:,} delivered in all, {wall:.1f} s from start to exit; the workers'"
+                  f" CPU: {'-' if cpu is None else f'{cpu:.1f}'} ms a message; load average {os.getloadavg()[0]:.1f})",
+                  file=sys.stderr, flush=True)
+            if one is None:
+                one = rate
+                continue
+            ratio = rate / one if one else 0.0
+            if engine.server is None:
+                target, ok = "informational (SQLite)", True
+            elif delay:
+                target, ok = f">= {0.8 * n:.1f}x (0.8 x N)", ratio >= 0.8 * n
+            else:
+                target, ok = (">= 1.5x", ratio >= 1.5) if n == 2 else ("reported", True)
+            rows.append(row(f"{engine.name} email send, one campaign of {count:,} recipients, {label}, {n} workers",
+                            rate, "msg/s", "1 worker, same engine and server", one, ratio, target, ok))
     finally:
         sink.terminate()
         sink.wait(10)
@@ -193,20 +299,25 @@ def _curve(server: Any, folder: Path, delay: float, count: int) -> list[dict]:
 
 
 def run(quick: bool) -> list[dict]:
-    server = postgres_server("email_workers")
-    if server is None:
-        return []
     import tempfile
 
-    slow = 100 if quick else int(os.environ.get("MKT_BENCH_EMAILS", 10_000))
-    instant = 200 if quick else int(os.environ.get("MKT_BENCH_EMAILS_INSTANT", 20_000))
+    count, warmup, window = _sizes(quick)
+    engines = os.environ.get("MKT_BENCH_ENGINES", "postgresql,sqlite").split(",")
+    delays = [float(d) for d in os.environ.get("MKT_BENCH_DELAYS", "0.1,0").split(",")]
     rows: list[dict] = []
-    try:
-        with tempfile.TemporaryDirectory(prefix="mkt-bench-workers-") as tmp:
-            rows += _curve(server, Path(tmp), 0.1, slow)
-            rows += _curve(server, Path(tmp), 0.0, instant)
-    finally:
-        server.stop()
+    with tempfile.TemporaryDirectory(prefix="mkt-bench-workers-") as tmp:
+        for name in engines:
+            server = postgres_server("email_workers") if name == "postgresql" else None
+            if name == "postgresql" and server is None:
+                continue
+            engine = _Engine("PostgreSQL" if server else "SQLite", server, Path(tmp))
+            try:
+                _, campaign = engine.prepared(count)
+                for delay in delays:
+                    rows += _curve(engine, campaign, delay, count, warmup, window)
+            finally:
+                if server is not None:
+                    server.stop()
     return rows
 
 
