@@ -212,8 +212,13 @@ def _write_batches(conn: sqlite3.Connection, campaign: sqlite3.Row, insert: str,
             if written > 0 and track_links:  # short links change the text as sent: before the charge
                 links.shorten_batch(conn, workspace_id, cid, batch, campaign["message"], prices)
             if written > 0:
-                row = conn.execute("SELECT COUNT(*), COALESCE(SUM(price_units), 0) FROM sms_messages"
-                                   " WHERE campaign_id = ? AND batch = ? AND status = 'pending'",
+                # The batch's rows by (campaign_id, batch) and their status tested per row: with
+                # `status = 'pending'` in the WHERE, PostgreSQL may read them through the partial
+                # index sms_messages_pending (campaign_id, id), every pending row of the campaign
+                # for each batch: 65 ms per 5,000-row batch at 100,000, growing with the campaign.
+                row = conn.execute("SELECT COALESCE(SUM(CASE WHEN status = 'pending' THEN 1 END), 0),"
+                                   " COALESCE(SUM(CASE WHEN status = 'pending' THEN price_units END), 0)"
+                                   " FROM sms_messages WHERE campaign_id = ? AND batch = ?",
                                    (cid, batch)).fetchone()
                 if row[1] > 0:
                     ledger.append(conn, workspace_id, "charge", -ledger.from_units(row[1]),
