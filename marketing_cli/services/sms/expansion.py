@@ -200,6 +200,19 @@ def _batch_statement(message: str, renderer: Renderer, snapshot: str, pricing: P
             f" FROM r WHERE true{conflict}")
 
 
+# A batch's pending messages and their price. PostgreSQL's form tests the status per row: with
+# `status = 'pending'` in the WHERE it may read the batch through the partial index
+# sms_messages_pending (campaign_id, id), every pending row of the campaign for each batch
+# (65 ms per 5,000-row batch at 100,000 recipients, growing with the campaign), where this
+# form reads the batch by sms_messages_batch (16 ms). SQLite already reads it by
+# sms_messages_batch with either form.
+_BATCH_CHARGE = ("SELECT COUNT(*), COALESCE(SUM(price_units), 0) FROM sms_messages"
+                 " WHERE campaign_id = ? AND batch = ? AND status = 'pending'")
+_BATCH_CHARGE_PG = ("SELECT COALESCE(SUM(CASE WHEN status = 'pending' THEN 1 END), 0),"
+                    " COALESCE(SUM(CASE WHEN status = 'pending' THEN price_units END), 0)"
+                    " FROM sms_messages WHERE campaign_id = ? AND batch = ?")
+
+
 def _write_batches(conn: sqlite3.Connection, campaign: sqlite3.Row, insert: str, last: int,
                    prices: dict[str, int], track_links: bool, after_insert: Any, plain: str | None = None) -> bool:
     """Snapshot rows 1..last, BATCH_SIZE at a time: each batch's rows and its charge in one
@@ -239,13 +252,7 @@ def _write_batches(conn: sqlite3.Connection, campaign: sqlite3.Row, insert: str,
             if written > 0 and track_links:  # short links change the text as sent: before the charge
                 links.shorten_batch(conn, workspace_id, cid, batch, campaign["message"], prices)
             if written > 0:
-                # The batch's rows by (campaign_id, batch) and their status tested per row: with
-                # `status = 'pending'` in the WHERE, PostgreSQL may read them through the partial
-                # index sms_messages_pending (campaign_id, id), every pending row of the campaign
-                # for each batch: 65 ms per 5,000-row batch at 100,000, growing with the campaign.
-                row = conn.execute("SELECT COALESCE(SUM(CASE WHEN status = 'pending' THEN 1 END), 0),"
-                                   " COALESCE(SUM(CASE WHEN status = 'pending' THEN price_units END), 0)"
-                                   " FROM sms_messages WHERE campaign_id = ? AND batch = ?",
+                row = conn.execute(_BATCH_CHARGE_PG if dialect.postgresql(conn) else _BATCH_CHARGE,
                                    (cid, batch)).fetchone()
                 if row[1] > 0:
                     ledger.append(conn, workspace_id, "charge", -ledger.from_units(row[1]),
