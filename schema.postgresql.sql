@@ -1531,3 +1531,23 @@ CREATE TABLE pace_slots (
 );
 ALTER TABLE usage_counters ADD COLUMN held BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE email_messages ADD COLUMN reserved_hour TEXT;
+
+-- version: 28
+-- A custom field's typed value parses the contact's data once, not twice. Every write of a
+-- contact evaluates each per-field index contacts_field_<id> (expression and partial
+-- predicate, both this function): the step-20 bodies cast data to jsonb twice (the type
+-- test, then the value), so a workspace with 7 text fields paid 28 parses of data per contact
+-- written, 88% of a COPY into contacts (20,000 contacts: 5.9 s with the field indexes,
+-- 0.7 s without). One jsonpath query does the type test and the read in one parse: the
+-- planner inlines the function and folds the path (the key is a constant) once per statement.
+-- The answers are the same for every input (a string member, a number member, else NULL;
+-- strict mode and silent errors: a non-object or a missing key is NULL, not an error), so the
+-- existing indexes stay valid without a rebuild.
+CREATE OR REPLACE FUNCTION mkt_field_text(doc TEXT, key TEXT) RETURNS TEXT LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT jsonb_path_query_first(doc::jsonb, ('strict $."' || key || '" ? (@.type() == "string")')::jsonpath,
+                                  '{}', true) #>> '{}'
+$$;
+CREATE OR REPLACE FUNCTION mkt_field_number(doc TEXT, key TEXT) RETURNS NUMERIC LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT jsonb_path_query_first(doc::jsonb, ('strict $."' || key || '" ? (@.type() == "number")')::jsonpath,
+                                  '{}', true)::numeric
+$$;

@@ -1342,3 +1342,10 @@ CREATE TABLE pace_slots (
 ) WITHOUT ROWID;
 ALTER TABLE usage_counters ADD COLUMN held INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE email_messages ADD COLUMN reserved_hour TEXT;
+
+-- version: 28
+-- Nothing changes in a SQLite file. On PostgreSQL, a custom field's typed value
+-- (mkt_field_text, mkt_field_number) parses the contact's data once instead of twice: each
+-- per-field expression index evaluates its expression and its partial predicate for every
+-- contact written, so a workspace's fields cost an import two JSON parses per field per row
+-- (schema.postgresql.sql step 28 has the figures).

@@ -3,6 +3,10 @@
     python bench/run.py --only postgresql [--quick]    (--quick: 5,000 contacts and SMS
                                                         recipients; full: 1,000,000)
 
+MKT_BENCH_CONTACTS sets the size; MKT_BENCH_PG_PARTS=import or =sms runs one half (both by
+default). Each row is also written to stderr ("row: {...}") as soon as it is measured, so a
+run stopped part way still shows what it finished.
+
 A throwaway PostgreSQL server is started for the run (initdb and pg_ctl as the tests do,
 tests/engines.py: fsync off, as a bench of mkt's own cost, not the disk's). Rows:
 
@@ -263,10 +267,10 @@ def _sms_rows(server: Any, n: int) -> list[dict]:
             written = conn.execute("SELECT COUNT(*) FROM sms_messages WHERE campaign_id = ?",
                                    (campaign["id"],)).fetchone()[0]
             assert written == n, (written, n)
-            out.append(row(f"PostgreSQL: SMS expansion, {n:,} recipients, {label} (rows, prices, ledger)",
+            out += _said([row(f"PostgreSQL: SMS expansion, {n:,} recipients, {label} (rows, prices, ledger)",
                            n / elapsed, "rows/s", "bare INSERT ... SELECT" + (" (texts in plain SQL)" if body != "NULL"
                                                                                else ""),
-                           n / base, elapsed / base, "ratio <= 3", elapsed / base <= 3))
+                           n / base, elapsed / base, "ratio <= 3", elapsed / base <= 3)])
         return out
     finally:
         conn.close()
@@ -276,44 +280,63 @@ def run(quick: bool) -> list[dict]:
     server = postgres_server("postgresql")
     if server is None:
         return []
+    n = int(os.environ.get("MKT_BENCH_CONTACTS", 5_000 if quick else 1_000_000))
+    # MKT_BENCH_PG_PARTS: which halves run, "import" (import and search) and/or "sms" (both by default).
+    parts = set(os.environ.get("MKT_BENCH_PG_PARTS", "import,sms").split(","))
+    rows: list[dict] = []
+    try:
+        if "import" in parts:
+            rows += _import_half(server, n, 5 if quick else 9)
+        if "sms" in parts:
+            rows += _sms_rows(server, n)
+    finally:
+        server.stop()
+    return rows
+
+
+def _import_half(server: Any, n: int, repeat: int) -> list[dict]:
+    """The import rows (SQLite first, then PostgreSQL), the RSS rows and the search rows."""
     from bench_contacts import write_csv
 
     from marketing_cli import db
 
-    n = int(os.environ.get("MKT_BENCH_CONTACTS", 5_000 if quick else 1_000_000))
-    repeat = 5 if quick else 9
     rows: list[dict] = []
-    try:
-        with tempfile.TemporaryDirectory(prefix="mkt-bench-pg-") as tmp:
-            csv_path = Path(tmp) / "contacts.csv"
-            write_csv(csv_path, n)
-            # SQLite first: the same import into a file (its RSS; the search's other side).
-            _reset_hwm()
-            base_rss = _vm_hwm_kib()
-            lite = db.connect(Path(tmp) / "bench.db")
-            lite_ws, _ = _workspace(lite)
-            lite_seconds = _import(lite, lite_ws, csv_path)
-            lite_rss = _vm_hwm_kib() - base_rss
-            _reset_hwm()
-            base_rss = _vm_hwm_kib()
-            import_rows, conn, ws, ids = _import_rows(server, csv_path, n)
-            pg_rss = _vm_hwm_kib() - base_rss
-            rows += import_rows
-            pg_seconds = n / import_rows[0]["value"]
-            rows.append(row(f"contacts import, {n:,} rows: PostgreSQL vs SQLite", n / pg_seconds, "rows/s",
-                            "the same import into a SQLite file", n / lite_seconds, lite_seconds / pg_seconds,
-                            "informational", True))
-            rows.append(row(f"import process RSS growth, {n:,} rows: PostgreSQL", pg_rss / 1024, "MiB",
-                            "the same import on SQLite", lite_rss / 1024, pg_rss / max(lite_rss, 1), "informational",
-                            True))
-            try:
-                rows += _search_rows(server.url(_dbname(conn)), conn, ws, ids, (lite, lite_ws), n, repeat)
-            finally:
-                conn.close()
-                lite.close()
-        rows += _sms_rows(server, n)
-    finally:
-        server.stop()
+    with tempfile.TemporaryDirectory(prefix="mkt-bench-pg-") as tmp:
+        csv_path = Path(tmp) / "contacts.csv"
+        write_csv(csv_path, n)
+        # SQLite first: the same import into a file (its RSS; the search's other side).
+        _reset_hwm()
+        base_rss = _vm_hwm_kib()
+        lite = db.connect(Path(tmp) / "bench.db")
+        lite_ws, _ = _workspace(lite)
+        lite_seconds = _import(lite, lite_ws, csv_path)
+        print(f"SQLite import: {n / lite_seconds:,.0f} rows/s", file=sys.stderr, flush=True)
+        lite_rss = _vm_hwm_kib() - base_rss
+        _reset_hwm()
+        base_rss = _vm_hwm_kib()
+        import_rows, conn, ws, ids = _import_rows(server, csv_path, n)
+        pg_rss = _vm_hwm_kib() - base_rss
+        rows += _said(import_rows)
+        pg_seconds = n / import_rows[0]["value"]
+        rows += _said([row(f"contacts import, {n:,} rows: PostgreSQL vs SQLite", n / pg_seconds, "rows/s",
+                           "the same import into a SQLite file", n / lite_seconds, lite_seconds / pg_seconds,
+                           "informational", True)])
+        rows += _said([row(f"import process RSS growth, {n:,} rows: PostgreSQL", pg_rss / 1024, "MiB",
+                           "the same import on SQLite", lite_rss / 1024, pg_rss / max(lite_rss, 1), "informational",
+                           True)])
+        try:
+            rows += _said(_search_rows(server.url(_dbname(conn)), conn, ws, ids, (lite, lite_ws), n, repeat))
+        finally:
+            conn.close()
+            lite.close()
+    return rows
+
+
+def _said(rows: list[dict]) -> list[dict]:
+    """`rows`, each also written to stderr as soon as it is measured: a run stopped part way (a
+    million rows on a busy machine takes long) still shows the rows it finished."""
+    for r in rows:
+        print("row: " + json.dumps(r), file=sys.stderr, flush=True)
     return rows
 
 

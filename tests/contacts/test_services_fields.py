@@ -185,3 +185,21 @@ def test_phone_number_tag_cannot_move(conn, workspace) -> None:
         fields.update_field(conn, ws, phone["id"], {"label": "Phone", "merge_tag": "mobile", "type": "TEXT"})
     with pytest.raises(FieldValidationError):
         fields.update_field(conn, ws, city["id"], {"label": "City", "merge_tag": "phone_number", "type": "TEXT"})
+
+
+@pytest.mark.postgresql_only  # SQLite types a value by json_extract itself
+def test_typed_values_answer_as_the_two_parse_forms(conn) -> None:
+    """schema step 28's one-parse mkt_field_text / mkt_field_number give step 20's answers for
+    every JSON value and document shape (the indexes built on them stay valid)."""
+    import json
+
+    values: list[Any] = ["Ann", "", "O'Hara \"q\" \\ é 😀", "line\nbreak", "12", 0, 7, -2.5, 5.50, 1e-07, 1e20,
+                         -0.0, 12345.678, True, False, None, [1, "a"], {"x": {"y": 1}}]
+    docs = [json.dumps({"7": v}, ensure_ascii=ascii) for v in values for ascii in (True, False)]
+    docs += [json.dumps({"8": "x"}), "{}", '[{"7": "x"}]', '"7"', "7", "null", '{"7": 1e3}', '{"7": 5.50}', None]
+    for doc in docs:
+        got = conn.execute(
+            "SELECT mkt_field_text(?, '7'), CASE WHEN jsonb_typeof(?::jsonb -> '7') = 'string'"
+            " THEN ?::jsonb ->> '7' END, mkt_field_number(?, '7')::text, CASE WHEN jsonb_typeof(?::jsonb -> '7')"
+            " = 'number' THEN (?::jsonb ->> '7')::numeric END::text", (doc,) * 6).fetchone()
+        assert (got[0], got[2]) == (got[1], got[3]), doc

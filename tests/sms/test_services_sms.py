@@ -217,6 +217,50 @@ def test_a_crashed_expansion_resumes_without_charging_anyone_twice(
     assert -ledger_sum(conn, campaign["id"]) == message_sum(conn, campaign["id"]) == Decimal("0.00830") * 7
 
 
+@pytest.mark.postgresql_only  # SQLite writes each batch with ON CONFLICT DO NOTHING only
+def test_a_batch_whose_plain_insert_meets_written_rows_runs_again_with_on_conflict(
+        conn: sqlite3.Connection, ws: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """PostgreSQL tries each batch's INSERT without ON CONFLICT first (its NOT EXISTS leaves out the
+    rows written before). Should that insert still meet a written row (here: its NOT EXISTS taken
+    out), the batch runs again from a savepoint with ON CONFLICT DO NOTHING: nobody is written or
+    charged twice, and the rest of the batch's transaction stands."""
+    monkeypatch.setenv("MKT_SMS_BATCH_SIZE", "2")
+    f.sms_contacts(conn, ws, [f"+1415555{i:04d}" for i in range(1, 8)])
+    campaign = f.sms_campaign(conn, ws)
+    schedule_now(conn, ws, campaign)
+    calls = {"n": 0}
+    real = jobs.heartbeat
+
+    def dying_heartbeat(c: sqlite3.Connection) -> None:
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise RuntimeError("worker killed")
+        real(c)
+
+    monkeypatch.setattr(jobs, "heartbeat", dying_heartbeat)
+    assert jobs.run_due(conn) == {"processed": 1, "failed": 1}
+    assert conn.execute("SELECT COUNT(*) FROM sms_messages").fetchone()[0] == 4
+    statement = expansion._batch_statement
+    careless = []
+
+    def without_not_exists(*args: Any, anti_join: bool = False) -> str:
+        sql = statement(*args, anti_join=anti_join)
+        if anti_join:
+            careless.append(sql)
+            sql = sql.replace(" AND NOT EXISTS (SELECT 1 FROM sms_messages w WHERE w.campaign_id = :cid"
+                              " AND w.contact_id = c.id)", "")
+            assert "NOT EXISTS" not in sql and "ON CONFLICT" not in sql
+        return sql
+
+    monkeypatch.setattr(expansion, "_batch_statement", without_not_exists)
+    conn.execute("UPDATE jobs SET run_at = ?", (clock.now(),))
+    monkeypatch.setattr(jobs, "heartbeat", real)
+    assert jobs.run_due(conn) == {"processed": 1, "failed": 0}
+    assert careless  # the plain form was used
+    assert conn.execute("SELECT COUNT(*), COUNT(DISTINCT contact_id) FROM sms_messages").fetchone()[:] == (7, 7)
+    assert -ledger_sum(conn, campaign["id"]) == message_sum(conn, campaign["id"]) == Decimal("0.00830") * 7
+
+
 def test_contacts_changed_during_the_expansion_are_taken_as_they_now_are(
         conn: sqlite3.Connection, ws: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """The audience is frozen at the start; a later batch reads each contact again: one deleted or

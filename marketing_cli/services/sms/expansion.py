@@ -120,10 +120,14 @@ def expand_recipients(conn: sqlite3.Connection, campaign: sqlite3.Row) -> bool:
             last = conn.execute(f"SELECT MAX(n) FROM {snapshot}").fetchone()[0] or 0
             pricing.resolve(f"SELECT c.phone FROM {snapshot} s JOIN contacts c ON c.{rid} = s.rid", size=last)
             insert = _batch_statement(campaign["message"], renderer, snapshot, pricing)
+            # PostgreSQL: first the same rows without ON CONFLICT (see _write_batches).
+            plain = (_batch_statement(campaign["message"], renderer, snapshot, pricing, anti_join=True)
+                     if dialect.postgresql(conn) else None)
             # A number changed since the snapshot is priced as it now is: by SQL's call into Python,
             # or (SQL that cannot call Python) resolved right after its batch's statement, before
             # the charge (Pricing.price_unresolved).
-            return _write_batches(conn, campaign, insert, last, prices, track_links, pricing.price_unresolved)
+            return _write_batches(conn, campaign, insert, last, prices, track_links, pricing.price_unresolved,
+                                  plain)
     finally:
         conn.execute(f"DROP TABLE IF EXISTS {snapshot}")
 
@@ -158,13 +162,20 @@ def _snapshot_local(conn: sqlite3.Connection, campaign: sqlite3.Row, snapshot: s
         conn.execute(f"DROP TABLE IF EXISTS {due}")
 
 
-def _batch_statement(message: str, renderer: Renderer, snapshot: str, pricing: Pricing) -> str:
-    """The INSERT of one batch's message rows (parameters :start, :end, :cid, :batch, :now)."""
+def _batch_statement(message: str, renderer: Renderer, snapshot: str, pricing: Pricing,
+                     anti_join: bool = False) -> str:
+    """The INSERT of one batch's message rows (parameters :start, :end, :cid, :batch, :now).
+
+    `anti_join`: a recipient already written is left out by NOT EXISTS instead of ON CONFLICT
+    DO NOTHING (the form _write_batches tries first on PostgreSQL)."""
     country, units = pricing.country("c.phone"), pricing.units("c.phone")
     rid = dialect.sms_row_locator(pricing.conn)[0]
+    written = (" AND NOT EXISTS (SELECT 1 FROM sms_messages w WHERE w.campaign_id = :cid AND w.contact_id = c.id)"
+               if anti_join else "")
+    conflict = "" if anti_join else " ON CONFLICT DO NOTHING"
     recipients = (f"FROM {snapshot} s JOIN contacts c ON c.{rid} = s.rid AND c.id = s.id{pricing.join('c.phone')}"
                   " WHERE s.n > :start AND s.n <= :end AND c.phone IS NOT NULL AND c.phone <> ''"
-                  " AND (c.sms_status IS NULL OR c.sms_status = 'SUBSCRIBED')")
+                  f" AND (c.sms_status IS NULL OR c.sms_status = 'SUBSCRIBED'){written}")
     columns = ("INSERT INTO sms_messages (campaign_id, contact_id, batch, phone, country, body,"
                " encoding, segments, price_units, status, created_at, zone, zone_source, due_at)")
     if not renderer.has_tags:  # one text for all: its encoding and segments are values of ours
@@ -173,7 +184,7 @@ def _batch_statement(message: str, renderer: Renderer, snapshot: str, pricing: P
         return (f"{columns} SELECT :cid, c.id, :batch, c.phone, {country}, {body}, '{fixed.encoding}',"
                 f" {int(fixed.segments)}, COALESCE(({units}) * {int(fixed.segments)}, 0),"
                 f" CASE WHEN ({units}) IS NULL THEN 'suppressed' ELSE 'pending' END, :now, s.zone, s.zone_source,"
-                f" s.due_at {recipients} ON CONFLICT DO NOTHING")
+                f" s.due_at {recipients}{conflict}")
     # Two steps, each MATERIALIZED so that its columns are computed once per recipient: b
     # reads the tags' texts (one json_extract each), r renders and measures from them.
     # m packs a message's measure in one integer: segments * 2, plus 1 for UCS-2.
@@ -186,13 +197,33 @@ def _batch_statement(message: str, renderer: Renderer, snapshot: str, pricing: P
             " SELECT :cid, r.id, :batch, r.phone, r.country, r.body, CASE WHEN r.m & 1 = 1 THEN 'UCS-2' ELSE 'GSM-7'"
             " END, r.m >> 1, COALESCE(r.units * (r.m >> 1), 0),"
             " CASE WHEN r.units IS NULL THEN 'suppressed' ELSE 'pending' END, :now, r.zone, r.zone_source, r.due_at"
-            " FROM r WHERE true ON CONFLICT DO NOTHING")
+            f" FROM r WHERE true{conflict}")
+
+
+# A batch's pending messages and their price. PostgreSQL's form tests the status per row: with
+# `status = 'pending'` in the WHERE it may read the batch through the partial index
+# sms_messages_pending (campaign_id, id), every pending row of the campaign for each batch
+# (65 ms per 5,000-row batch at 100,000 recipients, growing with the campaign), where this
+# form reads the batch by sms_messages_batch (16 ms). SQLite already reads it by
+# sms_messages_batch with either form.
+_BATCH_CHARGE = ("SELECT COUNT(*), COALESCE(SUM(price_units), 0) FROM sms_messages"
+                 " WHERE campaign_id = ? AND batch = ? AND status = 'pending'")
+_BATCH_CHARGE_PG = ("SELECT COALESCE(SUM(CASE WHEN status = 'pending' THEN 1 END), 0),"
+                    " COALESCE(SUM(CASE WHEN status = 'pending' THEN price_units END), 0)"
+                    " FROM sms_messages WHERE campaign_id = ? AND batch = ?")
 
 
 def _write_batches(conn: sqlite3.Connection, campaign: sqlite3.Row, insert: str, last: int,
-                   prices: dict[str, int], track_links: bool, after_insert: Any) -> bool:
+                   prices: dict[str, int], track_links: bool, after_insert: Any, plain: str | None = None) -> bool:
     """Snapshot rows 1..last, BATCH_SIZE at a time: each batch's rows and its charge in one
-    transaction that first checks the campaign is still QUEUED. False when it is not."""
+    transaction that first checks the campaign is still QUEUED. False when it is not.
+
+    `plain` (PostgreSQL): the batch's INSERT without ON CONFLICT, tried first. ON CONFLICT DO
+    NOTHING makes PostgreSQL insert each row speculatively (probe the unique keys, insert, then
+    confirm), which measured 1.5-1.8x a plain INSERT of the same 100,000 rows; the NOT EXISTS of
+    `plain` leaves out the rows an earlier run wrote. Writers hold the write lock (BEGIN
+    IMMEDIATE), so no other transaction can add one of this batch's rows meanwhile; should one
+    anyway (a unique violation), the batch runs again as `insert` from a savepoint."""
     from marketing_cli.services.sms import links
 
     workspace_id, cid = campaign["workspace_id"], campaign["id"]
@@ -204,16 +235,24 @@ def _write_batches(conn: sqlite3.Connection, campaign: sqlite3.Row, insert: str,
             batch = (conn.execute("SELECT MAX(batch) FROM sms_messages WHERE campaign_id = ?",
                                   (cid,)).fetchone()[0] or 0) + 1
             before = conn.total_changes  # (rowcount is -1 for a statement that starts with WITH)
-            conn.execute(insert, {"start": start, "end": start + size, "cid": cid, "batch": batch,
-                                  "now": clock.now()})
+            params = {"start": start, "end": start + size, "cid": cid, "batch": batch, "now": clock.now()}
+            if plain is None:
+                conn.execute(insert, params)
+            else:
+                conn.execute("SAVEPOINT mkt_sms_batch")
+                try:
+                    conn.execute(plain, params)
+                except sqlite3.IntegrityError:
+                    conn.execute("ROLLBACK TO SAVEPOINT mkt_sms_batch")
+                    conn.execute(insert, params)
+                conn.execute("RELEASE SAVEPOINT mkt_sms_batch")
             written = conn.total_changes - before
             if written > 0:
                 after_insert(cid, batch)
             if written > 0 and track_links:  # short links change the text as sent: before the charge
                 links.shorten_batch(conn, workspace_id, cid, batch, campaign["message"], prices)
             if written > 0:
-                row = conn.execute("SELECT COUNT(*), COALESCE(SUM(price_units), 0) FROM sms_messages"
-                                   " WHERE campaign_id = ? AND batch = ? AND status = 'pending'",
+                row = conn.execute(_BATCH_CHARGE_PG if dialect.postgresql(conn) else _BATCH_CHARGE,
                                    (cid, batch)).fetchone()
                 if row[1] > 0:
                     ledger.append(conn, workspace_id, "charge", -ledger.from_units(row[1]),

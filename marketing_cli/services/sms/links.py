@@ -49,9 +49,11 @@ def shorten_batch(conn: sqlite3.Connection, workspace_id: int, campaign_id: str,
     from marketing_cli.services.account.workspaces import tracking_base_url
 
     # LIKE (ASCII case-insensitive) keeps the texts without "http" in SQL: no Python per recipient.
+    # The status is tested inside the CASE, not as `status = 'pending'`, so that PostgreSQL reads
+    # the batch by sms_messages_batch, not every pending row of the campaign by sms_messages_pending.
     rows = conn.execute("SELECT id, COALESCE(body, ?1) AS body, country FROM sms_messages WHERE campaign_id = ?2"
-                        f" AND batch = ?3 AND status = 'pending' AND COALESCE(body, ?1) {dialect.sms_like_any_case(conn)}"
-                        " '%http%' ORDER BY id",
+                        " AND batch = ?3 AND CASE WHEN status = 'pending' THEN COALESCE(body, ?1) END"
+                        f" {dialect.sms_like_any_case(conn)} '%http%' ORDER BY id",
                         (message, campaign_id, batch)).fetchall()
     if not any(URL.search(r["body"]) for r in rows):
         return
