@@ -71,7 +71,7 @@ def test_a_rounds_claim_and_fencing_read_its_ids_through_the_primary_key(conn: A
     rows = sender._claim(recording, sending, 10, claim=claim)
     assert len(rows) == 10
     ids = [r["id"] for r in rows]
-    assert sender._owned(recording, claim.token, ids) == set(ids)
+    assert set(sender._owned(recording, claim.token, ids)) == set(ids)  # (each with its reserved hour)
     by_id = [(sql, params) for sql, params in recording.seen if "WHERE id IN (" in sql]
     assert [sql.split()[0] for sql, _ in by_id] == ["UPDATE", "SELECT"], recording.seen
     for sql, params in by_id:
