@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 import re
-import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -246,21 +245,12 @@ def load_schema(base: str) -> Any:
     return schema
 
 
-# The operations in shards, one test each, that pytest-xdist spreads over its workers (all of
-# them in one test kept one worker busy for minutes). Together the shards fuzz every operation.
-FUZZ_SHARDS = 4
-
-
-def shard_of(operation: Any) -> int:
-    return zlib.crc32(f"{operation.method.upper()} {operation.path}".encode()) % FUZZ_SHARDS
-
-
-@pytest.fixture(scope="module", params=range(FUZZ_SHARDS), ids=lambda n: f"shard{n}")
-def api_schema(served: dict[str, Any], request: pytest.FixtureRequest) -> Any:
+@pytest.fixture(scope="module")
+def api_schema(served: dict[str, Any]) -> Any:
     schema = load_schema(served["base"])
     schema.config.generation.update(modes=[GenerationMode.POSITIVE, GenerationMode.NEGATIVE],
                                     max_examples=MAX_EXAMPLES, deterministic=DERANDOMIZE)
-    return schema.include(lambda context: shard_of(context.operation) == request.param)
+    return schema
 
 
 schema = schemathesis.pytest.from_fixture("api_schema")
