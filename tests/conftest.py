@@ -42,24 +42,61 @@ def pytest_configure(config: pytest.Config) -> None:
                                        "structure): it runs once, in the SQLite half")
 
 
+# The fixtures through which a test reaches the engine the run picked (--engine): a test whose
+# fixtures lead to none of them (not counting the autouse _env's MKT_DB) runs the same code,
+# SQLite or none, in both halves.
+ENGINE_FIXTURES = frozenset({"engine", "postgres_server", "db_path", "new_db"})
+REACHES_NO_ENGINE = pytest.StashKey[bool]()
+CHECK_NEUTRAL = os.environ.get("MKT_TEST_CHECK_NEUTRAL") == "1"  # see _env
+
+
+def reaches_engine(item: pytest.Item) -> bool:
+    """Whether the test's fixture closure, the autouse _env aside, includes a fixture of
+    ENGINE_FIXTURES. A test that opens the database MKT_DB names without asking for one of them
+    (a CliRunner without --db, a subprocess) is stopped by _env's guard: it must ask for db_path."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return True  # not a plain test function: run it in both halves
+    todo = [name for name in info.initialnames if name != "_env"]
+    seen: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        definitions = info.name2fixturedefs.get(name)
+        if definitions:
+            todo.extend(definitions[-1].argnames)
+    return bool(seen & ENGINE_FIXTURES)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     postgresql = config.getoption("--engine") == "postgresql"
+    for item in items:  # (a postgresql_only test is about PostgreSQL whatever its fixtures)
+        item.stash[REACHES_NO_ENGINE] = not reaches_engine(item) and not item.get_closest_marker("postgresql_only")
     if postgresql:
         from tests.engines import ported
 
         not_yet = pytest.mark.skip(reason="not yet ported to PostgreSQL (tests/engines.py POSTGRESQL_SUITES, issue 22)")
         neutral = pytest.mark.skip(reason="touches no database: run once, by the SQLite half")
+        no_engine = pytest.mark.skip(reason="reaches no database engine: run once, by the SQLite half")
         for item in items:
             if item.get_closest_marker("engine_neutral"):
                 item.add_marker(neutral)
             elif not ported(item.nodeid):
                 item.add_marker(not_yet)
+            elif item.stash[REACHES_NO_ENGINE] and not CHECK_NEUTRAL:
+                item.add_marker(no_engine)
     default = "about the SQLite file itself" if postgresql else "about PostgreSQL: --engine postgresql"
     other = "sqlite_only" if postgresql else "postgresql_only"
     for item in items:
         marker = item.get_closest_marker(other)
         if marker:  # sqlite_only(reason="...") says why in the skip line
             item.add_marker(pytest.mark.skip(reason=marker.kwargs.get("reason", default)))
+    # The slow tests first (a stable sort: the order is otherwise kept). pytest-xdist hands tests
+    # out in this order: a test of minutes handed out last kept one worker busy while the other
+    # had nothing left to do; first, the other worker runs the short ones meanwhile.
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 @pytest.fixture(scope="session")
@@ -100,8 +137,22 @@ def db_path(tmp_path: Path, postgres_server: Any) -> Iterator[Any]:
 
 
 @pytest.fixture(autouse=True)
-def _env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, db_path: Any) -> None:
-    monkeypatch.setenv("MKT_DB", str(db_path))
+def _env(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+         db_path: Any) -> Iterator[None]:
+    # A test that reaches no engine (REACHES_NO_ENGINE) runs in the SQLite half only. Guarded:
+    # its MKT_DB is a file of its own that must not exist after the test (opening it creates
+    # it); with MKT_TEST_CHECK_NEUTRAL=1 the PostgreSQL half runs these tests with MKT_DB naming
+    # a database that does not exist, and fails one that tried to connect to it (the server's log).
+    neutral = request.node.stash.get(REACHES_NO_ENGINE, False)
+    if neutral and CHECK_NEUTRAL and isinstance(db_path, str):
+        server = request.getfixturevalue("postgres_server")
+        untouched = f"mkt_untouched_{os.getpid()}_{abs(hash(request.node.nodeid))}"
+        monkeypatch.setenv("MKT_DB", server.url(untouched))
+    elif neutral:
+        untouched = tmp_path / "untouched-mkt.db"
+        monkeypatch.setenv("MKT_DB", str(untouched))
+    else:
+        monkeypatch.setenv("MKT_DB", str(db_path))
     monkeypatch.setenv("MKT_CONFIG_DIR", str(tmp_path / "config"))  # `mkt workspace use` writes here
     monkeypatch.delenv("MKT_WORKSPACE", raising=False)
     monkeypatch.delenv("MKT_SMTP_URL", raising=False)
@@ -111,6 +162,16 @@ def _env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, db_path: Any) -> None:
     monkeypatch.setenv("COLUMNS", "200")
     monkeypatch.setenv("NO_COLOR", "1")
     monkeypatch.setenv("TERM", "dumb")
+    yield
+    if not neutral:
+        return
+    if isinstance(untouched, Path):
+        opened = untouched.exists()
+    else:
+        log = Path(request.getfixturevalue("postgres_server").folder) / "log"
+        opened = untouched in log.read_text(errors="replace")
+    assert not opened, (f"{request.node.nodeid} opened the database MKT_DB names without asking for a fixture "
+                        f"that picks the engine: ask for db_path, or the PostgreSQL half skips it")
 
 
 @pytest.fixture
@@ -131,8 +192,29 @@ def new_db(tmp_path: Path, postgres_server: Any) -> Iterator[Callable[..., Any]]
             postgres_server.drop(url)
 
 
+_SQLITE_TEMPLATE: list[Path] = []
+
+
+def _from_template(request: pytest.FixtureRequest, db_path: Path) -> None:
+    """Put a copy of a freshly migrated file (made once per process) at `db_path`, made 0600 as
+    connect() makes a new file. Migrating a new file step by step costs 150-350 ms on these
+    machines, more than most tests take; a copy costs a millisecond (the PostgreSQL half copies
+    a migrated template database likewise, tests/engines.py)."""
+    if not _SQLITE_TEMPLATE:
+        template = request.getfixturevalue("tmp_path_factory").mktemp("template") / "mkt.db"
+        connect(template).close()  # the last connection closed: the WAL is checkpointed into the file
+        _SQLITE_TEMPLATE.append(template)
+    with open(_SQLITE_TEMPLATE[0], "rb") as source:
+        data = source.read()
+    handle = os.open(db_path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    with os.fdopen(handle, "wb") as target:
+        target.write(data)
+
+
 @pytest.fixture
-def conn(db_path: Path) -> Iterator[Any]:
+def conn(request: pytest.FixtureRequest, db_path: Path) -> Iterator[Any]:
+    if isinstance(db_path, Path) and not db_path.exists() and db_path.parent.is_dir():
+        _from_template(request, db_path)
     connection = connect(db_path)
     yield connection
     connection.close()

@@ -36,7 +36,7 @@ from tests import factories
 from tests.conftest import free_port
 from tests.smtp_server import SmtpServer
 
-pytestmark = pytest.mark.postgresql_only
+pytestmark = [pytest.mark.postgresql_only, pytest.mark.slow]
 
 RECIPIENTS = int(os.environ.get("MKT_FLEET_RECIPIENTS", "20000"))
 LEASE = 6  # seconds (MKT_JOB_LEASE_SECONDS): a paused worker loses its claim quickly
@@ -204,6 +204,14 @@ def _claimed_by(conn: Any, pid: int) -> dict[str, dict[int, str]]:
         for table in ("email_messages", "sms_messages")}
 
 
+def _taken_over(conn: Any, held: dict[str, dict[int, str]]) -> list[tuple[str, int]]:
+    """The messages of `held` (_claimed_by) whose claim token is another now: taken over."""
+    now_held = {(table, i): token for table, ids in held.items() for i, token in conn.execute(
+        f"SELECT id, claim_token FROM {table} WHERE id IN (SELECT CAST(value AS INTEGER) FROM json_each(?))",
+        (json.dumps(sorted(ids)),)).fetchall()}
+    return [key for key, token in now_held.items() if held[key[0]][key[1]] != token]
+
+
 def clock_now() -> str:
     from marketing_cli.kernel import clock
 
@@ -276,7 +284,13 @@ def run_fleet(url: str, folder: Path, smtp: SmtpServer) -> None:
             else:
                 raise AssertionError("no worker could be paused holding claimed messages")
             workers.append(Worker(url, folder, 4, env))
-            time.sleep(LEASE * 2.5)
+            # Past its lease: paused until another worker has taken over one of its claims (at the
+            # earliest one lease after the pause), or 2.5 leases at most.
+            paused_at = time.monotonic()
+            while time.monotonic() < paused_at + LEASE * 2.5:
+                if time.monotonic() > paused_at + LEASE and _taken_over(conn, held_at_pause):
+                    break
+                time.sleep(0.2)
             paused.proc.send_signal(signal.SIGCONT)
             # Both campaigns finish.
             deadline = time.monotonic() + 180
@@ -288,7 +302,12 @@ def run_fleet(url: str, folder: Path, smtp: SmtpServer) -> None:
                 time.sleep(0.5)
             assert states == ("SENT", "COMPLETED"), (states, _progress(conn, email_id, sms_id), _stuck(conn, email_id),
                                                      [w.output()[-1500:] for w in workers])
-            time.sleep(LEASE)  # the paused worker's last words are written
+            # The paused worker's last words are written (at most one lease later).
+            taken_over = _taken_over(conn, held_at_pause)
+            deadline = time.monotonic() + LEASE
+            while taken_over and "late acknowledgement(s) refused" not in paused.output() \
+                    and time.monotonic() < deadline:
+                time.sleep(0.2)
 
             # Email: every recipient at least once; twice only if recorded uncertain.
             got = Counter(r.rcpt_tos[0] for r in smtp.messages)
@@ -338,14 +357,11 @@ def run_fleet(url: str, folder: Path, smtp: SmtpServer) -> None:
             # The paused worker came back to claims taken over: its acknowledgements were refused.
             # (Unless it had them locked in a recording's transaction when it stopped: nobody could
             # take them over, and its answers stand.)
-            now_held = {(table, i): token for table, ids in held_at_pause.items() for i, token in conn.execute(
-                f"SELECT id, claim_token FROM {table} WHERE id IN (SELECT CAST(value AS INTEGER) FROM json_each(?))",
-                (json.dumps(sorted(ids)),)).fetchall()}
-            taken_over = [key for key, token in now_held.items() if held_at_pause[key[0]][key[1]] != token]
             if taken_over:
                 assert "late acknowledgement(s) refused" in paused.output(), paused.output()[-3000:]
             else:
-                print(f"\nthe paused worker kept its {len(now_held)} claimed message(s): nothing was taken over")
+                print(f"\nthe paused worker kept its {sum(map(len, held_at_pause.values()))} claimed message(s):"
+                      " nothing was taken over")
         finally:
             conn.close()
     finally:
