@@ -167,7 +167,9 @@ class Serve(Worker):
                                      stdout=self.log, stderr=subprocess.STDOUT, env=env, cwd=REPO)
         deadline = time.monotonic() + 120  # (a loaded machine: several processes start at once)
         while True:
-            assert self.proc.poll() is None and time.monotonic() < deadline, self.output()
+            if self.proc.poll() is not None or time.monotonic() >= deadline:
+                self.stop()  # a server that missed its start is not left running
+                raise AssertionError(self.output())
             try:
                 httpx.get(f"http://127.0.0.1:{self.port}/v1/sms-rates", timeout=0.5)
                 return
@@ -259,8 +261,10 @@ def run_fleet(url: str, folder: Path, smtp: SmtpServer) -> None:
         env = {**os.environ, "MKT_SMTP_URL": smtp.url, "MKT_JOB_LEASE_SECONDS": str(LEASE), "MKT_SEND_WORKERS": "4",
                "MKT_SEND_CONCURRENCY": str(CONCURRENCY), "MKT_SEND_RATE": str(RATE), "MKT_SMS_CONCURRENCY": "8",
                "MKT_SMS_RATE": str(RATE), "MKT_SMS_BATCH_SIZE": "200", "PYTHONUNBUFFERED": "1"}
-        servers = [Serve(url, folder, n, env) for n in range(2)]
-        workers = [Worker(url, folder, n, env) for n in range(4)]
+        for n in range(2):  # one by one: those started before a failed start are stopped in the finally
+            servers.append(Serve(url, folder, n, env))
+        for n in range(4):
+            workers.append(Worker(url, folder, n, env))
         conn = connect(url)
         try:
             # SIGKILL a worker running a send job at a random point of the first half.
