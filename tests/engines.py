@@ -374,6 +374,21 @@ def ported(nodeid: str) -> bool:
 
 
 
+class Recording:
+    """The connection, recording every statement run through it with its parameters."""
+
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+        self.seen: list[tuple[str, Any]] = []
+
+    def execute(self, sql: str, params: Any = ()) -> Any:
+        self.seen.append((sql, params))
+        return self._conn.execute(sql, params)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+
 def query_plan(conn: Any, sql: str, params: Any = ()) -> str:
     """The plan of a statement as one line: SQLite's EXPLAIN QUERY PLAN details; on PostgreSQL
     EXPLAIN's lines after ANALYZE, with sequential scans ruled out (a test's few rows would

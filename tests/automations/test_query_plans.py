@@ -13,28 +13,13 @@ import pytest
 
 from marketing_cli.db import is_postgresql
 from marketing_cli.services.automations import runner, steps
-from tests.engines import query_plan
+from tests.engines import Recording, query_plan
 
 INDEX = "automation_enrollments_due"
 
 
-class _Recording:
-    """The connection, recording every statement run through it with its parameters."""
-
-    def __init__(self, conn: Any) -> None:
-        self._conn = conn
-        self.seen: list[tuple[str, Any]] = []
-
-    def execute(self, sql: str, params: Any = ()) -> Any:
-        self.seen.append((sql, params))
-        return self._conn.execute(sql, params)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._conn, name)
-
-
 def _statements(conn: Any, call: Callable[[Any], Any]) -> list[tuple[str, Any]]:
-    recording = _Recording(conn)
+    recording = Recording(conn)
     call(recording)
     return [(sql, params) for sql, params in recording.seen if "automation_enrollments" in sql]
 

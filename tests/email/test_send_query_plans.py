@@ -16,22 +16,7 @@ from marketing_cli.db import is_postgresql
 from marketing_cli.services.email import preparation, sender, stats
 from marketing_cli.services.email import schedule as email_schedule
 from tests import factories
-from tests.engines import query_plan
-
-
-class _Recording:
-    """The connection, recording every statement run through it with its parameters."""
-
-    def __init__(self, conn: Any) -> None:
-        self._conn = conn
-        self.seen: list[tuple[str, Any]] = []
-
-    def execute(self, sql: str, params: Any = ()) -> Any:
-        self.seen.append((sql, params))
-        return self._conn.execute(sql, params)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._conn, name)
+from tests.engines import Recording, query_plan
 
 
 @pytest.fixture
@@ -66,7 +51,7 @@ def _reads_by_key(conn: Any, sql: str, params: Any) -> None:
 
 
 def test_a_rounds_claim_and_fencing_read_its_ids_through_the_primary_key(conn: Any, sending: str) -> None:
-    recording = _Recording(conn)
+    recording = Recording(conn)
     claim = jobs.current_run()
     rows = sender._claim(recording, sending, 10, claim=claim)
     assert len(rows) == 10

@@ -189,11 +189,12 @@ def test_a_later_campaign_waits_until_it_is_due(conn: sqlite3.Connection, ws: in
     assert campaigns.get_campaign(conn, ws, campaign["id"])["status"] == "COMPLETED"
 
 
-def test_a_crashed_expansion_resumes_without_charging_anyone_twice(
-        conn: sqlite3.Connection, ws: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def _expansion_killed_after_two_batches(conn: sqlite3.Connection, ws: int,
+                                        monkeypatch: pytest.MonkeyPatch) -> tuple[dict, Any]:
+    """Seven recipients in batches of two, the job killed at its second heartbeat (two batches
+    written): (the campaign, the real heartbeat, for the test to put back)."""
     monkeypatch.setenv("MKT_SMS_BATCH_SIZE", "2")
-    phones = [f"+1415555{i:04d}" for i in range(1, 8)]
-    f.sms_contacts(conn, ws, phones)
+    f.sms_contacts(conn, ws, [f"+1415555{i:04d}" for i in range(1, 8)])
     campaign = f.sms_campaign(conn, ws)
     schedule_now(conn, ws, campaign)
     calls = {"n": 0}
@@ -208,6 +209,12 @@ def test_a_crashed_expansion_resumes_without_charging_anyone_twice(
     monkeypatch.setattr(jobs, "heartbeat", dying_heartbeat)
     assert jobs.run_due(conn) == {"processed": 1, "failed": 1}
     assert conn.execute("SELECT COUNT(*) FROM sms_messages").fetchone()[0] == 4  # two batches written
+    return campaign, real
+
+
+def test_a_crashed_expansion_resumes_without_charging_anyone_twice(
+        conn: sqlite3.Connection, ws: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    campaign, real = _expansion_killed_after_two_batches(conn, ws, monkeypatch)
     assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1  # off only inside a batch
     conn.execute("UPDATE jobs SET run_at = ?", (clock.now(),))
     monkeypatch.setattr(jobs, "heartbeat", real)
@@ -224,22 +231,7 @@ def test_a_batch_whose_plain_insert_meets_written_rows_runs_again_with_on_confli
     rows written before). Should that insert still meet a written row (here: its NOT EXISTS taken
     out), the batch runs again from a savepoint with ON CONFLICT DO NOTHING: nobody is written or
     charged twice, and the rest of the batch's transaction stands."""
-    monkeypatch.setenv("MKT_SMS_BATCH_SIZE", "2")
-    f.sms_contacts(conn, ws, [f"+1415555{i:04d}" for i in range(1, 8)])
-    campaign = f.sms_campaign(conn, ws)
-    schedule_now(conn, ws, campaign)
-    calls = {"n": 0}
-    real = jobs.heartbeat
-
-    def dying_heartbeat(c: sqlite3.Connection) -> None:
-        calls["n"] += 1
-        if calls["n"] == 2:
-            raise RuntimeError("worker killed")
-        real(c)
-
-    monkeypatch.setattr(jobs, "heartbeat", dying_heartbeat)
-    assert jobs.run_due(conn) == {"processed": 1, "failed": 1}
-    assert conn.execute("SELECT COUNT(*) FROM sms_messages").fetchone()[0] == 4
+    campaign, real = _expansion_killed_after_two_batches(conn, ws, monkeypatch)
     statement = expansion._batch_statement
     careless = []
 
