@@ -51,6 +51,14 @@ def is_postgresql(conn: Any) -> bool:
     return dialect.postgresql(conn)
 
 
+def marks(values: Any) -> str:
+    """`?, ?, ...`, one per value: an `IN (...)` list of parameters. A list of ids read this way
+    goes through the key on both engines; PostgreSQL's planner cannot see into
+    `IN (SELECT ... FROM json_each(?))` and may scan the whole table instead (the send paths'
+    fencing read: every message of the instance per round, 10-17 ms at 20,000 messages)."""
+    return ", ".join("?" * len(values))
+
+
 @cache
 def schema_text() -> str:
     # An installed wheel carries schema.sql inside the package (pyproject's force-include);

@@ -18,6 +18,7 @@ import itertools
 import os
 import pwd
 import queue
+import re
 import shutil
 import socket
 import subprocess
@@ -404,6 +405,22 @@ def query_plan(conn: Any, sql: str, params: Any = ()) -> str:
     finally:
         conn.execute("RESET enable_seqscan")
 
+
+
+def reads_by_key(conn: Any, sql: str, params: Any, table: str) -> None:
+    """Assert that `sql` reads `table` through its primary key (or the partial index of claimed
+    rows, `<table>_claimed`, with the key's condition), never a scan of the whole table."""
+    from marketing_cli.db import is_postgresql
+
+    text = query_plan(conn, sql, params)
+    if is_postgresql(conn):
+        assert re.search(rf"(Index (Only )?Scan|Bitmap Index Scan) (using|on) {table}_(pkey|claimed)\b", text), (sql, text)
+        assert "Index Cond: (id = ANY" in text or "Index Cond: (claim_token = " in text, (sql, text)
+        assert not re.search(rf"Seq Scan on {table}\b", text), (sql, text)
+    else:
+        plan = text.split(" | ")
+        assert any(re.search(rf"SEARCH {table} USING .*(INTEGER PRIMARY KEY|rowid=\?)", p) for p in plan), (sql, text)
+        assert not any(re.match(rf"SCAN {table}\b", p) for p in plan), (sql, text)
 
 # --- The schema as the tests read it, on either engine ----------------------------------------
 

@@ -5,18 +5,16 @@ the record writes its deliveries as one batch, exactly as the one-by-one path di
 
 from __future__ import annotations
 
-import re
 import sqlite3
 from typing import Any
 
 import pytest
 
 from marketing_cli import jobs
-from marketing_cli.db import is_postgresql
 from marketing_cli.services.email import preparation, sender, stats
 from marketing_cli.services.email import schedule as email_schedule
 from tests import factories
-from tests.engines import Recording, query_plan
+from tests.engines import Recording, reads_by_key
 
 
 @pytest.fixture
@@ -37,19 +35,6 @@ def sending(conn: sqlite3.Connection, workspace: dict[str, Any], monkeypatch: py
     return campaign["id"]
 
 
-def _reads_by_key(conn: Any, sql: str, params: Any) -> None:
-    text = query_plan(conn, sql, params)
-    if is_postgresql(conn):  # the key (or the partial index of claimed rows, with the key's condition)
-        assert re.search(r"(Index (Only )?Scan|Bitmap Index Scan) (using|on) email_messages_(pkey|claimed)\b",
-                         text), (sql, text)
-        assert "Index Cond: (id = ANY" in text or "Index Cond: (claim_token = " in text, (sql, text)
-        assert not re.search(r"Seq Scan on email_messages\b", text), (sql, text)
-    else:
-        plan = text.split(" | ")
-        assert any(re.search(r"SEARCH email_messages USING .*(INTEGER PRIMARY KEY|rowid=\?)", p) for p in plan), (sql, text)
-        assert not any(re.match(r"SCAN email_messages\b", p) for p in plan), (sql, text)
-
-
 def test_a_rounds_claim_and_fencing_read_its_ids_through_the_primary_key(conn: Any, sending: str) -> None:
     recording = Recording(conn)
     claim = jobs.current_run()
@@ -60,7 +45,7 @@ def test_a_rounds_claim_and_fencing_read_its_ids_through_the_primary_key(conn: A
     by_id = [(sql, params) for sql, params in recording.seen if "WHERE id IN (" in sql]
     assert [sql.split()[0] for sql, _ in by_id] == ["UPDATE", "SELECT"], recording.seen
     for sql, params in by_id:
-        _reads_by_key(conn, sql, params)
+        reads_by_key(conn, sql, params, "email_messages")
 
 
 def test_a_batch_of_deliveries_counts_each_message_once_with_its_message_id(conn: Any, sending: str) -> None:

@@ -11,11 +11,13 @@ from typing import Any
 import pytest
 
 from marketing_cli import jobs
+from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.services.sms import campaigns, expansion, pricing, schedule, stats
 from marketing_cli.services.sms import ledger as sms_ledger
 from tests import factories as f
+from tests.engines import Recording, reads_by_key
 
 US = ["+14155550101", "+14155550102", "+14155550103"]
 GB = ["+447400123456"]
@@ -323,6 +325,28 @@ def test_prices_follow_each_number_whether_prefixes_are_sought_or_scanned(
     assert rows == {**{p: ("US", 830, "sent") for p in [*US, "+12125550147"]},
                     **{p: ("GB", 4000, "sent") for p in [*GB, "+447912345678"]},
                     guernsey: ("GG", 0, "suppressed"), IN[0]: ("IN", 0, "suppressed")}
+
+
+def test_a_batchs_fencing_reads_its_ids_through_an_index(conn: sqlite3.Connection, ws: int) -> None:
+    """The SMS twin of the email round's fencing read (tests/email/test_send_query_plans.py):
+    the claimed ids still ours, and only those, read through an index (the claimed rows' or
+    the key), never a scan of every message. (The json_each form it replaced read the same
+    index here, with a JSON decode per id: this guards the plan, it does not tell the forms apart.)"""
+    f.sms_contacts(conn, ws, [f"+1415555{i:04d}" for i in range(1, 21)])
+    campaign = f.sms_campaign(conn, ws)
+    schedule_now(conn, ws, campaign)
+    row = conn.execute("SELECT * FROM sms_campaigns WHERE id = ?", (campaign["id"],)).fetchone()
+    assert expansion.expand_recipients(conn, row) is True
+    claim = jobs.current_run()
+    with transaction(conn):
+        assert expansion._claim_batch(conn, campaign["id"], " ORDER BY id LIMIT :size", 5, claim) == 5
+    ids = [r[0] for r in conn.execute("SELECT id FROM sms_messages WHERE claim_token = ? ORDER BY id", (claim.token,))]
+    recording = Recording(conn)
+    with transaction(conn):
+        assert expansion._owned(recording, claim.token, [*ids, ids[-1] + 1_000]) == set(ids)
+    assert expansion._owned(conn, claim.token, []) == set()
+    (sql, params), = [seen for seen in recording.seen if "WHERE id IN (" in seen[0]]
+    reads_by_key(conn, sql, params, "sms_messages")
 
 
 def test_cancel_refunds_every_message_never_handed_over(conn: sqlite3.Connection, ws: int,

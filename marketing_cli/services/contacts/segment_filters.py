@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from marketing_cli import dialect, field_sql
+from marketing_cli.db import marks
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock, limits
 from marketing_cli.kernel.inputs import is_type
@@ -263,10 +264,6 @@ def _lookup(conn: sqlite3.Connection, sql: str, workspace_id: int, ids: set[int]
 
 # -- compilation -----------------------------------------------------------------------
 
-def _marks(values: list[Any]) -> str:
-    return ", ".join("?" * len(values))
-
-
 def _like(value: str, operator: str) -> str:
     escaped = value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return {"contains": f"%{escaped}%", "not_contains": f"%{escaped}%",
@@ -283,9 +280,9 @@ def _field_sql(conn: sqlite3.Connection, f: dict[str, Any], row: sqlite3.Row) ->
     if ftype == "DROPDOWN_MULTIPLE":
         path = field_sql.path(row["id"])
         each = f"{field_sql.each_expr(row['id'], 'c')} AS j"
-        has_all = f"(SELECT COUNT(DISTINCT j.value) FROM {each} WHERE j.value IN ({_marks(value)})) = {len(value)}"
-        has_none = f"NOT EXISTS (SELECT 1 FROM {each} WHERE j.value IN ({_marks(value)}))"
-        only = f"NOT EXISTS (SELECT 1 FROM {each} WHERE j.value NOT IN ({_marks(value)}))"
+        has_all = f"(SELECT COUNT(DISTINCT j.value) FROM {each} WHERE j.value IN ({marks(value)})) = {len(value)}"
+        has_none = f"NOT EXISTS (SELECT 1 FROM {each} WHERE j.value IN ({marks(value)}))"
+        only = f"NOT EXISTS (SELECT 1 FROM {each} WHERE j.value NOT IN ({marks(value)}))"
         if op == "contains":
             return Compiled(has_all, list(value))
         if op == "not_contains":
@@ -306,9 +303,9 @@ def _field_sql(conn: sqlite3.Connection, f: dict[str, Any], row: sqlite3.Row) ->
         stored_as = dialect.contacts_stored_as(conn, col, kinds)
         return Compiled(f"({col} {_COMPARE[op]} ? AND {stored_as})", [value])
     if op == "in":
-        return Compiled(f"{col} IN ({_marks(value)})", list(value))
+        return Compiled(f"{col} IN ({marks(value)})", list(value))
     if op == "not_in":
-        return Compiled(f"NOT COALESCE({col} IN ({_marks(value)}), FALSE)", list(value))
+        return Compiled(f"NOT COALESCE({col} IN ({marks(value)}), FALSE)", list(value))
     if op == "not_contains":
         return Compiled(f"NOT COALESCE({dialect.contacts_like(conn, col)}, FALSE)", [_like(value, op)])
     return Compiled(dialect.contacts_like(conn, col), [_like(value, op)])
@@ -319,15 +316,15 @@ def _tags_sql(f: dict[str, Any]) -> Compiled:
     if len(ids) == 1:
         has_all = "c.id IN (SELECT contact_id FROM contact_tags WHERE tag_id = ?)"
     else:
-        has_all = (f"c.id IN (SELECT contact_id FROM contact_tags WHERE tag_id IN ({_marks(ids)})"
+        has_all = (f"c.id IN (SELECT contact_id FROM contact_tags WHERE tag_id IN ({marks(ids)})"
                    f" GROUP BY contact_id HAVING COUNT(*) = {len(ids)})")
     if op == "contains":
         return Compiled(has_all, list(ids))
     if op == "not_contains":
-        return Compiled(f"c.id NOT IN (SELECT contact_id FROM contact_tags WHERE tag_id IN ({_marks(ids)}))",
+        return Compiled(f"c.id NOT IN (SELECT contact_id FROM contact_tags WHERE tag_id IN ({marks(ids)}))",
                         list(ids))
     exact = (f"({has_all} AND NOT EXISTS (SELECT 1 FROM contact_tags x WHERE x.contact_id = c.id"
-             f" AND x.tag_id NOT IN ({_marks(ids)})))")
+             f" AND x.tag_id NOT IN ({marks(ids)})))")
     return Compiled(exact if op == "eq" else f"NOT {exact}", [*ids, *ids])
 
 

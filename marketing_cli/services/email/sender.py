@@ -58,7 +58,7 @@ from datetime import timedelta
 from typing import Any
 
 from marketing_cli import dialect, jobs
-from marketing_cli.db import instance_secret, transaction
+from marketing_cli.db import instance_secret, marks, transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock, pacing
 from marketing_cli.kernel.tokens import make_token
@@ -248,7 +248,7 @@ def _claim_round(conn: sqlite3.Connection, campaign_id: str, size: int, local: b
             if rows:
                 conn.execute("UPDATE email_messages SET attempts = attempts + 1, claim_token = ?, claim_expires_at = ?,"
                              " uncertain = CASE WHEN status = 'sending' THEN 1 ELSE uncertain END, status = 'sending',"
-                             f" reserved_hour = coalesce(?, reserved_hour) WHERE id IN ({_marks(rows)})",
+                             f" reserved_hour = coalesce(?, reserved_hour) WHERE id IN ({marks(rows)})",
                              (claim.token, claim.expires(), hour, *(r["id"] for r in rows)))
             return rows, spent
 
@@ -293,20 +293,13 @@ def keep_claimed(conn: sqlite3.Connection, token: str, until: str) -> None:
                      (until, token))
 
 
-def _marks(items: list[Any]) -> str:
-    """`?, ?, ...`, one per item: a round's ids as a plain IN list, which PostgreSQL reads through
-    the primary key (its planner cannot see into an `IN (SELECT ... FROM json_each(?))`, and
-    chose a scan of every message of the instance per round: 10 ms at 20,000 messages)."""
-    return ", ".join("?" * len(items))
-
-
 def _owned(conn: sqlite3.Connection, token: str, ids: list[int]) -> dict[int, str | None]:
     """Which of `ids` still carry our claim (in the recording's transaction, locked till its
     end), each with the hour of its hourly_emails reservation (None: it holds none)."""
     if not ids:
         return {}
     return {r[0]: r[1] for r in conn.execute(
-        f"SELECT id, reserved_hour FROM email_messages WHERE id IN ({_marks(ids)}) AND claim_token = ?"
+        f"SELECT id, reserved_hour FROM email_messages WHERE id IN ({marks(ids)}) AND claim_token = ?"
         f" AND status = 'sending'{dialect.for_update(conn)}", (*ids, token))}
 
 
@@ -374,7 +367,7 @@ def _record_once(conn: sqlite3.Connection, run: _Send, row_of: dict[int, sqlite3
             billing.settle(conn, workspace_id, "hourly_emails", hour, released=released[hour], used=used[hour])
         if released:
             reserved = [i for i, hour in owned.items() if hour is not None]
-            conn.execute(f"UPDATE email_messages SET reserved_hour = NULL WHERE id IN ({_marks(reserved)})", reserved)
+            conn.execute(f"UPDATE email_messages SET reserved_hour = NULL WHERE id IN ({marks(reserved)})", reserved)
         if delivered:
             billing.bump_usage(conn, workspace_id, "monthly_emails", delivered)
             if run.outbox is not None:

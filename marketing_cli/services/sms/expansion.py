@@ -33,7 +33,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from marketing_cli import dialect, jobs
-from marketing_cli.db import transaction
+from marketing_cli.db import marks, transaction
 from marketing_cli.kernel import clock
 from marketing_cli.postgres import retry_conflicts
 from marketing_cli.services.sms import campaigns, ledger
@@ -307,9 +307,11 @@ def _claim_batch(conn: sqlite3.Connection, cid: str, pick: str, size: int, claim
 
 def _owned(conn: sqlite3.Connection, token: str, ids: list[int]) -> set[int]:
     """Which of `ids` still carry our claim (locked till the recording's transaction ends)."""
+    if not ids:
+        return set()
     return {r[0] for r in conn.execute(
-        "SELECT id FROM sms_messages WHERE id IN (SELECT CAST(value AS INTEGER) FROM json_each(?)) AND claim_token = ?"
-        f" AND status = 'sending'{dialect.for_update(conn)}", (json.dumps(ids), token))}
+        f"SELECT id FROM sms_messages WHERE id IN ({marks(ids)}) AND claim_token = ?"
+        f" AND status = 'sending'{dialect.for_update(conn)}", (*ids, token))}
 
 
 def hand_off(conn: sqlite3.Connection, campaign: sqlite3.Row, claim: jobs.Run | None = None) -> bool | str:
