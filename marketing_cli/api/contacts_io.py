@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import sqlite3
+import threading
 import time
 from typing import Any
 
@@ -21,6 +22,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
+from marketing_cli import dialect
 from marketing_cli.api.auth import require_workspace
 from marketing_cli.api.responses import envelope_b, read_body
 from marketing_cli.db import connect
@@ -110,8 +112,10 @@ class StopOnShutdown:
     The import commits batch by batch and reports each committed batch to `progress`: that
     is where it stops once the server is stopping, so the client learns exactly how many rows
     were committed (503 with that number) and the server exits within its graceful-shutdown
-    time. A batch still running GRACE seconds after the stop began is interrupted (SQLite
-    rolls it back). An import that finishes answers as usual: its rows are committed.
+    time. A batch still running GRACE seconds after the stop began is interrupted and rolled
+    back: on SQLite by the connection's progress handler, on PostgreSQL (which has no such
+    hook) by a watchdog thread that cancels the running statement. An import that finishes
+    answers as usual: its rows are committed.
     """
 
     GRACE = 2.0
@@ -120,6 +124,7 @@ class StopOnShutdown:
         self.event = event
         self.committed = 0
         self.deadline: float | None = None
+        self._ending = threading.Lock()
 
     def progress(self, rows: int) -> None:
         self.committed = rows
@@ -137,11 +142,26 @@ class StopOnShutdown:
             self.deadline = time.monotonic() + self.GRACE
         return int(time.monotonic() > self.deadline)
 
+    def _watch(self, conn: Any, finished: threading.Event) -> None:
+        """PostgreSQL's stand-in for the progress handler: once the stop began, the import has
+        GRACE seconds to reach its next committed batch, then its running statement is cancelled
+        (sqlite3.OperationalError("interrupted"), as SQLite's interrupt raises)."""
+        while not finished.wait(0.2):
+            if self.stopping():
+                if not finished.wait(self.GRACE):
+                    with self._ending:  # never after run() returned: the thread's connection serves others next
+                        if not finished.is_set():
+                            conn.interrupt()
+                return
+
     def run(self, conn_of: Any, fn: Any) -> dict[str, Any]:
         if self.stopping():
             raise MktError(503, SHUTTING_DOWN)
         conn = conn_of()
         conn.set_progress_handler(self._interrupt, 10_000)
+        finished = threading.Event()
+        if dialect.postgresql(conn) and self.event is not None:
+            threading.Thread(target=self._watch, args=(conn, finished), name="mkt-import-stop", daemon=True).start()
         try:
             return fn()
         except (_ShuttingDown, sqlite3.OperationalError) as exc:
@@ -151,6 +171,8 @@ class StopOnShutdown:
                 raise MktError(503, SHUTTING_DOWN_PART.format(rows=self.committed)) from None
             raise MktError(503, SHUTTING_DOWN) from None
         finally:
+            with self._ending:
+                finished.set()
             conn.set_progress_handler(None, 0)
 
 
