@@ -1551,3 +1551,21 @@ CREATE OR REPLACE FUNCTION mkt_field_number(doc TEXT, key TEXT) RETURNS NUMERIC 
     SELECT jsonb_path_query_first(doc::jsonb, ('strict $."' || key || '" ? (@.type() == "number")')::jsonpath,
                                   '{}', true)::numeric
 $$;
+
+-- version: 29
+-- Automations match an event's values against a trigger's, goal's or wait's (a custom event's
+-- properties, a field's from / to: services/automations/triggers.py). On SQLite these are
+-- json_extract values, compared with IS: a number equals a number of the same value (5 and
+-- 5.0), a string only the same string (5 and "5" differ), true and false are 1 and 0, JSON null
+-- and a missing member are both NULL. json_extract here returns text, which made 5 and "5"
+-- match and 5 and 5.0 differ. mkt_json_comparable gives the value in a form whose text equality
+-- is SQLite's: the JSON type's initial, then the string, the number's trimmed value (booleans
+-- as numbers), or the JSON text. Used only to compare, never shown.
+CREATE FUNCTION mkt_json_comparable(doc TEXT, path TEXT) RETURNS TEXT LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE jsonb_typeof(doc::jsonb #> mkt_json_path(path))
+               WHEN 'string' THEN 's' || (doc::jsonb #>> mkt_json_path(path))
+               WHEN 'number' THEN 'n' || trim_scale((doc::jsonb #>> mkt_json_path(path))::numeric)::text
+               WHEN 'boolean' THEN (CASE WHEN doc::jsonb #> mkt_json_path(path) = 'true'::jsonb THEN 'n1' ELSE 'n0' END)
+               WHEN 'null' THEN NULL
+               ELSE 'j' || (doc::jsonb #> mkt_json_path(path))::text END
+$$;

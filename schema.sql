@@ -1349,3 +1349,8 @@ ALTER TABLE email_messages ADD COLUMN reserved_hour TEXT;
 -- per-field expression index evaluates its expression and its partial predicate for every
 -- contact written, so a workspace's fields cost an import two JSON parses per field per row
 -- (schema.postgresql.sql step 28 has the figures).
+
+-- version: 29
+-- Nothing changes in a SQLite file. On PostgreSQL, automations compare a trigger's, goal's or
+-- wait's values (a custom event's properties, a field's from / to) with the event's as SQLite's
+-- json_extract values compare: by JSON type, numbers by value (schema.postgresql.sql step 29).

@@ -198,6 +198,14 @@ def automations_seconds_before(conn: Any, moment: str, seconds: str) -> str:
     return f"strftime('%Y-%m-%dT%H:%M:%fZ', {moment}, '-' || ({seconds}) || ' seconds')"
 
 
+def automations_comparable(conn: Any) -> str:
+    """The SQL function whose answers for two JSON values are equal exactly when SQLite's
+    json_extract answers are (IS): by JSON type, numbers by value, true and false as 1 and 0,
+    null and missing alike. SQLite's own json_extract; PostgreSQL's json_extract returns text
+    (5 and "5" alike), so there mkt_json_comparable (schema step 29)."""
+    return "mkt_json_comparable" if postgresql(conn) else "json_extract"
+
+
 # --- sms ------------------------------------------------------------------------------------
 
 

@@ -62,6 +62,38 @@ def test_each_trigger_kind_enrolls_the_matching_contact_only(conn: Any, world: d
     assert _enrolled(conn, pending["id"]) == [(carl, "once")]
 
 
+@pytest.mark.parametrize(("expected", "sent"), [
+    (True, 5), (True, 5.0), (False, "5"), (False, 6), (False, None), (False, True),
+])
+def test_a_property_matches_by_json_type_and_value_on_both_engines(conn: Any, world: dict[str, Any],
+                                                                   expected: bool, sent: Any) -> None:
+    """The rules of SQLite's json_extract (and of the simulator's Python ==) on both engines: a
+    number matches the same number however written, never the string of it. PostgreSQL
+    compared the values as text, which matched "5" and refused 5.0 (schema step 29)."""
+    ws = world["ws"]
+    billing_allow(conn, ws)
+    seats = _flow(conn, ws, {"type": "custom_event", "name": "upgrade", "properties": {"seats": 5}})
+    text = _flow(conn, ws, {"type": "custom_event", "name": "upgrade", "properties": {"code": "5"}})
+    nothing = _flow(conn, ws, {"type": "custom_event", "name": "upgrade", "properties": {"coupon": None}})
+    _track(conn, ws, "ann@example.com", "upgrade", seats=sent, code=sent)
+    triggers.read_all_events(conn)
+    assert bool(_enrolled(conn, seats["id"])) is expected
+    assert bool(_enrolled(conn, text["id"])) is (sent == "5")
+    assert _enrolled(conn, nothing["id"]) == [(world["ann"], "once")]  # null: the member left out matches
+
+
+def test_a_field_update_matches_from_and_to_by_value(conn: Any, world: dict[str, Any]) -> None:
+    ws = world["ws"]
+    f.field(conn, ws, "score", "NUMBER")
+    rose = _flow(conn, ws, {"type": "field_updated", "field": "score", "from": 5, "to": 6.5})
+    records.upsert_contact(conn, ws, {"email_address": "ann@example.com", "fields": {"score": 5.0}})
+    records.upsert_contact(conn, ws, {"email_address": "ann@example.com", "fields": {"score": 6.50}})
+    records.upsert_contact(conn, ws, {"email_address": "bob@example.com", "fields": {"score": 4}})
+    records.upsert_contact(conn, ws, {"email_address": "bob@example.com", "fields": {"score": 6.5}})
+    triggers.read_all_events(conn)
+    assert _enrolled(conn, rose["id"]) == [(world["ann"], "once")]
+
+
 def billing_allow(conn: Any, ws: int) -> None:
     from marketing_cli.services.account import billing
 

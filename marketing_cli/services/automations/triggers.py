@@ -51,17 +51,20 @@ COOLING_DOWN = "The contact entered this automation less than its cooldown ago."
 
 def match_sql(matcher: str) -> str:
     """A boolean SQL expression: event `e` matches the matcher JSON in the expression `matcher`
-    (a trigger's, a goal's or a wait's: tag and field by id, custom events by name and properties)."""
-    m = matcher
+    (a trigger's, a goal's or a wait's: tag and field by id, custom events by name and properties).
+    Values are compared as SQLite's json_extract compares them, on both engines: `{v}` is
+    dialect.automations_comparable's function, put in by _engine_sql."""
+    m, v = matcher, "{v}"
     return f"""(CASE e.type
         WHEN 'TAG_ADDED' THEN json_extract(e.payload, '$.tag_id') = json_extract({m}, '$.tag_id')
         WHEN 'TAG_REMOVED' THEN json_extract(e.payload, '$.tag_id') = json_extract({m}, '$.tag_id')
         WHEN 'FIELD_UPDATED' THEN json_extract(e.payload, '$.field_id') = json_extract({m}, '$.field_id')
-            AND (json_type({m}, '$.from') IS NULL OR json_extract(e.payload, '$.old') IS json_extract({m}, '$.from'))
-            AND (json_type({m}, '$.to') IS NULL OR json_extract(e.payload, '$.new') IS json_extract({m}, '$.to'))
+            AND (json_type({m}, '$.from') IS NULL OR {v}(e.payload, '$.old') IS {v}({m}, '$.from'))
+            AND (json_type({m}, '$.to') IS NULL OR {v}(e.payload, '$.new') IS {v}({m}, '$.to'))
         WHEN 'CUSTOM_EVENT' THEN json_extract(e.payload, '$.event_name') = json_extract({m}, '$.name')
             AND NOT EXISTS (SELECT 1 FROM json_each({m}, '$.properties') p
-                            WHERE json_extract(e.payload, '$.properties.' || json_quote(p.key)) IS NOT p.value)
+                            WHERE {v}(e.payload, '$.properties.' || json_quote(p.key))
+                                  IS NOT {v}({m}, '$.properties.' || json_quote(p.key)))
         ELSE TRUE END)"""
 
 
@@ -74,8 +77,8 @@ _TRIGGERS = """WITH t AS MATERIALIZED (
            json_extract(v.flow, '$.reentry') AS reentry, json_extract(v.flow, '$.start') AS start,
            json_extract(v.flow, '$.cooldown_seconds') AS cooldown,
            json_extract(tr.matcher, '$.tag_id') AS tag_id, json_extract(tr.matcher, '$.field_id') AS field_id,
-           json_type(tr.matcher, '$.from') IS NOT NULL AS has_from, json_extract(tr.matcher, '$.from') AS from_v,
-           json_type(tr.matcher, '$.to') IS NOT NULL AS has_to, json_extract(tr.matcher, '$.to') AS to_v,
+           json_type(tr.matcher, '$.from') IS NOT NULL AS has_from, {v}(tr.matcher, '$.from') AS from_v,
+           json_type(tr.matcher, '$.to') IS NOT NULL AS has_to, {v}(tr.matcher, '$.to') AS to_v,
            json_extract(tr.matcher, '$.name') AS name,
            CASE WHEN json_type(tr.matcher, '$.properties') = 'object'
                  AND json_extract(tr.matcher, '$.properties') != '{}' THEN tr.matcher END AS props
@@ -88,11 +91,12 @@ _MATCH_COLUMNS = """(CASE e.type
         WHEN 'TAG_ADDED' THEN json_extract(e.payload, '$.tag_id') = t.tag_id
         WHEN 'TAG_REMOVED' THEN json_extract(e.payload, '$.tag_id') = t.tag_id
         WHEN 'FIELD_UPDATED' THEN json_extract(e.payload, '$.field_id') = t.field_id
-            AND (NOT t.has_from OR json_extract(e.payload, '$.old') IS t.from_v)
-            AND (NOT t.has_to OR json_extract(e.payload, '$.new') IS t.to_v)
+            AND (NOT t.has_from OR {v}(e.payload, '$.old') IS t.from_v)
+            AND (NOT t.has_to OR {v}(e.payload, '$.new') IS t.to_v)
         WHEN 'CUSTOM_EVENT' THEN json_extract(e.payload, '$.event_name') = t.name
             AND (t.props IS NULL OR NOT EXISTS (SELECT 1 FROM json_each(t.props, '$.properties') p
-                 WHERE json_extract(e.payload, '$.properties.' || json_quote(p.key)) IS NOT p.value))
+                 WHERE {v}(e.payload, '$.properties.' || json_quote(p.key))
+                       IS NOT {v}(t.props, '$.properties.' || json_quote(p.key))))
         ELSE TRUE END)"""
 
 _ENROLL = f"""
@@ -117,9 +121,11 @@ ON CONFLICT (automation_id, contact_id, entry_key) DO NOTHING
 
 
 
-def _enroll_sql(conn: Any) -> str:
-    """_ENROLL with its cooldown's start (a trigger's `cooldown` seconds before now) in the engine's SQL."""
-    return _ENROLL.replace("{cooldown_start}", dialect.automations_seconds_before(conn, ":now", "t.cooldown"))
+def _engine_sql(conn: Any, sql: str) -> str:
+    """A statement of this module in the engine's SQL: its `{v}` the function that compares values
+    (dialect.automations_comparable), its `{cooldown_start}` a trigger's `cooldown` seconds before now."""
+    return sql.replace("{v}", dialect.automations_comparable(conn)).replace(
+        "{cooldown_start}", dialect.automations_seconds_before(conn, ":now", "t.cooldown"))
 
 
 _GOAL_REACHED = f"""
@@ -169,10 +175,10 @@ def read_events(conn: sqlite3.Connection, workspace_id: int, batch: int = EVENT_
         if not row[0]:
             return {"events": 0, "enrolled": 0, "goals": 0, "waits": 0}
         params = {"ws": workspace_id, "after": after, "upto": row[1], "now": clock.now()}
-        enrolled = conn.execute(_enroll_sql(conn), params).rowcount + _segment_changes(conn, params)
-        conn.execute(_GOAL_RUNS, params)
-        goals = conn.execute(_GOALS, params).rowcount
-        waits = conn.execute(_WAITS, params).rowcount
+        enrolled = conn.execute(_engine_sql(conn, _ENROLL), params).rowcount + _segment_changes(conn, params)
+        conn.execute(_engine_sql(conn, _GOAL_RUNS), params)
+        goals = conn.execute(_engine_sql(conn, _GOALS), params).rowcount
+        waits = conn.execute(_engine_sql(conn, _WAITS), params).rowcount
         conn.execute("UPDATE automation_cursors SET last_event_id = ? WHERE workspace_id = ?", (row[1], workspace_id))
         return {"events": row[0], "enrolled": enrolled, "goals": goals, "waits": waits}
 
