@@ -20,6 +20,13 @@ def postgresql(conn: Any) -> bool:
     return getattr(conn, "engine", "sqlite") == "postgresql"
 
 
+def in_byte_order(conn: Any, expr: str) -> str:
+    """`expr` for an ORDER BY that sorts text as SQLite does (BINARY: by code point, "US" before
+    "unknown", "Outlook" before "iPhone"), whatever the database's collation: PostgreSQL's
+    default is the locale's, which a database created with en_US.UTF-8 sorts by dictionary rules."""
+    return f'({expr}) COLLATE "C"' if postgresql(conn) else expr
+
+
 # --- platform (jobs, leases, serve) -----------------------------------------------------------
 
 

@@ -317,3 +317,28 @@ def test_progress_counters_include_recipients_and_failures(conn: Any, world: dic
     stats.record_deliveries(conn, world["b"])
     assert stats.campaign_counters(conn, cid) == {"recipients": 9, **ZERO, "delivered": 3, "failed": 1}
     assert stats.campaign_counters(conn, "0" * 24) == {"recipients": 0, **ZERO, "failed": 0}
+
+
+def test_ties_are_listed_in_code_point_order_whatever_the_databases_collation(conn: Any, workspace: dict) -> None:
+    """Breakdowns and links with equal counts come in SQLite's order (BINARY: "Outlook" before
+    "iPhone", "a_b" before "ab") on both engines. On PostgreSQL the columns are given a
+    dictionary collation first, as a database created with en_US.UTF-8 has, which sorts
+    "iPhone" before "Outlook"; the top-N cut of a breakdown depends on this order too."""
+    from marketing_cli import dialect
+
+    if dialect.postgresql(conn):
+        conn.execute('ALTER TABLE email_campaign_breakdowns ALTER COLUMN key TYPE TEXT COLLATE "en-x-icu"')
+        conn.execute('ALTER TABLE email_links ALTER COLUMN url TYPE TEXT COLLATE "en-x-icu"')
+    campaign = factories.campaign(conn, workspace["id"])
+    variant = conn.execute("SELECT id FROM campaign_variants WHERE campaign_id = ?", (campaign["id"],)).fetchone()[0]
+    oses = ["iPhone", "Outlook", "a_b", "ab", "Zeta", "zeta"]
+    urls = [f"https://example.com/{name}" for name in oses]
+    for key, url in zip(oses, urls):
+        conn.execute("INSERT INTO email_campaign_breakdowns (campaign_id, dimension, key, count) VALUES (?, 'os', ?, 3)",
+                     (campaign["id"], key))
+        conn.execute("INSERT INTO email_links (campaign_id, variant_id, url, total_clicks, unique_clicks)"
+                     " VALUES (?, ?, ?, 2, 1)", (campaign["id"], variant, url))
+    answer = stats.get_campaign_statistics(conn, workspace["id"], campaign["id"])
+    shown = [row["operating_system"] for row in answer["clicks_by_os"]]
+    assert shown == sorted(oses)[:len(shown)] and shown[:2] == ["Outlook", "Zeta"]
+    assert [row["url"] for row in answer["link_activity"]] == sorted(urls)

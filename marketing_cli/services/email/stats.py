@@ -103,13 +103,14 @@ def get_campaign_statistics(conn: sqlite3.Connection, workspace_id: int, campaig
         for row in conn.execute(
                 "SELECT dimension, key, count FROM ("
                 " SELECT dimension, key, count, row_number() OVER"
-                "  (PARTITION BY dimension ORDER BY count DESC, key) AS rank"
+                f"  (PARTITION BY dimension ORDER BY count DESC, {dialect.in_byte_order(conn, 'key')}) AS rank"
                 " FROM email_campaign_breakdowns WHERE campaign_id = ? AND count > 0) ranked"
                 " WHERE rank <= ? ORDER BY dimension, rank", (campaign_id, BREAKDOWN_LIMIT)):
             breakdowns[row["dimension"]].append((row["key"], row["count"]))
         links = conn.execute(
             "SELECT url, sum(total_clicks) AS total, sum(unique_clicks) AS uniq FROM email_links"
-            " WHERE campaign_id = ? GROUP BY url ORDER BY total DESC, uniq DESC, url", (campaign_id,)).fetchall()
+            f" WHERE campaign_id = ? GROUP BY url ORDER BY total DESC, uniq DESC, {dialect.in_byte_order(conn, 'url')}",
+            (campaign_id,)).fetchall()
         waiting = _waiting(conn, campaign_id) if found["local_time"] else None
     answer = {
         "aggregate": {name: sum(v[name] for v in variants) for name in COUNTERS},

@@ -16,6 +16,7 @@ import re
 import sqlite3
 from typing import Any
 
+from marketing_cli import dialect
 from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
@@ -99,7 +100,8 @@ def _row(conn: sqlite3.Connection, workspace_id: int, template_id: Any) -> sqlit
 
 def _assets(conn: sqlite3.Connection, template_id: int) -> list[dict[str, Any]]:
     return [{"path": r["path"], "content_type": r["content_type"], "size": r["size"]} for r in conn.execute(
-        "SELECT path, content_type, size FROM template_assets WHERE template_id = ? ORDER BY path", (template_id,))]
+        "SELECT path, content_type, size FROM template_assets WHERE template_id = ?"
+        f" ORDER BY {dialect.in_byte_order(conn, 'path')}", (template_id,))]
 
 
 def get_template(conn: sqlite3.Connection, workspace_id: int, template_id: Any) -> dict[str, Any]:

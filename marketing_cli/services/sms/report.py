@@ -13,22 +13,26 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
+from marketing_cli import dialect
 from marketing_cli.kernel import clock
 from marketing_cli.services.sms import campaigns, ledger, stats, timeline
 
 
 def _by_country(conn: sqlite3.Connection, campaign_id: str) -> list[dict[str, Any]]:
+    country = "COALESCE(country, 'unknown')"
     rows = conn.execute(
-        "SELECT COALESCE(country, 'unknown') AS country, COUNT(*) AS messages, SUM(CASE WHEN handed_at IS NOT NULL THEN 1 ELSE 0 END) AS sent,"
+        f"SELECT {country} AS country, COUNT(*) AS messages, SUM(CASE WHEN handed_at IS NOT NULL THEN 1 ELSE 0 END) AS sent,"
         " SUM(CASE WHEN delivered_at IS NOT NULL THEN 1 ELSE 0 END) AS delivered, SUM(price_units) AS units FROM sms_messages"
-        " WHERE campaign_id = ? GROUP BY 1 ORDER BY messages DESC, country", (campaign_id,)).fetchall()
+        f" WHERE campaign_id = ? GROUP BY 1 ORDER BY messages DESC, {dialect.in_byte_order(conn, country)}",
+        (campaign_id,)).fetchall()
     return [{"country": r["country"], "messages": r["messages"], "sent": r["sent"], "delivered": r["delivered"],
              "charged": ledger.money(ledger.from_units(r["units"] or 0))} for r in rows]
 
 
 def _by_provider(conn: sqlite3.Connection, campaign_id: str) -> list[dict[str, Any]]:
     rows = conn.execute("SELECT provider, COUNT(*) AS n FROM sms_messages WHERE campaign_id = ?"
-                        " AND provider IS NOT NULL GROUP BY provider ORDER BY n DESC, provider", (campaign_id,))
+                        f" AND provider IS NOT NULL GROUP BY provider ORDER BY n DESC, {dialect.in_byte_order(conn, 'provider')}",
+                        (campaign_id,))
     return [{"provider": r["provider"], "messages": r["n"]} for r in rows]
 
 

@@ -6,16 +6,19 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
+from marketing_cli import dialect
 from marketing_cli.services.sms import ledger
 from marketing_cli.services.sms.campaigns import campaign_row, message_counts, waiting_for_zone
 from marketing_cli.services.sms.gate import held_counts
 
 
 def _breakdown(conn: sqlite3.Connection, cid: str, column: str, key: str) -> list[dict[str, Any]]:
-    sql = (f"SELECT COALESCE(k.{column}, 'unknown') AS v, COUNT(*) AS n FROM sms_clicks k"
+    value = f"COALESCE(k.{column}, 'unknown')"
+    sql = (f"SELECT {value} AS v, COUNT(*) AS n FROM sms_clicks k"
            " WHERE k.id IN (SELECT MIN(k2.id) FROM sms_clicks k2 JOIN sms_messages m ON m.id = k2.message_id"
            "                WHERE m.campaign_id = ? GROUP BY k2.message_id)"
-           " GROUP BY v ORDER BY n DESC, v LIMIT 10")
+           f" GROUP BY v ORDER BY n DESC, {dialect.in_byte_order(conn, value)}"
+           " LIMIT 10")
     return [{key: r["v"], "click_count": r["n"]} for r in conn.execute(sql, (cid,))]
 
 
@@ -25,7 +28,8 @@ def campaign_statistics(conn: sqlite3.Connection, workspace_id: int, campaign_id
     cid = row["id"]
     links = conn.execute(
         "SELECT k.url, COUNT(*) AS total, COUNT(DISTINCT k.message_id) AS uniq FROM sms_clicks k"
-        " JOIN sms_messages m ON m.id = k.message_id WHERE m.campaign_id = ? GROUP BY k.url ORDER BY total DESC, k.url",
+        " JOIN sms_messages m ON m.id = k.message_id WHERE m.campaign_id = ? GROUP BY k.url"
+        f" ORDER BY total DESC, {dialect.in_byte_order(conn, 'k.url')}",
         (cid,)).fetchall()
     answer = {
         "aggregate": message_counts(conn, [cid])[cid],
