@@ -13,7 +13,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from datetime import datetime
+from datetime import datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
 
@@ -236,3 +236,22 @@ def test_a_claim_of_an_earlier_hour_gives_that_hours_reservation_back(
                           smtp_id=lambda m: f"<{m['id']}@example.com>")
     sender._record(conn, run, {m["id"]: m for m in taken}, [(m["id"], None, False) for m in taken], ws)
     assert _hour(conn, ws, "2031-05-06T11") == (3, 0)
+
+
+@pytest.mark.postgresql_only
+def test_a_machine_whose_clock_runs_ahead_delays_no_other_machine(conn: sqlite3.Connection,
+                                                                  workspace: dict[str, Any],
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pacer's clock is the database's on PostgreSQL: a worker whose machine runs 10 minutes
+    ahead books the next start at the database's now, so a worker on a machine in step is not
+    sent to sleep for those 10 minutes (with each machine's own clock it would have been)."""
+    from marketing_cli.services.account import pace
+
+    pacer = pace.SharedPacer(workspace["id"], pace.EMAIL, 100)  # starts 10 ms apart
+    in_step = clock.utcnow
+    monkeypatch.setattr(clock, "utcnow", lambda: in_step() + timedelta(minutes=10))
+    assert pacer.book(conn, 1) < 1
+    monkeypatch.setattr(clock, "utcnow", in_step)
+    assert pacer.book(conn, 1) < 1
+    monkeypatch.setattr(clock, "utcnow", lambda: in_step() - timedelta(minutes=10))  # and one behind
+    assert pacer.book(conn, 1) < 1

@@ -16,9 +16,11 @@ starts no earlier than k / rate seconds after the first, and a pause (the sender
 slower than the rate) is not made up for with a burst afterwards. Rate 0 never touches the
 database.
 
-Time is kernel/clock's UTC on every machine (the machines of one deployment keep their
-clocks in step, NTP): a machine whose clock runs ahead of the others books earlier starts
-than they would, never more of them.
+The clock is the database's on PostgreSQL (the statement's own start time, so one value for
+the whole statement), where the workers run on several machines: a machine whose clock runs
+ahead or behind books the same starts and waits the same time as the others, as the wait is
+the booked start less the database's now, both read by the booking. On SQLite (one file, one
+machine) it is kernel/clock's UTC.
 """
 
 from __future__ import annotations
@@ -27,16 +29,20 @@ import sqlite3
 import threading
 import time
 
+from marketing_cli import dialect
 from marketing_cli.kernel import clock
 
 EMAIL = "email"
 SMS = "sms"
 
-# One statement: insert the first booking or move the row's next start, answering the start.
-_BOOK = ("INSERT INTO pace_slots (workspace_id, channel, next_at) VALUES (:ws, :channel, :now + :span)"
+# One statement: insert the first booking or move the row's next start, answering the start
+# and the now it was booked at ({now}: a parameter, or the database's clock on PostgreSQL).
+_BOOK = ("INSERT INTO pace_slots (workspace_id, channel, next_at) VALUES (:ws, :channel, {now} + :span)"
          " ON CONFLICT (workspace_id, channel) DO UPDATE SET next_at ="
-         " CASE WHEN pace_slots.next_at > :now THEN pace_slots.next_at ELSE :now END + :span"
-         " RETURNING next_at - :span")
+         " CASE WHEN pace_slots.next_at > {now} THEN pace_slots.next_at ELSE {now} END + :span"
+         " RETURNING next_at - :span, {now}")
+# PostgreSQL's statement_timestamp(): the same value wherever the statement reads it.
+_DATABASE_NOW_US = "CAST(extract(epoch FROM statement_timestamp()) * 1000000 AS BIGINT)"
 
 
 def now_us() -> int:
@@ -61,9 +67,9 @@ class SharedPacer:
         with self._lock:  # (checked under the lock: another thread's statement is not a transaction)
             if conn.in_transaction:  # the row's lock would be held through the sleep
                 raise RuntimeError("the pacer books its starts outside any transaction")
-            now = now_us()
-            start = conn.execute(_BOOK, {"ws": self.workspace_id, "channel": self.channel, "now": now,
-                                         "span": span}).fetchall()[0][0]
+            sql = _BOOK.format(now=_DATABASE_NOW_US if dialect.postgresql(conn) else ":now")
+            start, now = conn.execute(sql, {"ws": self.workspace_id, "channel": self.channel, "now": now_us(),
+                                            "span": span}).fetchall()[0]
         return max(0, start - now) / 1_000_000
 
     def wait(self, conn: sqlite3.Connection, count: int = 1) -> None:
