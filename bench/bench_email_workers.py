@@ -37,7 +37,9 @@ sum bounds the rate (2,000 ms of CPU a second / the sum's ms a message); far bel
 the machine has, with a high load average, the processes were waiting for a core (the run
 queue), not for each other (see pg_stat_activity for lock waits).
 
-Two SMTP servers (bench/smtp_sink.py): 100 ms per message (a slow provider) and at once.
+Two SMTP servers (bench/smtp_sink.py): 100 ms per message (a slow provider) and at once;
+a lean asyncio sink, which costs the shared cores a fifth of what aiosmtpd's does
+(MKT_BENCH_SINK=aiosmtpd runs that one instead, as the runs before 2026-11-26 08:30 did).
 The PostgreSQL rows carry the targets; SQLite rows (one writer at a time: its default is one
 worker per campaign) are beside them for information.
 Needs initdb and pg_ctl for the PostgreSQL rows; without them only the SQLite rows are given.
@@ -74,7 +76,9 @@ def _sizes(quick: bool) -> tuple[int, float, float]:
 
 
 def _sink(delay: float) -> tuple[subprocess.Popen, int]:
-    return smtp_sink([sys.executable, str(HERE / "smtp_sink.py"), "{port}", str(delay)])
+    """bench/smtp_sink.py's lean sink; MKT_BENCH_SINK=aiosmtpd: its aiosmtpd one (the earlier runs')."""
+    extra = ["--aiosmtpd"] if os.environ.get("MKT_BENCH_SINK") == "aiosmtpd" else []
+    return smtp_sink([sys.executable, str(HERE / "smtp_sink.py"), "{port}", str(delay), *extra])
 
 
 def _mkt(db: str, *args: str) -> str:
