@@ -38,7 +38,7 @@ the machine has, with a high load average, the processes were waiting for a core
 queue), not for each other (see pg_stat_activity for lock waits).
 
 Two SMTP servers (bench/smtp_sink.py): 100 ms per message (a slow provider) and at once;
-a lean asyncio sink, which costs the shared cores a fifth of what aiosmtpd's does
+a lean asyncio sink, which costs the shared cores about a quarter of what aiosmtpd's does
 (MKT_BENCH_SINK=aiosmtpd runs that one instead, as the runs before 2026-11-26 08:30 did).
 The PostgreSQL rows carry the targets; SQLite rows (one writer at a time: its default is one
 worker per campaign) are beside them for information.
