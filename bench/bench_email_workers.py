@@ -28,12 +28,18 @@ rate (the campaign is cancelled once the window closed: the send jobs stop after
 their round, then the processes get SIGTERM). --quick: 3,000 recipients (above the 1,000 from
 which a send calls its helpers, jobs.HELPERS_FROM), sent to the end, window 20 s.
 
-Beside each rate stderr gives the workers' CPU time per message inside the window (from
-/proc) and the load average: rate x CPU per message is the share of a core the workers
-used; far below what the machine has, with a high load average, the workers were waiting
-for a core (the run queue), not for each other (see pg_stat_activity for lock waits).
+Beside each rate stderr gives the CPU time per message inside the window (from /proc) of
+every process of the send: the workers, the SMTP sink, and on PostgreSQL the bench's own
+server (the postmaster and all its children: the backends serving the workers, the
+background processes, and what exited children used), with their sum and the load
+average. Rate x CPU per message is the share of a core a process used: on 2 cores the
+sum bounds the rate (2,000 ms of CPU a second / the sum's ms a message); far below what
+the machine has, with a high load average, the processes were waiting for a core (the run
+queue), not for each other (see pg_stat_activity for lock waits).
 
-Two SMTP servers (bench/smtp_sink.py): 100 ms per message (a slow provider) and at once.
+Two SMTP servers (bench/smtp_sink.py): 100 ms per message (a slow provider) and at once;
+a lean asyncio sink, which costs the shared cores about a quarter of what aiosmtpd's does
+(MKT_BENCH_SINK=aiosmtpd runs that one instead, as the runs before 2026-11-26 08:30 did).
 The PostgreSQL rows carry the targets; SQLite rows (one writer at a time: its default is one
 worker per campaign) are beside them for information.
 Needs initdb and pg_ctl for the PostgreSQL rows; without them only the SQLite rows are given.
@@ -41,6 +47,7 @@ Needs initdb and pg_ctl for the PostgreSQL rows; without them only the SQLite ro
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -69,7 +76,9 @@ def _sizes(quick: bool) -> tuple[int, float, float]:
 
 
 def _sink(delay: float) -> tuple[subprocess.Popen, int]:
-    return smtp_sink([sys.executable, str(HERE / "smtp_sink.py"), "{port}", str(delay)])
+    """bench/smtp_sink.py's lean sink; MKT_BENCH_SINK=aiosmtpd: its aiosmtpd one (the earlier runs')."""
+    extra = ["--aiosmtpd"] if os.environ.get("MKT_BENCH_SINK") == "aiosmtpd" else []
+    return smtp_sink([sys.executable, str(HERE / "smtp_sink.py"), "{port}", str(delay), *extra])
 
 
 def _mkt(db: str, *args: str) -> str:
@@ -141,24 +150,81 @@ def _scalar(db: str, sql: str) -> Any:
         conn.close()
 
 
-def _cpu_seconds(procs: list[subprocess.Popen]) -> float | None:
-    """The CPU time (user + system, every thread) the processes used so far; None off Linux."""
-    total = 0.0
+def _stat(pid: int) -> list[str]:
+    """/proc/PID/stat's fields after the command name: [0] is the state, [1] the parent's pid,
+    [11] and [12] user and system time, [13] and [14] those of the children it waited for."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
+def _cpu_seconds(pids: list[int], children: bool = False) -> float | None:
+    """The CPU time (user + system, every thread) the processes used so far; with `children`,
+    also that of all their descendants, alive (from /proc) or exited and waited for (the
+    cumulative children's times); None off Linux."""
+    tick = os.sysconf("SC_CLK_TCK")
     try:
-        for p in procs:
-            fields = Path(f"/proc/{p.pid}/stat").read_text().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        fields = {pid: _stat(pid) for pid in pids}
+        if children:
+            parents: dict[int, list[int]] = {}
+            for entry in os.scandir("/proc"):
+                if entry.name.isdigit():
+                    with contextlib.suppress(OSError, IndexError):  # (a process that just ended)
+                        parents.setdefault(int(_stat(int(entry.name))[1]), []).append(int(entry.name))
+            todo = list(pids)
+            while todo:
+                for child in parents.get(todo.pop(), ()):
+                    with contextlib.suppress(OSError):
+                        fields[child] = _stat(child)
+                        todo.append(child)
+        columns = (11, 12, 13, 14) if children else (11, 12)
+        return sum(int(f[i]) for f in fields.values() for i in columns) / tick
     except (OSError, ValueError, IndexError):
         return None
-    return total
 
 
-def _send(db: str, port: int, workers: int, campaign: str, count: int, warmup: float,
-          window: float) -> tuple[float, float | None]:
+def _postmaster(server: Any) -> int | None:
+    """The pid of the bench's PostgreSQL server (the first line of its postmaster.pid)."""
+    try:
+        return int((server.data / "postmaster.pid").read_text().split()[0])
+    except (AttributeError, OSError, ValueError, IndexError):
+        return None
+
+
+class _Cpu:
+    """The CPU time of each process group of a send: the workers, the sink and the server."""
+
+    def __init__(self, workers: list[subprocess.Popen], sink: subprocess.Popen, server: Any) -> None:
+        self.groups: dict[str, tuple[list[int], bool]] = {
+            "workers": ([p.pid for p in workers], False), "sink": ([sink.pid], False)}
+        postmaster = _postmaster(server) if server is not None else None
+        if postmaster is not None:
+            self.groups["PostgreSQL"] = ([postmaster], True)
+
+    def read(self) -> dict[str, float | None]:
+        return {name: _cpu_seconds(pids, children) for name, (pids, children) in self.groups.items()}
+
+
+def _per_message(start: dict[str, float | None], end: dict[str, float | None], messages: int) -> dict[str, float]:
+    """CPU milliseconds per message of each group between two readings (and their sum)."""
+    out = {name: 1000 * (end[name] - start[name]) / messages for name in start
+           if start[name] is not None and end.get(name) is not None}
+    if out:
+        out["all"] = sum(out.values())
+    return out
+
+
+def _cpu_text(cpu: dict[str, float]) -> str:
+    if not cpu:
+        return "CPU: - ms a message"
+    return "CPU ms a message: " + ", ".join(f"{name} {ms:.2f}" for name, ms in cpu.items())
+
+
+def _send(db: str, sink: subprocess.Popen, port: int, server: Any, workers: int, campaign: str, count: int,
+          warmup: float, window: float) -> tuple[float, dict[str, float]]:
     """Start `workers` `mkt jobs run --forever` processes at once; once the window is over
     (or everything was sent), cancel the campaign and stop them. Returns the seconds from
-    their start to the last exit, and the workers' CPU milliseconds per message delivered
-    inside the window (what one message costs the sender; None when not measured)."""
+    their start to the last exit, and the CPU milliseconds per message delivered inside the
+    window of the workers, the sink and the PostgreSQL server (`_Cpu`; what one message
+    costs each; empty when not measured)."""
     env = {**os.environ, "MKT_SMTP_URL": f"smtp://127.0.0.1:{port}", "MKT_SEND_WORKERS": str(workers),
            "PYTHONPATH": str(REPO)}
     cmd = [sys.executable, "-m", "marketing_cli", "--db", db, "jobs", "run", "--forever", "--interval", "0.2"]
@@ -166,8 +232,9 @@ def _send(db: str, port: int, workers: int, campaign: str, count: int, warmup: f
     procs = [subprocess.Popen(cmd, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
              for _ in range(workers)]
     first = None
-    mark: tuple[int, float | None] | None = None  # (delivered, CPU seconds) when the window opened
-    cpu_per_message = None
+    meter = _Cpu(procs, sink, server)
+    mark: tuple[int, dict[str, float | None]] | None = None  # (delivered, CPU seconds) when the window opened
+    cpu_per_message: dict[str, float] = {}
     try:
         while True:
             time.sleep(1.0)
@@ -177,11 +244,11 @@ def _send(db: str, port: int, workers: int, campaign: str, count: int, warmup: f
             if first is None and delivered:
                 first = time.perf_counter()
             if first is not None and time.perf_counter() - first >= warmup:
-                cpu = _cpu_seconds(procs)
+                cpu = meter.read()
                 if mark is None:
                     mark = (delivered, cpu)
-                elif cpu is not None and mark[1] is not None and delivered > mark[0]:
-                    cpu_per_message = 1000 * (cpu - mark[1]) / (delivered - mark[0])
+                elif delivered > mark[0]:
+                    cpu_per_message = _per_message(mark[1], cpu, delivered - mark[0])
             if delivered >= count or (first is not None and time.perf_counter() - first > warmup + window + 1):
                 break
             if time.perf_counter() - started > warmup + window + 600:
@@ -271,14 +338,14 @@ def _curve(engine: _Engine, campaign: str, delay: float, count: int, warmup: flo
         for n in WORKERS:
             db = engine.copy()
             try:
-                wall, cpu = _send(db, port, n, campaign, count, warmup, window)
+                wall, cpu = _send(db, sink, port, engine.server, n, campaign, count, warmup, window)
                 inside, seconds, delivered = _rate(db, warmup, window)
             finally:
                 engine.drop(db)
             rate = inside / seconds if seconds else 0.0
             print(f"email_workers: {engine.name}, {label}, {n} worker(s): {rate:,.1f} msg/s ({inside:,} messages in"
-                  f" {seconds:.1f} s; {delivered:,} delivered in all, {wall:.1f} s from start to exit; the workers'"
-                  f" CPU: {'-' if cpu is None else f'{cpu:.1f}'} ms a message; load average {os.getloadavg()[0]:.1f})",
+                  f" {seconds:.1f} s; {delivered:,} delivered in all, {wall:.1f} s from start to exit;"
+                  f" {_cpu_text(cpu)}; load average {os.getloadavg()[0]:.1f})",
                   file=sys.stderr, flush=True)
             if one is None:
                 one = rate

@@ -256,3 +256,39 @@ def test_long_domain_selector_and_header_list_still_fold_and_verify(pem: bytes, 
     assert tags(signed)["h"].split(":")[-4:] == ["x-mkt-message", "feedback-id", "precedence", "from"]
     expected = f"{selector}._domainkey.{domain}.".encode()
     assert dkimpy.verify(signed, dnsfunc=lambda name, timeout=5: record if name == expected else None)
+
+
+@pytest.mark.parametrize("name", [n for n, m in MESSAGES.items() if b"\r\n\r\n" in m and b"\r\n" in m])
+def test_sign_fields_gives_the_bytes_sign_gives(signer: DkimSigner, dns, name: str) -> None:  # noqa: ANN001
+    from marketing_cli.services.email.dkim import _parse_header_block
+
+    message = MESSAGES[name]
+    head, body = message.split(b"\r\n\r\n", 1)
+    fields = [signer.field(raw) for _, raw in _parse_header_block(head + b"\r\n")]
+    signed = signer.sign_fields(fields, body, timestamp=1_790_000_000)
+    assert signed == signer.sign(message, timestamp=1_790_000_000)
+    assert dkimpy.verify(signed, dnsfunc=dns)
+
+
+def test_a_composed_message_is_signed_as_sign_would_and_verifies(signer: DkimSigner, dns) -> None:  # noqa: ANN001
+    """compose.CompiledVariant hands the signer its fields (the constant ones canonicalised once):
+    the same bytes as signing the unsigned message, for a plain and a long non-ASCII subject
+    (folded with CRLF) and a non-ASCII Reply-To domain."""
+    from marketing_cli.kernel.merge import Values
+    from marketing_cli.services.email.compose import CompiledVariant, Recipient
+
+    for subject in ("Hello {{contact.first_name|there}}", "Grüße aus dem Laden, " * 12):
+        variant = CompiledVariant(subject=subject, html="<p>Hi  there\t<a href='{{unsubscribe_url}}'>x</a></p>",
+                                  from_name="Shop", from_address="news@example.com",
+                                  reply_to=("Help", "help@bücher.de"), tracking_base="http://t.example",
+                                  campaign_id="c1", track=True, link_ids={}, signer=signer)
+        recipient = Recipient(7, "zoe@example.org", "tok")
+        values = Values(variant.urls("tok"))
+        date = "Thu, 26 Nov 2026 08:00:00 GMT"
+        signed = variant.build(recipient, values, date, timestamp=1_790_000_000)
+        variant.signer = None
+        unsigned = variant.build(recipient, values, date)
+        bare = unsigned.replace(b"\r\n", b"")
+        assert b"\n" not in bare and b"\r" not in bare  # CRLF only (a folded subject too)
+        assert signed == signer.sign(unsigned, timestamp=1_790_000_000)
+        assert dkimpy.verify(signed, dnsfunc=dns)

@@ -132,7 +132,7 @@ def test_compose_writes_unicode_domains_in_idna_form_and_a_non_ascii_local_part_
     variant = CompiledVariant(subject="Hi", html="<p>x {{unsubscribe_url}}</p>", from_name="Shop",
                               from_address="news@shop.example", reply_to=("Help", "help@bücher.de"),
                               tracking_base="http://t.example", campaign_id="c1", track=False, link_ids={},
-                              sign=None)
+                              signer=None)
     urls = variant.urls("tok")
     raw = variant.build(Recipient(1, "gül@bücher.de", "tok"), Values(urls))
     head = raw.split(b"\r\n\r\n", 1)[0].decode("utf-8")

@@ -12,7 +12,9 @@ compiled into merge-tag templates (`merge_render`), and the headers that never c
 `mail_message.CompiledEmail`, the same compilation test emails use. Per recipient,
 `build` renders three templates with the recipient's values, quoted-printable-encodes
 the two bodies (`binascii.b2a_qp`, C), joins bytes, and signs them (`dkim.DkimSigner`,
-OpenSSL). The message is RFC 5322 with CRLF line ends, as `email.policy.SMTP` writes it,
+OpenSSL): given as header fields and body (`DkimSigner.sign_fields`), so the signer
+neither parses the message back nor canonicalises the constant header fields again (done
+once here). The message is RFC 5322 with CRLF line ends, as `email.policy.SMTP` writes it,
 and parses back with the standard library's `email` package (the tests check both).
 Addresses are written as SMTP carries them (kernel/addresses.py): a Unicode domain in its
 IDNA form; a local part with non-ASCII characters as UTF-8 (RFC 6532), which only a
@@ -31,7 +33,7 @@ import binascii
 import html as html_lib
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from email.header import Header
 from email.utils import formataddr, formatdate
@@ -40,6 +42,7 @@ from typing import Any
 from marketing_cli.kernel.addresses import wire_address
 from marketing_cli.kernel.merge import Values
 from marketing_cli.services.email.bounce_reports import MKT_MESSAGE_HEADER as MESSAGE_HEADER  # bounces read it back
+from marketing_cli.services.email.dkim import DkimSigner
 from marketing_cli.services.email.message import CompiledEmail
 
 _HREF = re.compile(r"""(<a\b[^>]*?\bhref\s*=\s*)(["'])(.*?)\2""", re.IGNORECASE | re.DOTALL)
@@ -91,8 +94,11 @@ def add_pixel(html: str) -> str:
 
 
 def _qp(text: str) -> bytes:
-    """Quoted-printable with CRLF line ends (RFC 2045; `b2a_qp` writes LF)."""
-    encoded = binascii.b2a_qp(text.replace("\r\n", "\n").encode("utf-8"), istext=True)
+    """Quoted-printable with CRLF line ends (RFC 2045; `b2a_qp` writes LF). A lone CR (a merge
+    tag's value may hold one) is a line end too: `b2a_qp` passes it through unencoded, and
+    the signer (`sign_fields`) converts nothing, so a bare CR on the wire would be turned into
+    CRLF by a receiving MTA after the body hash was taken over it."""
+    encoded = binascii.b2a_qp(text.replace("\r\n", "\n").replace("\r", "\n").encode("utf-8"), istext=True)
     return encoded.replace(b"\n", b"\r\n")
 
 
@@ -100,7 +106,7 @@ def _header_value(text: str) -> str:
     """A header value in ASCII: RFC 2047 encoded words when it is not ASCII already."""
     if text.isascii():
         return " ".join(text.split())  # no line breaks can reach a header
-    return Header(" ".join(text.split()), "utf-8", maxlinelen=998).encode()
+    return Header(" ".join(text.split()), "utf-8", maxlinelen=998).encode(linesep="\r\n")  # (folded: CRLF)
 
 
 @dataclass(frozen=True)
@@ -117,7 +123,7 @@ class CompiledVariant:
 
     def __init__(self, *, subject: str, html: str, from_name: str, from_address: str,
                  reply_to: tuple[str, str] | None, tracking_base: str, campaign_id: str,
-                 track: bool, link_ids: Mapping[str, int], sign: Callable[[bytes], bytes] | None) -> None:
+                 track: bool, link_ids: Mapping[str, int], signer: DkimSigner | None) -> None:
         if track:
             html = add_pixel(rewrite_links(html, link_ids))
         self.parts = CompiledEmail(subject, html)
@@ -126,18 +132,25 @@ class CompiledVariant:
         self.campaign_id = campaign_id
         self.domain = from_address.rpartition("@")[2]
         self.envelope_from = from_address
-        self.sign = sign
+        self.signer = signer
         self.boundary = "mkt-" + os.urandom(12).hex()
         fixed = [f"From: {formataddr((from_name, wire_address(from_address)))}"]
         if reply_to is not None:
             fixed.append(f"Reply-To: {formataddr((reply_to[0], wire_address(reply_to[1])))}")
-        self._fixed = "\r\n".join(fixed).encode("utf-8")  # UTF-8 only for a non-ASCII local part (RFC 6532)
-        self._mime = (f"MIME-Version: 1.0\r\nContent-Type: multipart/alternative; boundary=\"{self.boundary}\"\r\n"
-                      f"\r\n--{self.boundary}\r\nContent-Type: text/plain; charset=\"utf-8\"\r\n"
+        # UTF-8 only for a non-ASCII local part (RFC 6532)
+        self._fixed = [line.encode("utf-8") for line in fixed]
+        self._one_click = b"List-Unsubscribe-Post: List-Unsubscribe=One-Click"
+        self._mime = [b"MIME-Version: 1.0",
+                      f"Content-Type: multipart/alternative; boundary=\"{self.boundary}\"".encode("ascii")]
+        self._text = (f"--{self.boundary}\r\nContent-Type: text/plain; charset=\"utf-8\"\r\n"
                       "Content-Transfer-Encoding: quoted-printable\r\n\r\n").encode("ascii")
         self._between = (f"\r\n--{self.boundary}\r\nContent-Type: text/html; charset=\"utf-8\"\r\n"
                          "Content-Transfer-Encoding: quoted-printable\r\n\r\n").encode("ascii")
         self._end = f"\r\n--{self.boundary}--\r\n".encode("ascii")
+        if signer is not None:  # the constant fields split and canonicalised once
+            self._signed_fixed = [signer.field(raw) for raw in self._fixed]
+            self._signed_one_click = signer.field(self._one_click)
+            self._signed_mime = [signer.field(raw) for raw in self._mime]
 
     def urls(self, token: str) -> dict[str, str]:
         """The per-recipient URLs: actions (merge tags) and the tracking placeholders."""
@@ -146,27 +159,31 @@ class CompiledVariant:
     def smtp_message_id(self, message_id: int) -> str:
         return f"{message_id}.{self.campaign_id}@{self.domain}"
 
-    def build(self, recipient: Recipient, values: Values, date: str | None = None) -> bytes:
-        """The signed message for one recipient (`values` already hold the URLs of `urls`)."""
+    def build(self, recipient: Recipient, values: Values, date: str | None = None,
+              timestamp: int | None = None) -> bytes:
+        """The signed message for one recipient (`values` already hold the URLs of `urls`;
+        `timestamp`: the signature's t=, now by default)."""
         unsubscribe = values.text["unsubscribe_url"]
         subject, html, text = self.parts.render(values)
-        head = (
-            self._fixed + b"\r\n"
-            + f"To: {wire_address(recipient.email)}\r\n".encode("utf-8")  # RFC 6532 for a non-ASCII local part
-            + (f"Subject: {_header_value(subject)}\r\n"
-               f"Date: {date or formatdate(usegmt=True)}\r\n"
-               f"Message-ID: <{self.smtp_message_id(recipient.message_id)}>\r\n"
-               f"List-Unsubscribe: <{unsubscribe}>\r\n"
-               "List-Unsubscribe-Post: List-Unsubscribe=One-Click\r\n"
-               f"{MESSAGE_HEADER}: {recipient.token}\r\n").encode("ascii")
-        )
-        raw = head + self._mime + _qp(text) + self._between + _qp(html) + self._end
-        return self.sign(raw) if self.sign is not None else raw
+        to = f"To: {wire_address(recipient.email)}".encode("utf-8")  # RFC 6532 for a non-ASCII local part
+        varying = (f"Subject: {_header_value(subject)}",
+                   f"Date: {date or formatdate(usegmt=True)}",
+                   f"Message-ID: <{self.smtp_message_id(recipient.message_id)}>",
+                   f"List-Unsubscribe: <{unsubscribe}>")
+        tag = f"{MESSAGE_HEADER}: {recipient.token}".encode("ascii")
+        body = self._text + _qp(text) + self._between + _qp(html) + self._end
+        if self.signer is None:
+            return b"\r\n".join([*self._fixed, to, *(line.encode("ascii") for line in varying), self._one_click,
+                                  tag, *self._mime, b"", body])
+        field = self.signer.field
+        return self.signer.sign_fields(
+            [*self._signed_fixed, field(to), *(field(line.encode("ascii")) for line in varying),
+             self._signed_one_click, field(tag), *self._signed_mime], body, timestamp=timestamp)
 
 
 def compile_variant(variant: Mapping[str, Any], sender: Mapping[str, Any], reply_to: Mapping[str, Any] | None, *,
                     tracking_base: str, campaign_id: str, track: bool, link_ids: Mapping[str, int],
-                    sign: Callable[[bytes], bytes] | None) -> CompiledVariant:
+                    signer: DkimSigner | None) -> CompiledVariant:
     """A CompiledVariant from a variant row, the sender identity and the campaign's reply-to."""
     reply = None
     if reply_to:
@@ -175,5 +192,5 @@ def compile_variant(variant: Mapping[str, Any], sender: Mapping[str, Any], reply
         subject=variant["subject"] or "", html=variant["body_html"] or "",
         from_name=sender["display_name"], from_address=f"{sender['local_part']}@{sender['domain_name']}",
         reply_to=reply, tracking_base=tracking_base, campaign_id=campaign_id, track=track,
-        link_ids=link_ids, sign=sign,
+        link_ids=link_ids, signer=signer,
     )

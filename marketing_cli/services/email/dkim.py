@@ -3,6 +3,9 @@
     signer = DkimSigner("example.com", "mkt", domain_private_key_pem)   # once per domain
     signed = signer.sign(message_bytes)                                  # once per message
 
+    fixed = signer.field(b"From: News <news@example.com>")              # once per send
+    signed = signer.sign_fields([fixed, signer.field(b"To: ..."), ...], body)   # per message
+
 A campaign signs up to 100,000 messages with one key, so everything that does not depend
 on the message is done once in the constructor: the PEM is parsed into an OpenSSL key
 (`cryptography`; an RSA-2048 signature costs about 0.7 ms there against 7.5 ms in dkimpy's
@@ -19,6 +22,12 @@ are left out of `h=` (except the over-signed From), so an MTA that adds a missin
 Message-ID does not break the signature. A custom `headers` list must include From (RFC
 6376 requires it); names repeated in it count once.
 
+A sender that writes the message itself (services/email/compose.py) gives it as header
+fields and body (`sign_fields`): the header fields the same for every recipient (From,
+Reply-To, MIME-Version, Content-Type) are split and canonicalised once per send
+(`field`), and no message is parsed back; the bytes and signature are those `sign` gives
+for the joined message.
+
 The message must be RFC 5322 bytes. Line ends are made CRLF (bare LF or CR converted) and
 a final CRLF is added when the body lacks one, so the bytes returned are exactly the bytes
 the signature covers; the `DKIM-Signature:` header is prepended, folded below 78
@@ -31,7 +40,7 @@ import base64
 import hashlib
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 DEFAULT_HEADERS = (
     "From", "Reply-To", "To", "Cc", "Subject", "Date", "Message-ID", "MIME-Version", "Content-Type",
@@ -73,6 +82,8 @@ class DkimSigner:
         if "from" not in self.headers:
             raise ValueError("DKIM signatures must cover the From header (RFC 6376 section 5.4).")
         self._fixed_tags = ["v=1", "a=rsa-sha256", "c=relaxed/relaxed", f"d={self.domain}", f"s={self.selector}"]
+        self._names = tuple((name, name.encode("ascii")) for name in self.headers)
+        self._signs = frozenset(encoded for _, encoded in self._names)
 
     def sign(self, message: bytes, *, timestamp: int | None = None) -> bytes:
         """The message (CRLF line ends) with a `DKIM-Signature:` header prepended."""
@@ -87,37 +98,57 @@ class DkimSigner:
             if body and not body.endswith(b"\r\n"):
                 body += b"\r\n"
                 message += b"\r\n"
-        fields = _parse_header_block(header_block)
+        fields = [(name, raw, b"") for name, raw in _parse_header_block(header_block)]
+        return self._signed(fields, body, message, timestamp)
 
+    def field(self, raw: bytes) -> tuple[bytes, bytes, bytes]:
+        """One header field for `sign_fields`, given as written (`Name: value`, no final CRLF;
+        folded lines joined by CRLF and a blank): (its lowercase name, `raw`, its relaxed
+        canonical form with CRLF when this signer signs it, else b"")."""
+        name = raw.split(b":", 1)[0].strip().lower()
+        return name, raw, _canonical_header(raw) + b"\r\n" if name in self._signs else b""
+
+    def sign_fields(self, fields: Sequence[tuple[bytes, bytes, bytes]], body: bytes, *,
+                    timestamp: int | None = None) -> bytes:
+        """`sign` of the message made of `fields` (from `field`, in order) and `body` (CRLF
+        line ends, as the caller guarantees: nothing is converted), without parsing it:
+        the same bytes as sign(b"\\r\\n".join(raws) + b"\\r\\n\\r\\n" + body)."""
+        if body and not body.endswith(b"\r\n"):
+            body += b"\r\n"
+        message = b"\r\n".join([raw for _, raw, _ in fields] + [b"", body])
+        return self._signed(fields, body, message, timestamp)
+
+    def _signed(self, fields: Sequence[tuple[bytes, bytes, bytes]], body: bytes, message: bytes,
+                timestamp: int | None) -> bytes:
         names, canonical = self._select(fields)
         tags = [*self._fixed_tags, f"t={int(time.time()) if timestamp is None else timestamp}",
                 "h=" + ":".join(names), "bh=" + base64.b64encode(body_hash(body)).decode("ascii")]
         head = _fold_tags(tags)  # "DKIM-Signature: v=1; ...;\r\n bh=...;\r\n b="
-        digest = hashlib.sha256()
-        for line in canonical:
-            digest.update(line)
+        digest = hashlib.sha256(b"".join(canonical))
         digest.update(_canonical_header(head))
         signature = self._key.sign(digest.digest(), self._padding, self._prehashed)
         return head + _fold_b(base64.b64encode(signature), len(head) - head.rfind(b"\n") - 1) + b"\r\n" + message
 
-    def _select(self, fields: list[tuple[bytes, bytes]]) -> tuple[list[str], list[bytes]]:
+    def _select(self, fields: Sequence[tuple[bytes, bytes, bytes]]) -> tuple[list[str], list[bytes]]:
         """The h= names and the canonical lines they sign, bottom-up per name."""
-        by_name: dict[bytes, list[bytes]] = {}
-        for name, raw in fields:
-            by_name.setdefault(name, []).append(raw)
+        by_name: dict[bytes, list[tuple[bytes, bytes]]] = {}
+        for name, raw, canonical in fields:
+            if name in self._signs:
+                by_name.setdefault(name, []).append((raw, canonical))
         names: list[str] = []
-        canonical: list[bytes] = []
-        for name in self.headers:
-            for raw in reversed(by_name.get(name.encode("ascii"), ())):
+        lines: list[bytes] = []
+        for name, encoded in self._names:
+            for raw, canonical in reversed(by_name.get(encoded, ())):
                 names.append(name)
-                canonical.append(_canonical_header(raw) + b"\r\n")
+                lines.append(canonical or _canonical_header(raw) + b"\r\n")
         names.extend(OVERSIGNED)  # a name past its last occurrence signs nothing (RFC 6376 5.4)
-        return names, canonical
+        return names, lines
 
 
 def body_hash(body: bytes) -> bytes:
     """SHA-256 of the relaxed-canonical body (CRLF line ends assumed)."""
-    body = _WSP_RUN.sub(b" ", body)
+    if b"\t" in body or b"  " in body:  # (a regex pass over the body only when it can change it)
+        body = _WSP_RUN.sub(b" ", body)
     # after the collapse a blank run before a line end is one space; what is left at the
     # end (blank lines, blanks of the last line) all goes
     body = body.replace(b" \r\n", b"\r\n").rstrip(b" \r\n")

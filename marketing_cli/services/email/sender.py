@@ -108,7 +108,7 @@ class _Send:
             links = stats.register_links(conn, row["id"], variant["id"], tracked_links(variant["body_html"]))
             self.variants[variant["id"]] = compile_variant(
                 variant, sender, reply_to, tracking_base=base, campaign_id=row["id"], track=track,
-                link_ids=links, sign=signer.sign)
+                link_ids=links, signer=signer)
             self.renderers[variant["id"]] = Renderer(conn, ws, preview_text=variant["preview_text"] or "")
         # The envelope sender (MAIL FROM, where bounces go) is on the domain's return-path
         # host, which its CNAME record points at the domain (docs/sending-domains.md).
@@ -357,16 +357,19 @@ def _record_once(conn: sqlite3.Connection, run: _Send, row_of: dict[int, sqlite3
         by_hour: dict[str, list[int]] = {}  # the deliveries by the hour of their reservation (mostly one)
         for message_id in sorted(accepted, key=lambda i: (row_of[i]["variant_id"], i)):
             by_hour.setdefault(owned[message_id] or billing.period_of("hourly_emails"), []).append(message_id)
-        for hour, ids in by_hour.items():
-            used[hour] += stats.record_deliveries(conn, ids, smtp_ids=accepted)
+        for hour, ids in by_hour.items():  # (each delivered row's reservation cleared in the same UPDATE)
+            used[hour] += stats.record_deliveries(conn, ids, smtp_ids=accepted, release=True)
         delivered = sum(used.values())
         # The hourly allowance: each reservation settled (delivered: used in the hour it was
         # reserved in; else given back), once, by the worker whose claim the row still carries.
         released.update(hour for hour in owned.values() if hour is not None)
         for hour in sorted(released.keys() | used.keys(), reverse=True):  # newest first, as a claim locks them
             billing.settle(conn, workspace_id, "hourly_emails", hour, released=released[hour], used=used[hour])
-        if released:
-            reserved = [i for i, hour in owned.items() if hour is not None]
+        # The reservations not cleared with a delivery (every accepted one too, in the rare
+        # case that one of them was not recorded as delivered here)
+        cleared = set(accepted) if delivered == len(accepted) else set()
+        reserved = [i for i, hour in owned.items() if hour is not None and i not in cleared]
+        if reserved:
             conn.execute(f"UPDATE email_messages SET reserved_hour = NULL WHERE id IN ({marks(reserved)})", reserved)
         if delivered:
             billing.bump_usage(conn, workspace_id, "monthly_emails", delivered)
