@@ -277,8 +277,9 @@ def test_a_composed_message_is_signed_as_sign_would_and_verifies(signer: DkimSig
     from marketing_cli.kernel.merge import Values
     from marketing_cli.services.email.compose import CompiledVariant, Recipient
 
-    for subject in ("Hello {{contact.first_name|there}}", "Grüße aus dem Laden, " * 12):
-        variant = CompiledVariant(subject=subject, html="<p>Hi  there\t<a href='{{unsubscribe_url}}'>x</a></p>",
+    for subject, html in (("Hello {{contact.first_name|there}}", "<p>Hi  there\t<a href='{{unsubscribe_url}}'>x</a></p>"),
+                          ("Grüße aus dem Laden, " * 12, "<p>one\rtwo\r\nthree\nfour</p>")):  # a lone CR too
+        variant = CompiledVariant(subject=subject, html=html,
                                   from_name="Shop", from_address="news@example.com",
                                   reply_to=("Help", "help@bücher.de"), tracking_base="http://t.example",
                                   campaign_id="c1", track=True, link_ids={}, signer=signer)
