@@ -296,8 +296,8 @@ def run_fleet(url: str, folder: Path, smtp: SmtpServer) -> None:
                     break
                 time.sleep(0.2)
             paused.proc.send_signal(signal.SIGCONT)
-            # Both campaigns finish. (Generous: on 2 loaded cores with both fleet tests at once,
-            # 13,000 of 20,000 emails had gone at 180 s; a passing run takes 30-90 s here.)
+            # Both campaigns finish. (Generous: on 2 cores at load 17, with both fleet tests at
+            # once, 13,000 of 20,000 emails had gone at 180 s.)
             deadline = time.monotonic() + 480
             while time.monotonic() < deadline:
                 states = (conn.execute("SELECT status FROM campaigns WHERE id = ?", (email_id,)).fetchone()[0],
