@@ -10,7 +10,8 @@ It runs in two phases, each in batches:
    SQL cannot measure; country and price joined by prefix), and the batch's charge (an
    exact integer SUM) is written to the ledger in the same transaction. A recipient already written (a re-run after a
    crash) is ignored by the UNIQUE key, and a batch that wrote nothing charges nothing:
-   no recipient is ever charged twice. Recipients in countries without a price are
+   no recipient is ever charged twice. (PostgreSQL writes a batch without ON CONFLICT first and
+   takes its charge from the statement's RETURNING: _write_batches.) Recipients in countries without a price are
    `suppressed`: written, never charged.
 2. Hand-off: pending messages go to the workspace's provider (services/sms/providers.py),
    each claimed batch through the quiet-hours gate first (gate.py): messages that may not be
