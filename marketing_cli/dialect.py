@@ -249,6 +249,20 @@ def sms_keyed_table(conn: Any) -> str:
     return "" if postgresql(conn) else " WITHOUT ROWID"
 
 
+def sms_may_skip_row_triggers(conn: Any) -> bool:
+    """PostgreSQL: whether this role may set `session_replication_role` (a superuser, or, from
+    PostgreSQL 15, one granted SET on it): the SMS expansion then checks its rows' campaign
+    once per batch instead of per row (services/sms/expansion._rows_of_one_campaign)."""
+    if not postgresql(conn):
+        return False
+    superuser, version = conn.execute("SELECT current_setting('is_superuser'),"
+                                      " current_setting('server_version_num')::int").fetchone()
+    if superuser == "on":
+        return True
+    return version >= 150000 and bool(conn.execute(
+        "SELECT has_parameter_privilege('session_replication_role', 'SET')").fetchone()[0])
+
+
 def sms_like_any_case(conn: Any) -> str:
     """SQLite's LIKE (ASCII case-insensitive), as PostgreSQL spells it."""
     return "ILIKE" if postgresql(conn) else "LIKE"
