@@ -95,7 +95,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason=marker.kwargs.get("reason", default)))
     # The slow tests first (a stable sort: the order is otherwise kept). pytest-xdist hands tests
     # out in this order: a test of minutes handed out last kept one worker busy while the other
-    # had nothing left to do; first, the other worker runs the short ones meanwhile.
+    # had nothing left to do; first, the other worker runs the short ones meanwhile. And one at a
+    # time (pyproject.toml: --maxschedchunk=1): xdist's first hand-out is otherwise a quarter of
+    # each worker's share in one block, which gave one worker all 64 slow tests in a row (the
+    # PostgreSQL half ran its two fleet tests last, 9 minutes in, while the other worker had
+    # run out of work).
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
