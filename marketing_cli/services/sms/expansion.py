@@ -244,14 +244,14 @@ _BATCH_CHARGE = ("SELECT COUNT(*), COALESCE(SUM(price_units), 0) FROM sms_messag
 # how many, how many pending and their price (the charge), how many without a country
 # (Pricing.price_unresolved has work), how many pending with "http" in their text
 # (links.shorten_batch has work). When neither has work, the batch reads none of its rows again.
-_SUMMARY = ("SELECT COUNT(*), COALESCE(SUM(CASE WHEN status = 'pending' THEN 1 END), 0),"
-            " COALESCE(SUM(CASE WHEN status = 'pending' THEN price_units END), 0),"
+# The charge of a batch's rows, one definition for both reads below: its pending messages, their price.
+_CHARGE_COLUMNS = ("COALESCE(SUM(CASE WHEN status = 'pending' THEN 1 END), 0),"
+                   " COALESCE(SUM(CASE WHEN status = 'pending' THEN price_units END), 0)")
+_SUMMARY = (f"SELECT COUNT(*), {_CHARGE_COLUMNS},"
             " COALESCE(SUM(CASE WHEN country IS NULL THEN 1 END), 0),"
             " COALESCE(SUM(CASE WHEN status = 'pending' AND COALESCE(body, :message) ILIKE '%http%' THEN 1 END), 0)"
             " FROM ins")
-_BATCH_CHARGE_PG = ("SELECT COALESCE(SUM(CASE WHEN status = 'pending' THEN 1 END), 0),"
-                    " COALESCE(SUM(CASE WHEN status = 'pending' THEN price_units END), 0)"
-                    " FROM sms_messages WHERE campaign_id = ? AND batch = ?")
+_BATCH_CHARGE_PG = f"SELECT {_CHARGE_COLUMNS} FROM sms_messages WHERE campaign_id = ? AND batch = ?"
 
 
 def _write_batches(conn: sqlite3.Connection, campaign: sqlite3.Row, forms: dict[str, str], last: int,
