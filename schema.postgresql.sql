@@ -1569,3 +1569,46 @@ CREATE FUNCTION mkt_json_comparable(doc TEXT, path TEXT) RETURNS TEXT LANGUAGE s
                WHEN 'null' THEN NULL
                ELSE 'j' || (doc::jsonb #> mkt_json_path(path))::text END
 $$;
+
+-- version: 30
+-- A contact's data parsed once when it is written, not once per field index. Every write of a
+-- contact evaluated each per-field index contacts_field_<id> (its expression and its partial
+-- predicate) on the text of data, and each evaluation parsed that text into jsonb: a workspace
+-- with 7 fields paid 14 parses per contact, 55 us of the 75 us a COPY of one contact cost
+-- (50,000 contacts, 7 field indexes; without them 20 us). data_doc holds the parsed document,
+-- computed by PostgreSQL whenever data is written; the field functions take it as jsonb (a
+-- member read from parsed jsonb, no parse), and the field indexes are rebuilt on it: 43-47 us
+-- a contact on the same COPY. Nothing writes data_doc, and nothing but field_sql reads it
+-- (rows come back with its text). SQLite reads its JSON text directly and has no such column.
+ALTER TABLE contacts ADD COLUMN data_doc JSONB GENERATED ALWAYS AS (data::jsonb) STORED;
+
+CREATE FUNCTION mkt_field_text(doc JSONB, key TEXT) RETURNS TEXT LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE WHEN jsonb_typeof(doc -> key) = 'string' THEN doc ->> key END
+$$;
+
+CREATE FUNCTION mkt_field_number(doc JSONB, key TEXT) RETURNS NUMERIC LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE WHEN jsonb_typeof(doc -> key) = 'number' THEN (doc ->> key)::numeric END
+$$;
+
+CREATE FUNCTION mkt_field_boolean(doc JSONB, key TEXT) RETURNS BIGINT LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE doc -> key WHEN 'true'::jsonb THEN 1 WHEN 'false'::jsonb THEN 0 END
+$$;
+
+CREATE FUNCTION mkt_field_extract(doc JSONB, key TEXT) RETURNS TEXT LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE WHEN jsonb_typeof(doc -> key) = 'boolean'
+                THEN (CASE WHEN doc -> key = 'true'::jsonb THEN '1' ELSE '0' END)
+                ELSE doc ->> key END
+$$;
+
+-- The existing field indexes, rebuilt on data_doc (field_sql.create_index writes the same).
+DO $$
+DECLARE
+    field_index RECORD;
+BEGIN
+    FOR field_index IN SELECT indexname, indexdef FROM pg_indexes
+                 WHERE schemaname = current_schema() AND tablename = 'contacts' AND indexname LIKE 'contacts\_field\_%'
+    LOOP
+        EXECUTE format('DROP INDEX %I', field_index.indexname);
+        EXECUTE replace(field_index.indexdef, '(data, ', '(data_doc, ');
+    END LOOP;
+END $$;

@@ -1354,3 +1354,8 @@ ALTER TABLE email_messages ADD COLUMN reserved_hour TEXT;
 -- Nothing changes in a SQLite file. On PostgreSQL, automations compare a trigger's, goal's or
 -- wait's values (a custom event's properties, a field's from / to) with the event's as SQLite's
 -- json_extract values compare: by JSON type, numbers by value (schema.postgresql.sql step 29).
+
+-- version: 30
+-- Nothing changes in a SQLite file. On PostgreSQL, contacts keep their data parsed once as a
+-- generated jsonb column that the field functions and field indexes read, instead of parsing
+-- the text once per field index for every contact written (schema.postgresql.sql step 30).

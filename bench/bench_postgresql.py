@@ -166,9 +166,9 @@ def _search_cases(n: int, ids: dict[str, int]) -> list[tuple[str, dict, str, tup
         ("email EQUALS", {"merge_tag": "email_address", "operator": "EQUALS", "value": target_email},
          "email = %s", (target_email,)),
         ("TEXT field EQUALS", {"merge_tag": "city", "operator": "EQUALS", "value": "City 17"},
-         f"mkt_field_text(data, '{ids['city']}') = %s", ("City 17",)),
+         f"mkt_field_text(data_doc, '{ids['city']}') = %s", ("City 17",)),
         ("NUMBER field GREATER_THAN", {"merge_tag": "age", "operator": "GREATER_THAN", "value": 88},
-         f"mkt_field_number(data, '{ids['age']}') > %s", (88,)),
+         f"mkt_field_number(data_doc, '{ids['age']}') > %s", (88,)),
     ]
 
 
@@ -254,7 +254,7 @@ def _sms_rows(server: Any, n: int) -> list[dict]:
     try:
         first = conn.execute("SELECT id FROM fields WHERE workspace_id = ? AND merge_tag = 'first_name'",
                              (ws,)).fetchone()[0]
-        rendered = (f"'Hi ' || COALESCE(mkt_field_text(c.data, '{first}'), '') ||"
+        rendered = (f"'Hi ' || COALESCE(mkt_field_text(c.data_doc, '{first}'), '') ||"
                     " ', our autumn sale starts today. Reply STOP to opt out.'")
         _raw_sms_insert(url, ws, "NULL")  # warm the cache the same way for both
         out = []

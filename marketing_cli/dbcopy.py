@@ -126,6 +126,7 @@ def postgresql_tables(conn: Any) -> list[Table]:
             "SELECT c.relname, a.attname, format_type(a.atttypid, NULL), a.attnotnull, a.attidentity <> ''"
             " FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid"
             f" WHERE c.relnamespace = {here} AND c.relkind IN ('r', 'p') AND a.attnum > 0 AND NOT a.attisdropped"
+            " AND a.attgenerated = ''"  # contacts.data_doc: PostgreSQL computes it from data
             " ORDER BY c.relname, a.attnum").fetchall():
         columns.setdefault(table, []).append((name, kind, notnull, identity))
     pks: dict[str, list[str]] = {}

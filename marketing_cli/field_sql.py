@@ -33,11 +33,23 @@ def value_expr(field_id: Any, table: str = "") -> str:
 def extract_expr(conn: Any, field_id: Any, table: str = "") -> str:
     """`value_expr`'s answer (json_extract's, whatever the stored type), in an expression the
     engine computes fastest per row: PostgreSQL's mkt_field_extract, which the planner inlines
-    (json_extract there: 62 us a call before step 23 inlined it, 9 us after; schema.postgresql.sql step 24)."""
+    (json_extract there: 62 us a call before step 23 inlined it, 9 us after; schema.postgresql.sql step 24),
+    reading the parsed document (`data_doc`)."""
     if not postgresql(conn):
         return value_expr(field_id, table)
-    column = f"{table}.data" if table else "data"
-    return f"mkt_field_extract({column}, '{int(field_id)}')"
+    return f"mkt_field_extract({_document(table)}, '{int(field_id)}')"
+
+
+def data_columns(conn: Any, table: str) -> str:
+    """The columns a subquery over contacts passes on for field expressions over its rows:
+    `c.data`, and on PostgreSQL also `c.data_doc`, which they read there."""
+    return f"{table}.data, {table}.data_doc" if postgresql(conn) else f"{table}.data"
+
+
+def _document(table: str) -> str:
+    """PostgreSQL's parsed copy of a contact's data, `data_doc` (schema.postgresql.sql step 30):
+    what the typed and extracted values read there, so no expression parses the text again."""
+    return f"{table}.data_doc" if table else "data_doc"
 
 
 
@@ -70,18 +82,18 @@ def each_expr(field_id: Any, table: str) -> str:
 # in the stored JSON type; PostgreSQL's is text, so there the value is typed by the field's
 # type (mkt_field_number / mkt_field_boolean / mkt_field_text in schema.postgresql.sql): a
 # number compares as a number, a boolean as 1/0. The per-field expression index is built on
-# the same expression (create_index), so the planner uses it on both engines.
+# the same expression (create_index), so the planner uses it on both engines. These read
+# `data_doc`, the document PostgreSQL parses once when a contact is written (step 30).
 _PG_FIELD_FUNCTIONS = {"NUMBER": "mkt_field_number", "BOOLEAN": "mkt_field_boolean"}
 
 
 def typed_value_expr(conn: Any, field_id: Any, field_type: str, table: str = "") -> str:
     """The SQL expression of one field's value: `json_extract(data, '$."7"')` on SQLite,
-    typed by `field_type` on PostgreSQL (`mkt_field_number(data, '7')` for a NUMBER)."""
+    typed by `field_type` on PostgreSQL (`mkt_field_number(data_doc, '7')` for a NUMBER)."""
     if not postgresql(conn):
         return value_expr(field_id, table)
-    column = f"{table}.data" if table else "data"
     function = _PG_FIELD_FUNCTIONS.get(field_type, "mkt_field_text")
-    return f"{function}({column}, '{int(field_id)}')"
+    return f"{function}({_document(table)}, '{int(field_id)}')"
 
 
 def index_expr(conn: Any, field_id: Any) -> str:

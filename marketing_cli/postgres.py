@@ -314,7 +314,8 @@ class _Empty:
 
 
 def _adapt(conn: Any) -> None:
-    """SQLite's value types on the way in and out: 0/1 for booleans, int for whole numerics."""
+    """SQLite's value types on the way in and out: 0/1 for booleans, int for whole numerics,
+    text for jsonb."""
     from psycopg.adapt import Loader
     from psycopg.types.numeric import IntDumper
 
@@ -330,12 +331,17 @@ def _adapt(conn: Any) -> None:
             except ValueError:
                 return float(text)
 
+    class JsonbAsText(Loader):  # contacts.data_doc in a `SELECT *` row: the JSON text, unparsed
+        def load(self, data: Any) -> str:
+            return bytes(data).decode()
+
     class BoolDumper(IntDumper):
         def dump(self, obj: Any) -> bytes:
             return b"1" if obj else b"0"
 
     conn.adapters.register_loader("bool", BoolAsInt)
     conn.adapters.register_loader("numeric", NumericAsSQLite)
+    conn.adapters.register_loader("jsonb", JsonbAsText)
     conn.adapters.register_dumper(bool, BoolDumper)
 
 

@@ -50,7 +50,8 @@ def _postgresql_side(conn: Any) -> dict[str, Any]:
     for name in names:
         columns = {r[0]: (r[1], r[2] == "NO") for r in conn.execute(
             "SELECT column_name, data_type, is_nullable FROM information_schema.columns"
-            " WHERE table_schema = current_schema() AND table_name = ?", (name,)).fetchall()}
+            " WHERE table_schema = current_schema() AND table_name = ? AND is_generated = 'NEVER'",
+            (name,)).fetchall()}
         primary = [r[0] for r in conn.execute(
             "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid"
             " AND a.attnum = ANY(i.indkey) WHERE i.indrelid = ?::regclass AND i.indisprimary"
@@ -88,6 +89,18 @@ def test_both_engines_hold_the_same_schema(conn: Any) -> None:
     assert db.schema_version(conn) == db.latest_version()
 
 
+def test_postgresql_computes_one_column_more_the_parsed_contact_data(conn: Any, workspace: dict) -> None:
+    """The one column the comparison above leaves out: contacts.data_doc, PostgreSQL's parsed
+    copy of data (schema.postgresql.sql step 30), which the field indexes are built on."""
+    generated = conn.execute(
+        "SELECT table_name, column_name, data_type, generation_expression FROM information_schema.columns"
+        " WHERE table_schema = current_schema() AND is_generated <> 'NEVER'").fetchall()
+    assert [tuple(r) for r in generated] == [("contacts", "data_doc", "jsonb", "(data)::jsonb")]
+    definitions = [r[0] for r in conn.execute(
+        "SELECT indexdef FROM pg_indexes WHERE tablename = 'contacts' AND indexname LIKE 'contacts_field_%'").fetchall()]
+    assert definitions and all("(data_doc, " in d and "(data, " not in d for d in definitions), definitions
+
+
 def test_a_newer_schema_is_refused(conn: Any, db_path: str) -> None:
     from marketing_cli.errors import MktError
 
@@ -110,6 +123,51 @@ def test_the_schema_is_made_once_by_concurrent_first_starts(postgres_server: Any
     answers = [run.communicate(timeout=120) for run in runs]
     assert [run.returncode for run in runs] == [0, 0, 0, 0], answers
     assert {out.strip() for out, _ in answers} == {str(db.latest_version())}
+
+
+def test_step_30_rebuilds_the_existing_field_indexes_on_the_parsed_data(postgres_server: Any) -> None:
+    """A database upgraded from step 29 holds field indexes built on the text of data: step 30
+    adds data_doc (computed for the contacts already there) and rebuilds each index on it."""
+    url = postgres_server.empty()
+    conn = db.connect(url, upgrade=False)
+    try:
+        db.migrate(conn, 30 - 1)
+        conn.execute("INSERT INTO workspaces (name, created_at) VALUES ('Old', 'x')")
+        ws = conn.execute("SELECT id FROM workspaces").fetchone()[0]
+        conn.execute("INSERT INTO contacts (id, workspace_id, email, status, data, created_at, updated_at)"
+                     " VALUES ('c1', ?, 'a@x.io', 'SUBSCRIBED', '{\"77\":\"Paris\",\"78\":41}', 'x', 'x')", (ws,))
+        conn.execute("CREATE INDEX contacts_field_77 ON contacts (workspace_id, mkt_field_text(data, '77'))"
+                     " WHERE mkt_field_text(data, '77') IS NOT NULL")
+        conn.execute("CREATE INDEX contacts_field_78 ON contacts (workspace_id, mkt_field_number(data, '78'))"
+                     " WHERE mkt_field_number(data, '78') IS NOT NULL")
+        db.migrate(conn)
+        definitions = dict(conn.execute("SELECT indexname, indexdef FROM pg_indexes WHERE indexname LIKE 'contacts_field_%'"))
+        assert sorted(definitions) == ["contacts_field_77", "contacts_field_78"]
+        assert "mkt_field_number(data_doc, '78'::text)" in definitions["contacts_field_78"]
+        assert "(data, " not in definitions["contacts_field_77"] + definitions["contacts_field_78"]
+        conn.execute("SET enable_seqscan = off")
+        assert conn.execute("SELECT id FROM contacts WHERE workspace_id = ? AND mkt_field_text(data_doc, '77') = 'Paris'",
+                            (ws,)).fetchall() == [("c1",)]
+        plan = " ".join(r[0] for r in conn.execute(
+            "EXPLAIN SELECT id FROM contacts WHERE workspace_id = 1 AND mkt_field_number(data_doc, '78') > 40"))
+        assert "contacts_field_78" in plan, plan
+    finally:
+        conn.close()
+
+
+JSONB_OVERLOADS = ("mkt_field_text", "mkt_field_number", "mkt_field_boolean", "mkt_field_extract")
+
+
+@pytest.mark.parametrize("function", JSONB_OVERLOADS)
+def test_the_field_functions_answer_the_same_from_the_parsed_data(conn: Any, function: str) -> None:
+    """Step 30's jsonb forms of the field functions give the text forms' answers, for every kind
+    of member and for documents that are not objects."""
+    keys = ["1", "2", "3", "4", "5", "6", "7", "8", "e", "n", "missing"]
+    for doc in JSON_DOCS + ['"text"', '12', 'null']:
+        for key in keys:
+            from_text, from_jsonb = conn.execute(
+                f"SELECT {function}(?::text, ?)::text, {function}(?::jsonb, ?)::text", (doc, key, doc, key)).fetchone()
+            assert from_jsonb == from_text, (doc, key)
 
 
 def test_served_requests_survive_lost_connections(client: Any, auth: dict[str, str], conn: Any) -> None:

@@ -10,7 +10,7 @@ import sqlite3
 from decimal import Decimal
 from typing import Any
 
-from marketing_cli import jobs
+from marketing_cli import field_sql, jobs
 from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
@@ -121,7 +121,7 @@ def estimate_cost(conn: sqlite3.Connection, workspace_id: int, message: str,
                                              numbers.params).fetchone()
             return ledger.from_units(total * count_segments(renderer.text).segments), recipients
         register_renderer(conn, renderer)
-        query = resolve_audience(conn, workspace_id, audience, "sms", "c.phone, c.email, c.data")
+        query = resolve_audience(conn, workspace_id, audience, "sms", f"c.phone, c.email, {field_sql.data_columns(conn, 'c')}")
         measure = renderer.rendered_sql("b")[1]
         recipients, total = conn.execute(
             f"WITH b AS MATERIALIZED (SELECT {units} AS units, {renderer.texts_sql('a')} FROM ({query.sql}) a{join})"
