@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import threading
 from typing import Any
 
 import pytest
@@ -307,6 +308,58 @@ def test_small_batches_import_everything(conn: Any, ws: int) -> None:
     assert seen == [5, 10, 15, 20, 24]
     assert count(conn, ws) == 23
     assert billing.usage(conn, ws, "contacts") == 23  # the counter trigger saw every row
+
+
+def test_postgresql_parses_the_next_batch_while_one_is_written(conn: Any, ws: int, engine: str) -> None:
+    """The reader thread runs on PostgreSQL only (dialect.contacts_import_reads_ahead), and is gone
+    when the import returns; the rows, the report's order and the progress are the same."""
+    seen: list[bool] = []
+
+    def progress(rows: int) -> None:
+        seen.append(any(t.name == "mkt-import-reader" for t in threading.enumerate()))
+
+    text = ("email,age\n" + "".join(f"u{i}@example.com,{i}\n" for i in range(12)) + "bad,1\n"
+            + "u0@example.com,x\n")
+    result = run(conn, ws, text, batch_size=4, progress=progress)
+    assert seen[0] is (engine == "postgresql")
+    assert not any(t.name == "mkt-import-reader" for t in threading.enumerate())
+    assert (result["created"], result["skipped"]) == (12, 2)
+    assert [e["line"] for e in result["errors"]] == [14, 15]
+
+
+def test_the_reader_hands_over_its_error_after_the_batches_before_it() -> None:
+    """An error while reading ahead (here from the third batch) reaches the writer after the two
+    batches before it, and the reader thread stops."""
+    def make(stop: Any) -> Any:
+        yield importer._Batch(1, [], [])
+        yield importer._Batch(2, [], [])
+        raise MktError(400, "broken")
+
+    got = []
+    with pytest.raises(MktError, match="broken"):
+        for batch in importer._read_ahead(make):
+            got.append(batch.rows)
+    assert got == [1, 2]
+    assert not any(t.name == "mkt-import-reader" for t in threading.enumerate())
+
+
+def test_leaving_early_stops_the_reader_within_a_row() -> None:
+    """A writer that stops (an error, Ctrl-C) leaves no thread reading the file behind, even one
+    waiting to hand over a batch or still reading."""
+    read = []
+
+    def make(stop: Any) -> Any:
+        for i in range(1_000_000):
+            if stop.is_set():
+                return
+            read.append(i)
+            yield importer._Batch(i, [], [])
+
+    batches = importer._read_ahead(make)
+    assert next(batches).rows == 0
+    batches.close()
+    assert not any(t.name == "mkt-import-reader" for t in threading.enumerate())
+    assert len(read) < 10
 
 
 def test_allowance_rejects_new_contacts_beyond_it_but_not_updates(conn: Any, ws: int) -> None:

@@ -25,6 +25,12 @@ Import is a bulk upsert built for a million rows:
   nothing; row errors reject their rows only; batches before a crash stay committed
   (each is whole). Ctrl-C raises ImportInterrupted with what the committed batches hold,
   so the CLI can say what was kept (re-running the import is safe: it upserts).
+- On PostgreSQL the file is read and its rows checked one batch ahead of the writer, in a
+  thread of its own (`_read_ahead`): while a batch is written (the writer waits on the
+  server, GIL released) the next one is parsed, so the two overlap instead of taking turns
+  (dialect.contacts_import_reads_ahead says why SQLite takes turns). Either way a batch's
+  rejected and warned rows reach the report in file order, before its writer's own
+  rejections.
 - A running import holds the workspace's io lock (services/contacts/io_lock.py).
 - Addresses: every address email-validator accepts goes in, internationalised ones
   included (RFC 6531/6532). A domain in Unicode is sendable everywhere (it goes out in
@@ -37,11 +43,14 @@ from __future__ import annotations
 
 import csv
 import itertools
+import queue
 import sqlite3
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack
-from typing import Any, TextIO
+from typing import Any, NamedTuple, TextIO
 
+from marketing_cli import dialect
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import limits
 from marketing_cli.kernel.addresses import needs_smtputf8
@@ -128,7 +137,92 @@ def _check_identity(conn: sqlite3.Connection, workspace_id: int, columns: dict[i
                             "API: map=Column=email_address).")
 
 
-def _parsed_rows(reader: Any, parser: RowParser, report: _Report) -> Iterator[tuple[int, ContactRow | None]]:
+class _Notes:
+    """The report's calls for the rows read since the last `take`, to be made in order by the
+    writer's thread (`replay`)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[Callable[..., None], tuple[Any, ...]]] = []
+
+    def reject(self, line: int, cells: list[str], reason: str) -> None:
+        self.calls.append((_Report.reject, (line, cells, reason)))
+
+    def warn(self, line: int, reason: str) -> None:
+        self.calls.append((_Report.warn, (line, reason)))
+
+    def take(self) -> list[tuple[Callable[..., None], tuple[Any, ...]]]:
+        calls, self.calls = self.calls, []
+        return calls
+
+
+def _replay(calls: list[tuple[Callable[..., None], tuple[Any, ...]]], report: _Report) -> None:
+    for method, args in calls:
+        method(report, *args)
+
+
+class _Batch(NamedTuple):
+    rows: int  # rows read up to the end of this batch (its last line)
+    contacts: list[ContactRow]
+    notes: list[tuple[Callable[..., None], tuple[Any, ...]]]  # its rejected and warned rows (_Notes)
+
+
+def _batches(reader: Any, parser: RowParser, batch_size: int, stop: threading.Event) -> Iterator[_Batch]:
+    """The file's rows in batches of `batch_size` accepted rows (the last one may be smaller)."""
+    notes = _Notes()
+    contacts: list[ContactRow] = []
+    rows = 0
+    for rows, row in _parsed_rows(reader, parser, notes):
+        if stop.is_set():
+            return
+        if row is not None:
+            contacts.append(row)
+            if len(contacts) >= batch_size:
+                yield _Batch(rows, contacts, notes.take())
+                contacts = []
+    yield _Batch(rows, contacts, notes.take())
+
+
+def _read_ahead(make: Callable[[threading.Event], Iterator[_Batch]]) -> Iterator[_Batch]:
+    """`make(stop)`'s batches, produced in a thread one batch ahead of the caller. Its errors are
+    raised here, where the caller reaches them; leaving early (an error, Ctrl-C) stops it
+    within a row and waits for it, so it never reads the source after the import returned."""
+    handoff: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=1)
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            for batch in make(stop):
+                while not stop.is_set():
+                    try:
+                        handoff.put(("batch", batch), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+            handoff.put(("end", None))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread, raised there
+            handoff.put(("error", exc))
+
+    reader = threading.Thread(target=produce, name="mkt-import-reader", daemon=True)
+    reader.start()
+    try:
+        while True:
+            kind, value = handoff.get()
+            if kind == "end":
+                return
+            if kind == "error":
+                raise value
+            yield value
+    finally:
+        stop.set()
+        while reader.is_alive():  # it may wait to hand over a batch nobody will take
+            try:
+                handoff.get_nowait()
+            except queue.Empty:
+                pass
+            reader.join(0.05)
+
+
+def _parsed_rows(reader: Any, parser: RowParser, report: _Report | _Notes) -> Iterator[tuple[int, ContactRow | None]]:
     """(rows read so far, the parsed row or None when it was rejected or blank).
 
     A row with problems is rejected with all its reasons at once.
@@ -221,25 +315,22 @@ def import_contacts(
         parser = RowParser(len(header), columns, fields, allows_no_email(conn, workspace_id), date_format, day_first)
         report = _Report(header, errors_out, max_errors)
         writer = BatchWriter(conn, workspace_id, fields, tag_list, status, dry_run, report.reject)
-        batch: list[ContactRow] = []
         rows = 0
         kept = (0, 0, 0)  # (rows, created, updated) of the batches committed so far
         try:
-            for rows, row in _parsed_rows(reader, parser, report):
-                if row is not None:
-                    batch.append(row)
-                    if len(batch) >= batch_size:
-                        writer.apply(batch, lock)
-                        kept = (rows, writer.created, writer.updated)
-                        batch = []
-                        if progress is not None:
-                            progress(rows)
-            if batch:
-                writer.apply(batch, lock)
+            def batches(stop: threading.Event) -> Iterator[_Batch]:
+                return _batches(reader, parser, batch_size, stop)
+
+            ahead = dialect.contacts_import_reads_ahead(conn)
+            for rows, batch, notes in _read_ahead(batches) if ahead else batches(threading.Event()):
+                _replay(notes, report)
+                if batch:
+                    writer.apply(batch, lock)
+                    kept = (rows, writer.created, writer.updated)
+                if progress is not None:
+                    progress(rows)
         except KeyboardInterrupt:
             raise ImportInterrupted(*kept, dry_run) from None
-        if progress is not None:
-            progress(rows)
     return {
         "rows": rows,
         "created": writer.created,
