@@ -367,8 +367,12 @@ def configure(raw: Any) -> None:
     """A new psycopg connection made ready for the services (also the pool's `configure`)."""
     raw.row_factory = _row_factory
     _adapt(raw)
+    # jit off: PostgreSQL compiles a statement whose estimated cost is high enough, which is any
+    # statement over a big audience; the compile costs more than it saves at mkt's sizes (the
+    # cost estimate of an SMS campaign to 100,000 contacts: 726-859 ms with it, 280-300 ms
+    # without, 480 ms of it compiling).
     raw.execute(f"SET statement_timeout = {STATEMENT_TIMEOUT_MS};"  # one round trip (no parameters)
-                f" SET idle_in_transaction_session_timeout = {IDLE_IN_TRANSACTION_MS}")
+                f" SET idle_in_transaction_session_timeout = {IDLE_IN_TRANSACTION_MS}; SET jit = off")
 
 
 class Connection:

@@ -125,6 +125,21 @@ def test_the_schema_is_made_once_by_concurrent_first_starts(postgres_server: Any
     assert {out.strip() for out, _ in answers} == {str(db.latest_version())}
 
 
+def test_every_connection_gets_the_session_settings(conn: Any, db_path: str) -> None:
+    """Direct and pooled connections alike: the two timeouts (issue 22's hygiene) and no JIT."""
+    from marketing_cli import postgres
+
+    settings = "SELECT current_setting('statement_timeout'), current_setting('idle_in_transaction_session_timeout')," \
+               " current_setting('jit')"
+    assert tuple(conn.execute(settings).fetchone()) == ("1min", "1min", "off")
+    pool = postgres.Pool(postgres.DatabaseUrl(db_path), 1)
+    try:
+        with pool.borrow() as pooled:
+            assert tuple(pooled.execute(settings).fetchone()) == ("1min", "1min", "off")
+    finally:
+        pool.close()
+
+
 def test_step_30_rebuilds_the_existing_field_indexes_on_the_parsed_data(postgres_server: Any) -> None:
     """A database upgraded from step 29 holds field indexes built on the text of data: step 30
     adds data_doc (computed for the contacts already there) and rebuilds each index on it."""
