@@ -184,6 +184,7 @@ def _search_rows(url: str, conn: Any, ws: int, ids: dict[str, int], sqlite: tupl
     out = []
     conn.execute("ANALYZE contacts")
     with psycopg.connect(url, autocommit=True, prepare_threshold=None) as bare:
+        bare.execute("SET jit = off")  # as mkt's own sessions (postgres.configure)
         for name, filt, where, params in _search_cases(n, ids):
             body = {"fields": [filt], "limit": limit}
 
@@ -230,6 +231,7 @@ def _raw_sms_insert(url: str, ws: int, body: str) -> float:
     from marketing_cli.kernel import clock
 
     with psycopg.connect(url, autocommit=True, prepare_threshold=None) as bare:
+        bare.execute("SET jit = off")  # as mkt's own sessions (postgres.configure)
         bare.execute("DROP TABLE IF EXISTS raw_messages")
         bare.execute("CREATE TABLE raw_messages (LIKE sms_messages INCLUDING ALL)")
         started = time.perf_counter()
