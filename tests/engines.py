@@ -290,7 +290,10 @@ def save_copy(db: Any, folder: Path) -> Any:
                      for (sequence,) in conn.execute("SELECT pg_get_serial_sequence(?, 'id')", (table,)).fetchall()
                      if sequence
                      for value in conn.execute(f"SELECT last_value, is_called FROM {sequence}").fetchall()]
-        return {"tables": names, "sequences": sequences}
+        writable = {table: ", ".join(f'"{c}"' for (c,) in conn.execute(
+            "SELECT attname FROM pg_attribute WHERE attrelid = ?::regclass AND attnum > 0 AND NOT attisdropped"
+            " AND attgenerated = '' ORDER BY attnum", (table,)).fetchall()) for table in names}
+        return {"tables": names, "sequences": sequences, "columns": writable}  # generated ones are computed
 
 
 def restore_copy(db: Any, saved: Any) -> None:
@@ -309,7 +312,8 @@ def restore_copy(db: Any, saved: Any) -> None:
         conn.execute("SET LOCAL session_replication_role = replica")  # no triggers, no foreign-key checks
         conn.execute("TRUNCATE " + ", ".join(f'"{t}"' for t in saved["tables"]))
         for table in saved["tables"]:
-            conn.execute(f'INSERT INTO "{table}" SELECT * FROM mkt_saved."{table}"')
+            names = saved["columns"][table]
+            conn.execute(f'INSERT INTO "{table}" ({names}) SELECT {names} FROM mkt_saved."{table}"')
         for _, sequence, value in saved["sequences"]:
             conn.execute("SELECT setval(%s, %s, %s)", (sequence, value[0], bool(value[1])))
 
