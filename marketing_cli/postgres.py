@@ -602,6 +602,10 @@ def migrate(conn: Connection, steps: Sequence[tuple[int, str]], target: int) -> 
     with _lock:
         try:
             with conn._conn.transaction():
+                # No statement timeout for a migration, nor for the wait for another process's:
+                # a step may rewrite a big table (step 30 on 1,000,000 contacts with 7 field
+                # indexes: 54 s), which must not fail half-way at the sessions' 60 s.
+                conn._conn.execute("SET LOCAL statement_timeout = 0")
                 conn._conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
                 conn._conn.execute(f"CREATE TABLE IF NOT EXISTS {VERSION_TABLE} (version BIGINT NOT NULL)")
                 row = conn._conn.execute(f"SELECT version FROM {VERSION_TABLE}").fetchone()

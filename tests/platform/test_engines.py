@@ -140,6 +140,21 @@ def test_every_connection_gets_the_session_settings(conn: Any, db_path: str) -> 
         pool.close()
 
 
+def test_a_migration_is_not_bound_by_the_statement_timeout(postgres_server: Any, monkeypatch: Any) -> None:
+    """A step that rewrites a big table may take longer than the sessions' statement timeout
+    (step 30: 54 s at 1,000,000 contacts): here the timeout is 1 ms, and the whole schema is
+    still made."""
+    from marketing_cli import postgres
+
+    monkeypatch.setattr(postgres, "STATEMENT_TIMEOUT_MS", 1)
+    conn = db.connect(postgres_server.empty())
+    try:
+        assert db.schema_version(conn) == db.latest_version()
+        assert conn.execute("SELECT current_setting('statement_timeout')").fetchone()[0] == "1ms"
+    finally:
+        conn.close()
+
+
 def test_step_30_rebuilds_the_existing_field_indexes_on_the_parsed_data(postgres_server: Any) -> None:
     """A database upgraded from step 29 holds field indexes built on the text of data: step 30
     adds data_doc (computed for the contacts already there) and rebuilds each index on it."""
