@@ -322,11 +322,13 @@ def import_contacts(
                 return _batches(reader, parser, batch_size, stop)
 
             ahead = dialect.contacts_import_reads_ahead(conn)
-            for rows, batch, notes in _read_ahead(batches) if ahead else batches(threading.Event()):
-                _replay(notes, report)
-                if batch:
-                    writer.apply(batch, lock)
+            for batch in _read_ahead(batches) if ahead else batches(threading.Event()):
+                rows = batch.rows
+                _replay(batch.notes, report)
+                if batch.contacts:
+                    writer.apply(batch.contacts, lock)
                     kept = (rows, writer.created, writer.updated)
+                del batch  # written: not kept while the next one is read
                 if progress is not None:
                     progress(rows)
         except KeyboardInterrupt:
