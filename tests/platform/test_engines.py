@@ -97,7 +97,8 @@ def test_postgresql_computes_one_column_more_the_parsed_contact_data(conn: Any, 
         " WHERE table_schema = current_schema() AND is_generated <> 'NEVER'").fetchall()
     assert [tuple(r) for r in generated] == [("contacts", "data_doc", "jsonb", "(data)::jsonb")]
     definitions = [r[0] for r in conn.execute(
-        "SELECT indexdef FROM pg_indexes WHERE tablename = 'contacts' AND indexname LIKE 'contacts_field_%'").fetchall()]
+        "SELECT indexdef FROM pg_indexes WHERE tablename = 'contacts'"
+        " AND indexname LIKE 'contacts_field_%'").fetchall()]
     assert definitions and all("(data_doc, " in d and "(data, " not in d for d in definitions), definitions
 
 
@@ -171,13 +172,14 @@ def test_step_30_rebuilds_the_existing_field_indexes_on_the_parsed_data(postgres
         conn.execute("CREATE INDEX contacts_field_78 ON contacts (workspace_id, mkt_field_number(data, '78'))"
                      " WHERE mkt_field_number(data, '78') IS NOT NULL")
         db.migrate(conn)
-        definitions = dict(conn.execute("SELECT indexname, indexdef FROM pg_indexes WHERE indexname LIKE 'contacts_field_%'"))
+        definitions = dict(conn.execute(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE indexname LIKE 'contacts_field_%'"))
         assert sorted(definitions) == ["contacts_field_77", "contacts_field_78"]
         assert "mkt_field_number(data_doc, '78'::text)" in definitions["contacts_field_78"]
         assert "(data, " not in definitions["contacts_field_77"] + definitions["contacts_field_78"]
         conn.execute("SET enable_seqscan = off")
-        assert conn.execute("SELECT id FROM contacts WHERE workspace_id = ? AND mkt_field_text(data_doc, '77') = 'Paris'",
-                            (ws,)).fetchall() == [("c1",)]
+        assert conn.execute("SELECT id FROM contacts WHERE workspace_id = ?"
+                            " AND mkt_field_text(data_doc, '77') = 'Paris'", (ws,)).fetchall() == [("c1",)]
         plan = " ".join(r[0] for r in conn.execute(
             "EXPLAIN SELECT id FROM contacts WHERE workspace_id = 1 AND mkt_field_number(data_doc, '78') > 40"))
         assert "contacts_field_78" in plan, plan

@@ -121,7 +121,8 @@ def estimate_cost(conn: sqlite3.Connection, workspace_id: int, message: str,
                                              numbers.params).fetchone()
             return ledger.from_units(total * count_segments(renderer.text).segments), recipients
         register_renderer(conn, renderer)
-        query = resolve_audience(conn, workspace_id, audience, "sms", f"c.phone, c.email, {field_sql.data_columns(conn, 'c')}")
+        columns = f"c.phone, c.email, {field_sql.data_columns(conn, 'c')}"
+        query = resolve_audience(conn, workspace_id, audience, "sms", columns)
         measure = renderer.rendered_sql("b")[1]
         recipients, total = conn.execute(
             f"WITH b AS MATERIALIZED (SELECT {units} AS units, {renderer.texts_sql('a')} FROM ({query.sql}) a{join})"
