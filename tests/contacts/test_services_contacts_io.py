@@ -327,6 +327,27 @@ def test_postgresql_parses_the_next_batch_while_one_is_written(conn: Any, ws: in
     assert [e["line"] for e in result["errors"]] == [14, 15]
 
 
+def test_a_failed_batch_stops_the_reader_before_the_error_leaves_the_import(conn: Any, ws: int,
+                                                                           monkeypatch: Any) -> None:
+    """A batch that fails (here the second) ends the import with its error, and no reader thread is
+    left waiting, even while the error (and its traceback) is still held by the caller."""
+    from marketing_cli.services.contacts import batches
+
+    applied = []
+
+    def failing(self: Any, batch: Any, lock: Any = None) -> None:
+        applied.append(len(batch))
+        if len(applied) == 2:
+            raise MktError(503, "The connection to the database was lost: try again.")
+
+    monkeypatch.setattr(batches.BatchWriter, "apply", failing)
+    text = "email\n" + "".join(f"f{i}@example.com\n" for i in range(40))
+    with pytest.raises(MktError) as caught:
+        run(conn, ws, text, batch_size=4)
+    assert applied == [4, 4] and caught.value.status == 503
+    assert not any(t.name == "mkt-import-reader" for t in threading.enumerate())
+
+
 def test_the_reader_hands_over_its_error_after_the_batches_before_it() -> None:
     """An error while reading ahead (here from the third batch) reaches the writer after the two
     batches before it, and the reader thread stops."""

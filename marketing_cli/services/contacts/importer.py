@@ -47,7 +47,7 @@ import queue
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import ExitStack
+from contextlib import ExitStack, closing
 from typing import Any, NamedTuple, TextIO
 
 from marketing_cli import dialect
@@ -322,15 +322,17 @@ def import_contacts(
                 return _batches(reader, parser, batch_size, stop)
 
             ahead = dialect.contacts_import_reads_ahead(conn)
-            for batch in _read_ahead(batches) if ahead else batches(threading.Event()):
-                rows = batch.rows
-                _replay(batch.notes, report)
-                if batch.contacts:
-                    writer.apply(batch.contacts, lock)
-                    kept = (rows, writer.created, writer.updated)
-                del batch  # written: not kept while the next one is read
-                if progress is not None:
-                    progress(rows)
+            source = _read_ahead(batches) if ahead else batches(threading.Event())
+            with closing(source):  # an error here stops the reader now, not when its traceback is freed
+                for batch in source:
+                    rows = batch.rows
+                    _replay(batch.notes, report)
+                    if batch.contacts:
+                        writer.apply(batch.contacts, lock)
+                        kept = (rows, writer.created, writer.updated)
+                    del batch  # written: not kept while the next one is read
+                    if progress is not None:
+                        progress(rows)
         except KeyboardInterrupt:
             raise ImportInterrupted(*kept, dry_run) from None
     return {
