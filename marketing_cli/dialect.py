@@ -141,8 +141,9 @@ def contacts_import_reads_ahead(conn: Any) -> bool:
     PostgreSQL: the writer mostly waits on the server, GIL released, so the parse is hidden
     (100,000 rows: 80-84 us a row against 104-152 in turns). SQLite: the write runs in this
     process and is mostly Python, holding the GIL, so the overlap bought nothing measurable,
-    while the batch held ahead raised the import's peak memory by a third (200,000 rows:
-    138-149 MiB against 107-109), which the bench holds within 10%."""
+    while the batches held ahead raised the import's peak memory by a third (200,000 rows:
+    138-149 MiB against 107-109, measured before the import let a written batch go before
+    reading the next), which the bench holds within 10%."""
     return postgresql(conn)
 
 

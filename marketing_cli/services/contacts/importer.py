@@ -222,7 +222,7 @@ def _read_ahead(make: Callable[[threading.Event], Iterator[_Batch]]) -> Iterator
             reader.join(0.05)
 
 
-def _parsed_rows(reader: Any, parser: RowParser, report: _Report | _Notes) -> Iterator[tuple[int, ContactRow | None]]:
+def _parsed_rows(reader: Any, parser: RowParser, report: _Notes) -> Iterator[tuple[int, ContactRow | None]]:
     """(rows read so far, the parsed row or None when it was rejected or blank).
 
     A row with problems is rejected with all its reasons at once.
