@@ -3,7 +3,7 @@
     db_path    a fresh database file path (MKT_DB points at it)
     conn       a connection to it (schema applied)
     workspace  {"id", "api_key", ...}: a workspace created with create_workspace
-    client     Starlette TestClient over create_app(db_path); errors never re-raised
+    client     an httpx client calling create_app(db_path) in the test's thread (tests/asgi_client.py); errors answered 500
     auth       headers carrying the workspace's key
     cli        run `mkt` through typer's CliRunner against db_path
     cli_json   the same with --json appended, returning the parsed stdout
@@ -243,9 +243,9 @@ def app(db_path: Path, conn: Any) -> Iterator[Any]:
 
 @pytest.fixture
 def client(app: Any) -> Iterator[Any]:
-    from starlette.testclient import TestClient
+    from tests.asgi_client import InlineClient
 
-    with TestClient(app, raise_server_exceptions=False) as test_client:
+    with InlineClient(app) as test_client:
         yield test_client
 
 

@@ -19,11 +19,11 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from starlette.routing import Mount
-from starlette.testclient import TestClient
 
 from marketing_cli.api.app import create_app
 from marketing_cli.db import connect
 from marketing_cli.services.account import workspaces
+from tests.asgi_client import InlineClient
 from tests.engines import new_database
 
 pytestmark = pytest.mark.slow
@@ -59,7 +59,7 @@ def world(tmp_path_factory: pytest.TempPathFactory, postgres_server: Any) -> dic
     created = workspaces.create_workspace(conn, "Paths")
     conn.close()
     app = create_app(db_path)
-    client = TestClient(app, raise_server_exceptions=False)
+    client = InlineClient(app)
     client.__enter__()
     yield {"client": client, "key": created["api_key"], "routes": _routes(app)}
     client.__exit__(None, None, None)
@@ -86,7 +86,7 @@ def test_the_routes_are_found(world: dict[str, Any]) -> None:
 @example(segment="¹", query="²", raw=True, with_key=True)
 @example(segment="٣", query="１", raw=False, with_key=False)
 def test_no_route_answers_5xx(world: dict[str, Any], segment: str, query: str, raw: bool, with_key: bool) -> None:
-    client: TestClient = world["client"]
+    client: InlineClient = world["client"]
     headers = {"Authorization": f"Bearer {world['key']}"} if with_key else {}
     failures = []
     for method, path in world["routes"]:
