@@ -52,6 +52,25 @@ _NO_CONTROL = r"[^\x00-\x1f\x7f-\x9f\u2028\u2029]"
 DISPLAY_NAME_PATTERN = rf"^{_NO_CONTROL}*(?!\s){_NO_CONTROL}{_NO_CONTROL}*$"
 
 
+# What Python's str.strip() trims, which the services use on names: a character class for
+# patterns (JSON Schema's \\s is ECMA-262's white space, which is not the same set).
+_TRIMMED = "".join(f"\\u{ord(c):04x}" for c in map(chr, range(0x110000)) if c.isspace())
+
+
+def trimmed_length(low: int, high: int) -> Schema:
+    """A string of `low` (at least 2) to `high` characters once the white space at its ends is
+    trimmed, as the service counts them (a padded string may be longer than `high`)."""
+    return {"type": "string", "minLength": low,
+            "pattern": f"^[{_TRIMMED}]*[^{_TRIMMED}][\\s\\S]{{{low - 2},{high - 2}}}[^{_TRIMMED}][{_TRIMMED}]*$"}
+
+
+def http_url(max_length: int) -> Schema:
+    """An http(s) URL, or "" for none, as services/email/template_url.has_http_scheme reads it
+    (its scheme in any case, white space at its ends trimmed)."""
+    return {"type": ["string", "null"], "maxLength": max_length,
+            "pattern": f"^(|[{_TRIMMED}]*[hH][tT][tT][pP][sS]?://[\\s\\S]*)$"}
+
+
 def name(max_length: int) -> Schema:
     return {"type": "string", "minLength": 1, "maxLength": max_length, "pattern": NOT_BLANK}
 
@@ -304,7 +323,7 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                                                 "allowed": {"type": ["integer", "null"]}}))})},
                                            ("workspace", "billing"))},
     ("PATCH", "/v1/workspace"): {"summary": "Update the workspace's name and tracking settings", "envelope": "A",
-                                 "body": obj({"name": {"type": "string", "minLength": 2, "maxLength": 50},
+                                 "body": obj({"name": trimmed_length(2, 50),
                                               "conversion_tracking": {"type": "boolean"},
                                               "interaction_tracking": {"type": ["boolean", "null"]},
                                               "timezone": {"type": ["string", "null"], "description": (
@@ -494,7 +513,7 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         "summary": "Make a DRAFT campaign recur: a copy is sent at each occurrence of the rule (optionally "
                    "with the new items of an RSS or Atom feed)",
         "envelope": "A", "status": 201,
-        "body": obj({"rrule": RRULE, "feed_url": {"type": ["string", "null"], "maxLength": series.MAX_URL}},
+        "body": obj({"rrule": RRULE, "feed_url": http_url(series.MAX_URL)},
                     ("rrule",)),
         "data": SERIES},
     ("POST", "/v1/campaigns/{campaign_id}/series/preview"): {

@@ -81,6 +81,8 @@ def int_list(body: dict[str, Any], name: str, *, path: str | None = None) -> lis
 
 
 NOT_UNICODE = "The member '{member}' is not valid Unicode text."
+# PostgreSQL's text cannot hold U+0000, so neither engine takes it: one answer on both.
+HOLDS_NUL = "The member '{member}' holds the NUL character (\\u0000), which text may not contain."
 NOT_UNICODE_ARGUMENT = "The argument '{argument}' is not valid UTF-8 text."
 
 
@@ -129,18 +131,24 @@ def _encodable(text: str) -> bool:
     return True
 
 
+def _check_string(text: str, where: str) -> None:
+    if not _encodable(text):
+        raise MktError(400, NOT_UNICODE.format(member=where))
+    if "\x00" in text:
+        raise MktError(400, HOLDS_NUL.format(member=where))
+
+
 def check_unicode(value: Any, path: str = "body") -> None:
-    """Every string (keys included) of a decoded JSON value must be encodable as UTF-8."""
+    """Every string (keys included) of a decoded JSON value must be encodable as UTF-8 and
+    free of U+0000."""
     stack = [(value, path)]
     while stack:
         item, where = stack.pop()
         if isinstance(item, str):
-            if not _encodable(item):
-                raise MktError(400, NOT_UNICODE.format(member=where))
+            _check_string(item, where)
         elif isinstance(item, dict):
             for key, child in item.items():
-                if not _encodable(key):
-                    raise MktError(400, NOT_UNICODE.format(member=where))
+                _check_string(key, where)
                 stack.append((child, key if where == "body" else f"{where}.{key}"))
         elif isinstance(item, list):
             stack.extend((child, f"{where}[{i}]") for i, child in enumerate(item))
