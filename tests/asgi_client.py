@@ -2,8 +2,9 @@
 
 Starlette's TestClient runs the app on an event loop in a second thread (anyio's blocking
 portal) and crosses between the threads for every ASGI message: about eight hand-overs a
-request, 3 of the 5 ms a request cost in the robustness sweep on a loaded machine. The tests
-call the app one request at a time, so `InlineClient` runs each request to completion on an
+request. One shard of the robustness sweep (8,488 requests, SQLite, a quiet machine) took
+21.6 s through TestClient and 7.5 s through this client. The tests call the app one request
+at a time, so `InlineClient` runs each request to completion on an
 event loop of the calling thread (httpx's ASGITransport inside `loop.run_until_complete`):
 no thread to cross, except the one the app itself uses for a synchronous endpoint.
 
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Self
 
 import httpx
 
@@ -78,17 +79,17 @@ class InlineClient(httpx.Client):
                 response = await self.asgi.handle_async_request(request)
                 body = b"".join([chunk async for chunk in response.aiter_raw()])
                 answer.set_result((response.status_code, response.headers.raw, body))
-            except Exception as error:  # (the transport's own: the app's are answered 500)
+            except Exception as error:  # noqa: BLE001 - the transport's own, for the caller (the app's: a 500)
                 answer.set_exception(error)
 
-    def __enter__(self) -> InlineClient:
+    def __enter__(self) -> Self:
         self._lifespan = self.app.router.lifespan_context(self.app)
         state = self.loop.run_until_complete(self._lifespan.__aenter__())
         self.lifespan_state = dict(state or {})
         super().__enter__()
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         try:
             if self._lifespan is not None:
                 self.loop.run_until_complete(self._lifespan.__aexit__(None, None, None))
