@@ -134,17 +134,25 @@ def test_429_and_5xx_are_retried_with_backoff_until_accepted(conn: sqlite3.Conne
     assert row[0] == "sent" and row[1].startswith("SM")
 
 
-def test_a_retry_after_a_try_that_may_have_reached_twilio_is_recorded_uncertain(conn: sqlite3.Connection,
-                                                                                 ws: int) -> None:
+def test_a_retry_after_a_try_that_may_have_reached_twilio_is_recorded_uncertain(
+        conn: sqlite3.Connection, ws: int, caplog: pytest.LogCaptureFixture) -> None:
     """A 5xx (or no answer once the request was sent) may come after Twilio created the message:
-    the retry may text the recipient twice, so the message is recorded uncertain; a 429 is safe."""
-    with f.TwilioStandIn({US[0]: [(500, 20500), (201, None)], US[1]: [(429, 20429), (201, None)]}) as server:
+    the retry may text the recipient twice, so the message is recorded uncertain, and the log
+    says so (one line a message, as a take-over of a dead worker's messages is said); a 429
+    is safe."""
+    with caplog.at_level("WARNING", logger="mkt.sms"), \
+            f.TwilioStandIn({US[0]: [(500, 20500), (201, None)], US[1]: [(429, 20429), (201, None)]}) as server:
         use_twilio(conn, ws, server)
         campaign = send(conn, ws, US[:2])
     assert sorted(r["form"]["To"] for r in server.received) == [US[0], US[0], US[1], US[1]]
     rows = dict(conn.execute("SELECT phone, status || ' ' || coalesce(uncertain, 0) FROM sms_messages"
                              " WHERE campaign_id = ?", (campaign["id"],)).fetchall())
     assert rows == {US[0]: "sent 1", US[1]: "sent 0"}
+    uncertain_id = conn.execute("SELECT id FROM sms_messages WHERE campaign_id = ? AND uncertain = 1",
+                                (campaign["id"],)).fetchone()[0]
+    said = [r.getMessage() for r in caplog.records if "recorded uncertain" in r.getMessage()]
+    assert said == [f"SMS message {uncertain_id}: a request that may have reached Twilio got no usable answer and "
+                    "was tried again or given up (recorded uncertain)"]
 
 
 def test_retries_that_run_out_fail_the_message_and_refund_it(conn: sqlite3.Connection, ws: int) -> None:

@@ -17,6 +17,7 @@ The default provider is the outbox: an `sms_outbox` table that `mkt sms outbox` 
 
 from __future__ import annotations
 
+import logging
 import re
 import sqlite3
 import threading
@@ -26,6 +27,8 @@ from typing import Any, Protocol
 from marketing_cli.kernel import clock, pacing
 from marketing_cli.kernel.numbers import parse_digits
 from marketing_cli.services.account import pace
+
+log = logging.getLogger("mkt.sms")
 
 
 @dataclass(frozen=True)
@@ -197,9 +200,15 @@ class TwilioProvider:
             first = time.monotonic() + self.pacer.book(conn, len(messages))
             starts = [first + i * self.pacer.interval for i in range(len(messages))]
         if self.concurrency == 1 or len(messages) == 1:
-            return [self._post(conn, client, m, at) for m, at in zip(messages, starts)]
-        with ThreadPoolExecutor(max_workers=min(self.concurrency, len(messages))) as pool:
-            return list(pool.map(lambda m, at: self._post(conn, client, m, at), messages, starts))
+            receipts = [self._post(conn, client, m, at) for m, at in zip(messages, starts)]
+        else:
+            with ThreadPoolExecutor(max_workers=min(self.concurrency, len(messages))) as pool:
+                receipts = list(pool.map(lambda m, at: self._post(conn, client, m, at), messages, starts))
+        for r in receipts:  # each one a message the recipient may have got twice: said, as a take-over is
+            if r.uncertain:
+                log.warning("SMS message %s: a request that may have reached Twilio got no usable answer and was "
+                            "tried again or given up (recorded uncertain)", r.message_id)
+        return receipts
 
 
 def _json(response: Any) -> Any:
