@@ -4,8 +4,10 @@
 killed (SIGKILL), another paused past its lease (SIGSTOP, then SIGCONT), and a fifth joins.
 
 Asserted: every recipient got at least one message; a recipient got two only if its message
-is recorded uncertain, and no more are uncertain than the killed and the paused workers had in
-flight; the paused worker's late acknowledgements were refused (its log says so); both
+is recorded uncertain, and every uncertain message is one a worker said it took over from an
+expired claim (a round or batch at most each time: the killed worker's, the paused worker's,
+any worker's starved past its lease) or, for a text, one whose request was retried after it
+may have reached the stand-in; the paused worker's late acknowledgements were refused (its log says so); both
 campaigns finished; the statistics equal the rows; the SMS ledger charged each message once;
 the hourly_emails counter (reserved at each claim, across the fleet) equals the messages
 delivered, nothing left reserved; the rates were booked in the database (one for the fleet).
