@@ -7,10 +7,11 @@ Asserted: every recipient got at least one message; a recipient got two only if 
 is recorded uncertain, and every uncertain message is one a worker said it took over from an
 expired claim (a round or batch at most each time: the killed worker's, the paused worker's,
 any worker's starved past its lease) or, for a text, one whose request was retried after it
-may have reached the stand-in; the paused worker's late acknowledgements were refused (its log says so); both
-campaigns finished; the statistics equal the rows; the SMS ledger charged each message once;
-the hourly_emails counter (reserved at each claim, across the fleet) equals the messages
-delivered, nothing left reserved; the rates were booked in the database (one for the fleet).
+may have reached the stand-in; the paused worker's late acknowledgements were refused (its
+log says so); both campaigns finished; the statistics equal the rows; the SMS ledger charged
+each message once; the hourly_emails counter (reserved at each claim, across the fleet)
+equals the messages delivered, nothing left reserved; the rates were booked in the database
+(one for the fleet).
 Then the same once through PgBouncer in transaction mode (skipped when it is not installed).
 
 MKT_FLEET_RECIPIENTS changes the size (a quicker look while working on the send path).
