@@ -43,18 +43,18 @@ INT_ID: Schema = {"type": "integer", "minimum": 1, "maximum": MAX_INT_ID}
 TIMESTAMP: Schema = {"type": "string", "format": "date-time"}
 NULLABLE_TIMESTAMP: Schema = {"type": ["string", "null"], "format": "date-time"}
 DECIMAL_STRING: Schema = {"type": "string", "pattern": r"^-?\d+(\.\d+)?$"}
-# A required name: the services trim it, and blank is refused with the endpoint's own message.
-NOT_BLANK = r"\S"
+# What Python's str.strip() trims, which the services use on names: a character class for
+# patterns (JSON Schema's \s is ECMA-262's white space: not the same set, U+001C-U+001F and
+# U+0085 are Python's alone).
+_TRIMMED = "".join(f"\\u{ord(c):04x}" for c in map(chr, range(0x110000)) if c.isspace())
+# A required name: the services trim it (str.strip()), and blank is refused with the endpoint's
+# own message: at least one character that trimming keeps.
+NOT_BLANK = f"[^{_TRIMMED}]"
 
 
 # What services/email/senders._display_name refuses: C0 and C1 controls, DEL, line and paragraph separators.
 _NO_CONTROL = r"[^\x00-\x1f\x7f-\x9f\u2028\u2029]"
 DISPLAY_NAME_PATTERN = rf"^{_NO_CONTROL}*(?!\s){_NO_CONTROL}{_NO_CONTROL}*$"
-
-
-# What Python's str.strip() trims, which the services use on names: a character class for
-# patterns (JSON Schema's \\s is ECMA-262's white space, which is not the same set).
-_TRIMMED = "".join(f"\\u{ord(c):04x}" for c in map(chr, range(0x110000)) if c.isspace())
 
 
 def trimmed_length(low: int, high: int) -> Schema:
