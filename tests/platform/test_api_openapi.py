@@ -28,6 +28,16 @@ def response_validator(document: dict[str, Any], method: str, path: str, status:
     return Draft202012Validator({**schema, "components": document["components"]})
 
 
+def test_the_trimmed_class_is_what_str_strip_trims() -> None:
+    """schemas._TRIMMED, written out, is exactly Python's white space (what the services trim)."""
+    import re
+    import sys
+
+    trimmed = re.compile(f"[{schemas._TRIMMED}]")
+    assert [c for c in map(chr, range(sys.maxunicode + 1)) if trimmed.fullmatch(c)] == \
+        [c for c in map(chr, range(sys.maxunicode + 1)) if c.isspace()]
+
+
 def test_document_is_valid_openapi_3_1(document: dict[str, Any]) -> None:
     assert document["openapi"].startswith("3.1.")
     assert document["info"]["title"]
