@@ -277,7 +277,8 @@ def test_sigterm_during_a_long_search_stops_within_seconds(new_db: Callable[...,
     0.2 s for the server to act) on a fast machine as on a slow one. (150,000 contacts took
     0.41 s on one machine, and a fixed 0.3 s + 0.2 s had let it finish with a 200.)"""
     from marketing_cli.db import connect
-    from marketing_cli.services.contacts import bulk, search as contact_search
+    from marketing_cli.services.contacts import bulk
+    from marketing_cli.services.contacts import search as contact_search
 
     db = new_db("search.db")
     key = mkt(db, "init", "--name", "Searching")["api_key"]
