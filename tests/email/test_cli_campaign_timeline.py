@@ -17,7 +17,9 @@ from tests import factories
 
 
 def draw(renderable: Any, *, width: int = 80, terminal: bool = True) -> str:
-    console = Console(width=width, force_terminal=terminal, color_system=None, record=True, file=io.StringIO())
+    # (a height too: with a width alone, rich sizes a terminal whose TERM is dumb, as conftest sets it, 80 wide)
+    console = Console(width=width, height=25, force_terminal=terminal, color_system=None, record=True,
+                      file=io.StringIO())
     console.print(renderable)
     return console.export_text()
 
