@@ -62,6 +62,27 @@ def test_allowance_override_and_reset(conn: sqlite3.Connection, workspace: dict)
     assert resources(conn, ws)["segments"] == (0, 250)
 
 
+def test_the_reservations_allowance_is_the_one_billing_shows(conn: sqlite3.Connection, workspace: dict) -> None:
+    """billing.ALLOWANCE (read by `reserve` with the counter row it locks) gives every resource
+    the allowance get_billing shows: the plan's, plus add-ons, unless overridden."""
+    ws = workspace["id"]
+
+    def allowance(resource: str) -> int:
+        return conn.execute(f"SELECT {billing.ALLOWANCE}", {"ws": ws, "resource": resource}).fetchone()[0]
+
+    for step in (lambda: None, lambda: billing.set_plan(conn, ws, "pro"),
+                 lambda: billing.set_addon(conn, ws, "extra_contacts_10k", 3),
+                 lambda: billing.set_allowance(conn, ws, "contacts", 7),
+                 lambda: billing.set_allowance(conn, ws, "hourly_emails", 0)):
+        step()
+        shown = resources(conn, ws)
+        assert {r: allowance(r) for r in billing.RESOURCES} == {r: shown[r][1] for r in billing.RESOURCES}
+    assert allowance("contacts") == 7 and allowance("hourly_emails") == 0
+    billing.set_allowance(conn, ws, "contacts", None)
+    assert allowance("contacts") == resources(conn, ws)["contacts"][1] == 130000
+    assert allowance("nonsense") == 0
+
+
 def test_leaving_pro_turns_conversion_tracking_off(conn: sqlite3.Connection, workspace: dict) -> None:
     from marketing_cli.services.account import workspaces
 

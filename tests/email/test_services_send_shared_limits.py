@@ -238,6 +238,30 @@ def test_a_claim_of_an_earlier_hour_gives_that_hours_reservation_back(
     assert _hour(conn, ws, "2031-05-06T11") == (3, 0)
 
 
+def test_expired_claims_are_looked_for_first_or_when_the_queue_runs_short(
+        conn: sqlite3.Connection, workspace: dict[str, Any], verified_dns: None,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The send loop asks for expired claims first once a second (`expired=True`); in between
+    (`expired=False`) a round of queued messages is claimed without looking for them, and they
+    fill a round the queue leaves short: a dead worker's messages are never left behind."""
+    ws = workspace["id"]
+    campaign_id = _sending_campaign(conn, ws, 6)
+    ten = datetime.fromisoformat("2031-05-06T10:00:00+00:00")
+    monkeypatch.setattr(clock, "utcnow", lambda: ten)
+    dead = [m["id"] for m in sender._claim(conn, campaign_id, 2, claim=jobs.Run("dead", 30), workspace_id=ws)]
+    monkeypatch.setattr(clock, "utcnow", lambda: ten + timedelta(minutes=1))  # the dead worker's claim expired
+    alive = jobs.Run("alive", 30)
+    first, _ = sender._claim_round(conn, campaign_id, 2, claim=alive, workspace_id=ws, expired=False)
+    assert [m["status"] for m in first] == ["queued", "queued"] and not set(dead) & {m["id"] for m in first}
+    second, _ = sender._claim_round(conn, campaign_id, 3, claim=alive, workspace_id=ws, expired=False)
+    assert [m["status"] for m in second] == ["queued", "queued", "sending"]  # the queue's last two, then one expired
+    third, _ = sender._claim_round(conn, campaign_id, 3, claim=alive, workspace_id=ws, expired=True)
+    assert [m["id"] for m in second[2:] + third] == dead
+    uncertain = conn.execute("SELECT id FROM email_messages WHERE campaign_id = ? AND uncertain = 1 ORDER BY id",
+                             (campaign_id,)).fetchall()
+    assert [r[0] for r in uncertain] == dead
+
+
 @pytest.mark.postgresql_only
 def test_a_machine_whose_clock_runs_ahead_delays_no_other_machine(conn: sqlite3.Connection,
                                                                   workspace: dict[str, Any],

@@ -52,6 +52,7 @@ import json
 import logging
 import sqlite3
 import threading
+import time
 from collections import Counter, deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import timedelta
@@ -76,6 +77,7 @@ HELPER_JOB = "email.send_helper"
 RETRY_DELAYS = (30, 120)
 PAUSE_AFTER_ERRORS = 20
 ROUNDS_IN_FLIGHT = 2  # claimed and queued at once (the crash window: ROUNDS_IN_FLIGHT x concurrency)
+EXPIRED_EVERY = 1.0  # seconds: how often a claim looks for expired claims before queued messages
 HALTED = "Not sent: the campaign stopped sending."  # a claimed message given back untouched
 COMPOSE_FAILED = "the message could not be composed"
 FAILED_SUMMARY = "{failed:,} of {total:,} messages failed: {reasons}."
@@ -219,8 +221,13 @@ def _claim(conn: sqlite3.Connection, campaign_id: str, size: int, local: bool = 
 
 
 def _claim_round(conn: sqlite3.Connection, campaign_id: str, size: int, local: bool = False,
-                 claim: jobs.Run | None = None, workspace_id: int | None = None) -> tuple[list[sqlite3.Row], bool]:
-    """`_claim`, and whether the hourly_emails allowance stopped it short: (rows, used up).
+                 claim: jobs.Run | None = None, workspace_id: int | None = None, *, expired: bool = True
+                 ) -> tuple[list[sqlite3.Row], bool | None]:
+    """`_claim`, and whether the hourly_emails allowance stopped it short: (rows, used up), where
+    used up is None when the campaign is no longer SENDING (nothing claimed: the send stops).
+
+    `expired=False` looks for rows whose claim expired only when the queued ones do not fill
+    the round (the send loop asks for them first once a second: a round saves a statement).
 
     With `workspace_id`, each claimed message reserves one message of the workspace's
     hourly_emails allowance in the claim's own transaction (billing.reserve: the counter's
@@ -231,17 +238,19 @@ def _claim_round(conn: sqlite3.Connection, campaign_id: str, size: int, local: b
     of this hour, given back (to its hour) otherwise and taken anew."""
     claim = claim or jobs.current_run()
 
-    def attempt() -> tuple[list[sqlite3.Row], bool]:
+    def attempt() -> tuple[list[sqlite3.Row], bool | None]:
         with dialect.row_claim(conn):
             if conn.execute("SELECT status FROM campaigns WHERE id = ?", (campaign_id,)).fetchone()[0] != "SENDING":
-                return [], False
+                return [], None
             params = {"campaign": campaign_id, "now": clock.now(), "size": size, "earlier": claim.earlier,
                       "token": claim.token}
             lock = dialect.skip_locked(conn, "m")
-            rows = conn.execute(_CLAIM_EXPIRED + lock, params).fetchall()
+            rows = conn.execute(_CLAIM_EXPIRED + lock, params).fetchall() if expired else []
             if len(rows) < size:
                 rows += conn.execute((_CLAIM_LOCAL if local else _CLAIM) + lock,
                                      {**params, "size": size - len(rows)}).fetchall()
+            if not expired and len(rows) < size:
+                rows += conn.execute(_CLAIM_EXPIRED + lock, {**params, "size": size - len(rows)}).fetchall()
             spent, hour = False, None
             if rows and workspace_id is not None:
                 rows, spent, hour = _reserve(conn, workspace_id, rows)
@@ -446,6 +455,7 @@ def _send_rounds(conn: sqlite3.Connection, row: sqlite3.Row, run: _Send, *, help
     rounds = 1 if run.pacer.interval else ROUNDS_IN_FLIGHT  # a paced send is held by its rate, not by the pool
     in_flight: deque[tuple[list[sqlite3.Row], list[Future[tuple[int, str | None, bool]]]]] = deque()
     stop: str | None = None  # "hour" (hourly_emails used up) or "done" (nothing due, or no longer SENDING)
+    expired_at = float("-inf")  # when the claims last looked for expired rows first (`_claim_round`)
 
     def record_oldest() -> tuple[list[tuple[int, str | None, bool]], int]:
         """Wait for the oldest round's answers and record them: (answers, temporary errors).
@@ -461,10 +471,14 @@ def _send_rounds(conn: sqlite3.Connection, row: sqlite3.Row, run: _Send, *, help
             while True:
                 jobs.heartbeat(conn)
                 while stop is None and len(in_flight) < rounds:
+                    expired = time.monotonic() - expired_at >= EXPIRED_EVERY
                     claimed, spent = _claim_round(conn, row["id"], run.concurrency, bool(row["local_time"]),
-                                                  run.claim, ws)
+                                                  run.claim, ws, expired=expired)
+                    expired_at = time.monotonic() if expired else expired_at
                     if not claimed:
                         stop = "hour" if spent else "done"
+                        if spent is None:  # no longer SENDING (cancelled, paused): send nothing more
+                            run.halt.set()
                         break
                     run.pacer.wait(conn, len(claimed))  # the workspace's rate, shared by all its workers
                     in_flight.append((claimed, [pool.submit(run.deliver, m) for m in claimed]))
@@ -475,10 +489,11 @@ def _send_rounds(conn: sqlite3.Connection, row: sqlite3.Row, run: _Send, *, help
                         _finish_or_wait(conn, row, helper=helper)
                     return
                 results, temporary = record_oldest()
-                current = conn.execute("SELECT status FROM campaigns WHERE id = ?", (row["id"],)).fetchone()
-                if current is None or current[0] != "SENDING":  # cancelled meanwhile: send nothing more
-                    run.halt.set()
-                    stop = "done"
+                if stop is not None:  # (else the next claim reads the status first)
+                    current = conn.execute("SELECT status FROM campaigns WHERE id = ?", (row["id"],)).fetchone()
+                    if current is None or current[0] != "SENDING":  # cancelled meanwhile: send nothing more
+                        run.halt.set()
+                        stop = "done"
                 errors_in_a_row = errors_in_a_row + temporary if temporary == len(results) else 0
                 if errors_in_a_row >= PAUSE_AFTER_ERRORS:
                     while in_flight:  # what was already handed over is recorded before the pause

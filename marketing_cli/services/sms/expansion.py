@@ -45,6 +45,7 @@ from marketing_cli.services.sms.segments import count_segments
 log = logging.getLogger("mkt.sms")
 
 BATCH_SIZE = 5000
+RECORD_BATCH = 500  # receipts written by one statement (3 parameters each)
 JOB_TYPE = "sms.expand"  # queued by schedule.py, one per campaign (campaigns.job_key)
 HELPER_JOB = "sms.send_helper"  # its siblings on a large campaign (MKT_SEND_WORKERS)
 
@@ -467,18 +468,30 @@ def _record(conn: sqlite3.Connection, provider: str, receipts: list[Any]) -> Non
     # the gate holds it on its next claim. Still charged once, never refunded.
     # A receipt marked uncertain (providers.Receipt: a try may have reached the provider before
     # the one recorded) leaves the message uncertain, as a dead worker's in-flight ones.
-    conn.executemany("UPDATE sms_messages SET status = 'pending', uncertain = CASE WHEN ? = 1 THEN 1 ELSE uncertain END"
-                     " WHERE id = ? AND status = 'sending'",
-                     [(int(getattr(r, "uncertain", False)), r.message_id) for r in receipts if r.held])
-    conn.executemany(
-        "UPDATE sms_messages SET status = ?, provider = ?, provider_ref = ?, handed_at = ?, failed_at = ?,"
-        " error_code = ?, error_message = ?, uncertain = CASE WHEN ? = 1 THEN 1 ELSE uncertain END"
-        " WHERE id = ? AND status = 'sending'",
-        [("sent" if r.accepted else "failed", provider, r.reference, now if r.accepted else None,
-          None if r.accepted else now, None if r.accepted else getattr(r, "code", None),
-          None if r.accepted else r.error, int(getattr(r, "uncertain", False)), r.message_id)
-         for r in receipts if not r.held],
-    )
+    held = [(int(getattr(r, "uncertain", False)), r.message_id) for r in receipts if r.held]
+    if held:
+        conn.executemany("UPDATE sms_messages SET status = 'pending', uncertain = CASE WHEN ? = 1 THEN 1"
+                         " ELSE uncertain END WHERE id = ? AND status = 'sending'", held)
+    # The accepted ones (nearly all) in one UPDATE ... FROM a VALUES list per RECORD_BATCH: the
+    # database parses and plans one statement for a batch, not one per message.
+    sent = [(r.message_id, r.reference, int(getattr(r, "uncertain", False))) for r in receipts
+            if not r.held and r.accepted]
+    for start in range(0, len(sent), RECORD_BATCH):
+        batch = sent[start:start + RECORD_BATCH]
+        conn.execute(
+            "UPDATE sms_messages SET status = 'sent', provider = ?, provider_ref = v.column2, handed_at = ?,"
+            " failed_at = NULL, error_code = NULL, error_message = NULL,"
+            " uncertain = CASE WHEN v.column3 = 1 THEN 1 ELSE sms_messages.uncertain END"
+            f" FROM (VALUES {', '.join(['(?, ?, ?)'] * len(batch))}) AS v"
+            " WHERE sms_messages.id = v.column1 AND sms_messages.status = 'sending'",
+            (provider, now, *(x for row in batch for x in row)))
+    failed = [(provider, r.reference, now, getattr(r, "code", None), r.error, int(getattr(r, "uncertain", False)),
+               r.message_id) for r in receipts if not r.held and not r.accepted]
+    if failed:
+        conn.executemany(
+            "UPDATE sms_messages SET status = 'failed', provider = ?, provider_ref = ?, handed_at = NULL, failed_at = ?,"
+            " error_code = ?, error_message = ?, uncertain = CASE WHEN ? = 1 THEN 1 ELSE uncertain END"
+            " WHERE id = ? AND status = 'sending'", failed)
 
 
 @jobs.handler(JOB_TYPE)
