@@ -62,3 +62,27 @@ def test_a_batch_of_deliveries_counts_each_message_once_with_its_message_id(conn
                         " WHERE id = ?)", (ids[0],)).fetchone()[0] == first + 1
     assert conn.execute("SELECT delivered FROM email_campaign_counters WHERE campaign_id = ?",
                         (sending,)).fetchone()[0] == 4
+
+
+def test_a_round_in_steady_state_costs_ten_statements(conn: Any, sending: str, workspace: dict[str, Any]) -> None:
+    """A round of 10 between two looks for expired claims (`expired=False`): the claim reads
+    the campaign's status, the queued messages, and the hourly_emails allowance in the
+    RETURNING of the upsert that locks its counter row (billing.ALLOWANCE), then reserves and
+    claims; the record fences the round's rows, writes the contacts' counts and the
+    deliveries (one statement each), settles the hour and counts the month. Ten statements
+    but the transactions' BEGIN and COMMIT: one more is a cost for every round of every send
+    (it was thirteen: the expired claims looked for on every round, the allowance read with
+    every resource's, and the send loop's read of the campaign's status after each record)."""
+    from types import SimpleNamespace
+
+    recording = Recording(conn)
+    claim, ws = jobs.current_run(), workspace["id"]
+    rows, spent = sender._claim_round(recording, sending, 10, claim=claim, workspace_id=ws, expired=False)
+    assert len(rows) == 10 and spent is False
+    run = SimpleNamespace(claim=claim, campaign_id=sending, outbox=None, smtp_id=lambda m: f"<{m['id']}@x>")
+    assert sender._record(recording, run, {m["id"]: m for m in rows}, [(m["id"], None, False) for m in rows], ws) == 0
+    statements = [" ".join(sql.split()[:3]) for sql, _ in recording.seen
+                  if not sql.lstrip().upper().startswith(("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE"))]
+    assert len(statements) == 10, statements
+    assert conn.execute("SELECT count(*) FROM email_messages WHERE campaign_id = ? AND status = 'delivered'",
+                        (sending,)).fetchone()[0] == 10

@@ -7,6 +7,7 @@ CONTRACT section 4.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -140,3 +141,22 @@ def test_an_undeclared_member_is_refused_whatever_its_value(client: Any, auth: d
                 got = error_of(response) if response.status_code >= 400 else (response.status_code, None)
                 assert got == expected, (method, path, value)
     assert refused >= 30  # the body is read (and the member refused) on most of them
+
+
+def test_a_nul_character_in_a_query_parameter_or_a_path_is_never_a_500(client: Any, auth: dict, app: Any) -> None:
+    """U+0000, which PostgreSQL's text cannot hold (JSON bodies refuse it: kernel/inputs), sent
+    in each query parameter every operation declares, and in place of every path parameter:
+    each answer is a 4xx with the error body or a success, never a 500, on both engines."""
+    from marketing_cli.api import schemas
+    from marketing_cli.api.strict import plain_path
+
+    sent = 0
+    for method, template in api_routes(app):
+        for name in schemas.OPERATIONS.get((method, plain_path(template)), {}).get("query", {}):
+            for path in concrete(template):
+                check(client.request(method, path, params={name: "a\x00b"}, headers=auth))
+                sent += 1
+        if "{" in template:
+            check(client.request(method, re.sub(r"\{[^}]+\}", "a%00b", template), headers=auth))
+            sent += 1
+    assert sent > 100

@@ -84,6 +84,23 @@ def test_an_unsigned_or_wrongly_signed_reply_is_refused(client: Any, conn: sqlit
     assert sms_status(conn, US[0]) is None
 
 
+@pytest.mark.parametrize("path", ["/webhooks/twilio/inbound", "/webhooks/twilio/status"])
+@pytest.mark.parametrize("member", ["AccountSid", "From", "MessageSid", "Zz\x00"])
+def test_a_webhook_holding_a_nul_character_is_refused_as_unsigned(client: Any, conn: sqlite3.Connection,
+                                                                 world: Any, path: str, member: str) -> None:
+    """Twilio never sends U+0000 and PostgreSQL's text cannot hold it (before, an AccountSid
+    holding it was a 500 there, signature or not): refused as unsigned (403), nothing changed,
+    even when it is signed with the workspace's token."""
+    params = {"From": US[0], "To": "+15005550006", "Body": "STOP", "AccountSid": f.TWILIO_SID,
+              "MessageSid": "SM" + "1" * 32, "MessageStatus": "delivered"}
+    params[member] = (params.get(member) or "x") + "\x00"
+    signature = sms_webhooks.signature(f.TWILIO_TOKEN, BASE + path, params)
+    response = client.post(path, data=params, headers={"X-Twilio-Signature": signature})
+    assert (response.status_code, response.json()["error"]["message"]) == (403, "Invalid Twilio signature.")
+    assert sms_status(conn, US[0]) is None
+    assert conn.execute("SELECT count(*) FROM sms_messages WHERE delivered_at IS NOT NULL").fetchone()[0] == 0
+
+
 def test_a_stopped_contact_gets_no_further_sms_and_start_brings_it_back(client: Any, conn: sqlite3.Connection,
                                                                        world: Any) -> None:
     server = world["server"]
