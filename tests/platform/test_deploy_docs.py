@@ -8,10 +8,13 @@ import shlex
 from pathlib import Path
 
 import click
+import pytest
 import typer
 import yaml
 
 from marketing_cli.cli.main import app
+
+pytestmark = pytest.mark.engine_neutral  # files and --help only: run once, by the SQLite half
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "examples" / "deploy"
