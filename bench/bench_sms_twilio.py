@@ -92,10 +92,13 @@ def prepare(folder: Path, n: int, standin: str, public: str) -> tuple[Path, str,
     from bench_sms import build
 
     from marketing_cli.services.account import keys, workspaces
-    from marketing_cli.services.sms import campaigns, providers, schedule
+    from marketing_cli.services.sms import campaigns, gate, providers, schedule
 
     db = folder / "twilio.db"
     conn, ws = build(db, n)
+    # Quiet hours off: `mkt jobs run` runs at the wall clock, and at 17:36 UTC (07:36 in Hawaii)
+    # the gate held 9,000 of 98,000 numbers and the run failed. bench_sms times the gate itself.
+    gate.set_enabled(conn, ws, False, override=True)
     providers.set_provider(conn, ws, "twilio", account_sid=SID, auth_token=TOKEN, base_url=standin)
     workspaces.update_operator_settings(conn, ws, tracking_url=public)
     key = keys.create_key(conn, ws, "bench")["key"]
