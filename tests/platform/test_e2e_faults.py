@@ -353,9 +353,16 @@ def test_sigkill_of_jobs_run_mid_sms_expansion_then_restart(world_copy: Path) ->
     print(f"\nkilled after {written:,} of {WORLD_CONTACTS:,} messages; the restart finished in "
           f"{time.perf_counter() - started:.1f} s")
     assert restarted.returncode == 0, restarted.stderr
-    # The expansion, and its helpers (MKT_SEND_WORKERS - 1: by default 3 on PostgreSQL, none on
+    # The expansion, and its helpers (jobs.send_workers - 1: by default 3 on PostgreSQL, none on
     # SQLite), which the restarted job queued once it was expanded: each ran once.
-    helpers = int(os.environ.get("MKT_SEND_WORKERS") or (1 if isinstance(db, Path) else 4)) - 1
+    from marketing_cli import jobs
+    from marketing_cli.db import connect
+
+    conn = connect(db, upgrade=False)
+    try:
+        helpers = jobs.send_workers(conn) - 1
+    finally:
+        conn.close()
     assert json.loads(restarted.stdout) == {"processed": 1 + helpers, "failed": 0}
     assert read(db, "SELECT status, attempts FROM jobs WHERE type = 'sms.expand'") == [("done", 2)]
     assert read(db, "SELECT status, attempts, COUNT(*) FROM jobs WHERE type = 'sms.send_helper'"
