@@ -66,10 +66,11 @@ def test_a_batch_of_deliveries_counts_each_message_once_with_its_message_id(conn
 
 def test_a_round_in_steady_state_costs_ten_statements(conn: Any, sending: str, workspace: dict[str, Any]) -> None:
     """A round of 10 between two looks for expired claims (`expired=False`): the claim reads
-    the campaign's status, the queued messages, and the hourly_emails allowance in the
-    RETURNING of the upsert that locks its counter row (billing.ALLOWANCE), then reserves and
-    claims; the record fences the round's rows, writes the contacts' counts and the
-    deliveries (one statement each), settles the hour and counts the month. Ten statements
+    the campaign's status, the queued messages, and the monthly_emails and hourly_emails
+    allowances in the RETURNING of the upsert that locks their counter rows (one statement
+    for both), then reserves and claims; the record fences the round's rows, writes the
+    contacts' counts and the deliveries (one statement each), settles the month and the hour.
+    Ten statements
     but the transactions' BEGIN and COMMIT: one more is a cost for every round of every send
     (it was thirteen: the expired claims looked for on every round, the allowance read with
     every resource's, and the send loop's read of the campaign's status after each record)."""
@@ -78,7 +79,7 @@ def test_a_round_in_steady_state_costs_ten_statements(conn: Any, sending: str, w
     recording = Recording(conn)
     claim, ws = jobs.current_run(), workspace["id"]
     rows, spent = sender._claim_round(recording, sending, 10, claim=claim, workspace_id=ws, expired=False)
-    assert len(rows) == 10 and spent is False
+    assert len(rows) == 10 and spent is None
     run = SimpleNamespace(claim=claim, campaign_id=sending, outbox=None, smtp_id=lambda m: f"<{m['id']}@x>")
     assert sender._record(recording, run, {m["id"]: m for m in rows}, [(m["id"], None, False) for m in rows], ws) == 0
     statements = [" ".join(sql.split()[:3]) for sql, _ in recording.seen

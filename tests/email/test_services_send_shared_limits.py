@@ -1,11 +1,12 @@
-"""One rate and one hourly allowance for a workspace, however many workers send (issue 22 item 4).
+"""One rate and one hourly and monthly allowance for a workspace, however many workers send
+(issue 22 item 4).
 
 Each worker here is a thread with a connection of its own (db.connect) running the send
 helper job's handler on one campaign, as `mkt jobs run` processes on several machines do:
 MKT_SEND_RATE holds for them together (services/account/pace.py books the starts in the
-database), and the hourly_emails allowance is reserved in each claim's transaction, so
-together they deliver exactly the allowance, and a message not delivered gives its
-reservation back (usage counts delivered messages only).
+database), and the hourly_emails and monthly_emails allowances are reserved in each claim's
+transaction, so together they deliver exactly the allowance, and a message not delivered
+gives its reservation back (usage counts delivered messages only).
 """
 
 from __future__ import annotations
@@ -39,16 +40,18 @@ def verified_dns(monkeypatch: pytest.MonkeyPatch) -> None:
          "error": None} for r in records])
 
 
-def _sending_campaign(conn: sqlite3.Connection, ws: int, count: int) -> str:
-    """A campaign to `count` contacts, frozen and SENDING (its messages queued)."""
+def _sending_campaign(conn: sqlite3.Connection, ws: int, count: int, *, new_contacts: bool = True,
+                      domain: str = "example.com") -> str:
+    """A campaign to `count` contacts (made here, or the ones an earlier call made, with a
+    sender on another `domain`), frozen and SENDING (its messages queued)."""
     for resource in ("contacts", "monthly_emails"):
         billing.set_allowance(conn, ws, resource, count * 2)
     now = clock.now()
     with db.transaction(conn):
         conn.executemany("INSERT INTO contacts (id, workspace_id, email, status, data, created_at, updated_at)"
                          " VALUES (?, ?, ?, 'SUBSCRIBED', '{}', ?, ?)",
-                         [(new_id(), ws, f"r{i:04d}@example.org", now, now) for i in range(count)])
-    campaign = factories.ready_campaign(conn, ws, html=HTML)
+                         [(new_id(), ws, f"r{i:04d}@example.org", now, now) for i in range(count if new_contacts else 0)])
+    campaign = factories.ready_campaign(conn, ws, html=HTML, domain=domain)
     for d in domains.list_domains(conn, ws):
         domains.verify_domain(conn, ws, d["id"])
     email_schedule.schedule_campaign(conn, ws, campaign["id"], {"schedule_type": "NOW"})
@@ -57,11 +60,13 @@ def _sending_campaign(conn: sqlite3.Connection, ws: int, count: int) -> str:
     return campaign["id"]
 
 
-def _workers(db_path: Any, campaign_id: str, n: int) -> float:
-    """Run `n` send helpers at once, each on its own connection; the seconds they took together."""
+def _workers(db_path: Any, campaign_id: str | list[str], n: int = 1) -> float:
+    """Run `n` send helpers at once (on each of the campaigns a list gives), each on its own
+    connection; the seconds they took together."""
     errors: list[BaseException] = []
+    campaign_ids = [campaign_id] if isinstance(campaign_id, str) else campaign_id
 
-    def work() -> None:
+    def work(campaign_id: str) -> None:
         conn = db.connect(db_path)
         try:
             sender.help_send(conn, {"campaign_id": campaign_id})
@@ -70,7 +75,7 @@ def _workers(db_path: Any, campaign_id: str, n: int) -> float:
         finally:
             conn.close()
 
-    threads = [threading.Thread(target=work) for _ in range(n)]
+    threads = [threading.Thread(target=work, args=(c,)) for c in campaign_ids for _ in range(n)]
     started = time.monotonic()
     for thread in threads:
         thread.start()
@@ -85,9 +90,10 @@ def _counts(conn: sqlite3.Connection, campaign_id: str) -> dict[str, int]:
                                             " GROUP BY status", (campaign_id,))}
 
 
-def _hour(conn: sqlite3.Connection, ws: int, hour: str) -> tuple[int, int]:
-    row = conn.execute("SELECT used, held FROM usage_counters WHERE workspace_id = ? AND resource = 'hourly_emails'"
-                       " AND period = ?", (ws, hour)).fetchone()
+def _hour(conn: sqlite3.Connection, ws: int, hour: str, resource: str = "hourly_emails") -> tuple[int, int]:
+    """(used, held) of the workspace's counter of `resource` for the period `hour`."""
+    row = conn.execute("SELECT used, held FROM usage_counters WHERE workspace_id = ? AND resource = ?"
+                       " AND period = ?", (ws, resource, hour)).fetchone()
     return (row[0], row[1]) if row else (0, 0)
 
 
@@ -279,3 +285,93 @@ def test_a_machine_whose_clock_runs_ahead_delays_no_other_machine(conn: sqlite3.
     assert pacer.book(conn, 1) < 1
     monkeypatch.setattr(clock, "utcnow", lambda: in_step() - timedelta(minutes=10))  # and one behind
     assert pacer.book(conn, 1) < 1
+
+
+def test_campaigns_sending_at_once_deliver_exactly_the_months_allowance_then_pause(
+        conn: sqlite3.Connection, workspace: dict[str, Any], db_path: Any, verified_dns: None,
+        frozen_hour: datetime, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two campaigns of 40 that each fitted the month when scheduled, then the allowance
+    lowered to 50: four workers on both deliver exactly 50 (each message reserves one of the
+    month's allowance in its claim, as of the hour's), and a campaign the month stops is
+    PAUSED with the reason, its other messages queued, not failed. Resume is refused while the
+    month is used up (and changes nothing); with the allowance raised it sends the rest."""
+    from marketing_cli.errors import MktError
+
+    ws = workspace["id"]
+    billing.set_allowance(conn, ws, "domains", 2)  # (a sender of its own for each campaign)
+    campaign_ids = [_sending_campaign(conn, ws, 40), _sending_campaign(conn, ws, 40, new_contacts=False,
+                                                                           domain="example.net")]
+    billing.set_allowance(conn, ws, "monthly_emails", 50)
+    monkeypatch.setenv("MKT_SEND_CONCURRENCY", "4")
+    _workers(db_path, campaign_ids, 2)
+    # A worker that found the month used up while the other campaign's workers held some of it
+    # (whose messages might not be delivered) left its send job to look again a little later:
+    # the look (the clock is stopped here, so the job is run rather than waited for).
+    for campaign_id in campaign_ids:
+        if conn.execute("SELECT status FROM campaigns WHERE id = ?", (campaign_id,)).fetchone()[0] == "SENDING":
+            sender.send(conn, {"campaign_id": campaign_id})
+    month, hour = billing.period_of("monthly_emails"), billing.period_of("hourly_emails")
+    counts = [_counts(conn, c) for c in campaign_ids]
+    assert sum(c.get("delivered", 0) for c in counts) == 50, counts
+    assert _hour(conn, ws, month, "monthly_emails") == (50, 0) and _hour(conn, ws, hour) == (50, 0)
+    assert conn.execute("SELECT count(*) FROM email_messages WHERE reserved_hour IS NOT NULL").fetchone()[0] == 0
+    statuses = {}
+    for campaign_id, count in zip(campaign_ids, counts):
+        row = conn.execute("SELECT status, status_detail FROM campaigns WHERE id = ?", (campaign_id,)).fetchone()
+        statuses[campaign_id] = row[0]
+        if row[0] == "PAUSED":  # what the month left out waits, queued
+            assert set(count) <= {"delivered", "queued"} and count["queued"] > 0, count
+            assert row[1].startswith("Paused: the workspace's monthly email allowance is used up. monthly_emails: "
+                                     "the free plan (with the operator's override) allows 50 this month and 50 are"
+                                     " used. An operator raises it with `mkt billing allowance set monthly_emails N`"
+                                     ), row[1]
+            assert row[1].endswith(f"Then `mkt campaigns resume {campaign_id}` (POST /v1/campaigns/{campaign_id}"
+                                   "/resume) sends the rest.")
+        else:
+            assert row[0] == "SENT" and count == {"delivered": 40}, (row[0], count)
+    paused = [c for c in campaign_ids if statuses[c] == "PAUSED"]
+    assert paused
+    with pytest.raises(MktError) as refused:
+        email_schedule.resume_campaign(conn, ws, paused[0])
+    assert refused.value.status == 400 and refused.value.message == email_schedule.MONTH_USED_UP
+    assert "allows 50 this month and 50 are used" in refused.value.detail
+    assert conn.execute("SELECT status FROM campaigns WHERE id = ?", (paused[0],)).fetchone()[0] == "PAUSED"
+    billing.set_allowance(conn, ws, "monthly_emails", 80)
+    for campaign_id in paused:
+        assert email_schedule.resume_campaign(conn, ws, campaign_id) == {"id": campaign_id, "status": "SENDING"}
+    _workers(db_path, paused, 2)
+    assert [_counts(conn, c) for c in campaign_ids] == [{"delivered": 40}, {"delivered": 40}]
+    assert _hour(conn, ws, month, "monthly_emails") == (80, 0)
+
+
+def test_a_campaign_paused_for_the_month_through_both_faces(
+        conn: sqlite3.Connection, workspace: dict[str, Any], db_path: Any, verified_dns: None,
+        frozen_hour: datetime, client: Any, auth: dict[str, str], cli: Any) -> None:
+    """GET /v1/campaigns/:id and `mkt campaigns show` say why the send paused; resume, over
+    HTTP and from the CLI, is refused with the allowance while the month is used up (the
+    campaign stays PAUSED); raised by the operator, resume sends the rest."""
+    ws = workspace["id"]
+    campaign_id = _sending_campaign(conn, ws, 12)
+    billing.set_allowance(conn, ws, "monthly_emails", 5)
+    sender.send(conn, {"campaign_id": campaign_id})
+    assert _counts(conn, campaign_id) == {"delivered": 5, "queued": 7}
+    shown = client.get(f"/v1/campaigns/{campaign_id}", headers=auth).json()["data"]
+    assert shown["status"] == "PAUSED"
+    assert shown["status_detail"].startswith("Paused: the workspace's monthly email allowance is used up. "
+                                             "monthly_emails: the free plan (with the operator's override) allows 5 "
+                                             "this month and 5 are used.")
+    assert "Paused: the workspace's monthly email allowance is used up." in cli("campaigns", "show", campaign_id).stdout
+    refused = client.post(f"/v1/campaigns/{campaign_id}/resume", headers=auth)
+    assert refused.status_code == 400 and refused.json() == {
+        "error": {"message": email_schedule.MONTH_USED_UP, "status": 400}, "data": None}
+    assert "allows 5 this month and 5 are used" in refused.headers["X-Error-Detail"]
+    again = cli("campaigns", "resume", campaign_id)
+    assert again.exit_code == 1 and again.stderr.startswith(email_schedule.MONTH_USED_UP)
+    assert "mkt billing allowance set monthly_emails N" in again.stderr
+    assert client.get(f"/v1/campaigns/{campaign_id}", headers=auth).json()["data"]["status"] == "PAUSED"
+    assert cli("billing", "allowance", "set", "monthly_emails", "12").exit_code == 0
+    resumed = client.post(f"/v1/campaigns/{campaign_id}/resume", headers=auth)
+    assert resumed.status_code == 200 and resumed.json()["data"] == {"id": campaign_id, "status": "SENDING"}
+    sender.send(conn, {"campaign_id": campaign_id})
+    assert _counts(conn, campaign_id) == {"delivered": 12}
+    assert client.get(f"/v1/campaigns/{campaign_id}", headers=auth).json()["data"]["status"] == "SENT"

@@ -348,9 +348,11 @@ def run_fleet(url: str, folder: Path, smtp: SmtpServer) -> None:
             # The hourly allowance, reserved at each claim across the fleet: every reservation
             # settled (the killed worker's carried over with its rows, the paused one's late
             # answers settling nothing), and the counter is exactly the messages delivered.
-            assert tuple(conn.execute("SELECT coalesce(sum(used), 0), coalesce(sum(held), 0) FROM usage_counters"
-                                      " WHERE workspace_id = ? AND resource = 'hourly_emails'", (ws,)).fetchone()) \
-                == (RECIPIENTS, 0)
+            # The month's allowance the same way (reserved with the hour's in each claim).
+            for resource in ("hourly_emails", "monthly_emails"):
+                assert tuple(conn.execute("SELECT coalesce(sum(used), 0), coalesce(sum(held), 0) FROM usage_counters"
+                                          " WHERE workspace_id = ? AND resource = ?", (ws, resource)).fetchone()) \
+                    == (RECIPIENTS, 0), resource
             assert sorted(r[0] for r in conn.execute("SELECT channel FROM pace_slots WHERE workspace_id = ?", (ws,))) \
                 == ["email", "sms"]  # one rate per channel for the whole fleet
 

@@ -6,10 +6,11 @@ ten million. Standing resources (contacts, segments, domains, users, automations
 period ''; monthly_emails and events count the current calendar month ('YYYY-MM');
 hourly_emails counts the current hour ('YYYY-MM-DDTHH') and so resets every hour.
 
-A resource that many workers spend at once (hourly_emails: every send worker of a workspace,
-on any machine) is reserved before the work starts (`reserve`, in the claim's transaction)
-and settled after (`settle`): `usage_counters.held` counts what is reserved and not yet
-settled, `used` what was used, so `used` reads the same as without reservations.
+A resource that many workers spend at once (monthly_emails and hourly_emails: every send
+worker of a workspace, on any machine) is reserved before the work starts (`reserve`, in the
+claim's transaction) and settled after (`settle`): `usage_counters.held` counts what is
+reserved and not yet settled, `used` what was used, so `used` reads the same as without
+reservations.
 """
 
 from __future__ import annotations
@@ -46,25 +47,35 @@ def bump_usage(conn: sqlite3.Connection, workspace_id: int, resource: str, amoun
     )
 
 
-def reserve(conn: sqlite3.Connection, workspace_id: int, resource: str, wanted: int) -> tuple[int, str]:
-    """Reserve up to `wanted` units of the current period's allowance for work about to start
-    (a round of messages claimed): (how many were granted, the period they belong to).
+def reserve(conn: sqlite3.Connection, workspace_id: int, resources: Sequence[str], wanted: int
+            ) -> tuple[int, str | None]:
+    """Reserve up to `wanted` units of each of `resources`' current period for work about to
+    start (a round of messages claimed: one of the month's and one of the hour's allowance
+    each): (how many were granted, the first resource that had room for fewer than `wanted`,
+    or None).
 
-    Call it inside the claim's transaction: the counter row is locked from here to its end
-    (the upsert on PostgreSQL, the write lock on SQLite), so reservations of any number of
-    workers are taken one after the other and together never pass the allowance: what is
-    granted is at most allowed - used - held. `settle` ends a reservation (used when the
-    work was done, given back when not)."""
-    period = period_of(resource)
-    used, held, allowed = conn.execute(  # (the counter row, locked, and the allowance: one statement a claim)
-        "INSERT INTO usage_counters (workspace_id, resource, period, used, held) VALUES (:ws, :resource, :period, 0, 0)"
-        " ON CONFLICT (workspace_id, resource, period) DO UPDATE SET held = usage_counters.held"
-        f" RETURNING used, held, {ALLOWANCE}", {"ws": workspace_id, "resource": resource, "period": period}).fetchall()[0]
-    granted = max(0, min(wanted, allowed - used - held))
+    Call it inside the claim's transaction: the counter rows are locked from here to its end,
+    in the order given (the upsert on PostgreSQL, the write lock on SQLite), so reservations
+    of any number of workers are taken one after the other and together never pass an
+    allowance: what is granted is at most allowed - used - held of every resource. `settle`
+    ends a reservation (used when the work was done, given back when not). Two statements
+    whatever the number of resources: the upsert that locks the rows and reads each one's
+    allowance, and the update of what they hold."""
+    keys = [(resource, period_of(resource)) for resource in resources]
+    found = {r[0]: r[1:] for r in conn.execute(
+        "INSERT INTO usage_counters (workspace_id, resource, period, used, held) VALUES "
+        + ", ".join(["(?, ?, ?, 0, 0)"] * len(keys))
+        + " ON CONFLICT (workspace_id, resource, period) DO UPDATE SET held = usage_counters.held"
+        f" RETURNING resource, used, held, {_ROW_ALLOWANCE}",
+        [x for resource, period in keys for x in (workspace_id, resource, period)]).fetchall()}
+    room = {resource: found[resource][2] - found[resource][0] - found[resource][1] for resource, _ in keys}
+    granted = max(0, min(wanted, *room.values()))
+    short = next(resource for resource, _ in keys if room[resource] < wanted) if granted < wanted else None
     if granted:
-        conn.execute("UPDATE usage_counters SET held = held + ? WHERE workspace_id = ? AND resource = ? AND period = ?",
-                     (granted, workspace_id, resource, period))
-    return granted, period
+        conn.execute("UPDATE usage_counters SET held = held + ? WHERE workspace_id = ? AND ("
+                     + " OR ".join(["(resource = ? AND period = ?)"] * len(keys)) + ")",
+                     (granted, workspace_id, *(x for key in keys for x in key)))
+    return granted, short
 
 
 def settle(conn: sqlite3.Connection, workspace_id: int, resource: str, period: str, *, released: int,
@@ -139,12 +150,15 @@ LIMITS_AND_USAGE = f"""
 # One resource's allowance (what fold_limits gives for it): the operator's override, else the
 # plan's allowance plus the add-ons'. A scalar subquery, for a statement that also locks the
 # resource's counter row (`reserve`): cheaper to plan than LIMITS_AND_USAGE, a hot path's cost.
-ALLOWANCE = """coalesce(
-    (SELECT allowed FROM allowance_overrides WHERE workspace_id = :ws AND resource = :resource),
+_ALLOWANCE_OF = """coalesce(
+    (SELECT allowed FROM allowance_overrides WHERE workspace_id = {ws} AND resource = {resource}),
     coalesce((SELECT sum(a.allowed) FROM plan_allowances a JOIN subscriptions s ON s.plan_id = a.plan_id
-              WHERE s.workspace_id = :ws AND a.resource = :resource), 0)
+              WHERE s.workspace_id = {ws} AND a.resource = {resource}), 0)
     + coalesce((SELECT sum(a.amount * sa.quantity) FROM subscription_addons sa JOIN addons a ON a.id = sa.addon_id
-                WHERE sa.workspace_id = :ws AND a.resource = :resource), 0))"""
+                WHERE sa.workspace_id = {ws} AND a.resource = {resource}), 0))"""
+ALLOWANCE = _ALLOWANCE_OF.format(ws=":ws", resource=":resource")
+# The same for each counter row an upsert returns (its workspace and resource): `reserve`.
+_ROW_ALLOWANCE = _ALLOWANCE_OF.format(ws="usage_counters.workspace_id", resource="usage_counters.resource")
 
 
 def limits_params(workspace_id: int) -> dict[str, Any]:

@@ -56,6 +56,8 @@ AB_WAIT = "ab_test.wait_minutes must be an integer from 0 to 43200 (30 days)."
 NO_RECIPIENTS = "The audience of this campaign has no subscribed recipients with an email address."
 MONTHLY_LIMIT = ("This campaign would send {count} emails, but your plan allows {left} more this month "
                  "(monthly_emails). Please upgrade your plan or reduce the audience.")
+MONTH_USED_UP = ("Your plan's monthly email allowance (monthly_emails) is used up for this month. "
+                 "Please upgrade your plan or resume the campaign next month.")
 HOURLY_LIMIT = "Your plan's hourly email allowance (hourly_emails) is used up for this hour. Please try again later."
 NOT_CANCELLABLE = "Only queued or sending campaigns can be cancelled."
 NOT_PAUSED = "Only paused campaigns can be resumed."
@@ -279,11 +281,17 @@ def cancel_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id: An
 
 
 def resume_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id: Any) -> dict[str, Any]:
-    """POST /v1/campaigns/:id/resume: a campaign PAUSED after transport errors sends again."""
+    """POST /v1/campaigns/:id/resume: a campaign PAUSED (after transport errors, by an operator,
+    or with the month's allowance used up) sends again; not while the month's allowance is
+    still used up and messages wait (400, with the allowance in the error's detail)."""
     with transaction(conn):
         row = campaigns.campaign_row(conn, workspace_id, campaign_id)
         if row["status"] != "PAUSED":
             raise MktError(400, NOT_PAUSED)
+        if billing.remaining(conn, workspace_id, "monthly_emails") == 0 and conn.execute(
+                "SELECT 1 FROM email_messages WHERE campaign_id = ? AND status = 'queued' LIMIT 1",
+                (row["id"],)).fetchone() is not None:  # (it would pause again at its first claim)
+            raise billing.limit_error(conn, workspace_id, "monthly_emails", MONTH_USED_UP)
         campaigns.set_campaign_status(conn, row["id"], "SENDING")
         jobs.enqueue(conn, "email.send", {"campaign_id": row["id"]}, workspace_id=workspace_id,
                      dedupe_key=f"email.send:{row['id']}")

@@ -26,13 +26,19 @@ MKT_SEND_RATE (default 0: as fast as the transport takes them) and MKT_SEND_CONC
 workspace's, whatever number of workers send: each round books its starts in the database
 (services/account/pace.py) before it goes to the pool.
 
-The hourly_emails allowance holds for the workspace as a whole too: a round is claimed only
-as far as the allowance has room, reserved in the claim's transaction (`_claim_round`), and
-each message's reservation is settled when its answer is recorded: delivered, it counts as
-used; not delivered (a failure, a retry, a message given back), it returns to the allowance.
-So any number of workers together deliver at most the hour's allowance, and the counter
-still reads delivered messages. When the allowance is used up, the send waits for the next
-hour.
+The monthly_emails and hourly_emails allowances hold for the workspace as a whole too: a
+round is claimed only as far as both have room, reserved in the claim's transaction
+(`_claim_round`: one message of the month's and one of the hour's allowance each), and each
+message's reservation is settled when its answer is recorded: delivered, it counts as used;
+not delivered (a failure, a retry, a message given back), it returns to the allowances. So
+any number of workers, and any number of campaigns sending at once, together deliver at
+most what the month and the hour allow, and the counters still read delivered messages.
+When the hour's allowance is used up, the send waits for the next hour. When the month's
+is, and none of it is still reserved (a reservation given back makes room again), the
+campaign is PAUSED: its `status_detail` says why and how to raise the allowance, and
+`mkt campaigns resume` sends the rest. (Scheduling checks the audience against the month's
+allowance, but two campaigns scheduled together, an audience that grew before its freeze,
+or a lowered allowance can still find it used up mid-send.)
 
 A failure stays with its message. A message that cannot be composed, or that the server
 cannot take (no SMTPUTF8 for a non-ASCII local part), fails at once with its reason; an
@@ -76,12 +82,17 @@ MAX_ATTEMPTS = 3
 HELPER_JOB = "email.send_helper"
 RETRY_DELAYS = (30, 120)
 PAUSE_AFTER_ERRORS = 20
+ALLOWANCES = ("monthly_emails", "hourly_emails")  # reserved per claimed message; counter rows locked in this order
+NOT_SENDING = "not SENDING"  # `_claim_round`'s answer for a campaign no longer SENDING
 ROUNDS_IN_FLIGHT = 2  # claimed and queued at once (the crash window: ROUNDS_IN_FLIGHT x concurrency)
 EXPIRED_EVERY = 1.0  # seconds: how often a claim looks for expired claims before queued messages
 HALTED = "Not sent: the campaign stopped sending."  # a claimed message given back untouched
 COMPOSE_FAILED = "the message could not be composed"
 FAILED_SUMMARY = "{failed:,} of {total:,} messages failed: {reasons}."
 SHOWN_REASONS = 3
+MONTH_USED_UP = ("Paused: the workspace's monthly email allowance is used up. {detail} Then `mkt campaigns resume {id}`"
+                 " (POST /v1/campaigns/{id}/resume) sends the rest.")
+MONTH_RECHECK = 5.0  # seconds: the month's allowance is used up while reservations are out; look again then
 SEND_GAVE_UP = ("Sending stopped: the send job failed for good ({error}). Fix the cause, then resume the "
                 "campaign (mkt campaigns resume {id}).")
 
@@ -222,26 +233,29 @@ def _claim(conn: sqlite3.Connection, campaign_id: str, size: int, local: bool = 
 
 def _claim_round(conn: sqlite3.Connection, campaign_id: str, size: int, local: bool = False,
                  claim: jobs.Run | None = None, workspace_id: int | None = None, *, expired: bool = True
-                 ) -> tuple[list[sqlite3.Row], bool | None]:
-    """`_claim`, and whether the hourly_emails allowance stopped it short: (rows, used up), where
-    used up is None when the campaign is no longer SENDING (nothing claimed: the send stops).
+                 ) -> tuple[list[sqlite3.Row], str | None]:
+    """`_claim`, and which allowance stopped it short: (rows, short), where short is None when
+    nothing did, "monthly_emails" or "hourly_emails" (ALLOWANCES) when one had room for fewer
+    than `size`, and NOT_SENDING when the campaign is no longer SENDING (nothing claimed: the
+    send stops).
 
     `expired=False` looks for rows whose claim expired only when the queued ones do not fill
     the round (the send loop asks for them first once a second: a round saves a statement).
 
     With `workspace_id`, each claimed message reserves one message of the workspace's
-    hourly_emails allowance in the claim's own transaction (billing.reserve: the counter's
-    row lock orders the workers' claims), so all the workers of the workspace together never
-    claim more than the hour allows; the message keeps the hour of its reservation
+    monthly_emails and hourly_emails allowances in the claim's own transaction
+    (billing.reserve: the counter rows' locks order the workers' claims), so all the workers
+    of the workspace together never claim more than the month or the hour allows; the
+    message keeps the hour of its reservation (its month is the hour's)
     (reserved_hour) until its answer is recorded (`_record_once` settles it). A message whose
     claim expired brings the reservation of its dead or paused worker along: kept when it is
     of this hour, given back (to its hour) otherwise and taken anew."""
     claim = claim or jobs.current_run()
 
-    def attempt() -> tuple[list[sqlite3.Row], bool | None]:
+    def attempt() -> tuple[list[sqlite3.Row], str | None]:
         with dialect.row_claim(conn):
             if conn.execute("SELECT status FROM campaigns WHERE id = ?", (campaign_id,)).fetchone()[0] != "SENDING":
-                return [], None
+                return [], NOT_SENDING
             params = {"campaign": campaign_id, "now": clock.now(), "size": size, "earlier": claim.earlier,
                       "token": claim.token}
             lock = dialect.skip_locked(conn, "m")
@@ -251,39 +265,47 @@ def _claim_round(conn: sqlite3.Connection, campaign_id: str, size: int, local: b
                                      {**params, "size": size - len(rows)}).fetchall()
             if not expired and len(rows) < size:
                 rows += conn.execute(_CLAIM_EXPIRED + lock, {**params, "size": size - len(rows)}).fetchall()
-            spent, hour = False, None
+            short, hour = None, None
             if rows and workspace_id is not None:
-                rows, spent, hour = _reserve(conn, workspace_id, rows)
+                rows, short, hour = _reserve(conn, workspace_id, rows)
             if rows:
                 conn.execute("UPDATE email_messages SET attempts = attempts + 1, claim_token = ?, claim_expires_at = ?,"
                              " uncertain = CASE WHEN status = 'sending' THEN 1 ELSE uncertain END, status = 'sending',"
                              f" reserved_hour = coalesce(?, reserved_hour) WHERE id IN ({marks(rows)})",
                              (claim.token, claim.expires(), hour, *(r["id"] for r in rows)))
-            return rows, spent
+            return rows, short
 
-    rows, spent = retry_conflicts(attempt, f"claiming messages of campaign {campaign_id}")
+    rows, short = retry_conflicts(attempt, f"claiming messages of campaign {campaign_id}")
     taken = sum(1 for r in rows if r["status"] == "sending")
     if taken:
         log.warning("campaign %s: %d message(s) of a worker whose claim expired taken over (recorded uncertain)",
                     campaign_id, taken)
-    return rows, spent
+    return rows, short
 
 
 def _reserve(conn: sqlite3.Connection, workspace_id: int, rows: list[sqlite3.Row]
-             ) -> tuple[list[sqlite3.Row], bool, str]:
-    """The claimable `rows` the hourly_emails allowance covers, in the claim's transaction:
-    (rows kept, whether some were left for want of allowance, the hour reserved).
-    Counter rows are locked newest hour first here and wherever reservations are settled, so
-    two transactions never wait for each other's hours (no deadlock at an hour's turn)."""
+             ) -> tuple[list[sqlite3.Row], str | None, str]:
+    """The claimable `rows` the monthly_emails and hourly_emails allowances cover, in the
+    claim's transaction: (rows kept, the allowance that left some out or None, the hour
+    reserved). Counter rows are locked newest hour first here and wherever reservations are
+    settled, each hour's month just before it (`_settle`), so two transactions never wait for
+    each other's rows (no deadlock at an hour's or a month's turn)."""
     hour = billing.period_of("hourly_emails")
     carried = {r["id"] for r in rows if r["reserved_hour"] == hour}  # a taken-over claim's reservation
     wanted = [r for r in rows if r["id"] not in carried]
-    granted, _ = billing.reserve(conn, workspace_id, "hourly_emails", len(wanted))
+    granted, short = billing.reserve(conn, workspace_id, ALLOWANCES, len(wanted))
     stale = Counter(r["reserved_hour"] for r in wanted[:granted] if r["reserved_hour"] is not None)
     for period in sorted(stale, reverse=True):  # an earlier hour's reservation of a taken-over claim
-        billing.settle(conn, workspace_id, "hourly_emails", period, released=stale[period])
+        _settle(conn, workspace_id, period, released=stale[period])
     keep = carried | {r["id"] for r in wanted[:granted]}
-    return [r for r in rows if r["id"] in keep], granted < len(wanted), hour
+    return [r for r in rows if r["id"] in keep], short, hour
+
+
+def _settle(conn: sqlite3.Connection, workspace_id: int, hour: str, *, released: int, used: int = 0) -> None:
+    """End `released` reservations made in `hour` (`used` of them delivered, or delivered
+    without one): of its month's allowance, then of the hour's (ALLOWANCES' lock order)."""
+    billing.settle(conn, workspace_id, "monthly_emails", hour[:7], released=released, used=used)
+    billing.settle(conn, workspace_id, "hourly_emails", hour, released=released, used=used)
 
 
 def _give_back(conn: sqlite3.Connection, workspace_id: int, where: str, params: tuple[Any, ...]) -> None:
@@ -292,7 +314,7 @@ def _give_back(conn: sqlite3.Connection, workspace_id: int, where: str, params: 
     for period, count in conn.execute(f"SELECT reserved_hour, count(*) FROM email_messages WHERE {where}"
                                       " AND reserved_hour IS NOT NULL GROUP BY reserved_hour ORDER BY reserved_hour DESC",
                                       params).fetchall():
-        billing.settle(conn, workspace_id, "hourly_emails", period, released=count)
+        _settle(conn, workspace_id, period, released=count)
 
 
 def keep_claimed(conn: sqlite3.Connection, token: str, until: str) -> None:
@@ -369,21 +391,19 @@ def _record_once(conn: sqlite3.Connection, run: _Send, row_of: dict[int, sqlite3
         for hour, ids in by_hour.items():  # (each delivered row's reservation cleared in the same UPDATE)
             used[hour] += stats.record_deliveries(conn, ids, smtp_ids=accepted, release=True)
         delivered = sum(used.values())
-        # The hourly allowance: each reservation settled (delivered: used in the hour it was
-        # reserved in; else given back), once, by the worker whose claim the row still carries.
+        # The allowances: each reservation settled (delivered: used in the hour and the month
+        # it was reserved in; else given back), once, by the worker whose claim the row still carries.
         released.update(hour for hour in owned.values() if hour is not None)
         for hour in sorted(released.keys() | used.keys(), reverse=True):  # newest first, as a claim locks them
-            billing.settle(conn, workspace_id, "hourly_emails", hour, released=released[hour], used=used[hour])
+            _settle(conn, workspace_id, hour, released=released[hour], used=used[hour])
         # The reservations not cleared with a delivery (every accepted one too, in the rare
         # case that one of them was not recorded as delivered here)
         cleared = set(accepted) if delivered == len(accepted) else set()
         reserved = [i for i, hour in owned.items() if hour is not None and i not in cleared]
         if reserved:
             conn.execute(f"UPDATE email_messages SET reserved_hour = NULL WHERE id IN ({marks(reserved)})", reserved)
-        if delivered:
-            billing.bump_usage(conn, workspace_id, "monthly_emails", delivered)
-            if run.outbox is not None:
-                stats.count_outbox_deliveries(conn, run.campaign_id, delivered, run.outbox)
+        if delivered and run.outbox is not None:
+            stats.count_outbox_deliveries(conn, run.campaign_id, delivered, run.outbox)
     return temporary
 
 
@@ -454,7 +474,7 @@ def _send_rounds(conn: sqlite3.Connection, row: sqlite3.Row, run: _Send, *, help
     errors_in_a_row = 0
     rounds = 1 if run.pacer.interval else ROUNDS_IN_FLIGHT  # a paced send is held by its rate, not by the pool
     in_flight: deque[tuple[list[sqlite3.Row], list[Future[tuple[int, str | None, bool]]]]] = deque()
-    stop: str | None = None  # "hour" (hourly_emails used up) or "done" (nothing due, or no longer SENDING)
+    stop: str | None = None  # an allowance used up (ALLOWANCES), or "done" (nothing due, or no longer SENDING)
     expired_at = float("-inf")  # when the claims last looked for expired rows first (`_claim_round`)
 
     def record_oldest() -> tuple[list[tuple[int, str | None, bool]], int]:
@@ -472,19 +492,21 @@ def _send_rounds(conn: sqlite3.Connection, row: sqlite3.Row, run: _Send, *, help
                 jobs.heartbeat(conn)
                 while stop is None and len(in_flight) < rounds:
                     expired = time.monotonic() - expired_at >= EXPIRED_EVERY
-                    claimed, spent = _claim_round(conn, row["id"], run.concurrency, bool(row["local_time"]),
+                    claimed, short = _claim_round(conn, row["id"], run.concurrency, bool(row["local_time"]),
                                                   run.claim, ws, expired=expired)
                     expired_at = time.monotonic() if expired else expired_at
                     if not claimed:
-                        stop = "hour" if spent else "done"
-                        if spent is None:  # no longer SENDING (cancelled, paused): send nothing more
+                        stop = short if short in ALLOWANCES else "done"
+                        if short == NOT_SENDING:  # (cancelled, paused): send nothing more
                             run.halt.set()
                         break
                     run.pacer.wait(conn, len(claimed))  # the workspace's rate, shared by all its workers
                     in_flight.append((claimed, [pool.submit(run.deliver, m) for m in claimed]))
                 if not in_flight:
-                    if stop == "hour":
+                    if stop == "hourly_emails":
                         _again_at(conn, row, _next_hour())
+                    elif stop == "monthly_emails":
+                        _month_used_up(conn, row)
                     else:
                         _finish_or_wait(conn, row, helper=helper)
                     return
@@ -522,6 +544,27 @@ def _record_handed_over(conn: sqlite3.Connection, in_flight: deque[Any], record_
                     log.exception("the answers of a round of %d messages could not be recorded; the job's next "
                                   "attempt sends them again", len(in_flight[0][0]))
                     in_flight.popleft()
+
+
+def _month_used_up(conn: sqlite3.Connection, row: sqlite3.Row) -> None:
+    """The month's allowance had no room for a claim. While some of it is reserved by messages
+    being sent (by any campaign's workers), those may still come back (not delivered), so the
+    send looks again in MONTH_RECHECK seconds; once all of it is used, the campaign is PAUSED
+    with the reason (once, by whichever of its workers found it first; the others then see it
+    no longer SENDING)."""
+    ws = row["workspace_id"]
+    with transaction(conn):
+        current = conn.execute("SELECT status FROM campaigns WHERE id = ?", (row["id"],)).fetchone()
+        if current is None or current[0] != "SENDING":
+            return
+        held = conn.execute("SELECT held FROM usage_counters WHERE workspace_id = ? AND resource = 'monthly_emails'"
+                            " AND period = ?", (ws, billing.period_of("monthly_emails"))).fetchone()
+        if held is not None and held[0] > 0:
+            _again_at(conn, row, clock.format_ts(clock.utcnow() + timedelta(seconds=MONTH_RECHECK)))
+            return
+        detail = MONTH_USED_UP.format(detail=billing.limit_detail(conn, ws, "monthly_emails"), id=row["id"])
+        campaigns.set_campaign_status(conn, row["id"], "PAUSED", detail=detail)
+    log.warning("campaign %s paused: the monthly_emails allowance of workspace %s is used up", row["id"], ws)
 
 
 def _next_hour() -> str:
