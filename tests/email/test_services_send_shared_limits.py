@@ -375,3 +375,22 @@ def test_a_campaign_paused_for_the_month_through_both_faces(
     sender.send(conn, {"campaign_id": campaign_id})
     assert _counts(conn, campaign_id) == {"delivered": 12}
     assert client.get(f"/v1/campaigns/{campaign_id}", headers=auth).json()["data"]["status"] == "SENT"
+
+
+def test_with_the_month_left_and_the_hour_used_up_the_send_waits_for_the_next_hour(
+        conn: sqlite3.Connection, workspace: dict[str, Any], verified_dns: None, frozen_hour: datetime) -> None:
+    """The allowance that stops a claim is the one that bound it: the hour's (3) is used up
+    while the month (10) has room, so the campaign stays SENDING and its send job comes back
+    at the next hour; it is not paused for the month."""
+    ws = workspace["id"]
+    campaign_id = _sending_campaign(conn, ws, 12)
+    billing.set_allowance(conn, ws, "hourly_emails", 3)
+    billing.set_allowance(conn, ws, "monthly_emails", 10)
+    conn.execute("DELETE FROM jobs WHERE type = 'email.send'")  # (run here, not from the queue)
+    sender.send(conn, {"campaign_id": campaign_id})
+    assert _counts(conn, campaign_id) == {"delivered": 3, "queued": 9}
+    assert conn.execute("SELECT status FROM campaigns WHERE id = ?", (campaign_id,)).fetchone()[0] == "SENDING"
+    next_hour = clock.format_ts(frozen_hour.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1))
+    assert [tuple(r) for r in conn.execute("SELECT type, run_at FROM jobs WHERE status = 'queued' AND type LIKE"
+                                           " 'email.send%'")] == [("email.send", next_hour)]
+    assert billing.reserve(conn, ws, sender.ALLOWANCES, 4) == (0, "hourly_emails")  # (nothing reserved)

@@ -51,8 +51,8 @@ def reserve(conn: sqlite3.Connection, workspace_id: int, resources: Sequence[str
             ) -> tuple[int, str | None]:
     """Reserve up to `wanted` units of each of `resources`' current period for work about to
     start (a round of messages claimed: one of the month's and one of the hour's allowance
-    each): (how many were granted, the first resource that had room for fewer than `wanted`,
-    or None).
+    each): (how many were granted, the first resource whose room set that number when it is
+    less than `wanted`, or None).
 
     Call it inside the claim's transaction: the counter rows are locked from here to its end,
     in the order given (the upsert on PostgreSQL, the write lock on SQLite), so reservations
@@ -70,7 +70,9 @@ def reserve(conn: sqlite3.Connection, workspace_id: int, resources: Sequence[str
         [x for resource, period in keys for x in (workspace_id, resource, period)]).fetchall()}
     room = {resource: found[resource][2] - found[resource][0] - found[resource][1] for resource, _ in keys}
     granted = max(0, min(wanted, *room.values()))
-    short = next(resource for resource, _ in keys if room[resource] < wanted) if granted < wanted else None
+    # (the allowance that bound the grant: with the month's room left and the hour's used up,
+    # the hour's, so the send waits for the next hour instead of stopping for the month)
+    short = next(resource for resource, _ in keys if room[resource] <= granted) if granted < wanted else None
     if granted:
         conn.execute("UPDATE usage_counters SET held = held + ? WHERE workspace_id = ? AND ("
                      + " OR ".join(["(resource = ? AND period = ?)"] * len(keys)) + ")",
