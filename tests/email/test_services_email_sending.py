@@ -203,7 +203,7 @@ def test_cancel_mid_send_sends_nothing_more(conn: sqlite3.Connection, workspace:
                                             smtp: SmtpServer, monkeypatch: pytest.MonkeyPatch) -> None:
     ws = workspace["id"]
     campaign = _world(conn, ws, [f"u{i}@example.org" for i in range(25)])
-    monkeypatch.setenv("MKT_SEND_CONCURRENCY", "5")
+    monkeypatch.setenv("MKT_SEND_CONCURRENCY", "10")  # two rounds of 5 in flight
     email_schedule.schedule_campaign(conn, ws, campaign["id"], {"schedule_type": "NOW"})
     real_record, records = email_sender._record, []
 

@@ -1,19 +1,22 @@
 """The email send, as jobs: send at speed, pick an A/B winner (the audience is frozen
 before, by email.preprocess in services/email/preparation.py).
 
-    email.send         rounds of `concurrency` messages: claim (queued -> sending, one
-                       transaction), render + sign + hand to the transport in parallel,
-                       record every answer (one transaction); until none is left -> SENT.
-                       Two rounds are claimed at once, so the pool always has the next
-                       round queued while a round is recorded and the next one claimed.
+    email.send         rounds of messages: claim (queued -> sending, one transaction),
+                       render + sign + hand to the transport in parallel, record every
+                       answer (one transaction); until none is left -> SENT. Two rounds
+                       of half `concurrency` each are claimed at once, so the pool has
+                       the next round queued while a round is recorded and the next one
+                       claimed.
     email.ab_winner    after the test share went out and `wait_minutes` passed: the variant
                        with the higher unique open (or click) rate, ties A, goes to the rest
 
 Crash safety. A message is marked `sending` before it is handed over and `delivered` (or
-failed) right after the server answered, a round at a time; a runner that dies leaves at
-most ROUNDS_IN_FLIGHT rounds (2 x `concurrency` messages) in `sending`, and those are sent
-again when the job is taken over (the only messages that can arrive twice; CONTRACT
-section 7). A message the server accepted and whose round was recorded is never sent again.
+failed) right after the server answered, a round at a time. The rounds in flight together
+hold at most `concurrency` messages, so a runner that dies leaves at most `concurrency`
+messages handed over and not recorded (in `sending`), and those are sent again when the job
+is taken over: the only messages that can arrive twice, at most `concurrency` of them
+(CONTRACT section 7). A message the server accepted and whose round was recorded is never
+sent again.
 A cancel is seen after each round: the messages of a claimed round not yet handed to the
 transport are given back (cancelled), so at most the round in the transport's hands goes out.
 
@@ -84,7 +87,7 @@ RETRY_DELAYS = (30, 120)
 PAUSE_AFTER_ERRORS = 20
 ALLOWANCES = ("monthly_emails", "hourly_emails")  # reserved per claimed message; counter rows locked in this order
 NOT_SENDING = "not SENDING"  # `_claim_round`'s answer for a campaign no longer SENDING
-ROUNDS_IN_FLIGHT = 2  # claimed and queued at once (the crash window: ROUNDS_IN_FLIGHT x concurrency)
+ROUNDS_IN_FLIGHT = 2  # claimed and queued at once, `concurrency` messages between them (the crash window)
 EXPIRED_EVERY = 1.0  # seconds: how often a claim looks for expired claims before queued messages
 HALTED = "Not sent: the campaign stopped sending."  # a claimed message given back untouched
 COMPOSE_FAILED = "the message could not be composed"
@@ -447,7 +450,7 @@ def _send(conn: sqlite3.Connection, campaign_id: str, *, helper: bool) -> None:
     if row is None or row["status"] != "SENDING":
         return
     # A runner that died mid-round left its messages in `sending`: they are claimed again once
-    # their claim expires (at most ROUNDS_IN_FLIGHT rounds, each recorded uncertain).
+    # their claim expires (at most `concurrency` messages, each recorded uncertain).
     if not helper:
         _call_helpers(conn, row)
     run = _Send(conn, row)
@@ -459,11 +462,14 @@ def _send(conn: sqlite3.Connection, campaign_id: str, *, helper: bool) -> None:
 
 
 def _send_rounds(conn: sqlite3.Connection, row: sqlite3.Row, run: _Send, *, helper: bool = False) -> None:
-    """Claim, deliver and record rounds of `concurrency` messages until none is due.
+    """Claim, deliver and record rounds of messages until none is due.
 
     ROUNDS_IN_FLIGHT rounds are claimed at once: while the pool delivers one, the next one
-    is already queued behind it, so the threads never wait for the database (recording a
+    is already queued behind it, so the threads rarely wait for the database (recording a
     round and claiming the next) and the server never waits for a round's slowest message.
+    The rounds in flight hold `concurrency` messages between them (each claim takes what is
+    left of it, at most its share): a runner that dies has at most `concurrency` messages
+    handed over and not recorded, the ones that can go out twice (CONTRACT section 7).
 
     Whatever stops the loop (an error of the database, a lost lease, a bug), the answers of
     the messages already handed to the transport are recorded before the error goes on to
@@ -473,6 +479,7 @@ def _send_rounds(conn: sqlite3.Connection, row: sqlite3.Row, run: _Send, *, help
     ws = row["workspace_id"]
     errors_in_a_row = 0
     rounds = 1 if run.pacer.interval else ROUNDS_IN_FLIGHT  # a paced send is held by its rate, not by the pool
+    share = -(-run.concurrency // rounds)  # a round's size at most: concurrency / rounds, rounded up
     in_flight: deque[tuple[list[sqlite3.Row], list[Future[tuple[int, str | None, bool]]]]] = deque()
     stop: str | None = None  # an allowance used up (ALLOWANCES), or "done" (nothing due, or no longer SENDING)
     expired_at = float("-inf")  # when the claims last looked for expired rows first (`_claim_round`)
@@ -491,8 +498,11 @@ def _send_rounds(conn: sqlite3.Connection, row: sqlite3.Row, run: _Send, *, help
             while True:
                 jobs.heartbeat(conn)
                 while stop is None and len(in_flight) < rounds:
+                    size = min(share, run.concurrency - sum(len(claimed) for claimed, _ in in_flight))
+                    if size <= 0:  # (concurrency 1: one message at a time)
+                        break
                     expired = time.monotonic() - expired_at >= EXPIRED_EVERY
-                    claimed, short = _claim_round(conn, row["id"], run.concurrency, bool(row["local_time"]),
+                    claimed, short = _claim_round(conn, row["id"], size, bool(row["local_time"]),
                                                   run.claim, ws, expired=expired)
                     expired_at = time.monotonic() if expired else expired_at
                     if not claimed:
