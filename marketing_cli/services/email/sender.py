@@ -239,8 +239,8 @@ def _claim_round(conn: sqlite3.Connection, campaign_id: str, size: int, local: b
                  ) -> tuple[list[sqlite3.Row], str | None]:
     """`_claim`, and which allowance stopped it short: (rows, short), where short is None when
     nothing did, "monthly_emails" or "hourly_emails" (ALLOWANCES) for the allowance that bound
-    the claim below `size` (billing.reserve), and NOT_SENDING when the campaign is no longer SENDING (nothing claimed: the
-    send stops).
+    the claim below `size` (billing.reserve), and NOT_SENDING when the campaign is no longer
+    SENDING (nothing claimed: the send stops).
 
     `expired=False` looks for rows whose claim expired only when the queued ones do not fill
     the round (the send loop asks for them first once a second: a round saves a statement).
