@@ -34,8 +34,8 @@ import bench_email_send as email_bench  # noqa: E402  (bench/ is on the path: ru
 
 
 def _services_db(path: Path) -> tuple[sqlite3.Connection, int]:
-    from marketing_cli.db import connect
     from marketing_cli.services.account import billing, workspaces
+    from marketing_cli.storage.db import connect
 
     conn = connect(path)
     ws = workspaces.create_workspace(conn, "Bench")["workspace"]["id"]

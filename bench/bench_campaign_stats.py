@@ -35,8 +35,8 @@ sys.path.insert(0, str(HERE))
 from common import median_seconds as median  # noqa: E402
 from common import row  # noqa: E402
 
-from marketing_cli.db import connect, transaction  # noqa: E402
 from marketing_cli.kernel import clock  # noqa: E402
+from marketing_cli.storage.db import connect, transaction  # noqa: E402
 
 BATCH = 50_000
 DOMAINS = (["gmail.com"] * 30 + ["hotmail.com"] * 8 + ["outlook.com"] * 6 + ["yahoo.com"] * 8 + ["aol.com"] * 2

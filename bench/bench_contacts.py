@@ -37,11 +37,11 @@ sys.path.insert(0, str(HERE))
 
 from common import median_seconds, row  # noqa: E402
 
-from marketing_cli.db import connect, transaction  # noqa: E402
 from marketing_cli.kernel import clock  # noqa: E402
 from marketing_cli.kernel.ids import new_id  # noqa: E402
 from marketing_cli.services.contacts.bulk import BATCH_SIZE as BATCH  # noqa: E402
 from marketing_cli.services.contacts.bulk import IMPORT_CACHE_KIB
+from marketing_cli.storage.db import connect, transaction  # noqa: E402
 
 PLANS = ("free", "basic", "pro", "enterprise")
 COUNTRIES = ("US", "GB", "FR", "DE", "ES", "IT", "NL", "BR", "MX", "CA", "AU", "IN", "JP", "SE", "PL")

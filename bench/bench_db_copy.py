@@ -27,8 +27,8 @@ COLUMNS = "id, workspace_id, email, status, data, created_at, updated_at"
 
 
 def _source(path: Path, n: int) -> int:
-    from marketing_cli import db
     from marketing_cli.services.account import workspaces
+    from marketing_cli.storage import db
 
     conn = db.connect(path)
     ws = workspaces.create_workspace(conn, "Bench")["workspace"]["id"]
@@ -61,7 +61,7 @@ def _bare_copy(source: Path, url: str) -> float:
 def _bare_insert(url: str, target: Path) -> float:
     import psycopg
 
-    from marketing_cli import db
+    from marketing_cli.storage import db
 
     db.connect(target).close()
     start = time.perf_counter()
@@ -81,7 +81,7 @@ def run(quick: bool) -> list[dict]:
     server = postgres_server("db_copy")
     if server is None:
         return []
-    from marketing_cli import dbcopy
+    from marketing_cli.storage import copy as dbcopy
 
     n = 20_000 if quick else 1_000_000
     rows: list[dict] = []

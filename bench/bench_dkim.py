@@ -64,7 +64,7 @@ def run(quick: bool) -> list[dict]:
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import padding, rsa, utils
 
-    from marketing_cli.services.email.dkim import DkimSigner
+    from marketing_cli.services.delivery.dkim import DkimSigner
 
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,

@@ -14,7 +14,7 @@ here), so the database holds a SENDING campaign, its 100,000 queued messages and
 email.send job. On PostgreSQL (a throwaway server, tests/engines.py) each point gets a copy
 (CREATE DATABASE ... TEMPLATE); on SQLite a copy of the file. N `mkt jobs run --forever`
 processes start at once: the first to claim the send job queues its helpers
-(services/email/sender.py: MKT_SEND_WORKERS - 1 of them, set to N here) and the other
+(services/delivery/sender.py: MKT_SEND_WORKERS - 1 of them, set to N here) and the other
 processes take them, so the N processes share the one campaign's queue of messages. Each
 sends with the default concurrency (MKT_SEND_CONCURRENCY, 10 connections).
 
@@ -99,7 +99,7 @@ def _prepare(db: str, folder: Path, count: int) -> str:
     from bench_email_send import BODY
 
     from marketing_cli import jobs, services
-    from marketing_cli.db import connect, transaction
+    from marketing_cli.storage.db import connect, transaction
 
     _mkt(db, "init", "--name", "Bench")
     for resource in ("contacts", "monthly_emails", "hourly_emails"):
@@ -141,7 +141,7 @@ def _prepare(db: str, folder: Path, count: int) -> str:
 
 
 def _scalar(db: str, sql: str) -> Any:
-    from marketing_cli.db import connect
+    from marketing_cli.storage.db import connect
 
     conn = connect(db, upgrade=False)
     try:
@@ -274,8 +274,8 @@ def _send(db: str, sink: subprocess.Popen, port: int, server: Any, workers: int,
 
 def _rate(db: str, warmup: float, window: float) -> tuple[int, float, int]:
     """(messages delivered in the window, its seconds, messages delivered in all) from delivered_at."""
-    from marketing_cli.db import connect
     from marketing_cli.kernel import clock
+    from marketing_cli.storage.db import connect
 
     conn = connect(db, upgrade=False)
     try:

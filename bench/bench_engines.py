@@ -57,8 +57,8 @@ def _sqlalchemy() -> Any:
 
 
 def run(quick: bool) -> list[dict]:
-    from marketing_cli import db
     from marketing_cli.services.account import workspaces
+    from marketing_cli.storage import db
 
     n, rounds = (300, 3) if quick else (5000, 7)
     rows: list[dict] = []
@@ -98,8 +98,8 @@ def _postgresql(n: int, rounds: int, sa: Any) -> list[dict]:
         return []
     import psycopg
 
-    from marketing_cli import db
     from marketing_cli.services.account import workspaces
+    from marketing_cli.storage import db
 
     rows: list[dict] = []
     try:

@@ -29,8 +29,8 @@ CLIENTS = 4
 
 
 def _setup_db(directory: Path, contacts: int) -> tuple[Path, str]:
-    from marketing_cli.db import connect
     from marketing_cli.services.contacts import bulk
+    from marketing_cli.storage.db import connect
 
     db = directory / "bench.db"
     out = subprocess.run(python_cmd("-m", "marketing_cli", "--db", str(db), "init", "--name", "Bench", "--json"),

@@ -130,7 +130,7 @@ def _import_rows(server: Any, csv_path: Path, n: int) -> tuple[list[dict], Any, 
     are built, which are the bench's memory, not the import's."""
     from bench_contacts import parsed_rows
 
-    from marketing_cli import db
+    from marketing_cli.storage import db
 
     url = server.fresh()
     conn = db.connect(url)
@@ -304,7 +304,7 @@ def _import_half(server: Any, n: int, repeat: int) -> list[dict]:
     """The import rows (SQLite first, then PostgreSQL), the RSS rows and the search rows."""
     from bench_contacts import write_csv
 
-    from marketing_cli import db
+    from marketing_cli.storage import db
 
     rows: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="mkt-bench-pg-") as tmp:

@@ -38,9 +38,9 @@ sys.path.insert(0, str(HERE))
 from common import median_seconds as median  # noqa: E402
 from common import row  # noqa: E402
 
-from marketing_cli.db import connect, transaction  # noqa: E402
 from marketing_cli.kernel import clock  # noqa: E402
 from marketing_cli.kernel.ids import new_id  # noqa: E402
+from marketing_cli.storage.db import connect, transaction  # noqa: E402
 
 BATCH = 10_000
 COUNTRIES = ("US", "GB", "FR", "DE", "ES", "IT", "NL", "BR", "MX", "CA", "AU", "IN", "JP", "SE", "PL")

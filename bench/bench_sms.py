@@ -68,12 +68,12 @@ def bench_segments(n: int) -> list[dict]:
 def build(path: Path, n: int) -> tuple[Any, int]:
     """A workspace of n contacts with phone numbers: 90% US (many area codes), 8% GB, 2% IN
     (enabled without a price: suppressed), a first name each; sender ID and a large balance."""
-    from marketing_cli.db import connect
     from marketing_cli.kernel import clock
     from marketing_cli.kernel.ids import new_id
     from marketing_cli.services.account import workspaces
     from marketing_cli.services.contacts import fields
     from marketing_cli.services.sms import ledger
+    from marketing_cli.storage.db import connect
 
     conn = connect(path)
     ws = workspaces.create_workspace(conn, "Bench")["workspace"]["id"]

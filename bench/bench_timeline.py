@@ -38,8 +38,8 @@ sys.path.insert(0, str(HERE))
 from common import median_seconds as median  # noqa: E402
 from common import row  # noqa: E402
 
-from marketing_cli.db import connect, transaction  # noqa: E402
 from marketing_cli.kernel import clock, timeline  # noqa: E402
+from marketing_cli.storage.db import connect, transaction  # noqa: E402
 
 BATCH = 50_000
 HOURS_AGO = 110

@@ -21,7 +21,7 @@ before it.
 
 Row: releasing one zone's share of an N-recipient local-time email campaign (its messages
 frozen earliest zone first over ten zones an hour apart, the first four zones delivered):
-with the clock at the fifth zone's instant, the sender's claim (services/email/sender.py,
+with the clock at the fifth zone's instant, the sender's claim (services/delivery/sender.py,
 rounds of the default concurrency, queued -> sending) until nothing is due, and the step
 that finds the next zone's instant, per message, against the same claim of as many
 messages of a normal campaign of N recipients (no due time, the same share delivered).
@@ -68,9 +68,9 @@ def write_csv(path: Path, n: int) -> None:
 
 def build(path: Path, n: int) -> tuple[Any, int]:
     """The contacts written by the CSV import (which keeps their zone columns)."""
-    from marketing_cli.db import connect
     from marketing_cli.services.account import billing, workspaces
     from marketing_cli.services.contacts import bulk, fields
+    from marketing_cli.storage.db import connect
 
     conn = connect(path)
     ws = workspaces.create_workspace(conn, "Bench")["workspace"]["id"]
@@ -165,7 +165,7 @@ def _release(conn: Any, normal: str, local: str, share: int, at: datetime) -> tu
     and of as many messages of the normal campaign, one claim of each in turn, so that both
     sides meet the same moments of a shared machine."""
     from marketing_cli.kernel import clock, pacing
-    from marketing_cli.services.email import sender
+    from marketing_cli.services.delivery import sender
 
     size = pacing.EMAIL.default_concurrency
     rows = {cid: conn.execute("SELECT * FROM campaigns WHERE id = ?", (cid,)).fetchone() for cid in (normal, local)}

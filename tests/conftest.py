@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from marketing_cli.db import connect
+from marketing_cli.storage.db import connect
 from tests.factories import error_of  # noqa: F401 - kept for modules of other branches
 
 # Pinned before any test module is imported: rich consoles created while modules load

@@ -100,7 +100,7 @@ class PostgresServer:
         a copy and 50 ms a drop against 125 ms and 85 ms for PostgreSQL 15's default WAL_LOG,
         which writes every block of the small template to the WAL."""
         if self._worker is None:
-            from marketing_cli.db import connect
+            from marketing_cli.storage.db import connect
 
             self._worker = threading.Thread(target=self._keep_ready, daemon=True)
             try:
@@ -280,7 +280,7 @@ def save_copy(db: Any, folder: Path) -> Any:
     import sqlite3
     from contextlib import closing
 
-    from marketing_cli.db import connect, is_postgresql
+    from marketing_cli.storage.db import connect, is_postgresql
 
     with closing(connect(db, upgrade=False)) as conn:
         if not is_postgresql(conn):
@@ -327,7 +327,7 @@ def restore_copy(db: Any, saved: Any) -> None:
 
 def dump(conn: object) -> str:
     """Every row of every table as text (SQLite's iterdump; on PostgreSQL each row's text form)."""
-    from marketing_cli.db import is_postgresql
+    from marketing_cli.storage.db import is_postgresql
 
     if not is_postgresql(conn):
         return "\n".join(conn.iterdump())  # type: ignore[attr-defined]
@@ -406,7 +406,7 @@ def query_plan(conn: Any, sql: str, params: Any = ()) -> str:
     """The plan of a statement as one line: SQLite's EXPLAIN QUERY PLAN details; on PostgreSQL
     EXPLAIN's lines after ANALYZE, with sequential scans ruled out (a test's few rows would
     otherwise be scanned), so that the index the statement's conditions select shows."""
-    from marketing_cli.db import is_postgresql
+    from marketing_cli.storage.db import is_postgresql
 
     if not is_postgresql(conn):
         return " | ".join(row["detail"] for row in conn.execute("EXPLAIN QUERY PLAN " + sql, params))
@@ -422,7 +422,7 @@ def query_plan(conn: Any, sql: str, params: Any = ()) -> str:
 def reads_by_key(conn: Any, sql: str, params: Any, table: str) -> None:
     """Assert that `sql` reads `table` through its primary key (or the partial index of claimed
     rows, `<table>_claimed`, with the key's condition), never a scan of the whole table."""
-    from marketing_cli.db import is_postgresql
+    from marketing_cli.storage.db import is_postgresql
 
     text = query_plan(conn, sql, params)
     if is_postgresql(conn):
@@ -439,7 +439,7 @@ def reads_by_key(conn: Any, sql: str, params: Any, table: str) -> None:
 
 def tables(conn: Any) -> list[str]:
     """The database's tables (SQLite's internal ones and the schema version table left out), by name."""
-    from marketing_cli.db import is_postgresql
+    from marketing_cli.storage.db import is_postgresql
 
     if is_postgresql(conn):
         sql = ("SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
@@ -451,7 +451,7 @@ def tables(conn: Any) -> list[str]:
 
 def columns(conn: Any, table: str) -> list[str]:
     """A table's columns in their declared order."""
-    from marketing_cli.db import is_postgresql
+    from marketing_cli.storage.db import is_postgresql
 
     if is_postgresql(conn):
         return [row[0] for row in conn.execute(
@@ -462,7 +462,7 @@ def columns(conn: Any, table: str) -> list[str]:
 
 def foreign_keys(conn: Any, table: str) -> list[tuple[str, str, str]]:
     """(column, parent table, parent column) of each of a table's foreign keys."""
-    from marketing_cli.db import is_postgresql
+    from marketing_cli.storage.db import is_postgresql
 
     if is_postgresql(conn):
         return sorted((row[0], row[1], row[2]) for row in conn.execute(  # pg_catalog: information_schema takes seconds

@@ -11,10 +11,10 @@ import sqlite3
 from datetime import datetime, timedelta
 from typing import Any
 
-from marketing_cli import field_sql
 from marketing_cli.kernel import clock, ids
 from marketing_cli.kernel.ids import new_id
 from marketing_cli.services.account import workspaces
+from marketing_cli.storage import field_sql
 
 
 def workspace(conn: sqlite3.Connection, name: str = "Test workspace") -> dict[str, Any]:
@@ -569,7 +569,7 @@ UNSUBSCRIBE_HTML = '<p>Hello {{contact.first_name|there}}</p><p><a href="{{unsub
 def sendable_campaign(conn: sqlite3.Connection, workspace_id: int, emails: list[str]) -> dict[str, Any]:
     """A ready campaign to `emails` (subscribed contacts) whose domain counts as verified, as
     if its DNS records had been found (the domains tests check real lookups)."""
-    from marketing_cli.db import transaction
+    from marketing_cli.storage.db import transaction
 
     for address in emails:
         contact(conn, workspace_id, address)
@@ -623,8 +623,8 @@ def email_timeline_world(conn: sqlite3.Connection, workspace_id: int, first: Any
                          name: str = "Spring") -> dict[str, Any]:
     """An A/B email campaign whose send started at `first` + 20 min, with events at known
     times (offsets from `first`) through the recording functions: {"id", "messages"}."""
-    from marketing_cli.db import transaction
     from marketing_cli.services.email import stats
+    from marketing_cli.storage.db import transaction
 
     def at(hours: float) -> str:
         return clock.format_ts(first + timedelta(hours=hours))
@@ -659,8 +659,8 @@ def sms_timeline_world(conn: sqlite3.Connection, workspace_id: int, first: Any, 
     `first` + 20 min and its delivery reports, STOP reply and clicks written at known offsets
     from `first` (as the webhooks and the short links write them); its id."""
     from marketing_cli import jobs
-    from marketing_cli.db import transaction
     from marketing_cli.services.sms import schedule
+    from marketing_cli.storage.db import transaction
 
     def at(hours: float) -> str:
         return clock.format_ts(first + timedelta(hours=hours))
@@ -717,7 +717,7 @@ def series_row(conn: sqlite3.Connection, workspace_id: int, campaign_id: str,
                rrule: str = "FREQ=WEEKLY;BYDAY=MO;BYHOUR=9;BYMINUTE=0;BYSECOND=0") -> int:
     """A recurring series of a campaign written as a row (the service would first ask for a
     campaign ready to send: verified domain, unsubscribe link); its id."""
-    from marketing_cli.db import transaction
+    from marketing_cli.storage.db import transaction
 
     now = clock.now()
     with transaction(conn):

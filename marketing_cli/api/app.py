@@ -30,8 +30,8 @@ from marketing_cli.api.responses import (
     mkt_error_handler,
     server_error_handler,
 )
-from marketing_cli.db import Database
 from marketing_cli.errors import MktError
+from marketing_cli.storage.db import Database
 
 # One routes module per resource, each exporting `routes`.
 ROUTE_MODULES = [

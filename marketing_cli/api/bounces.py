@@ -9,7 +9,7 @@ from starlette.routing import Route
 from marketing_cli.api.auth import require_workspace
 from marketing_cli.api.calls import call
 from marketing_cli.api.responses import envelope_a, read_json
-from marketing_cli.services.email import bounces
+from marketing_cli.services.delivery import bounces
 
 
 async def record_bounce(request: Request) -> Response:

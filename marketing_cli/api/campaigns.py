@@ -14,7 +14,8 @@ from starlette.routing import Route
 from marketing_cli.api.auth import require_workspace
 from marketing_cli.api.calls import call
 from marketing_cli.api.responses import envelope_a, read_json
-from marketing_cli.services.email import campaigns, test_emails, variant_html
+from marketing_cli.services.delivery import test_emails
+from marketing_cli.services.email import campaigns, variant_html
 
 
 async def create_campaign(request: Request) -> Response:

@@ -22,13 +22,13 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from marketing_cli import dialect
 from marketing_cli.api.auth import require_workspace
 from marketing_cli.api.responses import envelope_b, read_body
-from marketing_cli.db import connect
 from marketing_cli.errors import MktError
 from marketing_cli.kernel.ids import parse_int_id
 from marketing_cli.services.contacts import bulk
+from marketing_cli.storage import dialect
+from marketing_cli.storage.db import connect
 
 IMPORT_MAX_BYTES = 64 * 1024 * 1024  # a CSV file, not a JSON body: 64 MiB (docs/api.md)
 CSV_TYPES = ("text/csv", "application/csv", "text/plain", "application/octet-stream")

@@ -37,7 +37,7 @@ import httptools
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from marketing_cli.api.responses import BODY_TIMEOUT, MAX_BODY_BYTES  # noqa: F401 - listed here with the rest
-from marketing_cli.encoding import dumps_bytes
+from marketing_cli.storage.encoding import dumps_bytes
 
 HEADER_TIMEOUT = 10.0  # seconds to send a complete request head
 KEEP_ALIVE_TIMEOUT = 5.0  # seconds an idle keep-alive connection stays open

@@ -19,11 +19,11 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from marketing_cli.api.strict import check_body
-from marketing_cli.db import storage_error
-from marketing_cli.encoding import dumps_bytes
 from marketing_cli.errors import MktError
 from marketing_cli.kernel.inputs import decode_json
 from marketing_cli.kernel.numbers import parse_digits
+from marketing_cli.storage.db import storage_error
+from marketing_cli.storage.encoding import dumps_bytes
 
 log = logging.getLogger("mkt.api")
 

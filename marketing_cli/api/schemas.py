@@ -30,7 +30,8 @@ from marketing_cli.kernel.ids import HEX24_PATTERN, MAX_INT_ID
 from marketing_cli.services.contacts import audience, batches, events, segment_filters, segments, tags, values
 from marketing_cli.services.contacts import records as contacts
 from marketing_cli.services.contacts import search as contact_search
-from marketing_cli.services.email import bounces, campaigns, domains, senders, series, templates
+from marketing_cli.services.delivery import bounces
+from marketing_cli.services.email import campaigns, domains, senders, series, templates
 from marketing_cli.services.email import timeline as email_timeline
 
 Schema = dict[str, Any]

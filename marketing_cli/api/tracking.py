@@ -18,7 +18,7 @@ from starlette.routing import Route
 from marketing_cli.api.calls import call
 from marketing_cli.api.responses import read_body
 from marketing_cli.errors import MktError
-from marketing_cli.services.email import confirmation, tracking, view_online
+from marketing_cli.services.delivery import confirmation, tracking, view_online
 
 NO_STORE = {"Cache-Control": "no-store, max-age=0"}
 # The view-online page is campaign HTML with a contact's values in it, served on the API's
@@ -86,7 +86,7 @@ async def view_online_page(request: Request) -> Response:
 
 
 async def confirm(request: Request) -> Response:
-    """Double opt-in: GET shows a button, POST confirms (services/email/confirmation.py)."""
+    """Double opt-in: GET shows a button, POST confirms (services/delivery/confirmation.py)."""
     return await _page_and_form(request, confirmation.confirmation_page, confirmation.confirm,
                                 confirmation.CONFIRM_MAX_BYTES)
 

@@ -251,7 +251,7 @@ def automations_test(ctx: typer.Context, automation_id: AutomationId,
                      as_json: JsonOption = False) -> None:
     """Send each message of the flow once to a test address (POST /v1/automations/:id/test)."""
     from marketing_cli.services.automations import simulate
-    from marketing_cli.services.email.transport import parse_smtp_url
+    from marketing_cli.services.delivery.transport import parse_smtp_url
 
     if smtp_url:
         try:

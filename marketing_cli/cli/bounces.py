@@ -25,7 +25,7 @@ def bounces_add(
     as_json: JsonOption = False,
 ) -> None:
     """Record one bounce or complaint (POST /v1/bounces)."""
-    from marketing_cli.services.email import bounces
+    from marketing_cli.services.delivery import bounces
 
     body = {"email_address": email, "type": kind, **({"campaign_id": campaign_id} if campaign_id else {})}
     s = state(ctx)
@@ -41,7 +41,7 @@ def bounces_import(
     as_json: JsonOption = False,
 ) -> None:
     """Read bounce (DSN) and complaint (ARF) reports and apply them; a bad file fails alone (exit 1)."""
-    from marketing_cli.services.email import bounces
+    from marketing_cli.services.delivery import bounces
 
     s = state(ctx)
     result = bounces.import_report_files(s.conn(), s.workspace_id(), files)

@@ -262,8 +262,8 @@ def campaigns_test(
     as_json: JsonOption = False,
 ) -> None:
     """Send a test email of one variant (POST /v1/campaigns/:id/test)."""
-    from marketing_cli.services.email import test_emails
-    from marketing_cli.services.email.transport import parse_smtp_url
+    from marketing_cli.services.delivery import test_emails
+    from marketing_cli.services.delivery.transport import parse_smtp_url
 
     if smtp_url:
         try:

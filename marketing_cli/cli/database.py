@@ -14,7 +14,7 @@ app = typer.Typer(help=HELP["database"], no_args_is_help=True)
 
 
 def _status(target: object, conn: object) -> dict:
-    from marketing_cli import db
+    from marketing_cli.storage import db
 
     version, latest = db.schema_version(conn), db.latest_version()
     return {"engine": "postgresql" if db.is_postgresql(conn) else "sqlite", "database": str(target),
@@ -32,7 +32,7 @@ def _report(value: dict) -> str:
 @app.command("status")
 def status(ctx: typer.Context, as_json: JsonOption = False) -> None:
     """Show the engine, the database (a URL without its password) and its schema version. Changes nothing."""
-    from marketing_cli import db
+    from marketing_cli.storage import db
 
     target = state(ctx).db_path
     conn = db.connect(target, upgrade=False, create=False)
@@ -47,7 +47,7 @@ def status(ctx: typer.Context, as_json: JsonOption = False) -> None:
 def upgrade(ctx: typer.Context, as_json: JsonOption = False) -> None:
     """Apply the schema steps the database lacks (every command also does this on first use). Safe to run
     while `mkt serve` and `mkt jobs run` work on the same database: the steps run in one transaction."""
-    from marketing_cli import db
+    from marketing_cli.storage import db
 
     target = state(ctx).db_path
     conn = db.connect(target, upgrade=False, create=False)
@@ -134,8 +134,8 @@ def copy(
     """Copy one workspace (--workspace ID) or --all from this database (--db) to another engine: a SQLite
     file to a postgresql:// URL, or back to a new SQLite file. Checks first, loads into a staging area, publishes at
     once, verifies counts and checksums; a rerun after a kill goes on where it stopped."""
-    from marketing_cli import dbcopy
     from marketing_cli.errors import MktError
+    from marketing_cli.storage import copy as dbcopy
 
     # --workspace is the root option (docs/cli.md: it may come before or after the command)
     workspace = state(ctx).workspace_option
@@ -147,7 +147,7 @@ def copy(
         if as_json:
             raise MktError(400, "A copy writes to the target: give --yes to go on.")
         what = "every workspace" if all_ else f"workspace {workspace}"
-        from marketing_cli import db
+        from marketing_cli.storage import db
 
         typer.confirm(f"Copy {what} from {source} to {db.resolve_db_path(to)}?", abort=True)
     bars = None if as_json else _Bars()

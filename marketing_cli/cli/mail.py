@@ -1,7 +1,7 @@
 """`mkt mail transport set|show`: where a workspace's mail goes (operator only: no HTTP twin).
 
 Also the transport lines that `mkt serve` and `mkt jobs run` print when they start, so the
-output of a run names where mail and SMS go (services/email/transport_settings.py).
+output of a run names where mail and SMS go (services/delivery/transport_settings.py).
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def transport_set(
     as_json: JsonOption = False,
 ) -> None:
     """Choose the workspace's mail transport (operator only; the password is never shown)."""
-    from marketing_cli.services.email import transport_settings
+    from marketing_cli.services.delivery import transport_settings
 
     s = state(ctx)
     emit(transport_settings.set_transport(s.conn(), s.workspace_id(), transport, path=path), as_json,
@@ -67,7 +67,7 @@ def transport_set(
 @transport_app.command("show")
 def transport_show(ctx: typer.Context, as_json: JsonOption = False) -> None:
     """Show the mail transport in use, which setting chose it and why (the password masked)."""
-    from marketing_cli.services.email import transport_settings
+    from marketing_cli.services.delivery import transport_settings
 
     s = state(ctx)
     emit(transport_settings.show_transport(s.conn(), s.workspace_id()), as_json, render_transport)
@@ -91,7 +91,7 @@ def _grouped(channel: str, described: list[tuple[int, str]]) -> list[str]:
 def transport_lines(conn: sqlite3.Connection) -> list[str]:
     """`mail: ...` and `sms: ...` lines: where each workspace's messages go from this process."""
     from marketing_cli.services.account import workspaces
-    from marketing_cli.services.email import transport_settings
+    from marketing_cli.services.delivery import transport_settings
     from marketing_cli.services.sms import providers
 
     ids = [w["id"] for w in workspaces.list_workspaces(conn)]

@@ -80,8 +80,8 @@ def init(
     as_json: JsonOption = False,
 ) -> None:
     """Create the database if missing, a workspace and its first API key (names serve's first-start workspace)."""
-    from marketing_cli.db import create_database_file, remove_created
     from marketing_cli.services.account import workspaces
+    from marketing_cli.storage.db import create_database_file, remove_created
 
     s = state(ctx)
     created = create_database_file(s.db_path)

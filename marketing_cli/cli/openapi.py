@@ -15,6 +15,6 @@ def openapi() -> None:
     import sys
 
     from marketing_cli.api.openapi import cli_document
-    from marketing_cli.encoding import dumps
+    from marketing_cli.storage.encoding import dumps
 
     sys.stdout.write(dumps(cli_document(), pretty=True) + "\n")

@@ -18,8 +18,8 @@ import typer
 from typer.core import TyperGroup
 
 from marketing_cli.cli.listing import Listing
-from marketing_cli.encoding import dumps
 from marketing_cli.errors import MktError
+from marketing_cli.storage.encoding import dumps
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the API's JSON `data` value instead of a table.")]
 
@@ -168,7 +168,7 @@ def global_options_first(args: list[str]) -> list[str]:
 def _storage_error(exc: Exception) -> MktError | None:
     import sqlite3
 
-    from marketing_cli.db import storage_error
+    from marketing_cli.storage.db import storage_error
 
     return storage_error(exc) if isinstance(exc, sqlite3.OperationalError) else None
 

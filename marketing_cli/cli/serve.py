@@ -9,7 +9,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from marketing_cli.db import connect
+from marketing_cli.storage.db import connect
 
 console = Console(stderr=True, highlight=False)
 

@@ -30,7 +30,7 @@ class State:
 
     @property
     def db_path(self) -> Path:
-        from marketing_cli.db import resolve_db_path
+        from marketing_cli.storage.db import resolve_db_path
 
         return resolve_db_path(self.db_option)
 
@@ -38,7 +38,7 @@ class State:
         """The database's connection. The file must exist: only `mkt init` and `mkt serve` create
         one (`db.create_database_file`), so a mistyped --db is an error, not a new empty database."""
         if self._conn is None:
-            from marketing_cli.db import connect
+            from marketing_cli.storage.db import connect
 
             self._conn = connect(self.db_path, create=False)
         return self._conn
@@ -100,7 +100,7 @@ def read_settings() -> dict:
 
 def _db_key(db_path: Any) -> str:
     """The settings file's key for a database: the file's absolute path, or the URL without its password."""
-    from marketing_cli.postgres import DatabaseUrl
+    from marketing_cli.storage.postgres import DatabaseUrl
 
     if isinstance(db_path, DatabaseUrl):
         return str(db_path)

@@ -8,7 +8,7 @@ Unicode (`ann@bücher.de`), its local part as written (`gül@example.com`). On t
 - a local part with non-ASCII characters has no ASCII form. Only a server that offers the
   SMTPUTF8 extension (RFC 6531) takes it, with the UTF-8 header that carries it (RFC
   6532): `needs_smtputf8` says so, and the transport sends such a message with SMTPUTF8
-  or refuses that message alone (services/email/transport.py).
+  or refuses that message alone (services/delivery/transport.py).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ A token is the message row's integer id followed by a truncated HMAC-SHA256 of
     token = b64url(id as 5..8 bytes || HMAC(secret, kind || id)[:mac_bytes])
 
 (The id is any non-negative integer: a test email's view-online token packs two 12-byte
-ids into one, 24 bytes, and is 46 characters long; services/email/test_emails.py.)
+ids into one, 24 bytes, and is 46 characters long; services/delivery/test_emails.py.)
 
 - Nothing in a token tells anything about another recipient's: ids are not secret, but a
   token for id N+1 needs the MAC, which needs the secret (2^-80 per guess with 10 bytes).

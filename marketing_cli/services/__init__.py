@@ -8,11 +8,11 @@ these functions and nothing else; no module here imports typer or Starlette.
 
 # The service modules that register job handlers (`@jobs.handler`) and schedulers. The
 # faces that run jobs (`mkt jobs run`, serve's worker) load them with load_job_handlers();
-# marketing_cli/jobs.py itself names no service. A new resource with jobs adds one line.
+# marketing_cli/jobs/ itself names no service. A new resource with jobs adds one line.
 JOB_MODULES: tuple[str, ...] = (
     "marketing_cli.services.contacts.segments",
     "marketing_cli.services.email.variant_html",
-    "marketing_cli.services.email.sender",
+    "marketing_cli.services.delivery.sender",
     "marketing_cli.services.email.occurrences",
     "marketing_cli.services.sms.expansion",
     "marketing_cli.services.automations.runner",

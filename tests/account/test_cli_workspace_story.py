@@ -12,8 +12,8 @@ import pytest
 
 from marketing_cli.cli.output import global_options_first
 from marketing_cli.cli.serve import banner_lines
-from marketing_cli.db import connect
 from marketing_cli.services.account import workspaces
+from marketing_cli.storage.db import connect
 
 
 def _invoke(runner: Any, *args: str) -> Any:
@@ -24,7 +24,7 @@ def _invoke(runner: Any, *args: str) -> Any:
 
 def test_init_names_the_workspace_serve_made_on_its_first_start(runner: Any, tmp_path: Path) -> None:
     db = tmp_path / "fresh.db"
-    from marketing_cli.db import create_database_file
+    from marketing_cli.storage.db import create_database_file
 
     create_database_file(db)
     lines = banner_lines(db, "http://127.0.0.1:8000", True)

@@ -99,7 +99,7 @@ def test_last_used_at_is_stamped_at_most_once_a_minute(conn: sqlite3.Connection,
 def test_stamping_never_waits_for_a_busy_file(db_path: object, conn: sqlite3.Connection, workspace: dict) -> None:
     import time
 
-    from marketing_cli.db import connect
+    from marketing_cli.storage.db import connect
 
     other = connect(db_path)
     other.execute("BEGIN IMMEDIATE")

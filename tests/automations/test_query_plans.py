@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from marketing_cli.db import is_postgresql
 from marketing_cli.services.automations import runner, steps
+from marketing_cli.storage.db import is_postgresql
 from tests.engines import Recording, query_plan
 
 INDEX = "automation_enrollments_due"

@@ -67,7 +67,7 @@ def test_every_year_again(conn: Any, world: dict[str, Any], monkeypatch: pytest.
 
 
 def test_the_query_uses_the_fields_index(conn: Any, world: dict[str, Any]) -> None:
-    from marketing_cli import field_sql
+    from marketing_cli.storage import field_sql
 
     field_id = conn.execute("SELECT id FROM fields WHERE merge_tag = 'birthday'").fetchone()[0]
     plan = query_plan(conn, "SELECT c.id FROM contacts c WHERE c.workspace_id = ? AND"

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from marketing_cli.db import is_postgresql
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.services.account import billing
 from marketing_cli.services.automations import simulate
 from marketing_cli.services.sms import quiet_hours
+from marketing_cli.storage.db import is_postgresql
 from tests import factories as f
 
 # A Wednesday, 07:00 UTC: 08:00 in Paris (winter), 02:00 in New York.

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.services.automations import flows, stats, steps, triggers
 from marketing_cli.services.sms import campaigns as sms_campaigns
 from marketing_cli.services.sms import ledger
+from marketing_cli.storage.db import transaction
 from tests import factories as f
 
 US = "+14155550101"      # San Francisco: quiet hours 08:00-21:00 Pacific

@@ -21,11 +21,11 @@ from typing import Any, ClassVar
 import pytest
 
 from marketing_cli import jobs
-from marketing_cli.db import connect
 from marketing_cli.kernel import clock
 from marketing_cli.services.account import billing
 from marketing_cli.services.automations import flows, runner, stats, steps, triggers
 from marketing_cli.services.contacts import events, records
+from marketing_cli.storage.db import connect
 from tests import factories as f
 from tests.engines import query_plan
 
@@ -304,7 +304,7 @@ def test_a_sigkill_between_claiming_and_committing_creates_no_second_message(
     triggers.enroll_contact(conn, ws, flow["id"], {"contact_id": world["ann"]})
     script = textwrap.dedent(f"""
         import os, signal
-        from marketing_cli.db import connect
+        from marketing_cli.storage.db import connect
         from marketing_cli.services.automations import steps
         from marketing_cli.services.email import automated
         real = automated.queue_automated_message

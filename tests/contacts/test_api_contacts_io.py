@@ -13,10 +13,10 @@ import anyio
 import pytest
 
 from marketing_cli.api import contacts_io as api_contacts_io
-from marketing_cli.db import connect
 from marketing_cli.services.account import workspaces
 from marketing_cli.services.contacts import bulk as contacts_io
 from marketing_cli.services.contacts import fields, importer, tags
+from marketing_cli.storage.db import connect
 from tests.factories import error_of
 
 SAMPLE = ("Email,First Name,Age\nann@example.com,Ann,30\nbad-address,Bob,2\nCy@Example.com,Cy,x\n"

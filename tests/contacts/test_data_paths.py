@@ -270,8 +270,8 @@ def test_a_live_import_keeps_its_lock_past_the_expiry(conn: Any, workspace: dict
 
 
 def test_an_expired_lock_is_taken_over(conn: Any, workspace: dict[str, Any]) -> None:
-    from marketing_cli.db import transaction
     from marketing_cli.kernel import clock
+    from marketing_cli.storage.db import transaction
 
     contact_io_lock.acquire_io_lock(conn, workspace["id"], "import", "dead:1:x")
     with pytest.raises(Exception) as refused:

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from marketing_cli.db import is_postgresql
 from marketing_cli.errors import MktError
 from marketing_cli.services.account import billing
 from marketing_cli.services.contacts import audience, segments
+from marketing_cli.storage.db import is_postgresql
 from tests.factories import build_filter_world as build_world
 
 # The world (tests/contacts/test_segment_filters.py), eligibility per channel:

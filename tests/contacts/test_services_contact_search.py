@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from marketing_cli import dialect, field_sql
 from marketing_cli.errors import MktError
 from marketing_cli.services.contacts import search
 from marketing_cli.services.contacts.search import compile_search, search_contacts
+from marketing_cli.storage import dialect, field_sql
 from tests.engines import query_plan
 from tests.factories import row_contact as add_contact
 from tests.factories import row_field as add_field
@@ -524,7 +524,7 @@ def test_a_new_field_is_seen_at_once_on_the_same_connection(conn, workspace):
 
 
 def test_field_changes_from_another_connection_are_seen(conn, db_path, workspace):
-    from marketing_cli.db import connect
+    from marketing_cli.storage.db import connect
 
     ws = workspace["id"]
     field_id = add_field(conn, ws, "plan", "DROPDOWN_SINGLE", definition="free,pro")

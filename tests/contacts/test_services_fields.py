@@ -6,12 +6,12 @@ from typing import Any
 
 import pytest
 
-from marketing_cli import field_sql
-from marketing_cli.db import is_postgresql
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.services.contacts import fields
 from marketing_cli.services.contacts.fields import FieldValidationError
+from marketing_cli.storage import field_sql
+from marketing_cli.storage.db import is_postgresql
 from tests.engines import query_plan
 
 

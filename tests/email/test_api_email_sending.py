@@ -165,7 +165,7 @@ def test_bounces_endpoint(client: Any, auth: dict[str, str], sent: dict[str, Any
 
 
 def test_soft_bounces_clean_after_the_limit(conn: sqlite3.Connection, workspace: dict[str, Any]) -> None:
-    from marketing_cli.services.email import bounces
+    from marketing_cli.services.delivery import bounces
 
     ws = workspace["id"]
     contact_id = factories.contact(conn, ws, "soft@example.org")["id"]

@@ -7,7 +7,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from marketing_cli.services.email import stats, transport_settings
+from marketing_cli.services.delivery import transport_settings
+from marketing_cli.services.email import stats
 from tests import factories
 from tests.smtp_server import SmtpServer
 

@@ -98,7 +98,7 @@ def test_below_a_base_path(client: Any, sent: dict[str, str]) -> None:
 
 def test_bad_tokens_answer_a_404_page_and_change_nothing(client: Any, auth: dict[str, str], sent: dict[str, str],
                                                          conn: sqlite3.Connection, verified: dict[str, Any]) -> None:
-    from marketing_cli.db import instance_secret
+    from marketing_cli.storage.db import instance_secret
 
     path = _view(sent["ann@gmail.com"])
     token = path.rsplit("/", 1)[1]

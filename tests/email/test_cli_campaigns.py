@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from marketing_cli.services.email import campaigns, test_emails, variant_html
+from marketing_cli.services.delivery import test_emails
+from marketing_cli.services.email import campaigns, variant_html
 from tests import factories as f
 from tests.smtp_server import SmtpServer
 

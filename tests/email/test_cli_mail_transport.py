@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from marketing_cli.services.email import transport_settings
+from marketing_cli.services.delivery import transport_settings
 from tests import factories
 
 PASSWORD = "hunter2-secret"

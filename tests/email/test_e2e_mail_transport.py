@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from marketing_cli.db import connect
+from marketing_cli.storage.db import connect
 from tests import factories
 from tests.conftest import Server
 from tests.smtp_server import SmtpServer

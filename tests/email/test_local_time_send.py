@@ -161,9 +161,9 @@ def test_the_preview_counts_recipients_per_zone(conn: sqlite3.Connection, worksp
 
 def test_a_human_open_or_click_records_the_citys_zone(conn: sqlite3.Connection, workspace: dict[str, Any],
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    from marketing_cli.db import instance_secret
     from marketing_cli.kernel.tokens import make_token
-    from marketing_cli.services.email import tracking
+    from marketing_cli.services.delivery import tracking
+    from marketing_cli.storage.db import instance_secret
 
     ws = workspace["id"]
     made = f.sendable_campaign(conn, ws, ["ann@example.com"])
@@ -197,7 +197,7 @@ def test_a_runner_that_starts_late_sends_what_came_due_meanwhile_at_once(
 
 def test_a_retry_due_before_the_next_zone_brings_the_send_back_at_the_retry(
         conn: sqlite3.Connection, workspace: dict[str, Any], fake: FakeClock) -> None:
-    from marketing_cli.services.email import sender
+    from marketing_cli.services.delivery import sender
 
     ws = workspace["id"]
     world = _world(conn, ws)
@@ -222,7 +222,7 @@ def test_a_retry_due_before_the_next_zone_brings_the_send_back_at_the_retry(
 
 @pytest.mark.sqlite_only  # SQLite's query plan of the claim (EXPLAIN QUERY PLAN)
 def test_releasing_a_zone_reads_the_due_index_not_the_zones_behind_it(conn: sqlite3.Connection) -> None:
-    from marketing_cli.services.email import sender
+    from marketing_cli.services.delivery import sender
 
     params = {"campaign": "c", "now": "2027-03-28T07:00:00.000Z", "size": 10}
     plans = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + sender._CLAIM_LOCAL, params)]

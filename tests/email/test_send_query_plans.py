@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from marketing_cli import jobs
-from marketing_cli.services.email import preparation, sender, stats
+from marketing_cli.services.delivery import sender
+from marketing_cli.services.email import preparation, stats
 from marketing_cli.services.email import schedule as email_schedule
 from tests import factories
 from tests.engines import Recording, reads_by_key

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from marketing_cli.errors import MktError
-from marketing_cli.services.email import bounce_reports
-from marketing_cli.services.email.bounce_reports import (
+from marketing_cli.services.delivery import bounce_reports
+from marketing_cli.services.delivery.bounce_reports import (
     MAX_MIME_DEPTH,
     MAX_MIME_PARTS,
     MAX_REPORT_BYTES,

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from marketing_cli.services.email import bounce_reports, bounces
-from marketing_cli.services.email.bounce_reports import MAX_REPORT_BYTES, TOO_DEEP, TOO_LARGE
+from marketing_cli.services.delivery import bounce_reports, bounces
+from marketing_cli.services.delivery.bounce_reports import MAX_REPORT_BYTES, TOO_DEEP, TOO_LARGE
 from tests import factories
 
 REPORTS = Path(__file__).parent.parent / "data" / "reports"

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 from marketing_cli import jobs
-from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.services.email import campaigns, occurrences, series, variant_html
 from marketing_cli.services.email import schedule as email_schedule
+from marketing_cli.storage.db import transaction
 from tests import factories
 from tests.factories import FixedClock, rss
 

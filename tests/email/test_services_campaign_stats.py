@@ -324,7 +324,7 @@ def test_ties_are_listed_in_code_point_order_whatever_the_databases_collation(co
     "iPhone", "a_b" before "ab") on both engines. On PostgreSQL the columns are given a
     dictionary collation first, as a database created with en_US.UTF-8 has, which sorts
     "iPhone" before "Outlook"; the top-N cut of a breakdown depends on this order too."""
-    from marketing_cli import dialect
+    from marketing_cli.storage import dialect
 
     if dialect.postgresql(conn):
         conn.execute('ALTER TABLE email_campaign_breakdowns ALTER COLUMN key TYPE TEXT COLLATE "en-x-icu"')

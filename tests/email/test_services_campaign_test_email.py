@@ -12,8 +12,8 @@ import pytest
 
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
+from marketing_cli.services.delivery import test_emails as t
 from marketing_cli.services.email import campaigns, variant_html
-from marketing_cli.services.email import test_emails as t
 from tests import factories as f
 from tests.smtp_server import SmtpServer
 

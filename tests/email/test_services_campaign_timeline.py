@@ -80,7 +80,7 @@ def test_a_campaign_not_sent_yet_has_no_buckets(conn: Any, workspace: dict) -> N
 
 
 def test_a_send_that_started_minutes_ago_has_one_bucket_so_far(conn: Any, workspace: dict) -> None:
-    from marketing_cli.db import transaction
+    from marketing_cli.storage.db import transaction
 
     campaign = factories.email_campaign(conn, workspace["id"])
     [message] = factories.email_recipients(conn, workspace["id"], campaign, ["a@gmail.com"])
@@ -98,8 +98,8 @@ def test_a_send_that_started_minutes_ago_has_one_bucket_so_far(conn: Any, worksp
 def test_a_database_upgraded_to_step_16_has_the_timelines_of_its_events(tmp_path: Any) -> None:
     """The step fills the hours from the events recorded before it (the first open's hour
     takes all of a message's opens)."""
-    from marketing_cli.db import connect, latest_version, migrate, transaction
     from marketing_cli.services.account import workspaces
+    from marketing_cli.storage.db import connect, latest_version, migrate, transaction
 
     conn = connect(tmp_path / "old.db")
     ws = workspaces.create_workspace(conn, "Old")["workspace"]["id"]

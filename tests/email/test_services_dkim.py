@@ -14,7 +14,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
 
-from marketing_cli.services.email.dkim import DEFAULT_HEADERS, DkimSigner, body_hash
+from marketing_cli.services.delivery.dkim import DEFAULT_HEADERS, DkimSigner, body_hash
 
 HEAD = (b"From: Ann Example <ann@example.com>\r\n"
         b"To: bob@example.org\r\n"
@@ -260,7 +260,7 @@ def test_long_domain_selector_and_header_list_still_fold_and_verify(pem: bytes, 
 
 @pytest.mark.parametrize("name", [n for n, m in MESSAGES.items() if b"\r\n\r\n" in m and b"\r\n" in m])
 def test_sign_fields_gives_the_bytes_sign_gives(signer: DkimSigner, dns, name: str) -> None:  # noqa: ANN001
-    from marketing_cli.services.email.dkim import _parse_header_block
+    from marketing_cli.services.delivery.dkim import _parse_header_block
 
     message = MESSAGES[name]
     head, body = message.split(b"\r\n\r\n", 1)
@@ -275,7 +275,7 @@ def test_a_composed_message_is_signed_as_sign_would_and_verifies(signer: DkimSig
     the same bytes as signing the unsigned message, for a plain and a long non-ASCII subject
     (folded with CRLF) and a non-ASCII Reply-To domain."""
     from marketing_cli.kernel.merge import Values
-    from marketing_cli.services.email.compose import CompiledVariant, Recipient
+    from marketing_cli.services.delivery.compose import CompiledVariant, Recipient
 
     for subject, html in (("Hello {{contact.first_name|there}}", "<p>Hi  there\t<a href='{{unsubscribe_url}}'>x</a></p>"),
                           ("Grüße aus dem Laden, " * 12, "<p>one\rtwo\r\nthree\nfour</p>")):  # a lone CR too

@@ -21,9 +21,9 @@ import pytest
 from marketing_cli import jobs
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.addresses import NO_SMTPUTF8
+from marketing_cli.services.delivery import sender as email_sender
 from marketing_cli.services.email import campaigns, domains, preparation
 from marketing_cli.services.email import schedule as email_schedule
-from marketing_cli.services.email import sender as email_sender
 from tests import factories
 from tests.smtp_server import SmtpServer
 

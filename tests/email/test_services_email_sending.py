@@ -15,9 +15,9 @@ import pytest
 from marketing_cli import jobs
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
+from marketing_cli.services.delivery import sender as email_sender
 from marketing_cli.services.email import domains, preparation
 from marketing_cli.services.email import schedule as email_schedule
-from marketing_cli.services.email import sender as email_sender
 from marketing_cli.services.email import stats as campaign_stats
 from tests import factories
 from tests.smtp_server import SmtpServer

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from marketing_cli.services.email import message as mm
-from marketing_cli.services.email import transport as mt
+from marketing_cli.services.delivery import message as mm
+from marketing_cli.services.delivery import transport as mt
 from tests.smtp_server import SmtpServer
 
 
@@ -127,7 +127,7 @@ def test_compose_writes_unicode_domains_in_idna_form_and_a_non_ascii_local_part_
     from email import policy
 
     from marketing_cli.kernel.merge import Values
-    from marketing_cli.services.email.compose import CompiledVariant, Recipient
+    from marketing_cli.services.delivery.compose import CompiledVariant, Recipient
 
     variant = CompiledVariant(subject="Hi", html="<p>x {{unsubscribe_url}}</p>", from_name="Shop",
                               from_address="news@shop.example", reply_to=("Help", "help@bücher.de"),

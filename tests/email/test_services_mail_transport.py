@@ -1,4 +1,4 @@
-"""The mail transport as a workspace setting (services/email/transport_settings.py): what is
+"""The mail transport as a workspace setting (services/delivery/transport_settings.py): what is
 stored, which source wins, that the password never shows, and that sends, test emails and
 statistics follow the setting and name the outbox when that is where mail went."""
 
@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from marketing_cli.errors import MktError
-from marketing_cli.services.email import campaigns, stats, test_emails, transport_settings
-from marketing_cli.services.email import transport as mt
+from marketing_cli.services.delivery import test_emails, transport_settings
+from marketing_cli.services.delivery import transport as mt
+from marketing_cli.services.email import campaigns, stats
 from tests import factories
 from tests.smtp_server import SmtpServer
 

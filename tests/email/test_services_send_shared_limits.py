@@ -20,12 +20,14 @@ from typing import Any
 
 import pytest
 
-from marketing_cli import db, jobs
+from marketing_cli import jobs
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.ids import new_id
 from marketing_cli.services.account import billing
-from marketing_cli.services.email import domains, preparation, sender
+from marketing_cli.services.delivery import sender
+from marketing_cli.services.email import domains, preparation
 from marketing_cli.services.email import schedule as email_schedule
+from marketing_cli.storage import db
 from tests import factories
 
 HTML = '<p>Hi {{contact.first_name|there}}, <a href="{{unsubscribe_url}}">unsubscribe</a></p>'

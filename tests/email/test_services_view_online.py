@@ -1,4 +1,4 @@
-"""The view-online page (services/email/view_online.py): a sent message's and a test email's
+"""The view-online page (services/delivery/view_online.py): a sent message's and a test email's
 {{view_online_url}} show that message, merged for its recipient, with its tracking."""
 
 from __future__ import annotations
@@ -13,15 +13,17 @@ from typing import Any
 
 import pytest
 
-from marketing_cli import db, jobs, services
+from marketing_cli import jobs, services
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import tokens
 from marketing_cli.services.account import workspaces
-from marketing_cli.services.email import domains, tracking, variant_html, view_online
+from marketing_cli.services.delivery import test_emails as test_email
+from marketing_cli.services.delivery import tracking, view_online
+from marketing_cli.services.email import domains, variant_html
 from marketing_cli.services.email import schedule as email_schedule
 from marketing_cli.services.email import stats as campaign_stats
-from marketing_cli.services.email import test_emails as test_email
 from marketing_cli.services.sms import links as sms_links
+from marketing_cli.storage import db
 from tests import factories
 
 HTML = ('<html><body><h1>Hi {{contact.first_name|there}} from {{contact.city}}</h1>'

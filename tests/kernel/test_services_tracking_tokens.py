@@ -5,8 +5,8 @@ from __future__ import annotations
 import base64
 import sqlite3
 
-from marketing_cli import db
 from marketing_cli.kernel import tokens as tt
+from marketing_cli.storage import db
 
 
 def test_round_trip_and_lengths(conn: sqlite3.Connection) -> None:

@@ -78,7 +78,7 @@ def test_a_quick_read_that_outruns_its_budget_moves_to_a_thread_for_a_while(
 def test_the_workspace_read_is_far_inside_its_budget_and_other_statements_are_never_stopped(db_path: Any, conn: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """The budget is the read's own SQLite steps: the workspace read takes a few hundred of the
     200,000; a statement run outside a quick read (authentication's lookup) is never stopped."""
-    from marketing_cli.db import Database
+    from marketing_cli.storage.db import Database
 
     db = Database(db_path)
     loop_conn, budget = calls._loop_connection(db)

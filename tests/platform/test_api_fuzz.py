@@ -31,8 +31,8 @@ from hypothesis import HealthCheck, settings
 from schemathesis import GenerationMode
 from schemathesis.checks import positive_data_acceptance
 
-from marketing_cli.db import connect
 from marketing_cli.services.account import workspaces
+from marketing_cli.storage.db import connect
 from tests import factories
 from tests.conftest import LocalDNS, Server
 from tests.engines import new_database, restore_copy, save_copy

@@ -109,9 +109,9 @@ def test_an_import_stopped_by_the_shutdown_rolls_back_its_batch_and_says_what_wa
     import threading
 
     from marketing_cli.api.contacts_io import StopOnShutdown
-    from marketing_cli.db import transaction
     from marketing_cli.errors import MktError
     from marketing_cli.services.contacts import tags
+    from marketing_cli.storage.db import transaction
 
     conn.execute("CREATE TEMP TABLE sink (x INTEGER)")
     event = threading.Event()

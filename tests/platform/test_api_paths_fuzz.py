@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 from starlette.routing import Mount
 
 from marketing_cli.api.app import create_app
-from marketing_cli.db import connect
 from marketing_cli.services.account import workspaces
+from marketing_cli.storage.db import connect
 from tests.asgi_client import InlineClient
 from tests.engines import new_database
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from marketing_cli import db
+from marketing_cli.storage import db
 
 
 def test_status_names_the_engine_and_the_version(cli: Any, conn: Any, engine: str) -> None:

@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 
-from marketing_cli.db import connect
 from marketing_cli.errors import MktError
 from marketing_cli.services.account import workspaces
 from marketing_cli.services.contacts import tags
+from marketing_cli.storage.db import connect
 from tests.engines import tables
 
 REPO = Path(__file__).resolve().parents[2]

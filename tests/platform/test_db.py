@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from marketing_cli import db
 from marketing_cli.services.account import keys
+from marketing_cli.storage import db
 
 
 @pytest.mark.sqlite_only  # the file's PRAGMAs and user_version (PostgreSQL's: tests/platform/test_engines.py)

@@ -1,5 +1,5 @@
 """`mkt db copy`: SQLite -> PostgreSQL -> SQLite row for row, the check report, a kill and a resume,
-one workspace of two (marketing_cli/dbcopy.py; docs/cli.md "mkt db copy").
+one workspace of two (marketing_cli/storage/copy/; docs/cli.md "mkt db copy").
 
 The PostgreSQL tests run with `--engine postgresql`; the check report and the SQLite -> SQLite copy
 run on either engine.
@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from marketing_cli import db
+from marketing_cli.storage import db
 from tests import factories
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -247,7 +247,7 @@ def test_one_workspace_of_two(tmp_path: Path, db_path: str) -> None:
 
     import sqlite_utils
 
-    from marketing_cli import dbcopy
+    from marketing_cli.storage import copy as dbcopy
 
     src = db.connect(source, upgrade=False)
     tables = dbcopy.scope(dbcopy.ordered(dbcopy.sqlite_tables(src)), [ws2])

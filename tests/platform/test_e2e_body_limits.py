@@ -108,7 +108,7 @@ def test_a_wrong_key_with_a_large_body_and_connection_close_gets_a_readable_401(
 
 @pytest.mark.parametrize("close", [False, True], ids=["keep-alive", "connection-close"])
 def test_an_oversize_one_click_unsubscribe_gets_413(served: tuple[Server, str], close: bool) -> None:
-    from marketing_cli.services.email.tracking import UNSUBSCRIBE_MAX_BYTES
+    from marketing_cli.services.delivery.tracking import UNSUBSCRIBE_MAX_BYTES
 
     server, _ = served
     head = post_head("/t/u/not-a-token", None, "length", size=4 * MIB, close=close)

@@ -139,8 +139,8 @@ def n(value: int) -> str:
 def world(db: Any) -> dict[str, Any]:
     """A workspace with a sent email campaign (opens and clicks at known hours, over 100 hours)
     and a sent SMS campaign, built through the services as the timeline tests build them."""
-    from marketing_cli.db import connect
     from marketing_cli.services.account import workspaces
+    from marketing_cli.storage.db import connect
 
     conn = connect(db)
     try:

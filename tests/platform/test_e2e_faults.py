@@ -63,7 +63,7 @@ def read(db: Path | str, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[A
     if isinstance(db, Path):
         conn: Any = sqlite3.connect(db, timeout=30)
     else:
-        from marketing_cli.db import connect
+        from marketing_cli.storage.db import connect
 
         conn = connect(db, upgrade=False)
     try:
@@ -356,7 +356,7 @@ def test_sigkill_of_jobs_run_mid_sms_expansion_then_restart(world_copy: Path) ->
     # The expansion, and its helpers (jobs.send_workers - 1: by default 3 on PostgreSQL, none on
     # SQLite), which the restarted job queued once it was expanded: each ran once.
     from marketing_cli import jobs
-    from marketing_cli.db import connect
+    from marketing_cli.storage.db import connect
 
     conn = connect(db, upgrade=False)
     try:
@@ -438,7 +438,7 @@ def trace_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[No
 def test_two_servers_and_jobs_run_on_one_database_never_run_a_job_twice(new_db: Callable[..., Any],
                                                                         trace_plugin: None) -> None:
     from marketing_cli import jobs
-    from marketing_cli.db import connect, transaction
+    from marketing_cli.storage.db import connect, transaction
 
     db = new_db("queue.db")
     new_workspace(db)

@@ -250,7 +250,7 @@ def test_sigterm_during_a_large_import_stops_quickly_and_tells_the_truth(new_db:
     out = server.output()
     assert code == 0 and took < 8, out
     assert "Traceback" not in out and '" 500' not in out
-    from marketing_cli.db import connect
+    from marketing_cli.storage.db import connect
 
     conn = connect(db)
     stored = conn.execute("SELECT COUNT(*) FROM contacts").fetchone()[0]
@@ -276,9 +276,9 @@ def test_sigterm_during_a_long_search_stops_within_seconds(new_db: Callable[...,
     the request was sent, then the least graceful-shutdown time allowed, 0.1 s, then up to
     0.2 s for the server to act) on a fast machine as on a slow one. (150,000 contacts took
     0.41 s on one machine, and a fixed 0.3 s + 0.2 s had let it finish with a 200.)"""
-    from marketing_cli.db import connect
     from marketing_cli.services.contacts import bulk
     from marketing_cli.services.contacts import search as contact_search
+    from marketing_cli.storage.db import connect
 
     db = new_db("search.db")
     key = mkt(db, "init", "--name", "Searching")["api_key"]
@@ -330,9 +330,9 @@ def test_a_long_search_does_not_hold_up_other_workspaces(new_db: Callable[..., A
     """While one workspace runs the heaviest search it may (100 CONTAINS conditions over 80,000
     contacts, in a loop), another workspace's GET /v1/workspace (run on the event loop,
     api/calls.quick_read) keeps answering in milliseconds, not after the search."""
-    from marketing_cli.db import connect
     from marketing_cli.services.account import workspaces
     from marketing_cli.services.contacts import bulk
+    from marketing_cli.storage.db import connect
 
     db = new_db("search.db")
     key = mkt(db, "init", "--name", "Searching")["api_key"]

@@ -67,7 +67,7 @@ def test_cli_writes_while_serving(served: tuple[Server, Path, str]) -> None:
 
 def test_background_worker_runs_queued_jobs(served: tuple[Server, Path, str]) -> None:
     from marketing_cli import jobs
-    from marketing_cli.db import connect
+    from marketing_cli.storage.db import connect
 
     _, db, _ = served
     conn = connect(db)

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import sqlite_utils
 
-from marketing_cli import db
+from marketing_cli.storage import db
 
 pytestmark = pytest.mark.postgresql_only
 
@@ -128,7 +128,7 @@ def test_the_schema_is_made_once_by_concurrent_first_starts(postgres_server: Any
 
 def test_every_connection_gets_the_session_settings(conn: Any, db_path: str) -> None:
     """Direct and pooled connections alike: the two timeouts (issue 22's hygiene) and no JIT."""
-    from marketing_cli import postgres
+    from marketing_cli.storage import postgres
 
     settings = "SELECT current_setting('statement_timeout'), current_setting('idle_in_transaction_session_timeout')," \
                " current_setting('jit')"
@@ -145,7 +145,7 @@ def test_a_migration_is_not_bound_by_the_statement_timeout(postgres_server: Any,
     """A step that rewrites a big table may take longer than the sessions' statement timeout
     (step 30: 54 s at 1,000,000 contacts). Here the timeout is 200 ms and a step takes 500 ms;
     the session keeps its timeout afterwards."""
-    from marketing_cli import postgres
+    from marketing_cli.storage import postgres
 
     monkeypatch.setattr(postgres, "STATEMENT_TIMEOUT_MS", 200)
     conn = db.connect(postgres_server.empty(), upgrade=False)

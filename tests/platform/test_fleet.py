@@ -95,13 +95,13 @@ def _wait_http(url: str, proc: subprocess.Popen[Any]) -> None:
 def _world(url: str, standin: str) -> tuple[int, str, str]:
     """A workspace of RECIPIENTS contacts (email and US number each), a ready email campaign and
     an SMS campaign to the stand-in, both scheduled NOW; (workspace, email id, SMS id)."""
-    from marketing_cli.db import connect, transaction
     from marketing_cli.kernel import clock
     from marketing_cli.kernel.ids import new_id
     from marketing_cli.services.account import billing
     from marketing_cli.services.email import schedule as email_schedule
     from marketing_cli.services.sms import gate, ledger, providers
     from marketing_cli.services.sms import schedule as sms_schedule
+    from marketing_cli.storage.db import connect, transaction
 
     conn = connect(url)
     try:
@@ -254,10 +254,10 @@ def _said(logs: list[str], pattern: str) -> list[int]:
 
 
 def run_fleet(url: str, folder: Path, smtp: SmtpServer) -> None:
-    from marketing_cli.db import connect
     from marketing_cli.services.email import stats as email_stats
     from marketing_cli.services.sms import ledger
     from marketing_cli.services.sms import stats as sms_stats
+    from marketing_cli.storage.db import connect
 
     port = free_port()
     standin = subprocess.Popen([sys.executable, "-c", STANDIN, str(port), SID, TOKEN, str(REPO)], cwd=REPO)

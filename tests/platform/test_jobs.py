@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from marketing_cli import jobs
-from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
+from marketing_cli.storage.db import transaction
 
 
 class FakeClock:
@@ -223,7 +223,7 @@ def test_a_runner_without_the_handler_leaves_the_job_queued(conn: sqlite3.Connec
 
 
 def test_handler_writes_are_rolled_back_on_failure(conn: sqlite3.Connection) -> None:
-    from marketing_cli.db import transaction
+    from marketing_cli.storage.db import transaction
 
     conn.execute("CREATE TABLE effects (n INTEGER)")
 
@@ -316,7 +316,7 @@ def test_dedupe_folds_into_the_queued_twin_only(conn: sqlite3.Connection, fake_c
 
 
 def test_enqueue_joins_the_callers_transaction(conn: sqlite3.Connection) -> None:
-    from marketing_cli.db import transaction
+    from marketing_cli.storage.db import transaction
 
     with pytest.raises(RuntimeError), transaction(conn):
         jobs.enqueue(conn, "test.ok")
@@ -414,8 +414,8 @@ def test_a_segment_count_longer_than_its_lease_keeps_it(conn: sqlite3.Connection
     """The segment.count handler itself: while its count runs past the lease, nobody else
     can claim the job."""
     from marketing_cli import services
-    from marketing_cli.db import connect
     from marketing_cli.services.contacts import segment_filters, segments
+    from marketing_cli.storage.db import connect
 
     services.load_job_handlers()
     segments.create_segment(conn, workspace["id"], {"name": "all", "filters": {
@@ -439,7 +439,7 @@ def test_a_segment_count_longer_than_its_lease_keeps_it(conn: sqlite3.Connection
 
 
 def db_path_of(conn: sqlite3.Connection) -> Any:
-    from marketing_cli.leases import database_file
+    from marketing_cli.jobs.leases import database_file
 
     return database_file(conn)  # the file, or the PostgreSQL URL
 

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from marketing_cli import db as db_module
-from marketing_cli import postgres
-from marketing_cli.db import connect, storage_error
 from marketing_cli.errors import MktError
 from marketing_cli.services.contacts import fields
+from marketing_cli.storage import db as db_module
+from marketing_cli.storage import postgres
+from marketing_cli.storage.db import connect, storage_error
 from tests.conftest import error_of
 
 READ_ONLY = ("The database is read-only: nothing was written. Check the permissions of the database file "

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from marketing_cli import jobs
-from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.services.sms import campaigns, expansion, pricing, schedule, stats
 from marketing_cli.services.sms import ledger as sms_ledger
+from marketing_cli.storage.db import transaction
 from tests import factories as f
 from tests.engines import Recording, reads_by_key
 
@@ -276,7 +276,7 @@ def test_a_role_without_the_setting_keeps_the_per_row_check_and_the_same_rows(
     rows and charges; with it, the batch's triggers are off only for its one statement and the
     campaign row is locked instead; the foreign key stands afterwards (a message of a missing
     campaign is refused)."""
-    from marketing_cli import dialect
+    from marketing_cli.storage import dialect
 
     monkeypatch.setenv("MKT_SMS_BATCH_SIZE", "2")
     monkeypatch.setattr(dialect, "sms_may_skip_row_triggers", lambda c: may_skip)

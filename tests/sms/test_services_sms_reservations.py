@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from marketing_cli import jobs
-from marketing_cli.db import connect
 from marketing_cli.errors import MktError
 from marketing_cli.services.sms import campaigns, ledger, schedule
+from marketing_cli.storage.db import connect
 from tests import factories as f
 
 US = ["+14155550101", "+14155550102", "+14155550103"]

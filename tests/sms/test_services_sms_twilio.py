@@ -279,8 +279,8 @@ def test_the_rate_holds_for_two_workers_together(conn: sqlite3.Connection, ws: i
     import threading
     import time
 
-    from marketing_cli import db
     from marketing_cli.services.sms import expansion
+    from marketing_cli.storage import db
 
     rate, count = 100, 60
     monkeypatch.setenv("MKT_SMS_RATE", str(rate))

@@ -21,9 +21,9 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
+from marketing_cli.storage.db import transaction
 
 RESOURCES = ("contacts", "monthly_emails", "domains", "users", "segments", "automations", "events", "hourly_emails")
 MONTHLY = {"monthly_emails", "events"}

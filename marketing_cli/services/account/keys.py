@@ -14,9 +14,9 @@ import sqlite3
 from datetime import datetime, timedelta
 from typing import Any
 
-from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
+from marketing_cli.storage.db import transaction
 
 MISSING = "Please provide an API key."
 INVALID = "The API key you provided is invalid or has been revoked."
@@ -114,7 +114,7 @@ def _note_use(conn: sqlite3.Connection, key_id: int, last_used_at: str | None) -
         return
     if conn.in_transaction:
         return
-    from marketing_cli.db import BUSY_TIMEOUT_MS
+    from marketing_cli.storage.db import BUSY_TIMEOUT_MS
 
     conn.execute("PRAGMA busy_timeout = 0")
     try:

@@ -29,8 +29,8 @@ import sqlite3
 import threading
 import time
 
-from marketing_cli import dialect
 from marketing_cli.kernel import clock
+from marketing_cli.storage import dialect
 
 EMAIL = "email"
 SMS = "sms"

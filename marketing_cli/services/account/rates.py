@@ -15,9 +15,9 @@ from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
-from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
+from marketing_cli.storage.db import transaction
 
 DEFAULT_MARKUP = Decimal("1.00")
 FIVE_PLACES = Decimal("0.00001")

@@ -12,11 +12,11 @@ import sqlite3
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.inputs import member, require_object
 from marketing_cli.services.account import billing
+from marketing_cli.storage.db import transaction
 
 NAME_LENGTH = "Workspace name must be between 2 and 50 characters."
 NOT_FOUND = "The workspace does not exist."
@@ -63,8 +63,8 @@ def _row(conn: sqlite3.Connection, workspace_id: int) -> sqlite3.Row:
 
 def create_workspace(conn: sqlite3.Connection, name: Any, *, key_name: str | None = "default") -> dict[str, Any]:
     """A new workspace on the free plan with its built-in fields and first API key."""
-    from marketing_cli import field_sql
     from marketing_cli.services.account import keys  # only creation needs them (start-up time)
+    from marketing_cli.storage import field_sql
 
     name = _check_name(name)
     now = clock.now()

@@ -21,10 +21,10 @@ import sqlite3
 from datetime import timedelta
 from typing import Any
 
-from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.services.automations.format import duration_seconds
+from marketing_cli.storage.db import transaction
 
 CHANNELS = ("email", "sms")
 MAX_MESSAGES = 1000

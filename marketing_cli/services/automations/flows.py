@@ -20,13 +20,13 @@ import secrets
 import sqlite3
 from typing import Any
 
-from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.ids import parse_int_id
 from marketing_cli.services.account import billing
 from marketing_cli.services.automations import validate
 from marketing_cli.services.automations.format import ANNIVERSARY, SEGMENT_KINDS, TRIGGER_EVENTS, check_document
+from marketing_cli.storage.db import transaction
 
 NOT_FOUND = "We could not find the automation you are looking for."
 BILLING_LIMIT = "Billing limit error"

@@ -21,10 +21,10 @@ import json
 import sqlite3
 from typing import Any
 
-from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.services.automations.flows import automation_row, version_row
+from marketing_cli.storage.db import transaction
 
 UNMAPPED = ("stay", "exit")
 

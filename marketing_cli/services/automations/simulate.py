@@ -36,7 +36,6 @@ from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
 
-from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.ids import parse_hex_id
@@ -44,6 +43,7 @@ from marketing_cli.services.automations import caps
 from marketing_cli.services.automations.flows import automation_row, version_row
 from marketing_cli.services.automations.format import TRIGGER_EVENTS, check_document
 from marketing_cli.services.automations.steps import WHEN_CAPPED_DEFAULT, field_value
+from marketing_cli.storage.db import transaction
 
 MAX_SIMULATED_STEPS = 500
 DEFAULT_DAYS = 366
@@ -268,7 +268,7 @@ def _send_gate(w: Walk, step: dict[str, Any], channel: str, at: datetime) -> tup
 
 def _send_email(w: Walk, step: dict[str, Any], at: datetime) -> Step:
     from marketing_cli.services.contacts.merge_tags import Renderer
-    from marketing_cli.services.email.message import CompiledEmail
+    from marketing_cli.services.delivery.message import CompiledEmail
 
     wanted = "UNCONFIRMED" if step.get("confirmation") else "SUBSCRIBED"
     if not w.contact["email"]:
@@ -584,8 +584,8 @@ def _test_targets(conn: sqlite3.Connection, workspace_id: int, body: Any) -> tup
 
 
 def _check_test_room(conn: sqlite3.Connection, workspace_id: int, count: int) -> None:
-    """The test email limits (services/email/test_emails.py) must leave room for all `count` emails."""
-    from marketing_cli.services.email import test_emails
+    """The test email limits (services/delivery/test_emails.py) must leave room for all `count` emails."""
+    from marketing_cli.services.delivery import test_emails
 
     now = clock.utcnow()
     per_minute, per_hour, per_day = test_emails.limits()
@@ -603,7 +603,7 @@ def _test_message(conn: sqlite3.Connection, workspace_id: int, step: dict[str, A
                   recipient: str) -> tuple[Any, str]:
     """(the MIME test message of a send_email step, its sender address), merge tags rendered."""
     from marketing_cli.services.contacts.merge_tags import Renderer
-    from marketing_cli.services.email.message import CompiledEmail, address, build_message
+    from marketing_cli.services.delivery.message import CompiledEmail, address, build_message
     from marketing_cli.services.email.senders import get_sender_identity
     from marketing_cli.services.email.variant_html import public_url
 
@@ -634,8 +634,8 @@ def send_tests(conn: sqlite3.Connection, workspace_id: int, automation_id: Any, 
     `sms_to`, through the workspace's SMS provider. Merge tags are rendered for `contact_id`,
     else the workspace's contact with the test address, else the fields' defaults. A step of
     a channel without a test address is listed as not sent."""
-    from marketing_cli.services.email import test_emails, transport_settings
-    from marketing_cli.services.email.transport import OutboxTransport, TransportError
+    from marketing_cli.services.delivery import test_emails, transport_settings
+    from marketing_cli.services.delivery.transport import OutboxTransport, TransportError
 
     if not isinstance(body, dict):
         raise MktError(400, "The body must be a JSON object with 'to'.")

@@ -148,8 +148,8 @@ def queue_sms(conn: sqlite3.Connection, ws: int, x: sqlite3.Row, flow: dict[str,
 def hand_over(conn: sqlite3.Connection, payload: dict[str, Any]) -> None:
     """The campaign's pending messages to the provider through the quiet-hours gate; again at
     the instant the first held one may go. The campaign stays QUEUED (more messages come)."""
-    from marketing_cli.db import transaction
     from marketing_cli.services.sms.expansion import hand_off
+    from marketing_cli.storage.db import transaction
 
     campaign = conn.execute("SELECT * FROM sms_campaigns WHERE id = ?", (payload["campaign_id"],)).fetchone()
     if campaign is None or campaign["status"] != "QUEUED" or campaign["automation_id"] is None:

@@ -35,11 +35,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from marketing_cli import field_sql, jobs
-from marketing_cli.db import transaction
+from marketing_cli import jobs
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.services.contacts import events, zones
+from marketing_cli.storage import field_sql
+from marketing_cli.storage.db import transaction
 
 log = logging.getLogger("mkt.automations")
 

@@ -30,12 +30,12 @@ import sqlite3
 from datetime import timedelta
 from typing import Any
 
-from marketing_cli import dialect
-from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.ids import parse_hex_id
 from marketing_cli.services.automations.flows import automation_row, version_row
+from marketing_cli.storage import dialect
+from marketing_cli.storage.db import transaction
 
 log = logging.getLogger("mkt.automations")
 
@@ -438,8 +438,8 @@ def anniversaries(conn: sqlite3.Connection) -> int:
     INSERT ... SELECT each, found through the field's expression index (an IN list of the
     day in every year). Entry key `anniversary:<year>` (or `once`): a second run the same
     day, or the same year, enrolls nobody again. How many were enrolled."""
-    from marketing_cli import field_sql
     from marketing_cli.services.automations.format import ANNIVERSARY
+    from marketing_cli.storage import field_sql
 
     now = clock.now()
     dates = json.dumps(anniversary_dates(now[:10]))

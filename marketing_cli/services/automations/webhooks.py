@@ -28,9 +28,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from marketing_cli import jobs
-from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
+from marketing_cli.storage.db import transaction
 
 TIMEOUT_SECONDS = 10.0
 MAX_ATTEMPTS = 5

@@ -29,11 +29,11 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from marketing_cli import dialect
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import limits
 from marketing_cli.kernel.inputs import int_list, type_error
 from marketing_cli.services.contacts.segment_filters import Compiled, compile_filters
+from marketing_cli.storage import dialect
 
 AUDIENCE_TYPES = ("ENTIRE_AUDIENCE", "TAGS", "SEGMENTS")
 CHANNELS = ("email", "sms")

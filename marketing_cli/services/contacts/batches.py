@@ -32,8 +32,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from marketing_cli import dialect, field_sql
-from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.ids import new_id, parse_int_id
@@ -44,6 +42,8 @@ from marketing_cli.services.contacts.io_lock import HeldLock, renew_io_lock
 from marketing_cli.services.contacts.records import BILLING_LIMIT, DIFFERENT_CONTACTS, PHONE_TAKEN
 from marketing_cli.services.contacts.rows import ContactRow
 from marketing_cli.services.contacts.values import EMAIL_TAG, PHONE_TAG, FieldMap
+from marketing_cli.storage import dialect, field_sql
+from marketing_cli.storage.db import transaction
 
 # 20,000 rows per transaction and a 256 MiB page cache while importing: at a million
 # contacts each row lands on a random leaf of five expression indexes and the email

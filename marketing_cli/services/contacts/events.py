@@ -17,12 +17,12 @@ import math
 import sqlite3
 from typing import Any
 
-from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.ids import parse_hex_id
 from marketing_cli.kernel.inputs import member, require_object
 from marketing_cli.services.account import billing
+from marketing_cli.storage.db import transaction
 
 INVALID_BODY = "Invalid request body."
 IDENTIFIER_REQUIRED = (
@@ -48,7 +48,7 @@ MAX_KEYS = 50
 MAX_KEY_LENGTH = 128
 PROPERTIES_NOT_OBJECT = "Event properties must be a JSON object (not an array, a string, a number or a boolean)."
 
-# CONTACT_SUBSCRIBED: a double opt-in confirmation (services/email/confirmation.py).
+# CONTACT_SUBSCRIBED: a double opt-in confirmation (services/delivery/confirmation.py).
 EVENT_TYPES = ("CONTACT_SUBSCRIBED_PENDING", "CONTACT_SUBSCRIBED", "TAG_ADDED", "TAG_REMOVED", "FIELD_UPDATED",
                "CUSTOM_EVENT")
 DEFAULT_LOG_LIMIT = 50

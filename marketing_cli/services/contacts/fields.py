@@ -15,13 +15,13 @@ import re
 import sqlite3
 from typing import Any
 
-from marketing_cli import field_sql
-from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.ids import parse_int_id
 from marketing_cli.kernel.inputs import member
 from marketing_cli.services.contacts import values
+from marketing_cli.storage import field_sql
+from marketing_cli.storage.db import transaction
 
 VALIDATION = "Validation error"
 NOT_FOUND = "We were unable to find the field."
@@ -193,7 +193,7 @@ def create_field(conn: sqlite3.Connection, workspace_id: int, body: Any) -> dict
 
 
 def ensure_field_index(conn: sqlite3.Connection, field_id: int) -> None:
-    """The expression index for one field's values (marketing_cli/field_sql.py builds it)."""
+    """The expression index for one field's values (marketing_cli/storage/field_sql.py builds it)."""
     field_sql.create_index(conn, field_id)
 
 

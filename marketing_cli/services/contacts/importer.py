@@ -50,7 +50,6 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, closing
 from typing import Any, NamedTuple, TextIO
 
-from marketing_cli import dialect
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import limits
 from marketing_cli.kernel.addresses import needs_smtputf8
@@ -64,6 +63,7 @@ from marketing_cli.services.contacts.io_lock import held_io_lock
 from marketing_cli.services.contacts.records import STATUS_INVALID, STATUSES
 from marketing_cli.services.contacts.rows import ContactRow, RowParser
 from marketing_cli.services.contacts.values import EMAIL_TAG, PHONE_TAG
+from marketing_cli.storage import dialect
 
 MAX_ERRORS = 1_000
 NEEDS_SMTPUTF8 = ("{email} has non-ASCII characters before the @: only an SMTP server that offers SMTPUTF8 "

@@ -6,7 +6,7 @@ second import or export is refused with 409.
 
 The lock is held by a live process. It expires LOCK_SECONDS after its last renewal, and
 while the work runs a thread of the holder renews it every RENEW_SECONDS
-(marketing_cli/leases.py), however long one step takes (a batch, a slow export client).
+(marketing_cli/jobs/leases.py), however long one step takes (a batch, a slow export client).
 When the holder dies (SIGKILL, power cut), renewals stop: within LOCK_SECONDS the lock is
 expired, and the next import, export or field change takes it over.
 tests/contacts/test_data_paths.py kills an import with SIGKILL and shows it.
@@ -21,11 +21,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 
-from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
+from marketing_cli.jobs.leases import Renewer
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.ids import new_id
-from marketing_cli.leases import Renewer
+from marketing_cli.storage.db import transaction
 
 LOCK_SECONDS = 10
 RENEW_SECONDS = LOCK_SECONDS / 3

@@ -18,7 +18,6 @@ import json
 import sqlite3
 from typing import Any
 
-from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.ids import new_id, parse_hex_id
@@ -38,6 +37,7 @@ from marketing_cli.services.contacts.events import append_events
 from marketing_cli.services.contacts.tags import tags_by_id
 from marketing_cli.services.contacts.values import EMAIL_TAG, PHONE_TAG, FieldMap, is_empty, load_fields
 from marketing_cli.services.contacts.view import render_contact, render_contacts
+from marketing_cli.storage.db import transaction
 
 STATUSES = ("SUBSCRIBED", "UNSUBSCRIBED", "UNCONFIRMED", "CLEANED", "COMPLAINED")
 SMS_STATUSES = ("SUBSCRIBED", "UNSUBSCRIBED", "CLEANED", "BLOCKED")

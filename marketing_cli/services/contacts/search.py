@@ -18,8 +18,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from marketing_cli import dialect
-from marketing_cli.db import read_snapshot
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import limits
 from marketing_cli.kernel.inputs import int_list, member, require_object
@@ -30,6 +28,8 @@ from marketing_cli.services.contacts.search_filters import (  # noqa: F401 - OPE
     FilterCompiler,
 )
 from marketing_cli.services.contacts.view import render_contacts
+from marketing_cli.storage import dialect
+from marketing_cli.storage.db import read_snapshot
 
 INVALID_BODY = "Invalid request body."
 STATUSES = ("SUBSCRIBED", "UNSUBSCRIBED", "UNCONFIRMED", "CLEANED", "COMPLAINED")

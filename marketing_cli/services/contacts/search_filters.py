@@ -33,7 +33,6 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-from marketing_cli import dialect, field_sql
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import limits
 from marketing_cli.kernel.inputs import member, type_error
@@ -45,6 +44,7 @@ from marketing_cli.services.contacts.values import (
     normalize_phone,
     normalize_value,
 )
+from marketing_cli.storage import dialect, field_sql
 
 OPERATORS = ("EQUALS", "NOT_EQUALS", "CONTAINS", "NOT_CONTAINS", "EXISTS", "GREATER_THAN", "LESS_THAN")
 INT64 = (-(2**63), 2**63 - 1)  # SQLite's integers: a larger number cannot be stored nor bound

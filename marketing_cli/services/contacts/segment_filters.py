@@ -36,12 +36,12 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
-from marketing_cli import dialect, field_sql
-from marketing_cli.db import marks
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock, limits
 from marketing_cli.kernel.inputs import is_type
 from marketing_cli.services.contacts import values
+from marketing_cli.storage import dialect, field_sql
+from marketing_cli.storage.db import marks
 
 CONDITION = "Filter condition must be AND or OR"
 AT_LEAST_ONE = "At least one filter is required"

@@ -16,7 +16,6 @@ from datetime import timedelta
 from typing import Any
 
 from marketing_cli import jobs
-from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.ids import parse_int_id
@@ -30,6 +29,7 @@ from marketing_cli.services.contacts.segment_filters import (
     validate_filters,
 )
 from marketing_cli.services.contacts.view import render_contacts
+from marketing_cli.storage.db import transaction
 
 INVALID_BODY = "Invalid request body."
 NAME_MISSING = "Please provide a name for this segment"

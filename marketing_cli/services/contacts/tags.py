@@ -9,10 +9,10 @@ import json
 import sqlite3
 from typing import Any
 
-from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.inputs import require_object, required_text
+from marketing_cli.storage.db import transaction
 
 INVALID_BODY = "Invalid request body."
 NAME_REQUIRED = "Please provide a name for the tag."

@@ -46,14 +46,14 @@ from datetime import date, datetime, timedelta
 from functools import lru_cache
 from typing import Any, Self
 
-from marketing_cli import field_sql
-from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.localtime import canonical_zone, local_instant, offsets_agree
 from marketing_cli.services.account.workspaces import workspace_timezone
 from marketing_cli.services.contacts.segment_filters import Compiled
 from marketing_cli.services.contacts.values import TIMEZONE_TAG
+from marketing_cli.storage import field_sql
+from marketing_cli.storage.db import transaction
 
 SOURCES = ("field", "phone", "location", "workspace")
 MISSED = ("next_day", "send_now", "skip")

@@ -17,7 +17,6 @@ import sqlite3
 from typing import Any
 
 from marketing_cli import jobs
-from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.addresses import needs_smtputf8
@@ -27,6 +26,7 @@ from marketing_cli.kernel.numbers import parse_signed
 from marketing_cli.services.contacts.audience import validate_audience
 from marketing_cli.services.contacts.values import normalize_email
 from marketing_cli.services.email.stats import campaign_progress
+from marketing_cli.storage.db import transaction
 
 TYPES = ("SINGLE_VARIANT", "AB_TESTING")
 VARIANT_TYPES = ("A", "B")

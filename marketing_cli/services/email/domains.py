@@ -37,13 +37,13 @@ import secrets
 import sqlite3
 from typing import Any
 
-from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.ids import parse_int_id
 from marketing_cli.kernel.inputs import member, require_object
 from marketing_cli.kernel.numbers import parse_digits
 from marketing_cli.services.account import billing
+from marketing_cli.storage.db import transaction
 
 INVALID_BODY = "Invalid request body."
 INVALID_ID = "Please provide a valid domain ID."

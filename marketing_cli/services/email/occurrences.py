@@ -25,11 +25,11 @@ from datetime import datetime
 from typing import Any
 
 from marketing_cli import jobs
-from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock, recurrence
 from marketing_cli.kernel.ids import new_id
 from marketing_cli.services.email import feeds, schedule, series, variant_html
+from marketing_cli.storage.db import transaction
 
 MISSED = "The job runner was not running at this time; the occurrence of {latest} was sent instead."
 NOTHING_NEW = "The feed has no item newer than the last send: nothing was sent."

@@ -4,7 +4,7 @@ content checked again, then the send job queued.
     email.preprocess   QUEUED -> PREPROCESSING: one email_messages row per recipient
                        (A/B: the test share split evenly, the rest held back), then
                        IN_REVIEW (content checked again) -> SENDING, and email.send queued
-                       (services/email/sender.py sends)
+                       (services/delivery/sender.py sends)
 
 The freeze is idempotent: recipients are ranked by a keyed hash of their id (the same
 order on every run), written in batches with INSERT OR IGNORE, so a rerun after a crash
@@ -19,12 +19,13 @@ import json
 import sqlite3
 from typing import Any
 
-from marketing_cli import dialect, jobs
-from marketing_cli.db import transaction
+from marketing_cli import jobs
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.localtime import local_instant
 from marketing_cli.services.email import campaigns, stats
 from marketing_cli.services.email.schedule import content_problems
+from marketing_cli.storage import dialect
+from marketing_cli.storage.db import transaction
 
 FREEZE_BATCH = 5_000
 DOMAIN = "lower(substr(email, instr(email, '@') + 1))"  # a message's mail domain, from its `email` column

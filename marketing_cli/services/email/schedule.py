@@ -12,7 +12,7 @@ run in this order, each with its message: campaign id, body, schedule type and t
 each variant's subject and HTML, each variant's content (merge tags the workspace does
 not define, no `{{unsubscribe_url}}`, links that do not parse), the A/B test settings,
 recipients, and the `monthly_emails` and `hourly_emails` allowances. The jobs live in
-services/email/sender.py.
+services/delivery/sender.py.
 """
 
 from __future__ import annotations
@@ -23,16 +23,16 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from marketing_cli import jobs
-from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.inputs import require_object
+from marketing_cli.kernel.links import tracked_links
 from marketing_cli.kernel.merge import TAG
 from marketing_cli.services.account import billing
 from marketing_cli.services.contacts import audience, zones
 from marketing_cli.services.contacts.merge_tags import find_unknown_tags
 from marketing_cli.services.email import campaigns, senders
-from marketing_cli.services.email.compose import tracked_links
+from marketing_cli.storage.db import transaction
 
 INVALID_BODY = "Invalid request body."
 SCHEDULE_TYPE = "Invalid schedule type. Must be 'NOW' or 'LATER'."

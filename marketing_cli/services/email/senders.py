@@ -11,12 +11,12 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.ids import parse_int_id
 from marketing_cli.kernel.inputs import member, require_object
 from marketing_cli.services.email import domains
+from marketing_cli.storage.db import transaction
 
 INVALID_BODY = "Invalid request body."
 INVALID_ID = "Please provide a valid sender identity ID."

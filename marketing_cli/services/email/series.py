@@ -36,13 +36,13 @@ from datetime import datetime
 from typing import Any
 
 from marketing_cli import jobs
-from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock, recurrence
 from marketing_cli.kernel.ids import parse_int_id
 from marketing_cli.kernel.inputs import UNKNOWN_MEMBER, require_object, type_error
 from marketing_cli.services.account import workspaces
 from marketing_cli.services.email import campaigns, feeds, schedule, template_url
+from marketing_cli.storage.db import transaction
 
 JOB = "email.series_tick"
 STATUSES = ("ACTIVE", "PAUSED", "STOPPED", "FINISHED")

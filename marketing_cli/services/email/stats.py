@@ -26,11 +26,11 @@ import sqlite3
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from marketing_cli import dialect
-from marketing_cli.db import marks, read_snapshot, transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.ids import parse_hex_id
+from marketing_cli.storage import dialect
+from marketing_cli.storage.db import marks, read_snapshot, transaction
 
 DELIVERY_BATCH = 500  # messages per statement of record_deliveries (a round is `concurrency` of them)
 

@@ -16,14 +16,14 @@ import re
 import sqlite3
 from typing import Any
 
-from marketing_cli import dialect
-from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.ids import parse_int_id
 from marketing_cli.kernel.inputs import member, require_object, required_text
 from marketing_cli.kernel.merge import check_fallbacks
 from marketing_cli.services.email import template_url, template_zip
+from marketing_cli.storage import dialect
+from marketing_cli.storage.db import transaction
 
 INVALID_BODY = "Invalid request body."
 NAME_REQUIRED = "Please provide a name for this template."

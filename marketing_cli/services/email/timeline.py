@@ -12,10 +12,10 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from marketing_cli.db import read_snapshot
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock, timeline
 from marketing_cli.services.email import stats
+from marketing_cli.storage.db import read_snapshot
 
 SERIES = ("sent", "delivered", "unique_opens", "total_opens", "unique_clicks", "total_clicks",
           "unsubscribed", "bounced", "complained")

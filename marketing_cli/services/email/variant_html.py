@@ -22,7 +22,6 @@ from html import escape
 from typing import Any
 
 from marketing_cli import jobs
-from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.inputs import type_error
@@ -37,6 +36,7 @@ from marketing_cli.services.email.campaigns import (
     check_variant_type,
     variant_row,
 )
+from marketing_cli.storage.db import transaction
 
 HTML_REQUIRED = "Please provide the HTML content for this variant."
 HTML_OR_TEMPLATE = "Please provide either html or template_id, not both."
@@ -144,7 +144,7 @@ def preview_svg(subject: str, text: str) -> str:
 @jobs.handler(PREVIEW_JOB)
 def regenerate_preview(conn: sqlite3.Connection, payload: dict[str, Any]) -> dict[str, Any]:
     """Idempotent: draws the thumbnail of the variant's current content (nothing when it is unchanged)."""
-    from marketing_cli.services.email.message import html_to_text
+    from marketing_cli.kernel.html_text import html_to_text
 
     with transaction(conn):
         variant = conn.execute("SELECT * FROM campaign_variants WHERE id = ?", (payload.get("variant_id"),)).fetchone()

@@ -19,13 +19,13 @@ import sqlite3
 from typing import Any
 
 from marketing_cli import jobs
-from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.ids import new_id, parse_hex_id
 from marketing_cli.kernel.inputs import require_object, required_text
 from marketing_cli.services.sms import ledger
 from marketing_cli.services.sms.render import check_message
+from marketing_cli.storage.db import transaction
 
 STATUSES = ("DRAFT", "QUEUED", "COMPLETED", "CANCELLED", "ARCHIVED")
 MAX_NAME = 255

@@ -33,14 +33,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from marketing_cli import dialect, jobs
-from marketing_cli.db import marks, transaction
+from marketing_cli import jobs
 from marketing_cli.kernel import clock
-from marketing_cli.postgres import retry_conflicts
 from marketing_cli.services.sms import campaigns, ledger
 from marketing_cli.services.sms.pricing import Pricing, price_units
 from marketing_cli.services.sms.render import Renderer, register_renderer, sql_text
 from marketing_cli.services.sms.segments import count_segments
+from marketing_cli.storage import dialect
+from marketing_cli.storage.db import marks, transaction
+from marketing_cli.storage.postgres import retry_conflicts
 
 log = logging.getLogger("mkt.sms")
 

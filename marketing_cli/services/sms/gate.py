@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.services.sms import places, quiet_hours
+from marketing_cli.storage.db import transaction
 
 log = logging.getLogger("mkt.sms")
 

@@ -21,9 +21,9 @@ import sqlite3
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any
 
-from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
+from marketing_cli.storage.db import transaction
 
 DEFAULT_MINIMUM = Decimal("5.00")
 MINIMUM_ENV = "MKT_SMS_MINIMUM_BALANCE"

@@ -13,12 +13,12 @@ from __future__ import annotations
 import re
 import sqlite3
 
-from marketing_cli import dialect
-from marketing_cli.db import instance_secret, transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.tokens import SMS_MAC_BYTES, make_token, read_token
 from marketing_cli.services.sms.segments import count_segments
+from marketing_cli.storage import dialect
+from marketing_cli.storage.db import instance_secret, transaction
 
 KIND = "s"
 MAX_LINKS = 16

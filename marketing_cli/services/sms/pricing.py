@@ -10,7 +10,7 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import Any, Self
 
-from marketing_cli import dialect
+from marketing_cli.storage import dialect
 
 
 def _parse_country(number: str) -> str | None:

@@ -270,8 +270,8 @@ def set_provider(conn: sqlite3.Connection, workspace_id: int, provider: Any, *, 
     """`mkt sms provider set outbox|twilio` (operator only); answers what `show` answers."""
     from urllib.parse import urlsplit
 
-    from marketing_cli.db import transaction
     from marketing_cli.errors import MktError
+    from marketing_cli.storage.db import transaction
 
     if provider == "outbox":
         if account_sid is not None or auth_token is not None or base_url is not None:

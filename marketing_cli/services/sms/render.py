@@ -28,12 +28,12 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
-from marketing_cli import dialect, field_sql
 from marketing_cli.errors import MktError
 from marketing_cli.kernel.merge import ACTION_NAMES, compile_template
 from marketing_cli.services.contacts import merge_tags
 from marketing_cli.services.contacts.values import EMAIL_TAG, PHONE_TAG
 from marketing_cli.services.sms.segments import GSM_BASIC, MULTI_GSM, SINGLE_GSM, count_segments
+from marketing_cli.storage import dialect, field_sql
 
 UNKNOWN_MERGE_TAG = "The merge tag {tag} is not a contact field of this workspace."
 UNKNOWN_TAG = "The merge tag {tag} is not a merge tag of this workspace."

@@ -13,9 +13,9 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from marketing_cli import dialect
 from marketing_cli.kernel import clock
 from marketing_cli.services.sms import campaigns, ledger, stats, timeline
+from marketing_cli.storage import dialect
 
 
 def _by_country(conn: sqlite3.Connection, campaign_id: str) -> list[dict[str, Any]]:

@@ -10,8 +10,7 @@ import sqlite3
 from decimal import Decimal
 from typing import Any
 
-from marketing_cli import field_sql, jobs
-from marketing_cli.db import transaction
+from marketing_cli import jobs
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.inputs import member, require_object
@@ -45,6 +44,8 @@ from marketing_cli.services.sms.expansion import JOB_TYPE
 from marketing_cli.services.sms.pricing import Pricing, country_of, price_units
 from marketing_cli.services.sms.render import Renderer, check_message, register_renderer
 from marketing_cli.services.sms.segments import count_segments
+from marketing_cli.storage import field_sql
+from marketing_cli.storage.db import transaction
 
 
 def quote_message(conn: sqlite3.Connection, workspace_id: int, body: Any) -> dict[str, Any]:

@@ -6,10 +6,10 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from marketing_cli import dialect
 from marketing_cli.services.sms import ledger
 from marketing_cli.services.sms.campaigns import campaign_row, message_counts, waiting_for_zone
 from marketing_cli.services.sms.gate import held_counts
+from marketing_cli.storage import dialect
 
 
 def _breakdown(conn: sqlite3.Connection, cid: str, column: str, key: str) -> list[dict[str, Any]]:

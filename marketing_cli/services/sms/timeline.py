@@ -15,10 +15,10 @@ import sqlite3
 from decimal import Decimal
 from typing import Any
 
-from marketing_cli.db import read_snapshot
 from marketing_cli.kernel import clock, timeline
 from marketing_cli.services.sms import ledger
 from marketing_cli.services.sms.campaigns import campaign_row
+from marketing_cli.storage.db import read_snapshot
 
 SERIES = ("sent", "delivered", "failed", "unique_clicks", "total_clicks", "unsubscribed")
 

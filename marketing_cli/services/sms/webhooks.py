@@ -15,10 +15,10 @@ import hmac
 import sqlite3
 from typing import Any
 
-from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.services.sms import ledger
+from marketing_cli.storage.db import transaction
 
 INVALID_SIGNATURE = "Invalid Twilio signature."
 STATUS_PATH = "/webhooks/twilio/status"

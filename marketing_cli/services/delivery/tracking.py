@@ -4,7 +4,7 @@
     GET  {base}/t/c/{token}/{link_id}  a tracked link: 302 to the original URL, counts the click
     GET  {base}/t/u/{token}            the unsubscribe page (a form that POSTs back)
     POST {base}/t/u/{token}            unsubscribes (RFC 8058 one-click body, or the page's form)
-    GET  {base}/t/v/{token}            the message as its recipient got it (services/email/view_online.py)
+    GET  {base}/t/v/{token}            the message as its recipient got it (services/delivery/view_online.py)
 
 A token is the message id and its MAC (kernel/tokens.py); a forged or
 malformed one changes nothing: the pixel is still answered (a mail client shows no broken
@@ -20,7 +20,6 @@ from __future__ import annotations
 import sqlite3
 from html import escape
 
-from marketing_cli.db import instance_secret, transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.geoip import country_of, time_zone_of
@@ -29,6 +28,7 @@ from marketing_cli.kernel.tokens import read_token
 from marketing_cli.kernel.user_agents import classify
 from marketing_cli.services.contacts import events, zones
 from marketing_cli.services.email import stats
+from marketing_cli.storage.db import instance_secret, transaction
 
 PIXEL_GIF = (b"GIF89a\x01\x00\x01\x00\x80\x00\x00\x00\x00\x00\xff\xff\xff!\xf9\x04\x01\x00\x00\x00\x00"
              b",\x00\x00\x00\x00\x01\x00\x01\x00\x00\x02\x02D\x01\x00;")

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from marketing_cli import dialect, field_sql, postgres
 from marketing_cli.errors import MktError
+from marketing_cli.storage import dialect, field_sql, postgres
 
 BUSY_TIMEOUT_MS = 30_000
 _STEP = re.compile(r"^-- version: (\d+)\s*$", re.MULTILINE)
@@ -64,7 +64,7 @@ def schema_text() -> str:
     # An installed wheel carries schema.sql inside the package (pyproject's force-include);
     # a source checkout has it at the repository root. (A plain path beats
     # importlib.resources here: that import alone costs 15 ms of every command's start-up.)
-    here = Path(__file__).resolve().parent
+    here = Path(__file__).resolve().parent.parent  # marketing_cli/
     for candidate in (here / "schema.sql", here.parent / "schema.sql"):
         if candidate.is_file():
             return candidate.read_text(encoding="utf-8")
@@ -74,7 +74,7 @@ def schema_text() -> str:
 @cache
 def postgresql_schema_steps() -> tuple[tuple[int, str], ...]:
     """schema.postgresql.sql as (version, sql) steps: the baseline, then one step per later version."""
-    here = Path(__file__).resolve().parent
+    here = Path(__file__).resolve().parent.parent  # marketing_cli/
     for candidate in (here / "schema.postgresql.sql", here.parent / "schema.postgresql.sql"):
         if candidate.is_file():
             return _steps(candidate.read_text(encoding="utf-8"))

@@ -15,11 +15,11 @@ from __future__ import annotations
 import sqlite3
 from html import escape
 
-from marketing_cli.db import instance_secret, transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.tokens import read_token
 from marketing_cli.services.contacts import events
+from marketing_cli.storage.db import instance_secret, transaction
 
 LINK_NOT_FOUND = "This link is not valid."
 SUBSCRIBED_EVENT = "CONTACT_SUBSCRIBED"

@@ -11,7 +11,7 @@ The outbox writes every message as `<time>-<random>.eml` to a folder: nothing le
 machine. `select_transport` picks one, first match wins:
 
     1. an SMTP URL given to the process: `--smtp-url` (serve, campaigns test) or MKT_SMTP_URL
-    2. the workspace's stored transport (`mkt mail transport set`, services/email/transport_settings.py)
+    2. the workspace's stored transport (`mkt mail transport set`, services/delivery/transport_settings.py)
     3. an outbox folder given to the process: `--outbox` (serve) or MKT_OUTBOX
     4. the outbox folder `outbox/` beside the database file (a fresh install mails nobody)
 

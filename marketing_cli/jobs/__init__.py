@@ -59,11 +59,11 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from marketing_cli.db import connect, transaction
 from marketing_cli.errors import MktError
+from marketing_cli.jobs.leases import Renewer
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.numbers import parse_digits
-from marketing_cli.leases import Renewer
+from marketing_cli.storage.db import connect, transaction
 
 log = logging.getLogger("mkt.jobs")
 
@@ -106,7 +106,7 @@ class Run:
     """One run of a job (or of a handler called outside the queue): the token its claimed rows
     carry, and how long they stay claimed without renewal.
 
-    A handler that claims rows of its own (a send's messages, services/email/sender.py) stamps
+    A handler that claims rows of its own (a send's messages, services/delivery/sender.py) stamps
     them with `token` and `expires()`, and registers a `keep(fn)` callback: the lease renewer
     calls `fn(conn, token, expires_at)` after each renewal of the job's lease, so rows stay
     claimed exactly as long as the job's lease (a slow provider call does not lose them; a
@@ -157,10 +157,10 @@ HELPERS_FROM = 1000  # messages waiting, from which a campaign's send calls its 
 
 
 def send_workers(conn: sqlite3.Connection) -> int:
-    """How many jobs send one campaign at once (the send job and its helpers, services/email/
+    """How many jobs send one campaign at once (the send job and its helpers, services/delivery/
     sender.py and services/sms/expansion.py): MKT_SEND_WORKERS, by default 4 on PostgreSQL
     (workers on several machines) and 1 on SQLite (one writer at a time)."""
-    from marketing_cli import dialect
+    from marketing_cli.storage import dialect
 
     raw = os.environ.get(WORKERS_ENV, "").strip()
     if not raw:
@@ -350,7 +350,7 @@ def renew_lease(conn: sqlite3.Connection, job_id: int, owner: str, lease_seconds
     """Push the lease of a running job forward; False when the lease was lost. One row's
     UPDATE: on PostgreSQL it does not wait for the advisory write lock (dialect.row_claim),
     so a long writer (an SMS expansion) cannot make a live worker's lease lapse."""
-    from marketing_cli import dialect
+    from marketing_cli.storage import dialect
 
     now = clock.utcnow()
     with dialect.row_claim(conn):
@@ -428,7 +428,7 @@ def run_job(conn: sqlite3.Connection, job: sqlite3.Row, owner: str,
     def renew(c: sqlite3.Connection) -> bool:
         # The lease and the rows it keeps claimed in one transaction: on SQLite one wait for the
         # write lock, not two (an overloaded machine's long writer made a second wait time out).
-        from marketing_cli import dialect
+        from marketing_cli.storage import dialect
 
         with dialect.row_claim(c):
             if not renew_lease(c, job["id"], owner, lease_seconds):

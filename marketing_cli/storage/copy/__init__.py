@@ -52,8 +52,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from marketing_cli import db, postgres
 from marketing_cli.errors import MktError
+from marketing_cli.storage import db, postgres
 
 STAGING = "mkt_copy_staging"
 STATE = "mkt_copy_state"

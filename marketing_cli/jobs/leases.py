@@ -76,7 +76,7 @@ class Renewer:
         self.stop()
 
     def _run(self) -> None:
-        from marketing_cli.db import connect
+        from marketing_cli.storage.db import connect
 
         conn = None  # opened at the first renewal: most jobs end long before it
         try:

@@ -6,7 +6,7 @@ MKT_TEST_EMAIL_LIMITS="MINUTE,HOUR,DAY" changes them) in `test_email_sends`, ins
 transaction, so two requests at once cannot both pass the last free place. The message is
 sent outside that transaction (an SMTP conversation must not hold the write lock); when
 the transport fails, the place is given back and the answer is 502. The transport is the
-workspace's (services/email/transport_settings.py); when it is the outbox folder the answer
+workspace's (services/delivery/transport_settings.py); when it is the outbox folder the answer
 says the message was written there, not sent.
 
 Merge tags are rendered for the workspace's contact with the recipient's address when
@@ -15,7 +15,7 @@ there is one, else with the fields' default values. The action links
 public URL: a test recipient is not on the campaign's list.
 
 {{view_online_url}} is the exception: it is `{tracking base}/t/v/{token}`, like a sent
-message's, and that page (services/email/view_online.py) shows the test rendering. A test
+message's, and that page (services/delivery/view_online.py) shows the test rendering. A test
 email has no message row, so its token names what the rendering needs instead: the
 variant id and the id of the contact it was rendered for (12 zero bytes for none),
 packed into one 24-byte number and signed under its own kind (`test-view`), so
@@ -30,7 +30,6 @@ import sqlite3
 from datetime import timedelta
 from typing import Any
 
-from marketing_cli.db import instance_secret, transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.merge import Values
@@ -46,6 +45,7 @@ from marketing_cli.services.email.campaigns import (
     variant_row,
 )
 from marketing_cli.services.email.schedule import unknown_tags_problem
+from marketing_cli.storage.db import instance_secret, transaction
 
 RECIPIENT_INVALID = "Please provide a valid recipient email address."
 NO_SENDER = "Please configure a sender identity before sending test emails."
@@ -149,7 +149,7 @@ def build_test_message(conn: sqlite3.Connection, workspace_id: int, campaign: sq
     """The MIME message of a test email, merge tags rendered for the recipient."""
     import json
 
-    from marketing_cli.services.email.message import CompiledEmail, address, build_message
+    from marketing_cli.services.delivery.message import CompiledEmail, address, build_message
 
     contact = conn.execute("SELECT id, email, phone, data FROM contacts WHERE workspace_id = ? AND email = ?",
                            (workspace_id, recipient)).fetchone()
@@ -168,8 +168,8 @@ def send_test_email(conn: sqlite3.Connection, workspace_id: int, campaign_id: An
     """POST /v1/campaigns/:id/test: {variant_type, recipient} -> a confirmation sentence.
 
     Through `transport` when given, else the workspace's (`smtp_url`: a command's --smtp-url)."""
-    from marketing_cli.services.email import transport_settings
-    from marketing_cli.services.email.transport import OutboxTransport, TransportError
+    from marketing_cli.services.delivery import transport_settings
+    from marketing_cli.services.delivery.transport import OutboxTransport, TransportError
 
     campaign_id = check_campaign_id(campaign_id)
     if not isinstance(body, dict):

@@ -7,7 +7,7 @@ it delivered. The transport is now a setting of the workspace, stored like the S
 printed), and every process that sends asks `selection(conn, workspace_id)`. An SMTP URL given
 to a process (`--smtp-url` / MKT_SMTP_URL) still wins over the stored setting (CONTRACT
 section 3); `--outbox` / MKT_OUTBOX only places an outbox that is not stored with a folder of
-its own. `show_transport` says which source won and why (the order: services/email/transport.py). With nothing stored, mail goes to the outbox beside the
+its own. `show_transport` says which source won and why (the order: services/delivery/transport.py). With nothing stored, mail goes to the outbox beside the
 database: trying mkt mails nobody.
 """
 
@@ -18,10 +18,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
-from marketing_cli.db import transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
-from marketing_cli.services.email.transport import (
+from marketing_cli.services.delivery.transport import (
     OUTBOX_ENV,
     SMTP_ENV,
     Selection,
@@ -31,6 +30,7 @@ from marketing_cli.services.email.transport import (
     parse_smtp_url,
     select_transport,
 )
+from marketing_cli.storage.db import transaction
 
 TRANSPORT_INVALID = "The mail transport must be outbox or an smtp:// or smtps:// URL, not '{value}'."
 URL_INVALID = "The SMTP URL must look like smtp://[user:password@]host[:port] or smtps://..., not '{value}'."

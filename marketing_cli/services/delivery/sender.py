@@ -67,19 +67,22 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
-from marketing_cli import dialect, jobs
-from marketing_cli.db import instance_secret, marks, transaction
+from marketing_cli import jobs
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock, pacing
+from marketing_cli.kernel.links import tracked_links
 from marketing_cli.kernel.tokens import make_token
-from marketing_cli.postgres import retry_conflicts
 from marketing_cli.services.account import billing, pace, workspaces
 from marketing_cli.services.contacts.merge_tags import Renderer
-from marketing_cli.services.email import campaigns, domains, senders, stats, transport_settings
-from marketing_cli.services.email.compose import CompiledVariant, Recipient, compile_variant, tracked_links
-from marketing_cli.services.email.dkim import DkimSigner
+from marketing_cli.services.delivery import transport_settings
+from marketing_cli.services.delivery.compose import CompiledVariant, Recipient, compile_variant
+from marketing_cli.services.delivery.dkim import DkimSigner
+from marketing_cli.services.delivery.transport import TransportError
+from marketing_cli.services.email import campaigns, domains, senders, stats
 from marketing_cli.services.email.preparation import load_campaign, load_variants
-from marketing_cli.services.email.transport import TransportError
+from marketing_cli.storage import dialect
+from marketing_cli.storage.db import instance_secret, marks, transaction
+from marketing_cli.storage.postgres import retry_conflicts
 
 MAX_ATTEMPTS = 3
 HELPER_JOB = "email.send_helper"

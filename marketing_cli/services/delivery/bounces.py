@@ -21,12 +21,12 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from marketing_cli.db import instance_secret, transaction
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.inputs import member, require_object
 from marketing_cli.kernel.tokens import read_token
 from marketing_cli.services.email import campaigns, stats
+from marketing_cli.storage.db import instance_secret, transaction
 
 INVALID_BODY = "Invalid request body."
 EMAIL_REQUIRED = "Please provide the email_address that bounced."
@@ -107,7 +107,7 @@ def import_report_files(conn: sqlite3.Connection, workspace_id: int,
                         paths: Sequence[str | os.PathLike[str]]) -> dict[str, Any]:
     """`mkt bounces import FILE...`: import_reports of the files, each read on its own (at most
     MAX_REPORT_BYTES + 1 bytes of it) and parsed before the next is read."""
-    from marketing_cli.services.email.bounce_reports import read_report
+    from marketing_cli.services.delivery.bounce_reports import read_report
 
     def parsed(path: str | os.PathLike[str]) -> dict[str, Any]:
         try:
@@ -130,7 +130,7 @@ def import_reports(conn: sqlite3.Connection, workspace_id: int, files: Sequence[
 
 
 def _parse(data: bytes) -> dict[str, Any]:
-    from marketing_cli.services.email.bounce_reports import parse_report
+    from marketing_cli.services.delivery.bounce_reports import parse_report
 
     try:
         return parse_report(data)

@@ -40,40 +40,26 @@ from email.utils import formataddr, formatdate
 from typing import Any
 
 from marketing_cli.kernel.addresses import wire_address
+from marketing_cli.kernel.links import HREF, trackable
 from marketing_cli.kernel.merge import Values
-from marketing_cli.services.email.bounce_reports import MKT_MESSAGE_HEADER as MESSAGE_HEADER  # bounces read it back
-from marketing_cli.services.email.dkim import DkimSigner
-from marketing_cli.services.email.message import CompiledEmail
+from marketing_cli.services.delivery.bounce_reports import MKT_MESSAGE_HEADER as MESSAGE_HEADER  # bounces read it back
+from marketing_cli.services.delivery.dkim import DkimSigner
+from marketing_cli.services.delivery.message import CompiledEmail
 
-_HREF = re.compile(r"""(<a\b[^>]*?\bhref\s*=\s*)(["'])(.*?)\2""", re.IGNORECASE | re.DOTALL)
 _BODY_END = re.compile(r"</body\s*>", re.IGNORECASE)
 PIXEL = ('<img src="{{__open_url}}" width="1" height="1" alt="" '
          'style="display:block;border:0;width:1px;height:1px;overflow:hidden">')
-
-
-def tracked_links(html: str) -> list[str]:
-    """The distinct original http(s) URLs of the HTML's links that tracking rewrites, in order."""
-    seen: dict[str, None] = {}
-    for match in _HREF.finditer(html or ""):
-        url = html_lib.unescape(match.group(3)).strip()
-        if _trackable(url):
-            seen.setdefault(url, None)
-    return list(seen)
-
-
-def _trackable(url: str) -> bool:
-    return url.lower().startswith(("http://", "https://")) and "{{" not in url
 
 
 def rewrite_links(html: str, link_ids: Mapping[str, int]) -> str:
     """Replace each trackable link by the per-recipient click placeholder of its link id."""
     def replace(match: re.Match[str]) -> str:
         url = html_lib.unescape(match.group(3)).strip()
-        if not _trackable(url) or url not in link_ids:
+        if not trackable(url) or url not in link_ids:
             return match.group(0)
         return f"{match.group(1)}{match.group(2)}{{{{__click_base}}}}/{link_ids[url]}{match.group(2)}"
 
-    return _HREF.sub(replace, html)
+    return HREF.sub(replace, html)
 
 
 def message_urls(base: str, token: str) -> dict[str, str]:

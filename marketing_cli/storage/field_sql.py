@@ -16,7 +16,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from marketing_cli.dialect import postgresql
+from marketing_cli.storage.dialect import postgresql
 
 
 def path(field_id: Any) -> str:

@@ -22,7 +22,7 @@ are left out of `h=` (except the over-signed From), so an MTA that adds a missin
 Message-ID does not break the signature. A custom `headers` list must include From (RFC
 6376 requires it); names repeated in it count once.
 
-A sender that writes the message itself (services/email/compose.py) gives it as header
+A sender that writes the message itself (services/delivery/compose.py) gives it as header
 fields and body (`sign_fields`): the header fields the same for every recipient (From,
 Reply-To, MIME-Version, Content-Type) are split and canonicalised once per send
 (`field`), and no message is parsed back; the bytes and signature are those `sign` gives

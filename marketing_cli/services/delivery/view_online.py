@@ -1,7 +1,7 @@
 """The view-online page: `GET {base}/t/v/{token}` shows the message as its recipient got it.
 
     {{view_online_url}} of a sent message   -> that message's HTML part, for that contact
-    {{view_online_url}} of a test email     -> that test's HTML part (services/email/test_emails.py)
+    {{view_online_url}} of a test email     -> that test's HTML part (services/delivery/test_emails.py)
 
 The message itself is not stored (the sender renders it and hands it over), so the page is
 rendered again from what is: the message row (campaign, variant, contact), the variant's
@@ -24,17 +24,17 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from marketing_cli.db import instance_secret
 from marketing_cli.errors import MktError
 from marketing_cli.kernel.merge import compile_template
 from marketing_cli.kernel.tokens import read_token
 from marketing_cli.services.account.workspaces import tracking_base_url
 from marketing_cli.services.contacts.merge_tags import Renderer
-from marketing_cli.services.email import test_emails
-from marketing_cli.services.email.compose import add_pixel, message_urls, rewrite_links
-from marketing_cli.services.email.tracking import LINK_NOT_FOUND
+from marketing_cli.services.delivery import test_emails
+from marketing_cli.services.delivery.compose import add_pixel, message_urls, rewrite_links
+from marketing_cli.services.delivery.tracking import LINK_NOT_FOUND
+from marketing_cli.storage.db import instance_secret
 
-MESSAGE_KIND = "m"  # the token of a message's tracking URLs (services/email/sender.py)
+MESSAGE_KIND = "m"  # the token of a message's tracking URLs (services/delivery/sender.py)
 GONE = "This email is no longer available: its recipient is no longer on the list."
 
 _MESSAGE = ("SELECT m.id, m.campaign_id, m.variant_id, m.contact_id, m.delivered_at, c.workspace_id,"
