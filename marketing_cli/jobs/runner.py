@@ -1,0 +1,189 @@
+"""Running jobs: one claimed job with its lease kept alive (`run_job`), a pass over what is
+due (`run_due`), `mkt jobs run --forever` (`run_forever`) and the worker thread of `mkt serve`
+(`Worker`).
+
+A job's failure is recorded, not raised: an MktError with a 4xx status fails it at once (the
+input is wrong), anything else is retried with backoff (queue.fail). While a handler runs, a
+thread of the worker renews the job's lease every third of it (leases.Renewer), together with
+the rows the handler claimed (context.Run.keep).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sqlite3
+import threading
+import time
+from datetime import timedelta
+
+from marketing_cli.errors import MktError
+from marketing_cli.jobs.context import Run, _current, _run
+from marketing_cli.jobs.leases import Renewer
+from marketing_cli.jobs.queue import (
+    DEFAULT_LEASE_SECONDS,
+    SCHEDULE_INTERVAL,
+    claim,
+    complete,
+    fail,
+    new_owner,
+    renew_lease,
+)
+from marketing_cli.jobs.registry import _schedulers, load_handlers
+from marketing_cli.kernel import clock
+from marketing_cli.storage.db import connect
+
+log = logging.getLogger("mkt.jobs")
+
+def run_job(conn: sqlite3.Connection, job: sqlite3.Row, owner: str,
+            lease_seconds: int = DEFAULT_LEASE_SECONDS) -> bool:
+    """Run one claimed job; True when it succeeded."""
+    fn = load_handlers().get(job["type"])
+    run: Run
+
+    def renew(c: sqlite3.Connection) -> bool:
+        # The lease and the rows it keeps claimed in one transaction: on SQLite one wait for the
+        # write lock, not two (an overloaded machine's long writer made a second wait time out).
+        from marketing_cli.storage import dialect
+
+        with dialect.row_claim(c):
+            if not renew_lease(c, job["id"], owner, lease_seconds):
+                return False
+            run.renewed(c)
+        return True
+
+    renewer = Renewer(conn, renew, lease_seconds / 3)
+    run = Run(f"{owner}/{job['id']}.{job['attempts']}", lease_seconds, renewer, job["id"])
+    token = _current.set((job["id"], owner, lease_seconds, renewer))
+    run_token = _run.set(run)
+    try:
+        if fn is None:
+            raise MktError(500, f"No handler for job type '{job['type']}'.")
+        renewer.start()
+        fn(conn, {"id": job["id"], "workspace_id": job["workspace_id"], "attempt": job["attempts"],
+                  **json.loads(job["payload"])})
+    except Exception as exc:  # noqa: BLE001 - a job's failure is recorded, not raised
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")  # before stopping the renewer, which may wait for this lock
+        renewer.stop()
+        permanent = isinstance(exc, MktError) and 400 <= exc.status < 500
+        message = exc.message if isinstance(exc, MktError) else f"{type(exc).__name__}: {exc}"
+        log.warning("job %s (%s) failed: %s", job["id"], job["type"], message, exc_info=not permanent)
+        fail(conn, job["id"], owner, message, permanent=permanent)
+        return False
+    finally:
+        renewer.stop()
+        _current.reset(token)
+        _run.reset(run_token)
+    return complete(conn, job["id"], owner)
+
+
+def run_schedulers(conn: sqlite3.Connection) -> None:
+    load_handlers()
+    for fn in _schedulers:
+        try:
+            fn(conn)
+        except Exception:  # noqa: BLE001 - one broken schedule must not stop the queue
+            log.exception("scheduler %s failed", getattr(fn, "__name__", fn))
+
+
+def run_due(conn: sqlite3.Connection, owner: str | None = None, *, limit: int | None = None,
+            lease_seconds: int = DEFAULT_LEASE_SECONDS, schedule: bool = True,
+            stop: threading.Event | None = None) -> dict[str, int]:
+    """Run every job that is due now, once; returns {"processed": n, "failed": m}.
+
+    `stop` (serve's worker) ends the pass between two jobs when set.
+    """
+    owner = owner or new_owner()
+    if schedule:
+        run_schedulers(conn)
+    processed = failed = 0
+    started = clock.utcnow()
+    while (limit is None or processed < limit) and not (stop is not None and stop.is_set()):
+        job = claim(conn, owner, lease_seconds)
+        if job is None:
+            break
+        # A job that failed and was re-queued for later is not retried in this pass.
+        processed += 1
+        if not run_job(conn, job, owner, lease_seconds):
+            failed += 1
+        if clock.utcnow() - started > timedelta(hours=1):
+            break
+    return {"processed": processed, "failed": failed}
+
+
+def run_forever(conn: sqlite3.Connection, owner: str | None = None, *, lease_seconds: int = DEFAULT_LEASE_SECONDS,
+                interval: float = 1.0, schedule_interval: float = SCHEDULE_INTERVAL,
+                stop: threading.Event | None = None) -> dict[str, int]:
+    """`mkt jobs run --forever`: run due jobs, wait `interval` s when none is due, again, until
+    `stop` is set or SIGTERM / SIGINT arrives (the job running then finishes first); returns
+    the totals. Schedulers run at most every `schedule_interval` s."""
+    import signal
+
+    owner = owner or new_owner()
+    stop = stop or threading.Event()
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            previous[signum] = signal.signal(signum, lambda *_: stop.set())
+    totals = {"processed": 0, "failed": 0}
+    last_schedule = float("-inf")
+    try:
+        while not stop.is_set():
+            schedule = time.monotonic() - last_schedule >= schedule_interval
+            if schedule:
+                last_schedule = time.monotonic()
+            try:
+                result = run_due(conn, owner, limit=100, lease_seconds=lease_seconds, schedule=schedule, stop=stop)
+            except Exception:  # noqa: BLE001 - keep the worker alive; the error is logged
+                log.exception("job worker pass failed")
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                result = {"processed": 0, "failed": 0}
+            totals["processed"] += result["processed"]
+            totals["failed"] += result["failed"]
+            if not result["processed"]:
+                stop.wait(interval)
+    finally:
+        for signum, handler_ in previous.items():
+            signal.signal(signum, handler_)
+    return totals
+
+
+class Worker:
+    """The background worker of `mkt serve`: a thread that runs due jobs every `interval` s."""
+
+    def __init__(self, db_path: str | os.PathLike[str], interval: float = 1.0,
+                 schedule_interval: float = SCHEDULE_INTERVAL, lease_seconds: int | None = None) -> None:
+        self.db_path = db_path
+        self.lease_seconds = lease_seconds or DEFAULT_LEASE_SECONDS
+        self.interval = interval
+        self.schedule_interval = schedule_interval
+        self.owner = new_owner()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="mkt-worker", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        self._thread.join(timeout)
+
+    def _loop(self) -> None:
+        conn = connect(self.db_path, upgrade=False)
+        last_schedule = float("-inf")
+        try:
+            while not self._stop.is_set():
+                try:
+                    schedule = time.monotonic() - last_schedule >= self.schedule_interval
+                    if schedule:
+                        last_schedule = time.monotonic()
+                    run_due(conn, self.owner, limit=100, lease_seconds=self.lease_seconds, schedule=schedule,
+                            stop=self._stop)
+                except Exception:  # noqa: BLE001 - keep the worker alive; the error is logged
+                    log.exception("job worker pass failed")
+                self._stop.wait(self.interval)
+        finally:
+            conn.close()
