@@ -11,6 +11,7 @@ from starlette.routing import Route
 
 from marketing_cli.api.auth import require_workspace
 from marketing_cli.api.calls import call
+from marketing_cli.api.endpoints import on_id
 from marketing_cli.api.responses import envelope_a, read_json
 from marketing_cli.services.automations import caps, flows, format, migrate, simulate, stats, triggers
 
@@ -33,23 +34,8 @@ async def flow_schema(request: Request) -> Response:
     return envelope_a(format.flow_schema())
 
 
-async def get_automation(request: Request) -> Response:
-    workspace_id = require_workspace(request)
-    return envelope_a(await call(request, flows.get_automation, workspace_id, request.path_params["automation_id"]))
-
-
-async def update_automation(request: Request) -> Response:
-    workspace_id = require_workspace(request)
-    body = await read_json(request, INVALID_BODY)
-    return envelope_a(await call(request, flows.update_automation, workspace_id,
-                                 request.path_params["automation_id"], body))
-
-
-def _action(service):
-    async def handler(request: Request) -> Response:
-        workspace_id = require_workspace(request)
-        return envelope_a(await call(request, service, workspace_id, request.path_params["automation_id"]))
-    return handler
+get_automation = on_id(flows.get_automation, "automation_id")
+update_automation = on_id(flows.update_automation, "automation_id", body=INVALID_BODY)
 
 
 async def get_version(request: Request) -> Response:
@@ -58,11 +44,8 @@ async def get_version(request: Request) -> Response:
                                  request.path_params["version"]))
 
 
-async def enroll(request: Request) -> Response:
-    workspace_id = require_workspace(request)
-    body = await read_json(request, "Invalid request body: send {\"contact_id\": ...}.")
-    return envelope_a(await call(request, triggers.enroll_contact, workspace_id, request.path_params["automation_id"],
-                                 body), 201)
+enroll = on_id(triggers.enroll_contact, "automation_id", body='Invalid request body: send {"contact_id": ...}.',
+               status=201)
 
 
 async def list_enrollments(request: Request) -> Response:
@@ -77,29 +60,15 @@ async def backfill(request: Request) -> Response:
     return envelope_a(await call(request, triggers.backfill, workspace_id, request.path_params["automation_id"], body))
 
 
-async def migrate_contacts(request: Request) -> Response:
-    workspace_id = require_workspace(request)
-    body = await read_json(request, "Invalid request body: send {\"to_version\": N, \"map\": {...}}.")
-    return envelope_a(await call(request, migrate.migrate, workspace_id, request.path_params["automation_id"], body))
-
-
-async def simulate_flow(request: Request) -> Response:
-    workspace_id = require_workspace(request)
-    body = await read_json(request, "Invalid request body: send {\"contact_id\": ...}.")
-    return envelope_a(await call(request, simulate.simulate, workspace_id, request.path_params["automation_id"],
-                                 body))
-
-
-async def send_tests(request: Request) -> Response:
-    workspace_id = require_workspace(request)
-    body = await read_json(request, "Invalid request body: send {\"to\": ...}.")
-    return envelope_a(await call(request, simulate.send_tests, workspace_id, request.path_params["automation_id"],
-                                 body))
-
-
-async def statistics(request: Request) -> Response:
-    workspace_id = require_workspace(request)
-    return envelope_a(await call(request, stats.automation_stats, workspace_id, request.path_params["automation_id"]))
+migrate_contacts = on_id(migrate.migrate, "automation_id",
+                         body='Invalid request body: send {"to_version": N, "map": {...}}.')
+simulate_flow = on_id(simulate.simulate, "automation_id", body='Invalid request body: send {"contact_id": ...}.')
+send_tests = on_id(simulate.send_tests, "automation_id", body='Invalid request body: send {"to": ...}.')
+statistics = on_id(stats.automation_stats, "automation_id")
+publish_automation = on_id(flows.publish_automation, "automation_id")
+pause_automation = on_id(flows.pause_automation, "automation_id")
+resume_automation = on_id(flows.resume_automation, "automation_id")
+archive_automation = on_id(flows.archive_automation, "automation_id")
 
 
 routes = [
@@ -108,10 +77,10 @@ routes = [
     Route("/v1/automations/schema", flow_schema, methods=["GET"]),
     Route("/v1/automations/{automation_id:int}", get_automation, methods=["GET"]),
     Route("/v1/automations/{automation_id:int}", update_automation, methods=["PUT"]),
-    Route("/v1/automations/{automation_id:int}/publish", _action(flows.publish_automation), methods=["POST"]),
-    Route("/v1/automations/{automation_id:int}/pause", _action(flows.pause_automation), methods=["POST"]),
-    Route("/v1/automations/{automation_id:int}/resume", _action(flows.resume_automation), methods=["POST"]),
-    Route("/v1/automations/{automation_id:int}/archive", _action(flows.archive_automation), methods=["POST"]),
+    Route("/v1/automations/{automation_id:int}/publish", publish_automation, methods=["POST"]),
+    Route("/v1/automations/{automation_id:int}/pause", pause_automation, methods=["POST"]),
+    Route("/v1/automations/{automation_id:int}/resume", resume_automation, methods=["POST"]),
+    Route("/v1/automations/{automation_id:int}/archive", archive_automation, methods=["POST"]),
     Route("/v1/automations/{automation_id:int}/versions/{version:int}", get_version, methods=["GET"]),
     Route("/v1/automations/{automation_id:int}/enrollments", enroll, methods=["POST"]),
     Route("/v1/automations/{automation_id:int}/enrollments", list_enrollments, methods=["GET"]),

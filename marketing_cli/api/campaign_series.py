@@ -12,6 +12,7 @@ from starlette.routing import Route
 
 from marketing_cli.api.auth import require_workspace
 from marketing_cli.api.calls import call
+from marketing_cli.api.endpoints import on_id
 from marketing_cli.api.responses import envelope_a, read_json
 from marketing_cli.services.email import campaigns, series
 
@@ -35,9 +36,7 @@ async def list_series(request: Request) -> Response:
     return envelope_a(await call(request, series.list_series, workspace_id, request.query_params.get("status")))
 
 
-async def get_series(request: Request) -> Response:
-    workspace_id = require_workspace(request)
-    return envelope_a(await call(request, series.get_series, workspace_id, request.path_params["series_id"]))
+get_series = on_id(series.get_series, "series_id")
 
 
 def _action(service: Callable[..., Any]) -> Callable[[Request], Awaitable[Response]]:

@@ -13,6 +13,7 @@ from starlette.routing import Route
 
 from marketing_cli.api.auth import require_workspace
 from marketing_cli.api.calls import call
+from marketing_cli.api.endpoints import on_id
 from marketing_cli.api.responses import envelope_a, read_json
 from marketing_cli.services.delivery import test_emails
 from marketing_cli.services.email import campaigns, variant_html
@@ -24,10 +25,7 @@ async def create_campaign(request: Request) -> Response:
     return envelope_a(await call(request, campaigns.create_campaign, workspace_id, body), 201)
 
 
-async def duplicate_campaign(request: Request) -> Response:
-    workspace_id = require_workspace(request)
-    return envelope_a(await call(request, campaigns.duplicate_campaign, workspace_id,
-                                 request.path_params["campaign_id"]), 201)
+duplicate_campaign = on_id(campaigns.duplicate_campaign, "campaign_id", status=201)
 
 
 async def list_campaigns(request: Request) -> Response:
@@ -37,9 +35,7 @@ async def list_campaigns(request: Request) -> Response:
                                  limit=query.get("limit", campaigns.DEFAULT_LIMIT), status=query.get("status")))
 
 
-async def get_campaign(request: Request) -> Response:
-    workspace_id = require_workspace(request)
-    return envelope_a(await call(request, campaigns.get_campaign, workspace_id, request.path_params["campaign_id"]))
+get_campaign = on_id(campaigns.get_campaign, "campaign_id")
 
 
 async def configure_campaign(request: Request) -> Response:

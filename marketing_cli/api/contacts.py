@@ -18,6 +18,7 @@ from marketing_cli.api.auth import require_workspace
 from marketing_cli.api.calls import call
 from marketing_cli.api.contact_search import search_contacts
 from marketing_cli.api.contacts_io import export_contacts, import_contacts
+from marketing_cli.api.endpoints import on_id
 from marketing_cli.api.responses import envelope_b, read_json
 from marketing_cli.services.contacts import records as contacts
 
@@ -40,9 +41,7 @@ async def get_contact_by_phone(request: Request) -> Response:
     return envelope_b(await call(request, contacts.get_contact_by_phone, workspace_id, phone_number))
 
 
-async def get_contact(request: Request) -> Response:
-    workspace_id = require_workspace(request)
-    return envelope_b(await call(request, contacts.get_contact, workspace_id, request.path_params["contact_id"]))
+get_contact = on_id(contacts.get_contact, "contact_id", envelope=envelope_b)
 
 
 async def add_contact_tags(request: Request) -> Response:

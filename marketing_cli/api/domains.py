@@ -15,6 +15,7 @@ from starlette.routing import Route
 
 from marketing_cli.api.auth import require_workspace
 from marketing_cli.api.calls import call
+from marketing_cli.api.endpoints import on_id
 from marketing_cli.api.responses import envelope_a, read_json
 from marketing_cli.services.email import domains
 
@@ -30,14 +31,8 @@ async def create_domain(request: Request) -> Response:
     return envelope_a(await call(request, domains.create_domain, workspace_id, body), 201)
 
 
-async def get_domain(request: Request) -> Response:
-    workspace_id = require_workspace(request)
-    return envelope_a(await call(request, domains.get_domain, workspace_id, request.path_params["domain_id"]))
-
-
-async def verify_domain(request: Request) -> Response:
-    workspace_id = require_workspace(request)
-    return envelope_a(await call(request, domains.verify_domain, workspace_id, request.path_params["domain_id"]))
+get_domain = on_id(domains.get_domain, "domain_id")
+verify_domain = on_id(domains.verify_domain, "domain_id")
 
 
 routes = [

@@ -13,6 +13,7 @@ from starlette.routing import Route
 
 from marketing_cli.api.auth import require_workspace
 from marketing_cli.api.calls import call
+from marketing_cli.api.endpoints import on_id
 from marketing_cli.api.responses import envelope_b, read_json
 from marketing_cli.services.contacts import segments
 
@@ -28,9 +29,7 @@ async def list_segments(request: Request) -> Response:
     return envelope_b(await call(request, segments.list_segments, workspace_id))
 
 
-async def get_segment(request: Request) -> Response:
-    workspace_id = require_workspace(request)
-    return envelope_b(await call(request, segments.get_segment, workspace_id, request.path_params["segment_id"]))
+get_segment = on_id(segments.get_segment, "segment_id", envelope=envelope_b)
 
 
 async def segment_members(request: Request) -> Response:
@@ -40,10 +39,7 @@ async def segment_members(request: Request) -> Response:
                                  page=query.get("page", 1), limit=query.get("limit", 50)))
 
 
-async def refresh_segment(request: Request) -> Response:
-    workspace_id = require_workspace(request)
-    return envelope_b(await call(request, segments.refresh_segment, workspace_id, request.path_params["segment_id"]),
-                      202)
+refresh_segment = on_id(segments.refresh_segment, "segment_id", envelope=envelope_b, status=202)
 
 
 routes = [

@@ -12,6 +12,7 @@ from starlette.routing import Route
 
 from marketing_cli.api.auth import require_workspace
 from marketing_cli.api.calls import call
+from marketing_cli.api.endpoints import on_id
 from marketing_cli.api.responses import envelope_a, read_json
 from marketing_cli.services.email import senders
 
@@ -27,10 +28,7 @@ async def add_sender_identity(request: Request) -> Response:
     return envelope_a(await call(request, senders.add_sender_identity, workspace_id, body), 201)
 
 
-async def get_sender_identity(request: Request) -> Response:
-    workspace_id = require_workspace(request)
-    return envelope_a(await call(request, senders.show_sender_identity, workspace_id,
-                                 request.path_params["sender_id"]))
+get_sender_identity = on_id(senders.show_sender_identity, "sender_id")
 
 
 routes = [

@@ -15,6 +15,7 @@ from starlette.routing import Route
 
 from marketing_cli.api.auth import require_workspace
 from marketing_cli.api.calls import call
+from marketing_cli.api.endpoints import on_id
 from marketing_cli.api.responses import envelope_a, read_json
 from marketing_cli.reports import html
 from marketing_cli.services.sms import campaigns, report, schedule, stats, timeline
@@ -37,32 +38,11 @@ async def list_campaigns(request: Request) -> Response:
                                  status=q.get("status")))
 
 
-async def get_campaign(request: Request) -> Response:
-    workspace_id = require_workspace(request)
-    return envelope_a(await call(request, campaigns.get_campaign, workspace_id, _id(request)))
-
-
-async def update_campaign(request: Request) -> Response:
-    workspace_id = require_workspace(request)
-    body = await read_json(request, campaigns.INVALID_BODY)
-    return envelope_a(await call(request, campaigns.update_campaign, workspace_id, _id(request), body))
-
-
-async def schedule_campaign(request: Request) -> Response:
-    workspace_id = require_workspace(request)
-    body = await read_json(request, campaigns.SCHEDULE_INVALID_BODY)
-    return envelope_a(await call(request, schedule.schedule_campaign, workspace_id, _id(request), body))
-
-
-async def preview_schedule(request: Request) -> Response:
-    workspace_id = require_workspace(request)
-    body = await read_json(request, campaigns.SCHEDULE_INVALID_BODY)
-    return envelope_a(await call(request, schedule.preview_schedule, workspace_id, _id(request), body))
-
-
-async def cancel_campaign(request: Request) -> Response:
-    workspace_id = require_workspace(request)
-    return envelope_a(await call(request, campaigns.cancel_campaign, workspace_id, _id(request)))
+get_campaign = on_id(campaigns.get_campaign, "campaign_id")
+update_campaign = on_id(campaigns.update_campaign, "campaign_id", body=campaigns.INVALID_BODY)
+schedule_campaign = on_id(schedule.schedule_campaign, "campaign_id", body=campaigns.SCHEDULE_INVALID_BODY)
+preview_schedule = on_id(schedule.preview_schedule, "campaign_id", body=campaigns.SCHEDULE_INVALID_BODY)
+cancel_campaign = on_id(campaigns.cancel_campaign, "campaign_id")
 
 
 async def campaign_reach(request: Request) -> Response:
@@ -72,29 +52,11 @@ async def campaign_reach(request: Request) -> Response:
     return envelope_a(await call(request, reach.campaign_reach, workspace_id, _id(request)))
 
 
-async def unschedule_campaign(request: Request) -> Response:
-    workspace_id = require_workspace(request)
-    return envelope_a(await call(request, campaigns.unschedule_campaign, workspace_id, _id(request)))
-
-
-async def duplicate_campaign(request: Request) -> Response:
-    workspace_id = require_workspace(request)
-    return envelope_a(await call(request, campaigns.duplicate_campaign, workspace_id, _id(request)), 201)
-
-
-async def archive_campaign(request: Request) -> Response:
-    workspace_id = require_workspace(request)
-    return envelope_a(await call(request, campaigns.archive_campaign, workspace_id, _id(request)))
-
-
-async def campaign_statistics(request: Request) -> Response:
-    workspace_id = require_workspace(request)
-    return envelope_a(await call(request, stats.campaign_statistics, workspace_id, _id(request)))
-
-
-async def campaign_timeline(request: Request) -> Response:
-    workspace_id = require_workspace(request)
-    return envelope_a(await call(request, timeline.campaign_timeline, workspace_id, _id(request)))
+unschedule_campaign = on_id(campaigns.unschedule_campaign, "campaign_id")
+duplicate_campaign = on_id(campaigns.duplicate_campaign, "campaign_id", status=201)
+archive_campaign = on_id(campaigns.archive_campaign, "campaign_id")
+campaign_statistics = on_id(stats.campaign_statistics, "campaign_id")
+campaign_timeline = on_id(timeline.campaign_timeline, "campaign_id")
 
 
 async def campaign_report(request: Request) -> Response:

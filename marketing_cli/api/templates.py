@@ -15,6 +15,7 @@ from starlette.routing import Route
 
 from marketing_cli.api.auth import require_workspace
 from marketing_cli.api.calls import call
+from marketing_cli.api.endpoints import on_id
 from marketing_cli.api.responses import envelope_a, read_json
 from marketing_cli.services.email import templates
 
@@ -40,9 +41,7 @@ async def get_template_asset(request: Request) -> Response:
         "Content-Security-Policy": "default-src 'none'; sandbox"})
 
 
-async def get_template(request: Request) -> Response:
-    workspace_id = require_workspace(request)
-    return envelope_a(await call(request, templates.get_template, workspace_id, request.path_params["id"]))
+get_template = on_id(templates.get_template, "id")
 
 
 routes = [
