@@ -1,7 +1,7 @@
 """The API's own description: an OpenAPI 3.1 document built from the app's routes.
 
 `openapi_document(app)` walks the app's routes (so a new route is in the document by
-itself) and takes each operation's request and response schemas from api/schemas.py. A
+itself) and takes each operation's request and response schemas from api/schemas/. A
 route without a declaration there is still listed, marked `x-mkt-undeclared`, and
 tests/platform/test_api_openapi.py fails until it is declared. Served without a key at
 `GET /v1/openapi.json`, rendered for people at `GET /docs` by Redoc (vendored in static/,
@@ -172,7 +172,7 @@ def _security(path: str, declared: dict[str, Any]) -> list[dict[str, list[str]]]
 def _operation(method: str, path: str, declared: dict[str, Any] | None, tag: str) -> dict[str, Any]:
     op: dict[str, Any] = {"operationId": operation_id(method, path), "tags": [tag]}
     if declared is None:
-        declared = {"summary": "(not declared in api/schemas.py)", "envelope": None, "media": {}}
+        declared = {"summary": "(not declared in api/schemas/)", "envelope": None, "media": {}}
         op["x-mkt-undeclared"] = True
     op["summary"] = declared["summary"]
     params = _parameters(path, declared)

@@ -1,6 +1,6 @@
 """Strict input: what each operation declares is all it accepts (issue 26, CONTRACT section 4).
 
-`api/schemas.py` declares every operation's query parameters and JSON body; the OpenAPI
+`api/schemas/` declares every operation's query parameters and JSON body; the OpenAPI
 document publishes them (bodies with `additionalProperties: false`, `kernel/inputs.closed`),
 and this module enforces the same declaration, so the two cannot drift:
 

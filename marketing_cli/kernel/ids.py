@@ -21,7 +21,7 @@ from typing import Any
 
 from marketing_cli.errors import MktError
 
-HEX24_PATTERN = "[0-9a-f]{24}"  # also what the OpenAPI document publishes (api/schemas.py)
+HEX24_PATTERN = "[0-9a-f]{24}"  # also what the OpenAPI document publishes (api/schemas/common.py)
 _HEX24 = re.compile(HEX24_PATTERN)
 _DIGITS = re.compile(r"[0-9]{1,19}")
 MAX_INT_ID = 2**63 - 1

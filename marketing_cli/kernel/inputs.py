@@ -166,7 +166,7 @@ def check_text(argument: str) -> str:
 #
 # A typo must never be read as "no filter" (CONTRACT section 4): a member or query parameter
 # that the operation does not declare is refused, naming it, before any service sees the
-# request. What is declared comes from one JSON Schema per operation (api/schemas.py), the
+# request. What is declared comes from one JSON Schema per operation (api/schemas/), the
 # same one the OpenAPI document publishes with `additionalProperties: false`.
 
 UNKNOWN_MEMBER = "Unknown member '{member}'"

@@ -22,7 +22,7 @@ from marketing_cli.errors import MktError
 from marketing_cli.kernel import limits
 from marketing_cli.kernel.inputs import int_list, member, require_object
 from marketing_cli.services.account import billing
-from marketing_cli.services.contacts.search_filters import (  # noqa: F401 - OPERATORS: the body's, for api/schemas.py
+from marketing_cli.services.contacts.search_filters import (  # noqa: F401 - OPERATORS: the body's, for api/schemas/contacts.py
     INT64,
     OPERATORS,
     FilterCompiler,

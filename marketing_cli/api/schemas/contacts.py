@@ -1,0 +1,134 @@
+"""Contacts and what they hold: create, upsert, search, read, import and export contacts, their
+tags; the workspace's fields and tags; the custom events tracked for contacts.
+
+The routes of api/contacts.py (the search, import and export handlers are in
+api/contact_search.py and api/contacts_io.py), api/fields.py, api/tags.py and api/events.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from marketing_cli.api.schemas.common import ANY, HEX_ID, INT_ID, NOT_BLANK, OR_EMPTY, TIMESTAMP, array, enum, name, obj
+from marketing_cli.kernel.ids import HEX24_PATTERN
+from marketing_cli.services.contacts import batches, events, tags, values
+from marketing_cli.services.contacts import records as contacts
+from marketing_cli.services.contacts import search as contact_search
+
+TAG = obj({"id": INT_ID, "name": {"type": "string", "maxLength": tags.MAX_NAME}}, ("id", "name"))
+FIELD = obj({
+    "id": INT_ID,
+    "label": {"type": "string"},
+    "merge_tag": {"type": "string"},
+    "type": enum(values.FIELD_TYPES),
+}, ("id", "label", "merge_tag", "type"))
+CONTACT = obj({
+    "id": HEX_ID,
+    "status": enum(contacts.STATUSES),
+    "sms_status": {"type": ["string", "null"]},
+    "tags": array(TAG),
+    "data": {"type": "object"},
+    "created_at": TIMESTAMP,
+    "updated_at": TIMESTAMP,
+}, ("id", "status"))
+# Create and update take the same members (spec: "same members as Create Field").
+FIELD_BODY = obj({
+    "label": {"type": "string"},
+    "merge_tag": {"type": "string"},
+    "type": enum(values.FIELD_TYPES),
+    "definition": {"type": "string", "description": "Comma-separated options (dropdown types)."},
+    "default_value": {"type": "string"},
+    "required": {"type": "boolean"},
+    "default_region": {"type": "string", "description": "ISO 3166-1 alpha-2: the region of phone numbers "
+                                                         "written without a leading + (phone_number field)."},
+    "immutable": {"type": "boolean", "description": "true is refused: immutable fields are built in."},
+}, ("label", "merge_tag", "type"))
+TAG_IDS = obj({"tag_ids": array(INT_ID, minItems=1)}, ("tag_ids",))
+
+OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
+    # contacts
+    ("POST", "/v1/contacts"): {"links": [("GET", "/v1/contacts/{contact_id}", {"contact_id": "id"}),
+                                         ("POST", "/v1/contacts/{contact_id}/tags/add", {"contact_id": "id"})],
+                               "summary": "Create a contact", "envelope": "B", "status": 201,
+                               "body": obj({"status": enum(contacts.STATUSES), "sms_status": enum(contacts.SMS_STATUSES),
+                                            "fields": {"type": "object", "required": ["email_address"],
+                                                       "properties": {"email_address": {"type": "string",
+                                                                                        "pattern": NOT_BLANK}},
+                                                       "additionalProperties": True,
+                                                       "description": "Values keyed by the workspace's merge tags."},
+                                            "tags": array(INT_ID)}, ("fields", "status")),
+                               "data": CONTACT},
+    ("POST", "/v1/contacts/upsert"): {"links": [("GET", "/v1/contacts/{contact_id}", {"contact_id": "id"})],
+                                      "summary": "Create or update a contact by email address or phone number",
+                                      "envelope": "B",
+                                      "body": obj({"email_address": {"type": "string"}, "phone_number": {"type": "string"},
+                                                   "status": enum(contacts.STATUSES),
+                                                   "sms_status": enum(contacts.SMS_STATUSES),
+                                                   "fields": {"type": "object"}, "tags": array(INT_ID),
+                                                   "partial_update": {"type": "boolean"}}),
+                                      "data": CONTACT},
+    ("POST", "/v1/contacts/search"): {"summary": "Search contacts by field conditions", "envelope": "B",
+                                      "body_optional": True,  # absent or null: no conditions
+                                      "body": obj(type=["object", "null"], properties={
+                                          "status": enum(contact_search.STATUSES),
+                                          "limit": {"type": "integer", "minimum": contact_search.MIN_LIMIT,
+                                                    "maximum": contact_search.MAX_LIMIT},
+                                          "page": {"type": "integer", "minimum": 1,
+                                                   "maximum": contact_search.MAX_PAGE},
+                                          "sort_by": enum(contact_search.SORT_COLUMNS),
+                                          "sort_order": enum(contact_search.SORT_ORDERS),
+                                          "fields": {"type": ["array", "null"], "items": obj({
+                                              "merge_tag": {"type": "string", "minLength": 1},
+                                              "operator": enum(contact_search.OPERATORS),
+                                              "value": ANY}, ("merge_tag", "operator"))},
+                                          "tags": {"type": ["array", "null"], "items": INT_ID},
+                                      }),
+                                      "data": ANY},
+    ("GET", "/v1/contacts/by-phone"): {"summary": "Find a contact by phone number", "envelope": "B",
+                                       "query": {"phone_number": {"type": "string", "pattern": NOT_BLANK}},
+                                       "query_required": ("phone_number",),
+                                       "data": CONTACT},
+    ("POST", "/v1/contacts/import"): {"summary": "Import contacts from a CSV file (the body)", "envelope": "B",
+                                      "body_media": ("text/csv",),
+                                      "query": {"dry_run": {"type": "boolean"}, "ignore_unknown": {"type": "boolean"},
+                                                "tag": array(INT_ID), "status": enum(contacts.STATUSES),
+                                                "map": array({"type": "string", "pattern": "^[^=]*\\S[^=]*=.*\\S"}),
+                                                "delimiter": enum((",", ";", "\t", "|", "comma", "semicolon", "tab",
+                                                                   "pipe")),
+                                                "encoding": {"type": "string"}, "date_format": {"type": "string"},
+                                                "day_first": {"type": "boolean"},
+                                                "batch_size": {"type": "integer", "minimum": 1,
+                                                               "maximum": batches.MAX_BATCH_SIZE}},
+                                      "data": ANY},
+    ("GET", "/v1/contacts/export"): {"summary": "Export contacts as CSV or JSON lines (streamed)", "envelope": None,
+                                     "query": {"format": enum(("csv", "jsonl")), "fields": {"type": "string"}},
+                                     "media": {"text/csv": {"type": "string"}, "application/x-ndjson": {"type": "string"}}},
+    ("GET", "/v1/contacts/{contact_id}"): {"summary": "A contact", "envelope": "B", "data": CONTACT},
+    ("POST", "/v1/contacts/{contact_id}/tags/add"): {"summary": "Add tags to a contact", "envelope": "B",
+                                                     "body": TAG_IDS, "data": ANY},
+    ("POST", "/v1/contacts/{contact_id}/tags/remove"): {"summary": "Remove tags from a contact", "envelope": "B",
+                                                        "body": TAG_IDS, "data": ANY},
+    # fields, tags
+    ("GET", "/v1/fields"): {"summary": "The workspace's contact fields", "envelope": "B", "data": array(FIELD)},
+    ("POST", "/v1/fields"): {"links": [("PATCH", "/v1/fields/{field_id}", {"field_id": "id"})],
+                             "summary": "Create a custom field", "envelope": "B", "status": 201,
+                             "body": FIELD_BODY, "data": FIELD},
+    ("PATCH", "/v1/fields/{field_id}"): {"summary": "Update a custom field (its type cannot change)", "envelope": "B",
+                                         "body": FIELD_BODY, "data": FIELD},
+    ("GET", "/v1/tags"): {"summary": "The workspace's tags", "envelope": "B", "data": array(TAG)},
+    ("POST", "/v1/tags"): {"summary": "Create a tag", "envelope": "B", "status": 201,
+                           "body": obj({"name": name(tags.MAX_NAME)}, ("name",)),
+                           "data": TAG},
+    # events
+    ("POST", "/v1/events"): {"summary": "Track a custom event for a contact", "envelope": "B",
+                             "body": obj({"event_name": {"type": "string"}, "email_address": {"type": "string"},
+                                          "phone_number": {"type": "string"},
+                                          "properties": {"type": "object", "maxProperties": events.MAX_KEYS}}),
+                             "data": ANY},
+    ("GET", "/v1/events"): {"summary": "The automation event log", "envelope": "B",
+                            "query": {"limit": OR_EMPTY({"type": "integer", "minimum": 1, "maximum": events.MAX_LOG_LIMIT}),
+                                      "after_id": OR_EMPTY({"type": "integer", "minimum": 0}),
+                                      "type": {"type": "string", "enum": ["", *events.EVENT_TYPES]},
+                                      "contact_id": {"type": "string", "pattern": f"^({HEX24_PATTERN})?$"}},
+                            "data": ANY},
+}

@@ -1,0 +1,58 @@
+"""Where a campaign's mail comes from: sending domains (add, read, verify their DNS records)
+and sender identities on them.
+
+The routes of api/domains.py and api/senders.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from marketing_cli.api.schemas.common import INT_ID, array, name, obj
+from marketing_cli.services.email import domains, senders
+
+# What services/email/senders._display_name refuses: C0 and C1 controls, DEL, line and paragraph separators.
+_NO_CONTROL = r"[^\x00-\x1f\x7f-\x9f\u2028\u2029]"
+DISPLAY_NAME_PATTERN = rf"^{_NO_CONTROL}*(?!\s){_NO_CONTROL}{_NO_CONTROL}*$"
+DOMAIN = obj({
+    "id": INT_ID,
+    "domain_name": {"type": "string"},
+    "verified": {"type": "boolean"},
+    "dns_records": array(obj({"type": {"type": "string"}, "host": {"type": "string"},
+                              "value": {"type": "string"}, "mandatory": {"type": "boolean"},
+                              "verified": {"type": "boolean"}})),
+    # extensions (docs/api.md)
+    "verified_by": {"type": ["string", "null"], "enum": ["dns", "operator", None],
+                    "description": "What makes the domain verified: its mandatory records found in DNS, or the "
+                                   "operator's mark (`mkt domains mark-verified`, CLI only); null when not verified."},
+    "reserved_name": {"type": "boolean",
+                      "description": "The name is reserved (.test, .example, .invalid, .localhost, example.com ...): "
+                                     "no one can publish its DNS records, so mail from it can never be delivered "
+                                     "publicly. For staging against a local SMTP catcher."},
+}, ("id", "domain_name", "verified", "dns_records", "verified_by", "reserved_name"))
+SENDER = obj({"id": INT_ID, "display_name": {"type": "string"}, "local_part": {"type": "string"},
+              "domain_name": {"type": "string"}}, ("id", "display_name", "local_part", "domain_name"))
+
+OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
+    ("GET", "/v1/domains"): {"summary": "The workspace's sending domains", "envelope": "A", "data": array(DOMAIN)},
+    ("POST", "/v1/domains"): {"links": [("GET", "/v1/domains/{domain_id}", {"domain_id": "id"})],
+                              "summary": "Add a sending domain", "envelope": "A", "status": 201,
+                              "body": obj({name: {"type": "string", "minLength": 1, "maxLength": domains.MAX_NAME,
+                                                  **({} if name == "domain_name" else {"description": "Same as domain_name."})}
+                                           for name in domains.NAME_MEMBERS}),
+                              "data": DOMAIN},
+    ("GET", "/v1/domains/{domain_id}"): {"summary": "A sending domain", "envelope": "A", "data": DOMAIN},
+    ("POST", "/v1/domains/{domain_id}/verify"): {"summary": "Check a domain's DNS records", "envelope": "A",
+                                                 "data": DOMAIN},
+    ("GET", "/v1/sender-identities"): {"summary": "The workspace's sender identities", "envelope": "A",
+                                       "data": array(SENDER)},
+    ("POST", "/v1/sender-identities"): {"links": [("GET", "/v1/sender-identities/{sender_id}", {"sender_id": "id"})],
+                                        "summary": "Add a sender identity", "envelope": "A", "status": 201,
+                                        "body": obj({"domain_id": INT_ID,
+                                                     "local_part": {"type": "string", "maxLength": senders.MAX_LOCAL_PART},
+                                                     "display_name": {**name(senders.MAX_DISPLAY_NAME),
+                                                                      "pattern": DISPLAY_NAME_PATTERN}},
+                                                    ("domain_id", "local_part", "display_name")),
+                                        "data": SENDER},
+    ("GET", "/v1/sender-identities/{sender_id}"): {"summary": "A sender identity", "envelope": "A", "data": SENDER},
+}
