@@ -5,14 +5,18 @@ database has exactly the schema of a new one (compared with sqlite-utils' intros
 The layers (docs/architecture.md draws them), each allowed to import only those below it:
 
     faces        cli/, api/ (cli may start api for `mkt serve`; api never imports cli)
-    automations  services/automations            (flows over contacts, email and sms)
     presentation reports/: what both faces render (the HTML report); imported only by the faces
+    automations  services/automations            (flows over contacts, email, delivery and sms)
+    delivery     services/delivery               (a message, for a person, now -> the relay's answer)
     domains      services/email, services/sms    (never each other)
                  services/contacts
                  services/account
-    storage      db, postgres, dialect, dbcopy, jobs, leases, field_sql, encoding, services/__init__ (the job registry)
+    jobs         jobs/ (the queue, leases, the runner), services/__init__ (the job registry)
+    storage      storage/ (both engines, dialect, field SQL, the JSON encoder, copy/)
     kernel       kernel/: pure helpers every domain shares
     errors       errors.py
+
+No module is longer than MAX_MODULE_LINES unless LONGER_MODULES says why.
 
 Every import counts, a lazy one inside a function included: a circle through a lazy
 import is still a circle, only hidden from the interpreter.
@@ -190,6 +194,19 @@ def test_a_planted_email_to_sms_import_is_caught(tmp_path: Path) -> None:
         "marketing_cli.services.email.campaigns (email) -> marketing_cli.services.sms.ledger (sms)"]
 
 
+def test_a_planted_email_to_delivery_import_is_caught(tmp_path: Path) -> None:
+    """Delivery stands above email (it sends email campaigns' messages): email never reaches up."""
+    graph = _planted(tmp_path, "marketing_cli.services.email.schedule",
+                     "def _late():\n    from marketing_cli.services.delivery import transport")
+    assert layer_violations(graph) == [
+        "marketing_cli.services.email.schedule (email) -> marketing_cli.services.delivery.transport (delivery)"]
+
+
+def test_a_planted_storage_to_jobs_import_is_caught(tmp_path: Path) -> None:
+    graph = _planted(tmp_path, "marketing_cli.storage.dialect", "from marketing_cli import jobs")
+    assert layer_violations(graph) == ["marketing_cli.storage.dialect (storage) -> marketing_cli.jobs (jobs)"]
+
+
 def test_a_planted_circle_is_caught(tmp_path: Path) -> None:
     # account/billing.py is imported by account/workspaces.py; a lazy import back closes a circle
     # that stays inside one layer, so only the circle rule can see it.
@@ -197,6 +214,20 @@ def test_a_planted_circle_is_caught(tmp_path: Path) -> None:
                      "def _late():\n    from marketing_cli.services.account import workspaces")
     assert layer_violations(graph) == []
     assert ["marketing_cli.services.account.billing", "marketing_cli.services.account.workspaces"] in circles(graph)
+
+
+# A module holds one concern (docs/architecture.md: "Where does a new module go?"); past this
+# many lines it holds several. A module that must stay longer is listed here with its reason.
+MAX_MODULE_LINES = 500
+LONGER_MODULES: dict[str, str] = {}
+
+
+def test_no_module_is_longer_than_its_concern() -> None:
+    long = {str(p.relative_to(PACKAGE)): n for p in PACKAGE.rglob("*.py")
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES}
+    assert {m: n for m, n in long.items() if m not in LONGER_MODULES} == {}, "split it by concern (or list it, with why)"
+    assert set(LONGER_MODULES) <= set(long), "a listed module is short again: take it off the list"
+    assert len(LONGER_MODULES) <= 3
 
 
 def test_services_and_kernel_import_no_face_library() -> None:

@@ -373,7 +373,7 @@ def test_prices_follow_each_number_whether_prefixes_are_sought_or_scanned(
 
 
 def test_a_batchs_fencing_reads_its_ids_through_an_index(conn: sqlite3.Connection, ws: int) -> None:
-    """The SMS twin of the email round's fencing read (tests/email/test_send_query_plans.py):
+    """The SMS twin of the email round's fencing read (tests/delivery/test_send_query_plans.py):
     the claimed ids still ours, and only those, read through an index (the claimed rows' or
     the key), never a scan of every message. (The json_each form it replaced read the same
     index here, with a JSON decode per id: this guards the plan, it does not tell the forms apart.)"""

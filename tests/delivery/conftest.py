@@ -1,4 +1,4 @@
-"""Fixtures of the email tests."""
+"""Fixtures of the delivery tests."""
 
 from __future__ import annotations
 
