@@ -249,7 +249,7 @@ def _raw_sms_insert(url: str, ws: int, body: str) -> float:
 def _sms_rows(server: Any, n: int) -> list[dict]:
     from bench_sms import build, make_campaign
 
-    from marketing_cli.services.sms import expansion
+    from marketing_cli.services.sms import recipients
 
     url = server.fresh()
     conn, ws = build(url, n)  # build() takes a path or a URL: db.connect reads both
@@ -267,7 +267,7 @@ def _sms_rows(server: Any, n: int) -> list[dict]:
             campaign = make_campaign(conn, ws, message)
             before = _raw_sms_insert(url, ws, body)
             started = time.perf_counter()
-            assert expansion.expand_recipients(conn, campaign)
+            assert recipients.expand_recipients(conn, campaign)
             elapsed = time.perf_counter() - started
             base = min(before, _raw_sms_insert(url, ws, body))  # just before and after: a shared machine
             written = conn.execute("SELECT COUNT(*) FROM sms_messages WHERE campaign_id = ?",

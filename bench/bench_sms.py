@@ -157,21 +157,21 @@ def daytime(moment: str = "2026-12-02T19:00:00Z") -> Iterator[None]:
 def gate_rows(conn: Any, ws: int, n: int, gated: float) -> list[dict]:
     """The hand-off through the quiet-hours gate (`gated`, every number allowed) against the same
     hand-off with quiet hours off; and a night, when the gate holds every US number."""
-    from marketing_cli.services.sms import expansion, gate
+    from marketing_cli.services.sms import gate, handoff, recipients
 
     plain = "Our autumn sale starts today. Reply STOP to opt out."
     gate.set_enabled(conn, ws, False, override=True)
     campaign = make_campaign(conn, ws, plain)
-    assert expansion.expand_recipients(conn, campaign)
+    assert recipients.expand_recipients(conn, campaign)
     started = time.perf_counter()
-    assert expansion.hand_off(conn, campaign) is True
+    assert handoff.hand_off(conn, campaign) is True
     ungated = time.perf_counter() - started
     gate.set_enabled(conn, ws, True)
     campaign = make_campaign(conn, ws, plain)
-    assert expansion.expand_recipients(conn, campaign)
+    assert recipients.expand_recipients(conn, campaign)
     with daytime("2026-12-02T06:00:00Z"):
         started = time.perf_counter()
-        assert isinstance(expansion.hand_off(conn, campaign), str)
+        assert isinstance(handoff.hand_off(conn, campaign), str)
         night = time.perf_counter() - started
     held = conn.execute("SELECT COUNT(*) FROM sms_messages WHERE campaign_id = ? AND status = 'held'",
                         (campaign["id"],)).fetchone()[0]
@@ -187,7 +187,7 @@ def bench_expansion(sizes: tuple[int, int]) -> list[dict]:
     import tempfile
     import tracemalloc
 
-    from marketing_cli.services.sms import expansion
+    from marketing_cli.services.sms import handoff, recipients
 
     rows, peaks = [], {}
     for n in sizes:
@@ -205,7 +205,7 @@ def bench_expansion(sizes: tuple[int, int]) -> list[dict]:
                 campaign = make_campaign(conn, ws, message)
                 before = raw_insert(conn, ws, body)
                 started = time.perf_counter()
-                assert expansion.expand_recipients(conn, campaign)
+                assert recipients.expand_recipients(conn, campaign)
                 elapsed = time.perf_counter() - started
                 base = min(before, raw_insert(conn, ws, body))  # measured just before and after: a shared machine
                 written = conn.execute("SELECT COUNT(*) FROM sms_messages WHERE campaign_id = ?",
@@ -218,7 +218,7 @@ def bench_expansion(sizes: tuple[int, int]) -> list[dict]:
                 if label == "plain message":
                     with daytime():  # the quiet-hours gate lets every number through: the full send
                         started = time.perf_counter()
-                        assert expansion.hand_off(conn, campaign) is True
+                        assert handoff.hand_off(conn, campaign) is True
                         handed = time.perf_counter() - started
                     if n == sizes[1]:
                         rows.append(row(f"SMS hand-off to the outbox, {n:,} messages", n / handed, "msg/s",
@@ -226,7 +226,7 @@ def bench_expansion(sizes: tuple[int, int]) -> list[dict]:
                         rows += gate_rows(conn, ws, n, handed)
             campaign = make_campaign(conn, ws, "Hi {{contact.first_name}}, see you soon. Reply STOP to opt out.")
             tracemalloc.start()
-            expansion.expand_recipients(conn, campaign)
+            recipients.expand_recipients(conn, campaign)
             peaks[n] = tracemalloc.get_traced_memory()[1]
             tracemalloc.stop()
             conn.close()

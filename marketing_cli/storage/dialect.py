@@ -263,7 +263,7 @@ def sms_keyed_table(conn: Any) -> str:
 def sms_may_skip_row_triggers(conn: Any) -> bool:
     """PostgreSQL: whether this role may set `session_replication_role` (a superuser, or, from
     PostgreSQL 15, one granted SET on it): the SMS expansion then checks its rows' campaign
-    once per batch instead of per row (services/sms/expansion._rows_of_one_campaign)."""
+    once per batch instead of per row (services/sms/recipients._rows_of_one_campaign)."""
     if not postgresql(conn):
         return False
     superuser, version = conn.execute("SELECT current_setting('is_superuser'),"

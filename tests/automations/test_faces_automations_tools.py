@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from marketing_cli.kernel import clock
-from marketing_cli.services.automations import simulate
+from marketing_cli.services.automations.simulate.test_sends import _send_test_texts
+from marketing_cli.services.automations.simulate.walk import CONTACT_NOT_FOUND
 from marketing_cli.services.sms import providers
 from tests import factories as f
 from tests.smtp_server import SmtpServer
@@ -60,7 +61,7 @@ def test_simulate_on_both_faces(cli_json: Any, cli: Any, client: Any, auth: dict
                                   json={"contact_id": world["ann"], "until": "2020-01-01"})) == (
         400, "The member 'until' must be in the future.")
     result = cli("automations", "simulate", str(aid), "--contact", "0" * 24)
-    assert result.exit_code == 1 and simulate.CONTACT_NOT_FOUND in result.stderr
+    assert result.exit_code == 1 and CONTACT_NOT_FOUND in result.stderr
 
 
 def test_test_sends_each_email_once_through_smtp_on_both_faces(
@@ -113,12 +114,12 @@ def test_test_refusals_on_both_faces(cli: Any, client: Any, auth: dict[str, str]
 def test_sms_steps_go_to_the_test_phone_through_the_provider(conn: Any, world: dict[str, Any]) -> None:
     texts = [{"id": "text", "type": "send_sms", "body": "Hi {{contact.first_name}}"}]
     contact = conn.execute("SELECT * FROM contacts WHERE id = ?", (world["ann"],)).fetchone()
-    outbox = simulate._send_test_texts(conn, world["ws"], 1, texts, "+14155550100", contact)
+    outbox = _send_test_texts(conn, world["ws"], 1, texts, "+14155550100", contact)
     assert outbox[0]["status"].startswith("not sent: the workspace's SMS provider is the outbox")
     with f.TwilioStandIn() as server:
         providers.set_provider(conn, world["ws"], "twilio", account_sid=f.TWILIO_SID, auth_token=f.TWILIO_TOKEN,
                                base_url=server.base_url)
-        sent = simulate._send_test_texts(conn, world["ws"], 1, texts, "+14155550100", contact)
+        sent = _send_test_texts(conn, world["ws"], 1, texts, "+14155550100", contact)
         assert (sent[0]["status"], sent[0]["body"]) == ("sent", "Hi Ann")
         assert sent[0]["message_id"]
         assert [(r["form"]["To"], r["form"]["Body"]) for r in server.received] == [("+14155550100", "Hi Ann")]

@@ -12,6 +12,9 @@ from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.services.account import billing
 from marketing_cli.services.automations import simulate
+from marketing_cli.services.automations.simulate.replay import replay
+from marketing_cli.services.automations.simulate.times import contact_zone, next_local_time
+from marketing_cli.services.automations.simulate.walk import CONTACT_NOT_FOUND, Walk
 from marketing_cli.services.sms import quiet_hours
 from marketing_cli.storage.db import is_postgresql
 from tests import factories as f
@@ -149,12 +152,12 @@ def test_frequency_caps_skip_or_defer(conn: Any, world: dict[str, Any]) -> None:
         ("two", "would send", "2026-01-15T07:00:00.000Z")]
 
 
-def _walk(conn: Any, w: dict[str, Any], contact_id: str, steps: list[dict[str, Any]]) -> simulate.Walk:
+def _walk(conn: Any, w: dict[str, Any], contact_id: str, steps: list[dict[str, Any]]) -> Walk:
     contact = conn.execute("SELECT * FROM contacts WHERE id = ?", (contact_id,)).fetchone()
-    zone, _ = simulate.contact_zone(conn, w["ws"], contact, START)
-    walk = simulate.Walk(conn, w["ws"], {"start": steps[0]["id"], "steps": steps}, contact, zone, [], START,
-                         START + timedelta(days=30))
-    simulate._walk(walk)
+    zone, _ = contact_zone(conn, w["ws"], contact, START)
+    walk = Walk(conn, w["ws"], {"start": steps[0]["id"], "steps": steps}, contact, zone, [], START,
+                START + timedelta(days=30))
+    replay(walk)
     return walk
 
 
@@ -180,7 +183,7 @@ def test_wait_until_a_time_of_day_on_weekdays_in_the_contacts_zone(conn: Any, wo
     assert [(s["step_id"], s["outcome"], s["local"]) for s in walk.timeline[1:3]] == [
         ("monday-9", "wait", "2026-01-14T08:00:00+01:00"), ("hello", "would send", "2026-01-19T09:00:00+01:00")]
     # Today, later: the same day.
-    assert simulate.next_local_time(START, "Europe/Paris", "09:00", None) == datetime(2026, 1, 14, 8, 0, tzinfo=UTC)
+    assert next_local_time(START, "Europe/Paris", "09:00", None) == datetime(2026, 1, 14, 8, 0, tzinfo=UTC)
 
 
 def test_an_unknown_step_type_is_listed_and_the_walk_goes_on(conn: Any, world: dict[str, Any]) -> None:
@@ -192,7 +195,7 @@ def test_an_unknown_step_type_is_listed_and_the_walk_goes_on(conn: Any, world: d
 
 @pytest.mark.parametrize(("body", "status", "message"), [
     ({"contact_id": "nope"}, 400, "The contact ID you provided is not valid."),
-    ({"contact_id": "0" * 24}, 404, simulate.CONTACT_NOT_FOUND),
+    ({"contact_id": "0" * 24}, 404, CONTACT_NOT_FOUND),
     ({"contact_id": "{ann}", "until": "2020-01-01"}, 400, "The member 'until' must be in the future."),
     ({"contact_id": "{ann}", "until": "soon"}, 400, None),
     ({"contact_id": "{ann}", "events": {"name": "x"}}, 400, None),

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from marketing_cli import jobs
-from marketing_cli.services.sms import campaigns, expansion, providers, schedule, stats
+from marketing_cli.services.sms import campaigns, providers, recipients, schedule, stats
 from marketing_cli.services.sms import webhooks as sms_webhooks
 from tests import factories as f
 
@@ -142,8 +142,8 @@ def test_every_message_lookup_of_a_campaign_and_its_webhooks_is_an_index_search(
             f.TWILIO_TOKEN, BASE + sms_webhooks.INBOUND_PATH, stop))["action"] == "unsubscribed"
         third = f.sms_campaign(conn, world["ws"], "Third")
         schedule.schedule_campaign(conn, world["ws"], third["id"], {"schedule_type": "NOW"})
-        assert expansion.expand_recipients(conn, conn.execute("SELECT * FROM sms_campaigns WHERE id = ?",
-                                                        (third["id"],)).fetchone())
+        assert recipients.expand_recipients(conn, conn.execute("SELECT * FROM sms_campaigns WHERE id = ?",
+                                                         (third["id"],)).fetchone())
         assert campaigns.cancel_campaign(conn, world["ws"], third["id"])["refunded_messages"] == 1
     finally:
         conn.set_trace_callback(None)

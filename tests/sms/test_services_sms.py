@@ -13,7 +13,7 @@ import pytest
 from marketing_cli import jobs
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
-from marketing_cli.services.sms import campaigns, expansion, pricing, schedule, stats
+from marketing_cli.services.sms import campaigns, handoff, pricing, recipients, schedule, stats
 from marketing_cli.services.sms import ledger as sms_ledger
 from marketing_cli.storage.db import transaction
 from tests import factories as f
@@ -234,19 +234,19 @@ def test_a_batch_whose_plain_insert_meets_written_rows_runs_again_with_on_confli
     out), the batch runs again from a savepoint with ON CONFLICT DO NOTHING: nobody is written or
     charged twice, and the rest of the batch's transaction stands."""
     campaign, real = _expansion_killed_after_two_batches(conn, ws, monkeypatch)
-    statement = expansion._batch_statement
+    statement = recipients._batch_statement
     careless = []
 
     def without_not_exists(*args: Any, **kwargs: Any) -> str:
         sql = statement(*args, **kwargs)
-        if args[4] == expansion.NOT_EXISTS:  # (the resumed run's form)
+        if args[4] == recipients.NOT_EXISTS:  # (the resumed run's form)
             careless.append(sql)
             sql = sql.replace(" AND NOT EXISTS (SELECT 1 FROM sms_messages w WHERE w.campaign_id = :cid"
                               " AND w.contact_id = c.id)", "")
             assert "NOT EXISTS" not in sql and "ON CONFLICT" not in sql
         return sql
 
-    monkeypatch.setattr(expansion, "_batch_statement", without_not_exists)
+    monkeypatch.setattr(recipients, "_batch_statement", without_not_exists)
     conn.execute("UPDATE jobs SET run_at = ?", (clock.now(),))
     monkeypatch.setattr(jobs, "heartbeat", real)
     assert jobs.run_due(conn) == {"processed": 1, "failed": 0}
@@ -257,7 +257,7 @@ def test_a_batch_whose_plain_insert_meets_written_rows_runs_again_with_on_confli
 
 @pytest.mark.postgresql_only  # SQLite turns its foreign keys off per batch (PRAGMA foreign_keys)
 def test_sms_messages_has_no_insert_trigger_that_a_batch_would_skip(conn: sqlite3.Connection) -> None:
-    """A PostgreSQL batch writes with session_replication_role = replica (expansion's
+    """A PostgreSQL batch writes with session_replication_role = replica (recipients'
     _rows_of_one_campaign), which skips every ordinary trigger of the statement, not only the
     foreign key check of campaign_id that the batch's lock of the campaign row replaces. A
     trigger added on INSERT to sms_messages would be skipped there: it must be made ALWAYS, or
@@ -381,15 +381,15 @@ def test_a_batchs_fencing_reads_its_ids_through_an_index(conn: sqlite3.Connectio
     campaign = f.sms_campaign(conn, ws)
     schedule_now(conn, ws, campaign)
     row = conn.execute("SELECT * FROM sms_campaigns WHERE id = ?", (campaign["id"],)).fetchone()
-    assert expansion.expand_recipients(conn, row) is True
+    assert recipients.expand_recipients(conn, row) is True
     claim = jobs.current_run()
     with transaction(conn):
-        assert expansion._claim_batch(conn, campaign["id"], " ORDER BY id LIMIT :size", 5, claim) == 5
+        assert handoff._claim_batch(conn, campaign["id"], " ORDER BY id LIMIT :size", 5, claim) == 5
     ids = [r[0] for r in conn.execute("SELECT id FROM sms_messages WHERE claim_token = ? ORDER BY id", (claim.token,))]
     recording = Recording(conn)
     with transaction(conn):
-        assert expansion._owned(recording, claim.token, [*ids, ids[-1] + 1_000]) == set(ids)
-    assert expansion._owned(conn, claim.token, []) == set()
+        assert handoff._owned(recording, claim.token, [*ids, ids[-1] + 1_000]) == set(ids)
+    assert handoff._owned(conn, claim.token, []) == set()
     (sql, params), = [seen for seen in recording.seen if "WHERE id IN (" in seen[0]]
     reads_by_key(conn, sql, params, "sms_messages")
 
@@ -401,7 +401,7 @@ def test_cancel_refunds_every_message_never_handed_over(conn: sqlite3.Connection
     campaign = f.sms_campaign(conn, ws)
     schedule_now(conn, ws, campaign)
     row = conn.execute("SELECT * FROM sms_campaigns WHERE id = ?", (campaign["id"],)).fetchone()
-    assert expansion.expand_recipients(conn, row) is True  # charged, not handed over yet
+    assert recipients.expand_recipients(conn, row) is True  # charged, not handed over yet
     conn.execute("UPDATE sms_messages SET status = 'sent', handed_at = ? WHERE id IN "
                  "(SELECT id FROM sms_messages ORDER BY id LIMIT 2)", (clock.now(),))  # two reached the carrier
     result = campaigns.cancel_campaign(conn, ws, campaign["id"])

@@ -85,7 +85,7 @@ def test_two_campaigns_scheduled_at_once_cannot_spend_the_same_balance(
 
 def test_a_reservation_lasts_until_the_campaign_is_charged_or_cancelled(conn: sqlite3.Connection, ws: int,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    from marketing_cli.services.sms import expansion
+    from marketing_cli.services.sms import recipients
 
     monkeypatch.setenv("MKT_SMS_BATCH_SIZE", "2")
     campaign = f.sms_campaign(conn, ws)
@@ -113,7 +113,7 @@ def test_a_reservation_lasts_until_the_campaign_is_charged_or_cancelled(conn: sq
     assert schedule.schedule_campaign(conn, ws, other["id"], NOW)["status"] == "QUEUED"
     monkeypatch.setattr(jobs, "heartbeat", real)
     row = conn.execute("SELECT * FROM sms_campaigns WHERE id = ?", (other["id"],)).fetchone()
-    assert expansion.expand_recipients(conn, row) is True
+    assert recipients.expand_recipients(conn, row) is True
     assert ledger.reserved(conn, ws) == 0 and ledger.balance(conn, ws) == Decimal("0.0051")
 
 

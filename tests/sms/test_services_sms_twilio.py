@@ -279,7 +279,7 @@ def test_the_rate_holds_for_two_workers_together(conn: sqlite3.Connection, ws: i
     import threading
     import time
 
-    from marketing_cli.services.sms import expansion
+    from marketing_cli.services.sms import expansion, recipients
     from marketing_cli.storage import db
 
     rate, count = 100, 60
@@ -293,7 +293,7 @@ def test_the_rate_holds_for_two_workers_together(conn: sqlite3.Connection, ws: i
         sms_ledger.add_balance(conn, ws, "100")
         schedule.schedule_campaign(conn, ws, campaign["id"], {"schedule_type": "NOW"})
         row = conn.execute("SELECT * FROM sms_campaigns WHERE id = ?", (campaign["id"],)).fetchone()
-        assert expansion.expand_recipients(conn, row)
+        assert recipients.expand_recipients(conn, row)
         errors: list[BaseException] = []
 
         def work() -> None:

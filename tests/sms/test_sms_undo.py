@@ -13,7 +13,7 @@ import pytest
 
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
-from marketing_cli.services.sms import campaigns, expansion, ledger, schedule
+from marketing_cli.services.sms import campaigns, ledger, recipients, schedule
 from tests import factories as f
 
 LATER = clock.format_ts(clock.utcnow().replace(microsecond=0) + timedelta(days=2))
@@ -53,7 +53,7 @@ def test_unschedule_returns_to_draft_and_frees_the_reservation(conn: sqlite3.Con
 def test_unschedule_refuses_once_expansion_began(conn: sqlite3.Connection, ws: int) -> None:
     campaign = _queued(conn, ws, None)
     row = conn.execute("SELECT * FROM sms_campaigns WHERE id = ?", (campaign["id"],)).fetchone()
-    expansion.expand_recipients(conn, row)
+    recipients.expand_recipients(conn, row)
     with pytest.raises(MktError) as caught:
         campaigns.unschedule_campaign(conn, ws, campaign["id"])
     assert caught.value.status == 400 and f"mkt sms cancel {campaign['id']}" in caught.value.message

@@ -10,6 +10,7 @@
     sms        an SMS step's message and charge, and the automations.sms job that hands it over
     caps       frequency caps per channel: the workspace's setting, counted from message rows
     stats      per-step statistics
+    simulate   a flow walked for one contact on a simulated clock, and test sends (a package)
 
 This package sits above contacts, email and sms: nothing below imports it.
 """

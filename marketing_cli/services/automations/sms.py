@@ -16,7 +16,7 @@ the start, so it reserves nothing of the balance and has no audience to expand.
 - its charge: one `charge` entry in the ledger (ledger.py) for the campaign and the
   message's own batch, so the unique (campaign, batch) key refuses a second charge;
 - the `automations.sms` job (deduplicated per campaign), which hands the campaign's pending
-  messages to the workspace's provider through `expansion.hand_off`: the quiet-hours gate
+  messages to the workspace's provider through `handoff.hand_off`: the quiet-hours gate
   (gate.py) holds those that may not be texted now and the job comes back when the first
   may go; a message the provider refuses is refunded, as a campaign's.
 
@@ -148,7 +148,7 @@ def queue_sms(conn: sqlite3.Connection, ws: int, x: sqlite3.Row, flow: dict[str,
 def hand_over(conn: sqlite3.Connection, payload: dict[str, Any]) -> None:
     """The campaign's pending messages to the provider through the quiet-hours gate; again at
     the instant the first held one may go. The campaign stays QUEUED (more messages come)."""
-    from marketing_cli.services.sms.expansion import hand_off
+    from marketing_cli.services.sms.handoff import hand_off
     from marketing_cli.storage.db import transaction
 
     campaign = conn.execute("SELECT * FROM sms_campaigns WHERE id = ?", (payload["campaign_id"],)).fetchone()

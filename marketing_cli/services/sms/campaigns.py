@@ -7,8 +7,9 @@ handed over is refunded); QUEUED -> DRAFT (unschedule, before expansion begins);
 COMPLETED or CANCELLED -> ARCHIVED. Duplicate copies any campaign as a new DRAFT.
 
 The rest of a campaign's life has a module each: `schedule` (quote, cost estimate, review,
-schedule), `expansion` (the `sms.expand` job: message rows, charges, hand-off), `stats`
-(GET .../statistics), with `pricing` and `render` under expansion and the estimate.
+schedule), `expansion` (the `sms.expand` job) with its phases `recipients` (message rows,
+charges) and `handoff` (to the provider), `stats` (GET .../statistics), with `pricing` and
+`render` under expansion and the estimate.
 """
 
 from __future__ import annotations
