@@ -41,7 +41,7 @@ from marketing_cli.services.sms.render import Renderer, register_renderer, sql_t
 from marketing_cli.services.sms.segments import count_segments
 from marketing_cli.storage import dialect
 from marketing_cli.storage.db import marks, transaction
-from marketing_cli.storage.postgres import retry_conflicts
+from marketing_cli.storage.postgres.errors import retry_conflicts
 
 log = logging.getLogger("mkt.sms")
 
