@@ -118,7 +118,7 @@ def test_the_schema_is_made_once_by_concurrent_first_starts(postgres_server: Any
     import sys
 
     url = postgres_server.empty()
-    code = "import sys; from marketing_cli import db; c = db.connect(sys.argv[1]); print(db.schema_version(c))"
+    code = "import sys; from marketing_cli.storage import db; c = db.connect(sys.argv[1]); print(db.schema_version(c))"
     runs = [subprocess.Popen([sys.executable, "-c", code, url], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True) for _ in range(4)]
     answers = [run.communicate(timeout=120) for run in runs]
