@@ -100,7 +100,7 @@ def read_settings() -> dict:
 
 def _db_key(db_path: Any) -> str:
     """The settings file's key for a database: the file's absolute path, or the URL without its password."""
-    from marketing_cli.storage.postgres import DatabaseUrl
+    from marketing_cli.storage.postgres.url import DatabaseUrl
 
     if isinstance(db_path, DatabaseUrl):
         return str(db_path)

@@ -16,7 +16,7 @@ from typing import Any
 
 
 def postgresql(conn: Any) -> bool:
-    """Whether the connection is PostgreSQL's (marketing_cli/postgres.Connection)."""
+    """Whether the connection is PostgreSQL's (marketing_cli/storage/postgres/connection.py: Connection)."""
     return getattr(conn, "engine", "sqlite") == "postgresql"
 
 

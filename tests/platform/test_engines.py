@@ -118,7 +118,7 @@ def test_the_schema_is_made_once_by_concurrent_first_starts(postgres_server: Any
     import sys
 
     url = postgres_server.empty()
-    code = "import sys; from marketing_cli import db; c = db.connect(sys.argv[1]); print(db.schema_version(c))"
+    code = "import sys; from marketing_cli.storage import db; c = db.connect(sys.argv[1]); print(db.schema_version(c))"
     runs = [subprocess.Popen([sys.executable, "-c", code, url], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True) for _ in range(4)]
     answers = [run.communicate(timeout=120) for run in runs]
@@ -146,8 +146,9 @@ def test_a_migration_is_not_bound_by_the_statement_timeout(postgres_server: Any,
     (step 30: 54 s at 1,000,000 contacts). Here the timeout is 200 ms and a step takes 500 ms;
     the session keeps its timeout afterwards."""
     from marketing_cli.storage import postgres
+    from marketing_cli.storage.postgres import connection
 
-    monkeypatch.setattr(postgres, "STATEMENT_TIMEOUT_MS", 200)
+    monkeypatch.setattr(connection, "STATEMENT_TIMEOUT_MS", 200)  # where configure reads it
     conn = db.connect(postgres_server.empty(), upgrade=False)
     try:
         assert postgres.migrate(conn, [(1, "SELECT pg_sleep(0.5)")], 1) == 1

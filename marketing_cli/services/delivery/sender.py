@@ -82,7 +82,7 @@ from marketing_cli.services.email import campaigns, domains, senders, stats
 from marketing_cli.services.email.preparation import load_campaign, load_variants
 from marketing_cli.storage import dialect
 from marketing_cli.storage.db import instance_secret, marks, transaction
-from marketing_cli.storage.postgres import retry_conflicts
+from marketing_cli.storage.postgres.errors import retry_conflicts
 
 MAX_ATTEMPTS = 3
 HELPER_JOB = "email.send_helper"

@@ -22,7 +22,7 @@ from marketing_cli.services.sms import ledger
 from marketing_cli.services.sms.batches import batch_pause, batch_size, still_queued
 from marketing_cli.storage import dialect
 from marketing_cli.storage.db import marks, transaction
-from marketing_cli.storage.postgres import retry_conflicts
+from marketing_cli.storage.postgres.errors import retry_conflicts
 
 log = logging.getLogger("mkt.sms")
 
