@@ -12,7 +12,7 @@ import pytest
 from marketing_cli import jobs
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
-from marketing_cli.services.contacts import zones
+from marketing_cli.services.contacts import zone_columns
 from marketing_cli.services.email import campaigns, schedule, stats
 from tests import factories as f
 
@@ -42,7 +42,7 @@ def _world(conn: sqlite3.Connection, ws: int) -> dict[str, Any]:
     paris = f.contact(conn, ws, "paris@example.com", timezone="europe/paris")       # field (any case)
     newyork = f.contact(conn, ws, "ny@example.com", phone_number="+12125550100")     # phone
     sydney = f.contact(conn, ws, "syd@example.com")                                   # location
-    zones.remember_location(conn, sydney["id"], "Australia/Sydney")
+    zone_columns.remember_location(conn, sydney["id"], "Australia/Sydney")
     return {"campaign": made["id"], "paris": paris["id"], "ny": newyork["id"], "sydney": sydney["id"]}
 
 
