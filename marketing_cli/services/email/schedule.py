@@ -12,7 +12,7 @@ run in this order, each with its message: campaign id, body, schedule type and t
 each variant's subject and HTML, each variant's content (merge tags the workspace does
 not define, no `{{unsubscribe_url}}`, links that do not parse), the A/B test settings,
 recipients, and the `monthly_emails` and `hourly_emails` allowances. The jobs live in
-services/delivery/sender.py.
+services/delivery/sender.py (the A/B winner's in services/delivery/ab_winner.py).
 """
 
 from __future__ import annotations
