@@ -21,9 +21,9 @@ before it.
 
 Row: releasing one zone's share of an N-recipient local-time email campaign (its messages
 frozen earliest zone first over ten zones an hour apart, the first four zones delivered):
-with the clock at the fifth zone's instant, the sender's claim (services/delivery/sender.py,
+with the clock at the fifth zone's instant, the sender's claim (services/delivery/claim.py,
 rounds of the default concurrency, queued -> sending) until nothing is due, and the step
-that finds the next zone's instant, per message, against the same claim of as many
+that finds the next zone's instant (services/delivery/finish.py), per message, against the same claim of as many
 messages of a normal campaign of N recipients (no due time, the same share delivered).
 """
 
@@ -165,7 +165,7 @@ def _release(conn: Any, normal: str, local: str, share: int, at: datetime) -> tu
     and of as many messages of the normal campaign, one claim of each in turn, so that both
     sides meet the same moments of a shared machine."""
     from marketing_cli.kernel import clock, pacing
-    from marketing_cli.services.delivery import sender
+    from marketing_cli.services.delivery import claim, finish
 
     size = pacing.EMAIL.default_concurrency
     rows = {cid: conn.execute("SELECT * FROM campaigns WHERE id = ?", (cid,)).fetchone() for cid in (normal, local)}
@@ -178,9 +178,9 @@ def _release(conn: Any, normal: str, local: str, share: int, at: datetime) -> tu
                 if cid == normal and count[normal] >= share:
                     continue
                 started = time.perf_counter()
-                got = len(sender._claim(conn, cid, size, bool(rows[cid]["local_time"])))
+                got = len(claim._claim(conn, cid, size, bool(rows[cid]["local_time"])))
                 if cid == local and not got:
-                    sender._next_instant(conn, rows[local])  # what the sender asks when nothing is due
+                    finish._next_instant(conn, rows[local])  # what the sender asks when nothing is due
                     done = True
                 spent[cid] += time.perf_counter() - started
                 count[cid] += got

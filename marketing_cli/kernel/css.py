@@ -373,7 +373,7 @@ class _Pass:
                 self.cuts.append((self.offset(nodes[i]), self.stop(nodes, j, end)))
 
 
-# --- merge-tag values in CSS (kernel/merge.py) ------------------------------------------------
+# --- merge-tag values in CSS (kernel/merge_contexts.py) ---------------------------------------
 
 NORMAL, STRING, URL, COMMENT = "normal", "string", "url", "comment"
 _URL_OPENING = re.compile(r"url\s*$", re.IGNORECASE)

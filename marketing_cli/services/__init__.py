@@ -13,6 +13,7 @@ JOB_MODULES: tuple[str, ...] = (
     "marketing_cli.services.contacts.segments",
     "marketing_cli.services.email.variant_html",
     "marketing_cli.services.delivery.sender",
+    "marketing_cli.services.delivery.ab_winner",
     "marketing_cli.services.email.occurrences",
     "marketing_cli.services.sms.expansion",
     "marketing_cli.services.automations.runner",

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from marketing_cli.errors import MktError
-from marketing_cli.services.contacts import bulk, records, zones
+from marketing_cli.services.contacts import bulk, local_time, phone_zones, records, zone_columns, zones
 from marketing_cli.services.contacts.segment_filters import Compiled
 from tests import factories as f
 
@@ -45,7 +45,7 @@ def _zones_of(conn: sqlite3.Connection, ws: int, at: datetime) -> dict[str, tupl
     ("+61412345678", None),                 # Australian mobiles: 8 zones
 ])
 def test_the_zone_of_a_phone_number(number: str, expected: str | None) -> None:
-    assert zones.phone_zone(number, WINTER) == expected
+    assert phone_zones.phone_zone(number, WINTER) == expected
 
 
 def test_resolution_order_and_source_in_sql(conn: sqlite3.Connection, ws: int) -> None:
@@ -55,7 +55,7 @@ def test_resolution_order_and_source_in_sql(conn: sqlite3.Connection, ws: int) -
     f.contact(conn, ws, "boise@example.com", phone_number="+12085550100")
     located = f.contact(conn, ws, "located@example.com", phone_number="+18005550100")
     f.contact(conn, ws, "nothing@example.com")
-    zones.remember_location(conn, located["id"], "Europe/Berlin")
+    zone_columns.remember_location(conn, located["id"], "Europe/Berlin")
     conn.execute("UPDATE workspaces SET timezone = 'America/Chicago' WHERE id = ?", (ws,))
     assert _zones_of(conn, ws, WINTER) == {
         "field@example.com": ("Asia/Tokyo", "field"),
@@ -123,8 +123,8 @@ def test_the_workspace_zone_is_a_bound_parameter_and_the_audience_query_keeps_it
         found.resolve()
         sql, params = found.select(Compiled("SELECT c.id FROM contacts c WHERE 0", []), "a.id")
         assert "America/Chicago" not in sql and params == ["America/Chicago"]
-    plan = zones.zone_plan(conn, ws, {"type": "TAGS", "include_tag_ids": [vip]}, "email", date(2027, 1, 12), "09:00",
-                           "next_day", WINTER)
+    plan = local_time.zone_plan(conn, ws, {"type": "TAGS", "include_tag_ids": [vip]}, "email", date(2027, 1, 12),
+                                "09:00", "next_day", WINTER)
     assert {p["zone"]: p["recipients"] for p in plan} == {"America/New_York": 1, "America/Chicago": 1}
 
 
@@ -270,6 +270,6 @@ def test_a_field_set_by_an_automation_keeps_the_zone_columns(conn: sqlite3.Conne
 
 
 def test_the_list_ids_are_the_same_on_every_database() -> None:
-    assert zones.set_id(("America/New_York",)) == zones.set_id(("America/New_York",))
-    assert zones.set_id(("America/New_York",)) != zones.set_id(("America/Boise", "America/Los_Angeles"))
-    assert 0 < zones.set_id(("Europe/Paris",)) < 2 ** 56
+    assert phone_zones.set_id(("America/New_York",)) == phone_zones.set_id(("America/New_York",))
+    assert phone_zones.set_id(("America/New_York",)) != phone_zones.set_id(("America/Boise", "America/Los_Angeles"))
+    assert 0 < phone_zones.set_id(("Europe/Paris",)) < 2 ** 56

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from marketing_cli import jobs
-from marketing_cli.services.delivery import sender
+from marketing_cli.services.delivery import claim, record
 from marketing_cli.services.email import preparation, stats
 from marketing_cli.services.email import schedule as email_schedule
 from tests import factories
@@ -38,11 +38,11 @@ def sending(conn: sqlite3.Connection, workspace: dict[str, Any], monkeypatch: py
 
 def test_a_rounds_claim_and_fencing_read_its_ids_through_the_primary_key(conn: Any, sending: str) -> None:
     recording = Recording(conn)
-    claim = jobs.current_run()
-    rows = sender._claim(recording, sending, 10, claim=claim)
+    current = jobs.current_run()
+    rows = claim._claim(recording, sending, 10, claim=current)
     assert len(rows) == 10
     ids = [r["id"] for r in rows]
-    assert set(sender._owned(recording, claim.token, ids)) == set(ids)  # (each with its reserved hour)
+    assert set(record._owned(recording, current.token, ids)) == set(ids)  # (each with its reserved hour)
     by_id = [(sql, params) for sql, params in recording.seen if "WHERE id IN (" in sql]
     assert [sql.split()[0] for sql, _ in by_id] == ["UPDATE", "SELECT"], recording.seen
     for sql, params in by_id:
@@ -78,11 +78,12 @@ def test_a_round_in_steady_state_costs_ten_statements(conn: Any, sending: str, w
     from types import SimpleNamespace
 
     recording = Recording(conn)
-    claim, ws = jobs.current_run(), workspace["id"]
-    rows, spent = sender._claim_round(recording, sending, 10, claim=claim, workspace_id=ws, expired=False)
+    current, ws = jobs.current_run(), workspace["id"]
+    rows, spent = claim.claim_round(recording, sending, 10, claim=current, workspace_id=ws, expired=False)
     assert len(rows) == 10 and spent is None
-    run = SimpleNamespace(claim=claim, campaign_id=sending, outbox=None, smtp_id=lambda m: f"<{m['id']}@x>")
-    assert sender._record(recording, run, {m["id"]: m for m in rows}, [(m["id"], None, False) for m in rows], ws) == 0
+    run = SimpleNamespace(claim=current, campaign_id=sending, outbox=None, smtp_id=lambda m: f"<{m['id']}@x>")
+    answers = [(m["id"], None, False) for m in rows]
+    assert record.record_round(recording, run, {m["id"]: m for m in rows}, answers, ws) == 0
     statements = [" ".join(sql.split()[:3]) for sql, _ in recording.seen
                   if not sql.lstrip().upper().startswith(("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE"))]
     assert len(statements) == 10, statements

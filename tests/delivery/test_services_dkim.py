@@ -274,7 +274,7 @@ def test_a_composed_message_is_signed_as_sign_would_and_verifies(signer: DkimSig
     """compose.CompiledVariant hands the signer its fields (the constant ones canonicalised once):
     the same bytes as signing the unsigned message, for a plain and a long non-ASCII subject
     (folded with CRLF) and a non-ASCII Reply-To domain."""
-    from marketing_cli.kernel.merge import Values
+    from marketing_cli.kernel.merge_contexts import Values
     from marketing_cli.services.delivery.compose import CompiledVariant, Recipient
 
     for subject, html in (("Hello {{contact.first_name|there}}", "<p>Hi  there\t<a href='{{unsubscribe_url}}'>x</a></p>"),

@@ -21,6 +21,7 @@ import pytest
 from marketing_cli import jobs
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.addresses import NO_SMTPUTF8
+from marketing_cli.services.delivery import ab_winner
 from marketing_cli.services.delivery import sender as email_sender
 from marketing_cli.services.email import campaigns, domains, preparation
 from marketing_cli.services.email import schedule as email_schedule
@@ -186,8 +187,8 @@ def _fail_once_at(monkeypatch: pytest.MonkeyPatch, target: Any, name: str, call:
     return calls
 
 
-@pytest.mark.parametrize(("target", "name"), [(jobs, "heartbeat"), (email_sender, "_record"),
-                                              (email_sender, "_claim_round")])
+@pytest.mark.parametrize(("target", "name"), [(jobs, "heartbeat"), (email_sender, "record_round"),
+                                              (email_sender, "claim_round")])
 def test_a_job_that_fails_records_what_it_handed_over_so_its_retry_sends_none_of_it_again(
         target: Any, name: str, conn: sqlite3.Connection, workspace: dict[str, Any], verified_dns: None,
         monkeypatch: pytest.MonkeyPatch) -> None:
@@ -204,7 +205,7 @@ def test_a_job_that_fails_records_what_it_handed_over_so_its_retry_sends_none_of
         assert conn.execute("SELECT count(*) FROM email_messages WHERE status = 'sending'").fetchone()[0] == 0
         delivered = conn.execute("SELECT email FROM email_messages WHERE status = 'delivered'").fetchall()
         assert Counter(r[0] for r in delivered) == _mailed(server)  # ...with every message it handed over recorded
-        if name != "_claim_round":  # a failed claim may come before the pool started any of round one
+        if name != "claim_round":  # a failed claim may come before the pool started any of round one
             assert len(server.messages) >= 3
         assert _run_until_settled(conn, campaign_id) == "SENT"  # ...and its retry finished it
     assert len(calls) > 2
@@ -273,18 +274,18 @@ def test_an_ab_winner_job_that_fails_for_good_pauses_the_campaign_and_resume_sen
     for address in OTHERS:
         factories.contact(conn, ws, address)
     created = {"id": factories.scheduled_ab_campaign(conn, ws, HTML, 50)}
-    real = email_sender.winner_rates
+    real = ab_winner.winner_rates
 
     def broken(*args: Any) -> Any:
         raise sqlite3.OperationalError("disk I/O error")
-    monkeypatch.setattr(email_sender, "winner_rates", broken)
+    monkeypatch.setattr(ab_winner, "winner_rates", broken)
     with SmtpServer() as server:
         monkeypatch.setenv("MKT_SMTP_URL", server.url)
         assert _run_until_settled(conn, created["id"]) == "PAUSED"
         assert len(server.messages) == 4  # the test share went out; the winner's send could not start
         assert campaigns.get_campaign(conn, ws, created["id"])["status_detail"].startswith(
             "Sending stopped: the send job failed for good (OperationalError: disk I/O error)")
-        monkeypatch.setattr(email_sender, "winner_rates", real)
+        monkeypatch.setattr(ab_winner, "winner_rates", real)
         email_schedule.resume_campaign(conn, ws, created["id"])
         assert _run_until_settled(conn, created["id"]) == "SENT"
     assert _mailed(server) == Counter(OTHERS)

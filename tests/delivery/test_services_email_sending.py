@@ -15,6 +15,7 @@ import pytest
 from marketing_cli import jobs
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
+from marketing_cli.services.delivery import ab_winner, handoff
 from marketing_cli.services.delivery import sender as email_sender
 from marketing_cli.services.email import domains, preparation
 from marketing_cli.services.email import schedule as email_schedule
@@ -205,7 +206,7 @@ def test_cancel_mid_send_sends_nothing_more(conn: sqlite3.Connection, workspace:
     campaign = _world(conn, ws, [f"u{i}@example.org" for i in range(25)])
     monkeypatch.setenv("MKT_SEND_CONCURRENCY", "10")  # two rounds of 5 in flight
     email_schedule.schedule_campaign(conn, ws, campaign["id"], {"schedule_type": "NOW"})
-    real_record, records = email_sender._record, []
+    real_record, records = email_sender.record_round, []
 
     def record_then_cancel(*args: Any) -> int:
         temporary = real_record(*args)
@@ -213,8 +214,8 @@ def test_cancel_mid_send_sends_nothing_more(conn: sqlite3.Connection, workspace:
         if len(records) == 2:  # the second round is recorded; the third was claimed before it
             email_schedule.cancel_campaign(conn, ws, campaign["id"])
         return temporary
-    monkeypatch.setattr(email_sender, "_record", record_then_cancel)
-    real_deliver, calls = email_sender._Send.deliver, []
+    monkeypatch.setattr(email_sender, "record_round", record_then_cancel)
+    real_deliver, calls = handoff.Send.deliver, []
 
     def deliver(run: Any, message: Any) -> Any:
         """The third round (already claimed while the second was in flight) reaches the
@@ -223,7 +224,7 @@ def test_cancel_mid_send_sends_nothing_more(conn: sqlite3.Connection, workspace:
         if len(calls) > 10:
             run.halt.wait(5)
         return real_deliver(run, message)
-    monkeypatch.setattr(email_sender._Send, "deliver", deliver)
+    monkeypatch.setattr(handoff.Send, "deliver", deliver)
     jobs.run_due(conn)
     assert len(calls) == 15  # two rounds in flight: the third was claimed, then given back
     assert len(smtp.messages) == 10
@@ -291,8 +292,8 @@ def test_the_winner_is_the_higher_open_rate(conn: sqlite3.Connection, workspace:
     for message in (a, b):
         campaign_stats.record_delivery(conn, message)
     campaign_stats.record_open(conn, b)
-    assert email_sender.winner_rates(conn, created["id"], "OPENS") == {"A": 0.0, "B": 1.0}
-    assert email_sender.winner_rates(conn, created["id"], "CLICKS") == {"A": 0.0, "B": 0.0}
+    assert ab_winner.winner_rates(conn, created["id"], "OPENS") == {"A": 0.0, "B": 1.0}
+    assert ab_winner.winner_rates(conn, created["id"], "CLICKS") == {"A": 0.0, "B": 0.0}
 
 
 def test_transport_errors_pause_the_campaign_and_resume_sends_again(

@@ -126,7 +126,7 @@ def test_compose_writes_unicode_domains_in_idna_form_and_a_non_ascii_local_part_
     import email
     from email import policy
 
-    from marketing_cli.kernel.merge import Values
+    from marketing_cli.kernel.merge_contexts import Values
     from marketing_cli.services.delivery.compose import CompiledVariant, Recipient
 
     variant = CompiledVariant(subject="Hi", html="<p>x {{unsubscribe_url}}</p>", from_name="Shop",

@@ -24,7 +24,7 @@ from marketing_cli import jobs
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.ids import new_id
 from marketing_cli.services.account import billing
-from marketing_cli.services.delivery import sender
+from marketing_cli.services.delivery import claim, handoff, record, reservations, sender
 from marketing_cli.services.email import domains, preparation
 from marketing_cli.services.email import schedule as email_schedule
 from marketing_cli.storage import db
@@ -166,7 +166,7 @@ def test_a_message_not_delivered_gives_its_reservation_back(conn: sqlite3.Connec
     first = conn.execute("SELECT min(id) FROM email_messages WHERE campaign_id = ?", (campaign_id,)).fetchone()[0]
     failing = {first + k for k in range(0, 40, 4)}  # 10 of the first 40 claimed: a 4xx, tried later
     permanent = {first + 1}  # a 5xx: failed for good
-    real = sender._Send.deliver
+    real = handoff.Send.deliver
 
     def deliver(run: Any, message: Any) -> tuple[int, str | None, bool]:
         if message["id"] in failing:
@@ -175,7 +175,7 @@ def test_a_message_not_delivered_gives_its_reservation_back(conn: sqlite3.Connec
             return message["id"], "550 no such user", True
         return real(run, message)
 
-    monkeypatch.setattr(sender._Send, "deliver", deliver)
+    monkeypatch.setattr(handoff.Send, "deliver", deliver)
     _workers(db_path, campaign_id, 3)
     hour = billing.period_of("hourly_emails")
     counts = _counts(conn, campaign_id)
@@ -186,7 +186,7 @@ def test_a_message_not_delivered_gives_its_reservation_back(conn: sqlite3.Connec
                         " AND retry_at IS NOT NULL", (campaign_id,)).fetchone()[0] == 10
     # What came back is the hour's to use: one more worker, with the transport well again,
     # fills the allowance exactly.
-    monkeypatch.setattr(sender._Send, "deliver", real)
+    monkeypatch.setattr(handoff.Send, "deliver", real)
     conn.execute("UPDATE email_messages SET retry_at = NULL WHERE retry_at IS NOT NULL")
     _workers(db_path, campaign_id, 1)
     assert _hour(conn, ws, hour) == (50, 0)
@@ -204,11 +204,11 @@ def test_a_taken_over_claim_keeps_one_reservation_and_the_late_answer_settles_no
     billing.set_allowance(conn, ws, "hourly_emails", 10)
     hour = billing.period_of("hourly_emails")
     a, b = jobs.Run("worker-a", 60), jobs.Run("worker-b", 60)
-    claimed = sender._claim(conn, campaign_id, 4, claim=a, workspace_id=ws)
+    claimed = claim._claim(conn, campaign_id, 4, claim=a, workspace_id=ws)
     assert len(claimed) == 4 and _hour(conn, ws, hour) == (0, 4)
     conn.execute("UPDATE email_messages SET claim_expires_at = ? WHERE claim_token = 'worker-a'",
                  (clock.format_ts(frozen_hour.replace(year=frozen_hour.year - 1)),))  # A's claim lapsed
-    taken, spent = sender._claim_round(conn, campaign_id, 10, claim=b, workspace_id=ws)
+    taken, spent = claim.claim_round(conn, campaign_id, 10, claim=b, workspace_id=ws)
     assert [m["id"] for m in taken[:4]] == [m["id"] for m in claimed] and len(taken) == 6 and not spent
     assert _hour(conn, ws, hour) == (0, 6)  # 4 carried over + 2 new, not 4 twice
 
@@ -216,11 +216,11 @@ def test_a_taken_over_claim_keeps_one_reservation_and_the_late_answer_settles_no
         return SimpleNamespace(claim=SimpleNamespace(token=token), campaign_id=campaign_id, outbox=None,
                                smtp_id=lambda m: f"<{m['id']}@example.com>")
 
-    late = sender._record(conn, run("worker-a"), {m["id"]: m for m in claimed},
-                          [(m["id"], None, False) for m in claimed], ws)
+    late = record.record_round(conn, run("worker-a"), {m["id"]: m for m in claimed},
+                               [(m["id"], None, False) for m in claimed], ws)
     assert late == 0 and _hour(conn, ws, hour) == (0, 6)  # refused: nothing counted, nothing given back
     answers = [(m["id"], None, False) for m in taken[:5]] + [(taken[5]["id"], "451 later", False)]
-    sender._record(conn, run("worker-b"), {m["id"]: m for m in taken}, answers, ws)
+    record.record_round(conn, run("worker-b"), {m["id"]: m for m in taken}, answers, ws)
     assert _hour(conn, ws, hour) == (5, 0)
     assert billing.usage(conn, ws, "monthly_emails") == 5
 
@@ -234,16 +234,16 @@ def test_a_claim_of_an_earlier_hour_gives_that_hours_reservation_back(
     campaign_id = _sending_campaign(conn, ws, 3)
     ten = datetime.fromisoformat("2031-05-06T10:59:00+00:00")
     monkeypatch.setattr(clock, "utcnow", lambda: ten)
-    first = sender._claim(conn, campaign_id, 3, claim=jobs.Run("dead", 30), workspace_id=ws)
+    first = claim._claim(conn, campaign_id, 3, claim=jobs.Run("dead", 30), workspace_id=ws)
     assert len(first) == 3 and _hour(conn, ws, "2031-05-06T10") == (0, 3)
     eleven = datetime.fromisoformat("2031-05-06T11:00:30+00:00")
     monkeypatch.setattr(clock, "utcnow", lambda: eleven)
-    taken = sender._claim(conn, campaign_id, 3, claim=jobs.Run("alive", 30), workspace_id=ws)
+    taken = claim._claim(conn, campaign_id, 3, claim=jobs.Run("alive", 30), workspace_id=ws)
     assert len(taken) == 3
     assert _hour(conn, ws, "2031-05-06T10") == (0, 0) and _hour(conn, ws, "2031-05-06T11") == (0, 3)
     run = SimpleNamespace(claim=SimpleNamespace(token="alive"), campaign_id=campaign_id, outbox=None,
                           smtp_id=lambda m: f"<{m['id']}@example.com>")
-    sender._record(conn, run, {m["id"]: m for m in taken}, [(m["id"], None, False) for m in taken], ws)
+    record.record_round(conn, run, {m["id"]: m for m in taken}, [(m["id"], None, False) for m in taken], ws)
     assert _hour(conn, ws, "2031-05-06T11") == (3, 0)
 
 
@@ -257,14 +257,14 @@ def test_expired_claims_are_looked_for_first_or_when_the_queue_runs_short(
     campaign_id = _sending_campaign(conn, ws, 6)
     ten = datetime.fromisoformat("2031-05-06T10:00:00+00:00")
     monkeypatch.setattr(clock, "utcnow", lambda: ten)
-    dead = [m["id"] for m in sender._claim(conn, campaign_id, 2, claim=jobs.Run("dead", 30), workspace_id=ws)]
+    dead = [m["id"] for m in claim._claim(conn, campaign_id, 2, claim=jobs.Run("dead", 30), workspace_id=ws)]
     monkeypatch.setattr(clock, "utcnow", lambda: ten + timedelta(minutes=1))  # the dead worker's claim expired
     alive = jobs.Run("alive", 30)
-    first, _ = sender._claim_round(conn, campaign_id, 2, claim=alive, workspace_id=ws, expired=False)
+    first, _ = claim.claim_round(conn, campaign_id, 2, claim=alive, workspace_id=ws, expired=False)
     assert [m["status"] for m in first] == ["queued", "queued"] and not set(dead) & {m["id"] for m in first}
-    second, _ = sender._claim_round(conn, campaign_id, 3, claim=alive, workspace_id=ws, expired=False)
+    second, _ = claim.claim_round(conn, campaign_id, 3, claim=alive, workspace_id=ws, expired=False)
     assert [m["status"] for m in second] == ["queued", "queued", "sending"]  # the queue's last two, then one expired
-    third, _ = sender._claim_round(conn, campaign_id, 3, claim=alive, workspace_id=ws, expired=True)
+    third, _ = claim.claim_round(conn, campaign_id, 3, claim=alive, workspace_id=ws, expired=True)
     assert [m["id"] for m in second[2:] + third] == dead
     uncertain = conn.execute("SELECT id FROM email_messages WHERE campaign_id = ? AND uncertain = 1 ORDER BY id",
                              (campaign_id,)).fetchall()
@@ -396,4 +396,4 @@ def test_with_the_month_left_and_the_hour_used_up_the_send_waits_for_the_next_ho
     next_hour = clock.format_ts(frozen_hour.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1))
     assert [tuple(r) for r in conn.execute("SELECT type, run_at FROM jobs WHERE status = 'queued' AND type LIKE"
                                            " 'email.send%'")] == [("email.send", next_hour)]
-    assert billing.reserve(conn, ws, sender.ALLOWANCES, 4) == (0, "hourly_emails")  # (nothing reserved)
+    assert billing.reserve(conn, ws, reservations.ALLOWANCES, 4) == (0, "hourly_emails")  # (nothing reserved)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from marketing_cli.kernel import clock
-from marketing_cli.services.contacts import zones
+from marketing_cli.services.contacts import zone_columns
 from tests import factories as f
 
 START = datetime(2027, 3, 27, 12, 0, tzinfo=timezone.utc)
@@ -31,7 +31,7 @@ def campaign(conn: sqlite3.Connection, workspace: dict[str, Any]) -> str:
     f.contact(conn, ws, "paris@example.com", timezone="Europe/Paris")
     f.contact(conn, ws, "ny@example.com", phone_number="+12125550100")
     sydney = f.contact(conn, ws, "syd@example.com")
-    zones.remember_location(conn, sydney["id"], "Australia/Sydney")
+    zone_columns.remember_location(conn, sydney["id"], "Australia/Sydney")
     return made["id"]
 
 

@@ -12,7 +12,7 @@ import pytest
 from marketing_cli import jobs
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
-from marketing_cli.services.contacts import zones
+from marketing_cli.services.contacts import zone_columns
 from marketing_cli.services.email import campaigns, schedule, stats
 from tests import factories as f
 
@@ -42,7 +42,7 @@ def _world(conn: sqlite3.Connection, ws: int) -> dict[str, Any]:
     paris = f.contact(conn, ws, "paris@example.com", timezone="europe/paris")       # field (any case)
     newyork = f.contact(conn, ws, "ny@example.com", phone_number="+12125550100")     # phone
     sydney = f.contact(conn, ws, "syd@example.com")                                   # location
-    zones.remember_location(conn, sydney["id"], "Australia/Sydney")
+    zone_columns.remember_location(conn, sydney["id"], "Australia/Sydney")
     return {"campaign": made["id"], "paris": paris["id"], "ny": newyork["id"], "sydney": sydney["id"]}
 
 
@@ -197,7 +197,7 @@ def test_a_runner_that_starts_late_sends_what_came_due_meanwhile_at_once(
 
 def test_a_retry_due_before_the_next_zone_brings_the_send_back_at_the_retry(
         conn: sqlite3.Connection, workspace: dict[str, Any], fake: FakeClock) -> None:
-    from marketing_cli.services.delivery import sender
+    from marketing_cli.services.delivery import claim, finish
 
     ws = workspace["id"]
     world = _world(conn, ws)
@@ -206,26 +206,26 @@ def test_a_retry_due_before_the_next_zone_brings_the_send_back_at_the_retry(
     fake.at("2027-03-27T22:00:00Z")
     jobs.run_due(conn)
     row = conn.execute("SELECT * FROM campaigns WHERE id = ?", (world["campaign"],)).fetchone()
-    assert sender._next_instant(conn, row) == "2027-03-28T07:00:00.000Z"  # Paris, the next zone
+    assert finish._next_instant(conn, row) == "2027-03-28T07:00:00.000Z"  # Paris, the next zone
     # Sydney's message failed for now and is tried again at 23:00, before Paris's zone.
     conn.execute("UPDATE email_messages SET status = 'queued', retry_at = '2027-03-27T23:00:00.000Z'"
                  " WHERE email = 'syd@example.com'")
-    assert sender._next_instant(conn, row) == "2027-03-27T23:00:00.000Z"
-    assert sender._claim(conn, world["campaign"], 10, local=True) == []  # nothing due at 22:00
+    assert finish._next_instant(conn, row) == "2027-03-27T23:00:00.000Z"
+    assert claim._claim(conn, world["campaign"], 10, local=True) == []  # nothing due at 22:00
     fake.at("2027-03-27T23:00:00Z")
-    assert [m["email"] for m in sender._claim(conn, world["campaign"], 10, local=True)] == ["syd@example.com"]
+    assert [m["email"] for m in claim._claim(conn, world["campaign"], 10, local=True)] == ["syd@example.com"]
     # A retry due after the next zone does not hide the zone.
     conn.execute("UPDATE email_messages SET status = 'queued', retry_at = '2027-03-28T12:00:00.000Z'"
                  " WHERE email = 'syd@example.com'")
-    assert sender._next_instant(conn, row) == "2027-03-28T07:00:00.000Z"
+    assert finish._next_instant(conn, row) == "2027-03-28T07:00:00.000Z"
 
 
 @pytest.mark.sqlite_only  # SQLite's query plan of the claim (EXPLAIN QUERY PLAN)
 def test_releasing_a_zone_reads_the_due_index_not_the_zones_behind_it(conn: sqlite3.Connection) -> None:
-    from marketing_cli.services.delivery import sender
+    from marketing_cli.services.delivery import claim
 
     params = {"campaign": "c", "now": "2027-03-28T07:00:00.000Z", "size": 10}
-    plans = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + sender._CLAIM_LOCAL, params)]
+    plans = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + claim._CLAIM_LOCAL, params)]
     assert any("email_messages_due (campaign_id=? AND due_at>? AND due_at<?)" in p for p in plans), plans
     plans = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN SELECT due_at FROM email_messages"
                                         " WHERE campaign_id = ? AND status = 'queued'"

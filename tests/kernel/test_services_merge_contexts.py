@@ -1,6 +1,6 @@
 """Merge tags in HTML by context: contact data can never become markup, script or active CSS.
 
-The contexts (kernel/markup.py) and the escaping and judging (kernel/merge.py), on the cases
+The contexts (kernel/markup.py) and the escaping and judging (kernel/merge_contexts.py), on the cases
 the old look-back defeated, then a property test: whatever the values, the rendered HTML
 parses (html.parser) into the same tags and attributes as with a harmless value, no URL
 attribute carries a refused scheme and no CSS holds a refused construct.
@@ -18,7 +18,9 @@ from hypothesis import strategies as st
 
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import css, markup
-from marketing_cli.kernel.merge import TAG, Values, check_fallbacks, compile_template
+from marketing_cli.kernel.merge import TAG, compile_template
+from marketing_cli.kernel.merge_contexts import Values
+from marketing_cli.kernel.merge_fallbacks import check_fallbacks
 
 PROPERTY = settings(max_examples=300, derandomize=True, database=None, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])

@@ -102,7 +102,8 @@ def test_compiled_once_renders_many(conn: Any, workspace: dict[str, Any], monkey
 
 
 def test_a_value_cannot_make_a_link_active_content() -> None:
-    from marketing_cli.kernel.merge import Values, compile_template
+    from marketing_cli.kernel.merge import compile_template
+    from marketing_cli.kernel.merge_contexts import Values
 
     html = compile_template('<a href="{{contact.website|https://example.org}}">site</a> '
                             "<img src='{{contact.avatar}}'> <p>{{contact.website}}</p>", html=True)

@@ -38,7 +38,7 @@ from typing import Any
 from marketing_cli import jobs
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
-from marketing_cli.services.contacts import events, zones
+from marketing_cli.services.contacts import events, zone_columns
 from marketing_cli.storage import field_sql
 from marketing_cli.storage.db import transaction
 
@@ -301,7 +301,7 @@ def _set_field(ctx: Context, step: dict[str, Any]) -> Outcome:
         return Outcome("skipped", step.get("next"), detail=f"the field '{step['field']}' was deleted")
     old, new = _field_value(ctx, step["field_id"]), step["value"]
     if old != new or type(old) is not type(new):
-        kept = zones.kept_after_field_set(row["merge_tag"], new)  # the contact's kept zone columns
+        kept = zone_columns.kept_after_field_set(row["merge_tag"], new)  # the contact's kept zone columns
         if new is None:
             data = field_sql.remove_value_expr(ctx.conn, step["field_id"])
             ctx.conn.execute(f"UPDATE contacts SET data = {data}, {kept[0]}, updated_at = ? WHERE id = ?",

@@ -36,7 +36,7 @@ from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.ids import new_id, parse_int_id
 from marketing_cli.services.account import billing
-from marketing_cli.services.contacts import tags, values, zones
+from marketing_cli.services.contacts import phone_zones, tags, values, zone_columns
 from marketing_cli.services.contacts.checks import FIELD_REQUIRED
 from marketing_cli.services.contacts.io_lock import HeldLock, renew_io_lock
 from marketing_cli.services.contacts.records import BILLING_LIMIT, DIFFERENT_CONTACTS, PHONE_TAKEN
@@ -72,9 +72,9 @@ IMPORT_CACHE_KIB = 262_144
 # counter): with a trigger every statement execution opens a statement journal, which made a
 # per-row executemany 2.5x slower than the same load without the trigger. One statement per
 # batch pays it once.
-# Each row also carries the contact's kept time zone columns (schema step 25, zones.py): its
+# Each row also carries the contact's kept time zone columns (schema step 25, zone_columns.py): its
 # `timezone` field value and its phone's list of candidate zones, found once per distinct
-# prefix per import (zones.PhoneSets), so a resolution after the import has nothing to fill.
+# prefix per import (phone_zones.PhoneSets), so a resolution after the import has nothing to fill.
 _UPSERT_COLUMNS = (("id", "TEXT"), ("email", "TEXT"), ("phone", "TEXT"), ("status", "TEXT"),
                    ("sms_status", "TEXT"), ("data", "JSON"), ("zone_field", "TEXT"), ("zone_phone_set", "BIGINT"))
 _TAG_COLUMNS = (("contact_id", "TEXT"), ("tag_id", "BIGINT"))
@@ -106,7 +106,7 @@ def _upsert_batch(conn: sqlite3.Connection, source: str, field_id: int | None) -
         f" zone_cached = CASE WHEN NOT ({merged} IS NOT contacts.data"
         "   OR coalesce(excluded.phone, contacts.phone) IS NOT contacts.phone) THEN contacts.zone_cached"
         "   WHEN excluded.phone IS NOT NULL OR contacts.phone IS NULL"
-        f"   OR contacts.zone_cached IS NOT NULL THEN {zones.FRESH.format(c='contacts')} END,"
+        f"   OR contacts.zone_cached IS NOT NULL THEN {zone_columns.FRESH.format(c='contacts')} END,"
         " status = excluded.status,"
         " sms_status = excluded.sms_status,"
         f" updated_at = CASE WHEN {merged} IS NOT contacts.data"
@@ -124,7 +124,7 @@ def _update_by_id(conn: sqlite3.Connection, field_id: int | None) -> str:
         f"UPDATE contacts SET data = {merged}, status = ?3, sms_status = ?4,"
         f" zone_field = {_kept_field(field_id, 'CAST(?7 AS TEXT)', 'contacts')}, zone_phone_set = ?8,"
         f" zone_cached = CASE WHEN NOT ({merged} IS NOT data) THEN zone_cached"
-        f"   ELSE {zones.FRESH.format(c='contacts')} END,"
+        f"   ELSE {zone_columns.FRESH.format(c='contacts')} END,"
         f" updated_at = CASE WHEN {merged} IS NOT data OR ?3 IS NOT status OR ?4 IS NOT sms_status"
         "   THEN ?5 ELSE updated_at END"
         " WHERE id = ?1 AND workspace_id = ?6"
@@ -216,11 +216,11 @@ class BatchWriter:
                     self.defaults[str(f.id)] = value
         self.required = [f for f in fields.by_id.values()
                          if f.required and f.merge_tag not in (EMAIL_TAG, PHONE_TAG)]
-        # The kept time zone columns (zones.py): the `timezone` field's id, each number's list
+        # The kept time zone columns (zone_columns.py): the `timezone` field's id, each number's list
         # of candidate zones (one lookup per distinct prefix for the whole import).
         timezone = fields.by_tag.get(values.TIMEZONE_TAG)
         self.zone_field_id = timezone.id if timezone is not None else None
-        self.phone_sets = zones.PhoneSets(conn)
+        self.phone_sets = phone_zones.PhoneSets(conn)
 
     def _lookup(self, column: str, keys: list[str]) -> dict[str, sqlite3.Row]:
         if not keys:
@@ -348,7 +348,7 @@ class BatchWriter:
         """(the `timezone` value, the phone's list id) a row writes; a dry run writes nothing."""
         if self.dry_run:
             return None, None
-        return zones.field_value(data, self.zone_field_id), self.phone_sets(phone)
+        return zone_columns.field_value(data, self.zone_field_id), self.phone_sets(phone)
 
     def _write(self, plan: _BatchPlan) -> None:
         if plan.upserts:

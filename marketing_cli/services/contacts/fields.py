@@ -184,9 +184,9 @@ def create_field(conn: sqlite3.Connection, workspace_id: int, body: Any) -> dict
         if cols["merge_tag"] != values.PHONE_TAG:  # phone numbers live in contacts.phone, indexed there
             ensure_field_index(conn, field_id)
         if cols["merge_tag"] == values.TIMEZONE_TAG:
-            # The contacts' kept zone (contacts/zones.py): a new field has no values, so every
-            # kept zone_field (NULL) stays right; a contact whose data holds the id anyway (none
-            # should) is read anew. The field's index, just built, finds them.
+            # The contacts' kept zone (contacts/zone_columns.py): a new field has no values, so
+            # every kept zone_field (NULL) stays right; a contact whose data holds the id anyway
+            # (none should) is read anew. The field's index, just built, finds them.
             conn.execute("UPDATE contacts SET zone_cached = NULL WHERE workspace_id = ? AND zone_cached IS NOT NULL"
                          f" AND {field_sql.index_expr(conn, field_id)} IS NOT NULL", (workspace_id,))
         return get_field(conn, workspace_id, field_id)

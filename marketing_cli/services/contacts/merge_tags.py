@@ -22,9 +22,9 @@ from marketing_cli.kernel.merge import (
     SYSTEM_TAGS,
     TAG,
     WORKSPACE_TAGS,
-    Values,
     format_value,
 )
+from marketing_cli.kernel.merge_contexts import Values
 from marketing_cli.services.contacts.values import EMAIL_TAG, PHONE_TAG, FieldMap, load_fields, normalize_value
 
 

@@ -23,7 +23,7 @@ from marketing_cli.kernel import clock
 from marketing_cli.kernel.ids import new_id, parse_hex_id
 from marketing_cli.kernel.inputs import int_list, member, require_object
 from marketing_cli.services.account import billing
-from marketing_cli.services.contacts import zones
+from marketing_cli.services.contacts import phone_zones, zone_columns
 from marketing_cli.services.contacts.checks import (
     allows_no_email,
     check_merge_tags,
@@ -114,9 +114,9 @@ def _insert(conn: sqlite3.Connection, workspace_id: int, *, email: str | None, p
 
 def _kept_zone(conn: sqlite3.Connection, workspace_id: int, phone: str | None,
                data: dict[str, Any]) -> tuple[Any, int | None]:
-    """The contact's kept time zone columns (zones.py): its `timezone` value, its phone's list."""
-    return (zones.field_value(data, zones.timezone_field(conn, workspace_id)),
-            zones.PhoneSets(conn)(phone))
+    """The contact's kept time zone columns (zone_columns.py): its `timezone` value, its phone's list."""
+    return (zone_columns.field_value(data, zone_columns.timezone_field(conn, workspace_id)),
+            phone_zones.PhoneSets(conn)(phone))
 
 
 def _find(conn: sqlite3.Connection, workspace_id: int, column: str, value: str | None) -> sqlite3.Row | None:
@@ -268,7 +268,7 @@ def _update(conn: sqlite3.Connection, workspace_id: int, fields: FieldMap, row: 
     if changed:
         # the kept zone columns: as they were when neither phone nor data changes
         same = new_phone == row["phone"] and _dump(data) == row["data"]
-        kept = "zone_cached" if same else zones.FRESH.format(c="contacts")
+        kept = "zone_cached" if same else zone_columns.FRESH.format(c="contacts")
         conn.execute(
             "UPDATE contacts SET email = ?, phone = ?, status = ?, sms_status = ?, data = ?, updated_at = ?,"
             f" zone_field = ?, zone_phone_set = ?, zone_cached = {kept}"

@@ -41,7 +41,7 @@ from typing import Any
 
 from marketing_cli.kernel.addresses import wire_address
 from marketing_cli.kernel.links import HREF, trackable
-from marketing_cli.kernel.merge import Values
+from marketing_cli.kernel.merge_contexts import Values
 from marketing_cli.services.delivery.bounce_reports import MKT_MESSAGE_HEADER as MESSAGE_HEADER  # bounces read it back
 from marketing_cli.services.delivery.dkim import DkimSigner
 from marketing_cli.services.delivery.message import CompiledEmail

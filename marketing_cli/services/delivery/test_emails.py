@@ -32,7 +32,7 @@ from typing import Any
 
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
-from marketing_cli.kernel.merge import Values
+from marketing_cli.kernel.merge_contexts import Values
 from marketing_cli.kernel.numbers import parse_digits
 from marketing_cli.kernel.tokens import make_token, read_token
 from marketing_cli.services.contacts.values import normalize_email

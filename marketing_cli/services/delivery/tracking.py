@@ -26,7 +26,7 @@ from marketing_cli.kernel.geoip import country_of, time_zone_of
 from marketing_cli.kernel.numbers import parse_digits
 from marketing_cli.kernel.tokens import read_token
 from marketing_cli.kernel.user_agents import classify
-from marketing_cli.services.contacts import events, zones
+from marketing_cli.services.contacts import events, zone_columns
 from marketing_cli.services.email import stats
 from marketing_cli.storage.db import instance_secret, transaction
 
@@ -54,7 +54,7 @@ def track_open(conn: sqlite3.Connection, token: str, user_agent: str | None, ip:
         machine = classify(user_agent).machine
         stats.record_open(conn, message["id"], machine=machine)
         if not machine:
-            zones.remember_location(conn, message["contact_id"], time_zone_of(ip))
+            zone_columns.remember_location(conn, message["contact_id"], time_zone_of(ip))
     return PIXEL_GIF
 
 
@@ -73,7 +73,7 @@ def track_click(conn: sqlite3.Connection, token: str, link_id: str, user_agent: 
     stats.record_click(conn, message["id"], int(link_id), kind.device_type, kind.os_family,
                                 country_of(ip), machine=kind.machine)
     if not kind.machine:  # the city's zone (a City database): the contact's `location` zone
-        zones.remember_location(conn, message["contact_id"], time_zone_of(ip))
+        zone_columns.remember_location(conn, message["contact_id"], time_zone_of(ip))
     return link["url"]
 
 

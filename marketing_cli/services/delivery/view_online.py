@@ -34,7 +34,7 @@ from marketing_cli.services.delivery.compose import add_pixel, message_urls, rew
 from marketing_cli.services.delivery.tracking import LINK_NOT_FOUND
 from marketing_cli.storage.db import instance_secret
 
-MESSAGE_KIND = "m"  # the token of a message's tracking URLs (services/delivery/sender.py)
+MESSAGE_KIND = "m"  # the token of a message's tracking URLs (services/delivery/handoff.py)
 GONE = "This email is no longer available: its recipient is no longer on the list."
 
 _MESSAGE = ("SELECT m.id, m.campaign_id, m.variant_id, m.contact_id, m.delivered_at, c.workspace_id,"

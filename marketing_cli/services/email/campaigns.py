@@ -206,7 +206,7 @@ def get_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id: Any) 
     if progress is not None:
         view["progress"] = progress
     if row["local_time"]:
-        from marketing_cli.services.contacts.zones import local_time_view
+        from marketing_cli.services.contacts.local_time import local_time_view
 
         view["local_time"] = local_time_view(row, progress["waiting_for_local_time"] if progress else None)
     return view

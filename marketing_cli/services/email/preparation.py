@@ -58,10 +58,11 @@ def _freeze_audience(conn: sqlite3.Connection, row: sqlite3.Row) -> int:
     """freeze_audience's work.
 
     A local-time campaign also gives each recipient its zone, the zone's source and its due
-    instant (services/contacts/zones.py), all in the snapshot's one INSERT ... SELECT and a
-    join on a table of one row per zone; recipients are numbered earliest zone first, so the
-    sender's claim (in id order) meets the due rows first. Skipped recipients (their time
-    had passed, `skip`) get no message and are counted on the campaign."""
+    instant (services/contacts/zones.py, local_time.py), all in the snapshot's one
+    INSERT ... SELECT and a join on a table of one row per zone; recipients are numbered
+    earliest zone first, so the sender's claim (in id order) meets the due rows first.
+    Skipped recipients (their time had passed, `skip`) get no message and are counted on the
+    campaign."""
     from marketing_cli.services.contacts.audience import resolve_audience
 
     query = resolve_audience(conn, row["workspace_id"], json.loads(row["audience"]), "email", "c.id, c.email")
@@ -92,11 +93,12 @@ def _freeze_audience(conn: sqlite3.Connection, row: sqlite3.Row) -> int:
 def _snapshot_local(conn: sqlite3.Connection, row: sqlite3.Row) -> None:
     """The snapshot of a local-time campaign: zone and source per recipient in SQL (the
     audience query reads them, services/contacts/zones.py), each zone's instant computed
-    once, earliest first; skipped recipients leave the snapshot."""
-    from marketing_cli.services.contacts import zones
+    once (services/contacts/local_time.py), earliest first; skipped recipients leave the
+    snapshot."""
+    from marketing_cli.services.contacts import local_time, zones
     from marketing_cli.services.contacts.audience import resolve_audience
 
-    day, hhmm, missed, start = zones.plan_day(row)
+    day, hhmm, missed, start = local_time.plan_day(row)
     with zones.Zones(conn, row["workspace_id"], local_instant(day, hhmm, "UTC")) as found:
         found.resolve()
         query = resolve_audience(conn, row["workspace_id"], json.loads(row["audience"]), "email",
@@ -106,7 +108,7 @@ def _snapshot_local(conn: sqlite3.Connection, row: sqlite3.Row) -> None:
         conn.execute(f"CREATE TEMP TABLE mkt_freeze_zones AS {sql}", params)
     try:
         names = [r[0] for r in conn.execute("SELECT DISTINCT zone FROM temp.mkt_freeze_zones")]
-        zones.fill_due_table(conn, "temp.mkt_freeze_due", names, day, hhmm, missed, start)
+        local_time.fill_due_table(conn, "temp.mkt_freeze_due", names, day, hhmm, missed, start)
         rank, rank_params = dialect.email_rank(conn, row["id"], "f.id")
         conn.execute("INSERT INTO temp.mkt_freeze (id, email, zone, zone_source, due_at)"
                      " SELECT f.id, f.email, f.zone, f.zone_source, d.due_at FROM temp.mkt_freeze_zones f"

@@ -12,7 +12,7 @@ run in this order, each with its message: campaign id, body, schedule type and t
 each variant's subject and HTML, each variant's content (merge tags the workspace does
 not define, no `{{unsubscribe_url}}`, links that do not parse), the A/B test settings,
 recipients, and the `monthly_emails` and `hourly_emails` allowances. The jobs live in
-services/delivery/sender.py.
+services/delivery/sender.py (the A/B winner's in services/delivery/ab_winner.py).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from marketing_cli.kernel.inputs import require_object
 from marketing_cli.kernel.links import tracked_links
 from marketing_cli.kernel.merge import TAG
 from marketing_cli.services.account import billing
-from marketing_cli.services.contacts import audience, zones
+from marketing_cli.services.contacts import audience, local_time
 from marketing_cli.services.contacts.merge_tags import find_unknown_tags
 from marketing_cli.services.email import campaigns, senders
 from marketing_cli.storage.db import transaction
@@ -212,7 +212,7 @@ def schedule_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id: 
         _check_not_series(conn, row["id"])
         count = check_ready(conn, workspace_id, row)
         ab_test = _ab_test(row, body.get("ab_test"))
-        local = zones.read_local_time(conn, workspace_id, body, scheduled_at)
+        local = local_time.read_local_time(conn, workspace_id, body, scheduled_at)
         if local is not None and row["type"] == "AB_TESTING":
             raise MktError(400, AB_LOCAL_TIME)
         _check_allowances(conn, workspace_id, count)
@@ -240,8 +240,8 @@ def preview_schedule(conn: sqlite3.Connection, workspace_id: int, campaign_id: A
     scheduled_at = _scheduled_at(body)
     if not row["audience"]:
         raise MktError(400, NO_AUDIENCE)
-    local = zones.read_local_time(conn, workspace_id, body, scheduled_at)
-    return zones.schedule_preview(conn, workspace_id, json.loads(row["audience"]), "email", scheduled_at, local)
+    local = local_time.read_local_time(conn, workspace_id, body, scheduled_at)
+    return local_time.schedule_preview(conn, workspace_id, json.loads(row["audience"]), "email", scheduled_at, local)
 
 
 def unschedule_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id: Any) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.ids import parse_int_id
 from marketing_cli.kernel.inputs import member, require_object, required_text
-from marketing_cli.kernel.merge import check_fallbacks
+from marketing_cli.kernel.merge_fallbacks import check_fallbacks
 from marketing_cli.services.email import template_url, template_zip
 from marketing_cli.storage import dialect
 from marketing_cli.storage.db import transaction

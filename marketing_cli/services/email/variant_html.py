@@ -25,7 +25,7 @@ from marketing_cli import jobs
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.inputs import type_error
-from marketing_cli.kernel.merge import check_fallbacks
+from marketing_cli.kernel.merge_fallbacks import check_fallbacks
 from marketing_cli.services.contacts.merge_tags import find_unknown_tags
 from marketing_cli.services.email.campaigns import (
     INVALID_BODY,

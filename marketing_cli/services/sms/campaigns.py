@@ -141,7 +141,7 @@ def _view(conn: sqlite3.Connection, row: sqlite3.Row, *, with_workspace: bool = 
     view = campaign_view(row, message_counts(conn, [row["id"]])[row["id"]], with_workspace=with_workspace,
                          held=held_counts(conn, [row["id"]])[row["id"]])
     if row["local_time"]:  # extension (docs/sms.md "Local-time delivery")
-        from marketing_cli.services.contacts.zones import local_time_view
+        from marketing_cli.services.contacts.local_time import local_time_view
 
         view["local_time"] = local_time_view(row, waiting_for_zone(conn, row))
     return view

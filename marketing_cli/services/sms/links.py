@@ -83,7 +83,7 @@ def track_click(conn: sqlite3.Connection, token: str, user_agent: str | None, ip
     """GET {base}/s/{token}: the original URL (302); the click is recorded. 404 for a forged token."""
     from marketing_cli.kernel.geoip import country_of, time_zone_of
     from marketing_cli.kernel.user_agents import classify
-    from marketing_cli.services.contacts.zones import remember_location
+    from marketing_cli.services.contacts.zone_columns import remember_location
 
     number = read_token(instance_secret(conn), KIND, token, SMS_MAC_BYTES) if len(token) <= 32 else None
     if number is None:

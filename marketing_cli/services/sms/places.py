@@ -110,7 +110,7 @@ def _place(number: str) -> Place:
     from phonenumbers import COUNTRY_CODE_TO_REGION_CODE
     from phonenumbers.tzdata import TIMEZONE_DATA
 
-    from marketing_cli.services.contacts.zones import longest_prefix_zones
+    from marketing_cli.services.contacts.phone_zones import longest_prefix_zones
 
     country, region, geographic, code = _parsed_head(number)
     if country is None:

@@ -121,13 +121,13 @@ def expand_recipients(conn: sqlite3.Connection, campaign: sqlite3.Row) -> bool:
 def _snapshot_local(conn: sqlite3.Connection, campaign: sqlite3.Row, snapshot: str) -> None:
     """The snapshot of a local-time campaign: each recipient's zone and its source in the one
     INSERT ... SELECT (the audience query reads them, services/contacts/zones.py), then each
-    zone's instant computed once; recipients whose time had passed under `skip` leave the
-    snapshot (counted on the campaign)."""
+    zone's instant computed once (services/contacts/local_time.py); recipients whose time had
+    passed under `skip` leave the snapshot (counted on the campaign)."""
     from marketing_cli.kernel.localtime import local_instant
-    from marketing_cli.services.contacts import zones
+    from marketing_cli.services.contacts import local_time, zones
     from marketing_cli.services.contacts.audience import resolve_audience
 
-    day, hhmm, missed, start = zones.plan_day(campaign)
+    day, hhmm, missed, start = local_time.plan_day(campaign)
     rid = dialect.sms_row_locator(conn)[0]
     with zones.Zones(conn, campaign["workspace_id"], local_instant(day, hhmm, "UTC")) as found:
         found.resolve()
@@ -138,7 +138,7 @@ def _snapshot_local(conn: sqlite3.Connection, campaign: sqlite3.Row, snapshot: s
     due = f"{snapshot}_due"
     try:
         names = [r[0] for r in conn.execute(f"SELECT DISTINCT zone FROM {snapshot}")]
-        zones.fill_due_table(conn, due, names, day, hhmm, missed, start)
+        local_time.fill_due_table(conn, due, names, day, hhmm, missed, start)
         skipped = conn.execute(f"DELETE FROM {snapshot} WHERE zone IN (SELECT zone FROM {due} WHERE due_at IS NULL)"
                                ).rowcount
         conn.execute(f"UPDATE {snapshot} SET due_at = (SELECT d.due_at FROM {due} d WHERE d.zone = {snapshot}.zone)")

@@ -212,9 +212,9 @@ def schedule_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id: 
             raise MktError(400, REVIEW_FAILED) from None
         if verdict["flagged"]:
             raise MktError(400, REVIEW_FLAGGED)
-        from marketing_cli.services.contacts import zones
+        from marketing_cli.services.contacts import local_time
 
-        local = zones.read_local_time(conn, workspace_id, body, scheduled_at)
+        local = local_time.read_local_time(conn, workspace_id, body, scheduled_at)
         now = clock.now()
         try:
             jobs.enqueue(conn, JOB_TYPE, {"campaign_id": row["id"]}, workspace_id=workspace_id,
@@ -238,7 +238,7 @@ def schedule_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id: 
 def preview_schedule(conn: sqlite3.Connection, workspace_id: int, campaign_id: Any, body: Any) -> dict[str, Any]:
     """POST /v1/sms-campaigns/:id/schedule/preview: what the schedule call would do with this
     body, without doing it: the UTC instant understood and, with local_time, the count per zone."""
-    from marketing_cli.services.contacts import zones
+    from marketing_cli.services.contacts import local_time
 
     body = require_object(body, SCHEDULE_INVALID_BODY)
     row = campaign_row(conn, workspace_id, campaign_id)
@@ -246,5 +246,5 @@ def preview_schedule(conn: sqlite3.Connection, workspace_id: int, campaign_id: A
     audience = json.loads(row["audience"])
     if not audience:
         raise MktError(400, AUDIENCE_BEFORE_SCHEDULING)
-    local = zones.read_local_time(conn, workspace_id, body, scheduled_at)
-    return zones.schedule_preview(conn, workspace_id, audience, "sms", scheduled_at, local)
+    local = local_time.read_local_time(conn, workspace_id, body, scheduled_at)
+    return local_time.schedule_preview(conn, workspace_id, audience, "sms", scheduled_at, local)

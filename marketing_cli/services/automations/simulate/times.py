@@ -45,7 +45,7 @@ def contact_zone(conn: sqlite3.Connection, workspace_id: int, contact: sqlite3.R
     from marketing_cli.kernel.localtime import canonical_zone
     from marketing_cli.services.account.workspaces import workspace_timezone
     from marketing_cli.services.contacts.values import TIMEZONE_TAG
-    from marketing_cli.services.contacts.zones import phone_zone
+    from marketing_cli.services.contacts.phone_zones import phone_zone
 
     row = conn.execute("SELECT id FROM fields WHERE workspace_id = ? AND merge_tag = ?",
                        (workspace_id, TIMEZONE_TAG)).fetchone()

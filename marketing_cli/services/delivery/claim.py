@@ -1,0 +1,120 @@
+"""Claiming a round of an email send's messages (services/delivery/sender.py runs the rounds).
+
+A claim moves up to a round's size of messages due now from `queued` to `sending` in one
+transaction, under the send job's claim token (jobs.Run: renewed with the job's lease,
+`keep_claimed`), each message reserving its share of the workspace's monthly_emails and
+hourly_emails allowances in the same transaction (reservations.py). A message is marked
+`sending` before it is handed over, so a runner that dies leaves its claimed messages in
+`sending`; once their claim expires another worker claims them again, marked uncertain
+(they may have been handed over): the crash window of sender.py's docstring. On PostgreSQL
+rows another worker is claiming are passed over (FOR UPDATE SKIP LOCKED), in a READ
+COMMITTED transaction without the advisory write lock (dialect.row_claim), so several
+workers claim from one campaign's queue at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+
+from marketing_cli import jobs
+from marketing_cli.kernel import clock
+from marketing_cli.services.delivery.reservations import reserve
+from marketing_cli.storage import dialect
+from marketing_cli.storage.db import marks
+from marketing_cli.storage.postgres.errors import retry_conflicts
+
+NOT_SENDING = "not SENDING"  # `claim_round`'s answer for a campaign no longer SENDING
+
+log = logging.getLogger("mkt.email.send")
+
+_COLUMNS = ("SELECT m.id, m.variant_id, m.email, m.attempts, m.status, m.reserved_hour, c.email AS contact_email,"
+            " c.phone, c.data"
+            " FROM email_messages m LEFT JOIN contacts c ON c.id = m.contact_id")
+_CLAIM = (_COLUMNS + " WHERE m.campaign_id = :campaign AND m.status = 'queued'"
+          " AND (m.retry_at IS NULL OR m.retry_at <= :now)"
+          " AND (m.due_at IS NULL OR m.due_at <= :now) ORDER BY m.id LIMIT :size")
+# A local-time message waits for its zone (due_at, UTC; the freeze gives every message of a
+# local-time campaign one, services/email/preparation.py). Its claim reads the partial index
+# email_messages_due (campaign_id, due_at) of queued messages, earliest zone first, and stops
+# at the first message whose zone has not come: releasing a zone's share reads that share
+# (and any message waiting for a retry), never the zones still waiting behind it.
+_CLAIM_LOCAL = (_COLUMNS + " WHERE m.campaign_id = :campaign AND m.status = 'queued' AND m.due_at IS NOT NULL"
+                " AND m.due_at <= :now AND (m.retry_at IS NULL OR m.retry_at <= :now)"
+                " ORDER BY m.due_at, m.id LIMIT :size")
+# Rows whose claim expired (their worker died, or was paused past its lease), or that an
+# earlier run of this very job claimed (jobs.Run.earlier: it lost the job's lease): claimable
+# again, and marked uncertain (they may have been handed over before the worker stopped).
+_CLAIM_EXPIRED = (_COLUMNS + " WHERE m.campaign_id = :campaign AND m.status = 'sending'"
+                  " AND (m.claim_expires_at IS NULL OR m.claim_expires_at < :now"
+                  " OR (m.claim_token LIKE :earlier AND m.claim_token <> :token)) ORDER BY m.id LIMIT :size")
+
+
+def _claim(conn: sqlite3.Connection, campaign_id: str, size: int, local: bool = False,
+           claim: jobs.Run | None = None, workspace_id: int | None = None) -> list[sqlite3.Row]:
+    """Up to `size` messages due now moved to `sending` under `claim`'s token (`local`: a
+    local-time campaign): first those whose claim expired (marked uncertain), then queued ones.
+    On PostgreSQL rows another worker is claiming are passed over (FOR UPDATE SKIP LOCKED),
+    in a READ COMMITTED transaction without the advisory write lock (dialect.row_claim).
+    With `workspace_id`, only as many as the workspace's hourly_emails allowance has left
+    (`claim_round`)."""
+    return claim_round(conn, campaign_id, size, local, claim, workspace_id)[0]
+
+
+def claim_round(conn: sqlite3.Connection, campaign_id: str, size: int, local: bool = False,
+                claim: jobs.Run | None = None, workspace_id: int | None = None, *, expired: bool = True
+                ) -> tuple[list[sqlite3.Row], str | None]:
+    """`_claim`, and which allowance stopped it short: (rows, short), where short is None when
+    nothing did, "monthly_emails" or "hourly_emails" (reservations.ALLOWANCES) for the
+    allowance that bound the claim below `size` (billing.reserve), and NOT_SENDING when the
+    campaign is no longer SENDING (nothing claimed: the send stops).
+
+    `expired=False` looks for rows whose claim expired only when the queued ones do not fill
+    the round (the send loop asks for them first once a second: a round saves a statement).
+
+    With `workspace_id`, each claimed message reserves one message of the workspace's
+    monthly_emails and hourly_emails allowances in the claim's own transaction
+    (billing.reserve: the counter rows' locks order the workers' claims), so all the workers
+    of the workspace together never claim more than the month or the hour allows; the
+    message keeps the hour of its reservation (its month is the hour's)
+    (reserved_hour) until its answer is recorded (record.py settles it). A message whose
+    claim expired brings the reservation of its dead or paused worker along: kept when it is
+    of this hour, given back (to its hour) otherwise and taken anew."""
+    claim = claim or jobs.current_run()
+
+    def attempt() -> tuple[list[sqlite3.Row], str | None]:
+        with dialect.row_claim(conn):
+            if conn.execute("SELECT status FROM campaigns WHERE id = ?", (campaign_id,)).fetchone()[0] != "SENDING":
+                return [], NOT_SENDING
+            params = {"campaign": campaign_id, "now": clock.now(), "size": size, "earlier": claim.earlier,
+                      "token": claim.token}
+            lock = dialect.skip_locked(conn, "m")
+            rows = conn.execute(_CLAIM_EXPIRED + lock, params).fetchall() if expired else []
+            if len(rows) < size:
+                rows += conn.execute((_CLAIM_LOCAL if local else _CLAIM) + lock,
+                                     {**params, "size": size - len(rows)}).fetchall()
+            if not expired and len(rows) < size:
+                rows += conn.execute(_CLAIM_EXPIRED + lock, {**params, "size": size - len(rows)}).fetchall()
+            short, hour = None, None
+            if rows and workspace_id is not None:
+                rows, short, hour = reserve(conn, workspace_id, rows)
+            if rows:
+                conn.execute("UPDATE email_messages SET attempts = attempts + 1, claim_token = ?, claim_expires_at = ?,"
+                             " uncertain = CASE WHEN status = 'sending' THEN 1 ELSE uncertain END, status = 'sending',"
+                             f" reserved_hour = coalesce(?, reserved_hour) WHERE id IN ({marks(rows)})",
+                             (claim.token, claim.expires(), hour, *(r["id"] for r in rows)))
+            return rows, short
+
+    rows, short = retry_conflicts(attempt, f"claiming messages of campaign {campaign_id}")
+    taken = sum(1 for r in rows if r["status"] == "sending")
+    if taken:
+        log.warning("campaign %s: %d message(s) of a worker whose claim expired taken over (recorded uncertain)",
+                    campaign_id, taken)
+    return rows, short
+
+
+def keep_claimed(conn: sqlite3.Connection, token: str, until: str) -> None:
+    """The lease renewer's: the rows claimed under `token` stay claimed until `until`."""
+    with dialect.row_claim(conn):  # (rows of ours: no need to wait for the write lock)
+        conn.execute("UPDATE email_messages SET claim_expires_at = ? WHERE claim_token = ? AND status = 'sending'",
+                     (until, token))
