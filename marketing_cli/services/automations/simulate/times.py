@@ -44,8 +44,8 @@ def contact_zone(conn: sqlite3.Connection, workspace_id: int, contact: sqlite3.R
     location, workspace), for one contact in Python rather than over an audience in SQL."""
     from marketing_cli.kernel.localtime import canonical_zone
     from marketing_cli.services.account.workspaces import workspace_timezone
-    from marketing_cli.services.contacts.values import TIMEZONE_TAG
     from marketing_cli.services.contacts.phone_zones import phone_zone
+    from marketing_cli.services.contacts.values import TIMEZONE_TAG
 
     row = conn.execute("SELECT id FROM fields WHERE workspace_id = ? AND merge_tag = ?",
                        (workspace_id, TIMEZONE_TAG)).fetchone()
