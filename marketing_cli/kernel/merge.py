@@ -43,7 +43,6 @@ against the workspace's own definitions and looked up in dicts: they never reach
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from html import escape, unescape
 from typing import Any
 
@@ -301,6 +300,3 @@ def format_value(value: Any) -> str:
         return str(int(value))
     return str(value)
 
-
-def render_all(templates: Iterable[Template], values: Values) -> list[str]:
-    return [t.render(values) for t in templates]

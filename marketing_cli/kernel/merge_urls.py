@@ -27,7 +27,6 @@ SRCSET_ATTRIBUTES = frozenset({"srcset", "imagesrcset"})
 VALUE_SCHEMES = frozenset({"http", "https", "mailto", "tel"})  # what a value may start a URL with
 TEMPLATE_SCHEMES = frozenset({"sms", "cid"})  # the cleaner keeps these when the template writes them
 
-_INVISIBLE = re.compile(r"[\x00-\x20\x7f]+")
 _SCHEME = re.compile(r"([a-z][a-z0-9+.\-]*):")
 
 

@@ -76,8 +76,6 @@ def zone_plan(conn: sqlite3.Connection, workspace_id: int, audience: Any, channe
 
 # ---------------------------------------------------------------------- the schedule members
 
-LOCAL_TIME_MEMBERS = ("local_time", "local_time_missed")
-
 
 def read_local_time(conn: sqlite3.Connection, workspace_id: int, body: dict[str, Any],
                     scheduled_at: str | None) -> dict[str, str] | None:

@@ -56,7 +56,6 @@ from marketing_cli.services.contacts.zone_columns import timezone_field
 from marketing_cli.storage import field_sql
 from marketing_cli.storage.db import transaction
 
-SOURCES = ("field", "phone", "location", "workspace")
 _SEEKS = 1_000  # index seeks for distinct keys allowed at least, before one pass over the numbers
 _CHUNK = 5_000
 

@@ -84,7 +84,6 @@ class Send:
         self.selection = transport_settings.selection(conn, ws)
         self.outbox = str(self.selection.folder) if self.selection.kind == "outbox" else None
         self.halt = threading.Event()  # set when the campaign left SENDING: claimed messages are given back
-        self.campaign_id = row["id"]
         self.claim = jobs.current_run()  # the token our claimed rows carry, renewed with the job's lease
 
     def build(self, message: sqlite3.Row) -> bytes:
