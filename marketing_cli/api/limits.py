@@ -290,11 +290,20 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 _SECRET_PARAM = re.compile(
     r"(?i)([?&;](?:api[_-]?key|key|token|access[_-]?token|auth|authorization|password|secret|signature)=)[^&;#\s\"]*")
 _SECRET_WORD = re.compile(r"(?i)(bearer\s+)[^\s\"']+|\bmkt_[A-Za-z0-9_-]{8,}")
+# The public paths carry a recipient's token in the path (api/tracking.py, api/sms_links.py):
+# the pixel, a click, the unsubscribe page, view online, the double opt-in confirmation and an
+# SMS short link, under any tracking prefix. A log keeps the first TOKEN_PREFIX characters, enough
+# to find the message again (`mkt` stores no token: it is recomputed from the message id) and
+# too few to act on the recipient's behalf.
+TOKEN_PREFIX = 4
+_PATH_TOKEN = re.compile(r"(/t/(?:o|c|u|v|confirm)/|/s/)([A-Za-z0-9_-]{%d})[A-Za-z0-9_-]*" % TOKEN_PREFIX)
 
 
 def redact(text: str) -> str:
-    """`text` with API keys, bearer tokens and secret query parameters replaced by `[redacted]`."""
+    """`text` with API keys, bearer tokens and secret query parameters replaced by `[redacted]`,
+    and the tokens in public paths cut to their first TOKEN_PREFIX characters and `...`."""
     text = _SECRET_PARAM.sub(r"\1[redacted]", text)
+    text = _PATH_TOKEN.sub(r"\1\2...", text)
     return _SECRET_WORD.sub(lambda m: (m.group(1) or "") + "[redacted]", text)
 
 

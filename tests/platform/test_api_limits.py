@@ -24,6 +24,12 @@ from marketing_cli.api.limits import RedactSecrets, redact
     ("/v1/x?API-KEY=zz&Password=pw", "/v1/x?API-KEY=[redacted]&Password=[redacted]"),
     ("Authorization: Bearer mkt_abcdefghijkl", "Authorization: Bearer [redacted]"),
     ("key mkt_abcdefghijkl leaked", "key [redacted] leaked"),
+    ("GET /t/o/AAAAAQIDBAUGBwgJCg HTTP/1.1", "GET /t/o/AAAA... HTTP/1.1"),
+    ("/t/c/AAAAAQIDBAUGBwgJCg/17", "/t/c/AAAA.../17"),
+    ("/news/t/u/AAAAAQIDBAUGBwgJCg", "/news/t/u/AAAA..."),
+    ("/t/v/AAAAAQIDBAUGBwgJCg /t/confirm/AAAAAQIDBAUGBwgJCg", "/t/v/AAAA... /t/confirm/AAAA..."),
+    ("/s/Ab3dEf9hIjK", "/s/Ab3d..."),
+    ("/v1/sms-campaigns/64a1/statistics", "/v1/sms-campaigns/64a1/statistics"),  # not a token path
     ("/v1/contacts?tag=3&keyword=a", "/v1/contacts?tag=3&keyword=a"),
 ])
 def test_redact(text: str, expected: str) -> None:

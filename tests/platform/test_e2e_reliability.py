@@ -7,6 +7,7 @@ leaves mid-request, the connection cap, and SIGTERM during a large HTTP import.
 from __future__ import annotations
 
 import json
+import secrets
 import signal
 import socket
 import statistics
@@ -170,6 +171,30 @@ def test_query_string_secrets_never_reach_the_log(served: tuple[Server, str]) ->
     out = server.output()
     assert "/v1/workspace?api_key=[redacted]&token=[redacted]" in out
     assert key not in out and "s3cret" not in out
+
+
+def test_tokens_and_signatures_on_the_public_paths_never_reach_the_log(served: tuple[Server, str]) -> None:
+    """One request of each public path, each with a token of its own (forged: the log line is
+    written whatever the answer), and the Twilio webhooks with a signature: none of them is in
+    the log, only the tokens' first four characters."""
+    server, _ = served
+    tokens = {path: f"Tk{i}q" + secrets.token_urlsafe(12) for i, path in enumerate(
+        ("/t/o/{}", "/t/c/{}/1", "/t/u/{}", "/t/v/{}", "/t/confirm/{}", "/s/{}"))}
+    with httpx.Client(base_url=server.base) as client:
+        for path, token in tokens.items():
+            client.get(path.format(token))
+            if path in ("/t/u/{}", "/t/confirm/{}"):
+                client.post(path.format(token), data={"List-Unsubscribe": "One-Click"})
+        signature = secrets.token_urlsafe(21)
+        for hook in ("/webhooks/twilio/status", "/webhooks/twilio/inbound"):
+            assert client.post(hook, data={"AccountSid": "AC1", "From": "+15550100", "Body": "STOP"},
+                               headers={"X-Twilio-Signature": signature}).status_code == 403
+    time.sleep(0.3)
+    out = server.output()
+    for path, token in tokens.items():
+        assert token not in out and token[4:] not in out
+        assert path.format(token[:4] + "...") in out
+    assert signature not in out
 
 
 def test_requests_past_the_connection_cap_get_503(new_db: Callable[..., Any]) -> None:
