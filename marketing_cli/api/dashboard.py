@@ -39,6 +39,7 @@ from marketing_cli.reports import html
 from marketing_cli.reports.html import Safe, el
 from marketing_cli.services.account import keys, workspaces
 from marketing_cli.services.email import report as email_report
+from marketing_cli.services.email import variant_html
 from marketing_cli.services.sms import ledger
 from marketing_cli.services.sms import report as sms_report
 
@@ -58,6 +59,7 @@ HEADERS = {"Content-Security-Policy": CONTENT_SECURITY_POLICY, "X-Frame-Options"
 FOREIGN_ORIGIN = "This form can only be sent from the dashboard's own pages."
 NOT_FOUND = "We could not find the campaign you are looking for."
 PAGE_NOT_FOUND = "There is no such page in the dashboard."
+NO_PREVIEW = "This variant has no preview image yet."
 
 STYLESHEET = html.STYLESHEET + """
 .bar{display:flex;align-items:center;gap:1rem;background:#0f172a;color:#f8fafc;padding:.6rem 1.5rem}
@@ -74,7 +76,7 @@ a{color:#1d4ed8}
 border:1px solid #cbd5e1;border-radius:6px}
 .error{color:#b91c1c}
 .pages{display:flex;gap:1rem}
-.back{max-width:60rem;margin:0 auto;padding:1rem 1.5rem 0}
+.back{max-width:60rem;margin:0 auto;padding:1rem 1.5rem 0}.back a+a{margin-left:1.5rem}
 """
 
 
@@ -292,12 +294,41 @@ async def _report_page(request: Request, kind: str) -> Response:
     if data is None:
         return error_page(404, NOT_FOUND, name)
     title = data["campaign"].get("name") or data["campaign"]["id"]
-    back = el("nav", el("a", "← All campaigns", href=f"{BASE}/"), class_="back")
+    links = [el("a", "← All campaigns", href=f"{BASE}/")]
+    for variant in data["campaign"].get("variants") or () if kind == "email" else ():
+        if variant.get("preview_url"):
+            links.append(el("a", f"Preview of variant {variant['type']}",
+                            href=f"{BASE}/campaigns/{data['campaign']['id']}/variants/{variant['type']}/preview"))
+    back = el("nav", *links, class_="back")
     return page(title, Safe(back + html.body(data)), workspace=name)
 
 
 async def email_campaign_page(request: Request) -> Response:
     return await _report_page(request, "email")
+
+
+def _preview(conn: Any, workspace_id: int, campaign_id: str, variant_type: str) -> tuple[str, bytes] | None:
+    try:
+        return variant_html.get_variant_preview(conn, workspace_id, campaign_id, variant_type)
+    except MktError as exc:
+        if exc.status in (400, 404):  # malformed, missing, another workspace's or not drawn yet
+            return None
+        raise
+
+
+async def variant_preview(request: Request) -> Response:
+    """A variant's thumbnail in the signed-in session: the image a campaign's `preview_url` names
+    under /v1, which wants an API key the browser does not send (the cookie stays on /dashboard)."""
+    workspace_id = _signed_in(request)
+    if workspace_id is None:
+        return to_sign_in(request)
+    found = await call(request, _preview, workspace_id, request.path_params["campaign_id"],
+                       request.path_params["variant_type"])
+    if found is None:
+        name = await call(request, _workspace_name, workspace_id)
+        return error_page(404, NO_PREVIEW, name)
+    content_type, body = found
+    return Response(body, media_type=content_type, headers=HEADERS)
 
 
 async def sms_campaign_page(request: Request) -> Response:
@@ -335,5 +366,7 @@ routes = [
     Route(ICON_PATH, icon, methods=["GET"], include_in_schema=False),
     Route(BASE + "/campaigns/{campaign_id}", email_campaign_page, methods=["GET"], include_in_schema=False),
     Route(BASE + "/sms-campaigns/{campaign_id}", sms_campaign_page, methods=["GET"], include_in_schema=False),
+    Route(BASE + "/campaigns/{campaign_id}/variants/{variant_type}/preview", variant_preview, methods=["GET"],
+          include_in_schema=False),
     Route(BASE + "/{rest:path}", unknown_page, methods=["GET"], include_in_schema=False),
 ]

@@ -110,6 +110,9 @@ def test_variant_html_set_get_lock_and_preview(client: Any, auth: dict[str, str]
     assert preview.content.startswith(b"<svg")
     shown = client.get(f"/v1/campaigns/{made['id']}", headers=auth).json()["data"]
     assert "/variants/A/preview?v=" in shown["variants"][0]["preview_url"]
+    # The preview_url as handed out opens (its `v` was an undeclared parameter: 400).
+    opened = client.get(shown["variants"][0]["preview_url"], headers=auth)
+    assert (opened.status_code, opened.content) == (200, preview.content)
     campaigns.set_campaign_status(conn, made["id"], "QUEUED")
     campaigns.set_campaign_status(conn, made["id"], "PREPROCESSING")
     locked = client.post(f"/v1/campaigns/{made['id']}/variants/A/html", headers=auth, json={"html": "<p>x</p>"})

@@ -219,3 +219,29 @@ def test_browsing_changes_no_row(browser: Any, conn: Any, workspace: dict) -> No
         browser.get(link)
     browser.post("/dashboard/sign-out", headers=ORIGIN)
     assert dump() == before
+
+
+def test_a_variants_preview_opens_in_the_dashboard_session(browser: Any, conn: Any, workspace: dict) -> None:
+    """The campaign's page links each variant's thumbnail under /dashboard, where the cookie goes
+    (the /v1 preview_url wants an API key the browser does not send)."""
+    from marketing_cli import jobs
+    from marketing_cli.services.email import variant_html
+
+    campaign = factories.email_campaign(conn, workspace["id"])
+    path = f"/dashboard/campaigns/{campaign['id']}/variants/A/preview"
+    assert browser.get(path).headers["location"] == "/dashboard/sign-in"
+    sign_in(browser, workspace["api_key"])
+    missing = browser.get(path)
+    assert missing.status_code == 404 and dashboard.NO_PREVIEW in missing.text
+    variant_html.set_variant_html(conn, workspace["id"], campaign["id"], "A", {"html": "<p>Hello there</p>"})
+    jobs.run_due(conn)
+    page = browser.get(f"/dashboard/campaigns/{campaign['id']}")
+    assert f'href="{path}"' in page.text and "Preview of variant A" in page.text
+    image = browser.get(path)
+    assert image.status_code == 200 and image.headers["content-type"].startswith("image/svg+xml")
+    assert image.content.startswith(b"<svg") and b"Hello there" in image.content
+    assert_protected(image)
+    other = factories.workspace(conn)
+    browser.cookies.clear()
+    sign_in(browser, other["api_key"])
+    assert browser.get(path).status_code == 404  # another workspace's campaign: no image

@@ -82,6 +82,9 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         "summary": "A variant's HTML", "envelope": "A", "data": ANY},
     ("GET", "/v1/campaigns/{campaign_id}/variants/{variant_type}/preview"): {
         "summary": "A variant's rendered preview image", "envelope": None,
+        "query": {"v": {"type": "string", "maxLength": 64,
+                        "description": "The version in `preview_url`: it changes with the content, so a cached "
+                                       "image is not shown for new content. Any value answers the current image."}},
         "media": {"image/svg+xml": {"type": "string"}}},
     ("POST", "/v1/campaigns/{campaign_id}/test"): {"summary": "Send a test email of a variant", "envelope": "A",
                                                    "body": obj({"recipient": {"type": "string"},
