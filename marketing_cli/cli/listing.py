@@ -19,11 +19,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator, Sequence
+from contextvars import ContextVar
 from typing import Any
 
 from marketing_cli.kernel.ids import HEX24_PATTERN
 
 # Shorter headers, used only when the full table does not fit (docs/cli.md lists them).
+
+# Set by output.emit while it prints: True when the command offers `--wide` (it passed `wide`).
+# A table printed by a command without it names a wider terminal instead: a hint that the
+# command then refuses (`No such option: --wide`) misleads.
+WIDE_OFFERED: ContextVar[bool] = ContextVar("mkt_wide_offered", default=False)
+
 ABBREVIATIONS = {
     "conversion tracking": "conv. tr.",
     "records verified": "records",
@@ -84,7 +91,7 @@ class Listing:
         self.title = title
         self.key = key
         self.droppable = droppable
-        self.hint = hint  # what shows the hidden columns: `--wide` on list commands
+        self.hint = hint  # what shows the hidden columns: `--wide` where the command offers it (WIDE_OFFERED)
         self.drop = [self.headers.index(h) for h in drop]  # hidden first, in this order
         self.wide = False
         n = len(self.headers)
@@ -176,5 +183,6 @@ class Listing:
         yield t
         hidden = [self.headers[i] for i in range(len(self.headers)) if i not in shown]
         if hidden:
-            yield Text(f"Hidden to fit the terminal: {', '.join(hidden)} ({self.hint} shows every column).",
+            hint = self.hint if self.hint != "--wide" or WIDE_OFFERED.get() else "a wider terminal"
+            yield Text(f"Hidden to fit the terminal: {', '.join(hidden)} ({hint} shows every column).",
                        style="dim")

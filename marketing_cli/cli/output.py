@@ -17,7 +17,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from marketing_cli.cli.listing import Listing
+from marketing_cli.cli.listing import WIDE_OFFERED, Listing
 from marketing_cli.errors import MktError
 from marketing_cli.storage.encoding import dumps
 
@@ -178,12 +178,22 @@ QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="Print only the
 
 
 def emit(value: Any, as_json: bool, human: Callable[[Any], Any] | None = None, *,
-         wide: bool = False, quiet: bool = False) -> None:
+         wide: bool | None = None, quiet: bool = False) -> None:
     """Print `value`: its JSON with `as_json`, else what `human(value)` renders.
 
     `wide` and `quiet` are the list commands' `--wide` and `-q` (they change only the human
     output): a `Listing` then shows every column at its full width, or only its key column.
+    A command without `--wide` leaves `wide` None, and its tables' note of hidden columns then
+    names a wider terminal, not an option the command would refuse (listing.WIDE_OFFERED).
     """
+    token = WIDE_OFFERED.set(wide is not None)
+    try:
+        _emit(value, as_json, human, wide=bool(wide), quiet=quiet)
+    finally:
+        WIDE_OFFERED.reset(token)
+
+
+def _emit(value: Any, as_json: bool, human: Callable[[Any], Any] | None, *, wide: bool, quiet: bool) -> None:
     if as_json:
         sys.stdout.write(dumps(value, pretty=True) + "\n")
         return

@@ -278,3 +278,43 @@ def test_every_abbreviation_is_documented() -> None:
     text = " ".join((Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text().split())
     missing = [f"`{short}` {full}" for full, short in ABBREVIATIONS.items() if f"`{short}` {full}" not in text]
     assert missing == []
+
+
+def _commands() -> list[tuple[tuple[str, ...], Any]]:
+    root = typer.main.get_command(app)
+
+    def find(command: Any, path: tuple[str, ...]) -> Any:
+        for name in path:
+            command = command.get_command(None, name)
+        return command
+
+    return [(path, find(root, path)) for path in walk(root)]
+
+
+def test_a_command_offers_wide_exactly_when_it_accepts_it() -> None:
+    """The typer app walked: a command whose callback hands `wide` to `emit` has the `--wide`
+    option, and one with the option hands it on (else the option does nothing). The tables of
+    every other command name a wider terminal (the next test), so no command prints a hint it
+    then refuses with `No such option: --wide`."""
+    import inspect
+
+    checked = 0
+    for path, command in _commands():
+        source = inspect.getsource(command.callback)
+        passes = "emit(" in source and re.search(r"\bwide=wide\b", source) is not None
+        has = any("--wide" in p.opts for p in command.params)
+        assert passes == has, (path, "passes wide to emit" if passes else "has --wide")
+        checked += has
+    assert checked >= 15  # the walk reached the list commands
+
+
+def test_a_table_names_wide_only_for_a_command_that_offers_it(capsys: pytest.CaptureFixture[str],
+                                                              narrow: None) -> None:
+    wide_rows = [("64a1f0c2b3d4e5f6a7b8c9d0", LONG, LONG, LONG, "2026-11-28T10:00:00Z")]
+    columns = ["id", "name", "description", "notes", "created"]
+    output.emit([], False, lambda _: output.table(columns, wide_rows))  # a command without --wide
+    without = capsys.readouterr().out
+    assert "Hidden to fit the terminal" in without and "a wider terminal shows every column" in without
+    assert "--wide" not in without
+    output.emit([], False, lambda _: output.table(columns, wide_rows), wide=False)  # with it, not given
+    assert "--wide shows every column" in capsys.readouterr().out
