@@ -122,3 +122,38 @@ def test_no_module_of_the_api_reaches_the_operators_mark():
 
     api = Path(marketing_cli.api.__file__).parent
     assert [p.name for p in api.rglob("*.py") if "mark_domain_verified" in p.read_text(encoding="utf-8")] == []
+
+
+def test_a_reply_to_and_a_test_address_on_the_workspaces_test_domain(conn, workspace, tmp_path, monkeypatch, cli):
+    """The README's staging domain: a sender on `news.example.test` worked, but the same domain
+    as a reply-to or a test address was refused with no reason. An address on one of the
+    workspace's own sending domains is taken; any other special-use name is refused, and the
+    error says which part is at fault (the detail: X-Error-Detail, the CLI's second line)."""
+    from marketing_cli.services.delivery import test_emails
+    from marketing_cli.services.email import campaigns
+
+    ws = workspace["id"]
+    reply_to = {"display_name": "Desk", "local_part": "desk", "domain_name": "news.example.test"}
+    campaign = f.ready_campaign(conn, ws, domain="news.example.test", reply_to=reply_to)
+    assert campaign["reply_to"] == reply_to
+    monkeypatch.setenv("MKT_OUTBOX", str(tmp_path / "outbox"))
+    sent = test_emails.send_test_email(conn, ws, campaign["id"], {"variant_type": "A",
+                                                                  "recipient": "qa@news.example.test"})
+    assert "qa@news.example.test" in sent
+    sender_id = conn.execute("SELECT sender_identity_id FROM campaigns WHERE id = ?", (campaign["id"],)).fetchone()[0]
+    elsewhere = {"sender": {"sender_identity_id": sender_id,
+                            "reply_to": {"local_part": "desk", "domain_name": "other.example.test"}}}
+    with pytest.raises(MktError) as refused:
+        campaigns.configure_campaign(conn, ws, campaign["id"], elsewhere)
+    assert (refused.value.status, refused.value.message) == (400, campaigns.REPLY_TO_INVALID)
+    assert "special-use or reserved name" in refused.value.detail
+    with pytest.raises(MktError) as bad_local:
+        test_emails.send_test_email(conn, ws, campaign["id"], {"variant_type": "A",
+                                                               "recipient": "q a@news.example.test"})
+    assert (bad_local.value.status, bad_local.value.message) == (400, test_emails.RECIPIENT_INVALID)
+    assert "before the @-sign" in bad_local.value.detail
+    refused_cli = cli("campaigns", "test", campaign["id"], "--variant", "A", "--to", "qa@elsewhere.test")
+    assert refused_cli.exit_code == 1
+    assert refused_cli.stderr.splitlines()[:2] == [test_emails.RECIPIENT_INVALID, "'qa@elsewhere.test' is not a valid email "
+                                           "address: The part after the @-sign is a special-use or reserved name "
+                                           "that cannot be used with email."]

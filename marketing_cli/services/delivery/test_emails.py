@@ -44,6 +44,7 @@ from marketing_cli.services.email.campaigns import (
     sender_identity,
     variant_row,
 )
+from marketing_cli.services.email.domains import domain_names
 from marketing_cli.services.email.schedule import unknown_tags_problem
 from marketing_cli.storage.db import instance_secret, transaction
 
@@ -99,11 +100,12 @@ def _check_limits(conn: sqlite3.Connection, workspace_id: int) -> None:
             raise MktError(status, message)
 
 
-def _recipient(body: dict[str, Any]) -> str:
+def _recipient(conn: sqlite3.Connection, workspace_id: int, body: dict[str, Any]) -> str:
+    """The specification's message, and what is wrong with the address in the error's detail."""
     try:
-        return normalize_email(body.get("recipient"))
-    except ValueError:
-        raise MktError(400, RECIPIENT_INVALID) from None
+        return normalize_email(body.get("recipient"), own_domains=domain_names(conn, workspace_id))
+    except ValueError as exc:
+        raise MktError(400, RECIPIENT_INVALID, detail=str(exc)) from None
 
 
 def view_token(secret: bytes, variant_id: str, contact_id: str | None) -> str:
@@ -175,7 +177,7 @@ def send_test_email(conn: sqlite3.Connection, workspace_id: int, campaign_id: An
     if not isinstance(body, dict):
         raise MktError(400, INVALID_BODY)
     variant_type = check_variant_type(body.get("variant_type"))
-    recipient = _recipient(body)
+    recipient = _recipient(conn, workspace_id, body)
     campaign = campaign_row(conn, workspace_id, campaign_id)
     sender = sender_identity(conn, workspace_id, campaign["sender_identity_id"])
     if sender is None:

@@ -25,6 +25,7 @@ from marketing_cli.kernel.inputs import member, required_text, type_error
 from marketing_cli.kernel.numbers import parse_signed
 from marketing_cli.services.contacts.audience import validate_audience
 from marketing_cli.services.contacts.values import normalize_email
+from marketing_cli.services.email.domains import domain_names
 from marketing_cli.services.email.stats import campaign_progress
 from marketing_cli.storage.db import transaction
 
@@ -281,7 +282,7 @@ def duplicate_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id:
 
 # --- configure -------------------------------------------------------------------------------
 
-def _reply_to(value: Any) -> dict[str, str] | None:
+def _reply_to(conn: sqlite3.Connection, workspace_id: int, value: Any) -> dict[str, str] | None:
     if value is None:
         return None
     if not isinstance(value, dict):
@@ -294,9 +295,9 @@ def _reply_to(value: Any) -> dict[str, str] | None:
     if any(c in display for c in "\r\n"):
         raise MktError(400, REPLY_TO_INVALID)
     try:
-        address = normalize_email(f"{local.strip()}@{domain.strip()}")
-    except ValueError:
-        raise MktError(400, REPLY_TO_INVALID) from None
+        address = normalize_email(f"{local.strip()}@{domain.strip()}", own_domains=domain_names(conn, workspace_id))
+    except ValueError as exc:
+        raise MktError(400, REPLY_TO_INVALID, detail=str(exc)) from None
     if needs_smtputf8(address):  # it is in every message's header: as for sender identities, ASCII only
         raise MktError(400, REPLY_TO_NOT_ASCII)
     local_part, domain_name = address.rsplit("@", 1)
@@ -309,7 +310,7 @@ def _sender(conn: sqlite3.Connection, workspace_id: int, value: Any) -> tuple[in
     sender_id = parse_int_id(value.get("sender_identity_id"), SENDER_INVALID)
     if sender_identity(conn, workspace_id, sender_id) is None:
         raise MktError(400, SENDER_NOT_FOUND)
-    return sender_id, _reply_to(value.get("reply_to"))
+    return sender_id, _reply_to(conn, workspace_id, value.get("reply_to"))
 
 
 def _check_variant(entry: dict[str, Any], index: int) -> dict[str, Any]:

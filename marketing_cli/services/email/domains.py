@@ -237,6 +237,11 @@ def create_domain(conn: sqlite3.Connection, workspace_id: int, body: Any) -> dic
     return add_domain(conn, workspace_id, member(body, key, str))
 
 
+def domain_names(conn: sqlite3.Connection, workspace_id: int) -> list[str]:
+    """The workspace's sending domains by name (an address on one is as good as its senders')."""
+    return [r[0] for r in conn.execute("SELECT domain_name FROM domains WHERE workspace_id = ?", (workspace_id,))]
+
+
 def list_domains(conn: sqlite3.Connection, workspace_id: int) -> list[dict[str, Any]]:
     """GET /v1/domains: every domain of the workspace, oldest first."""
     rows = conn.execute("SELECT * FROM domains WHERE workspace_id = ? ORDER BY id", (workspace_id,)).fetchall()
