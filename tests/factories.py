@@ -811,3 +811,12 @@ def step_flow(conn: sqlite3.Connection, workspace_id: int, steps: list[dict[str,
     """A flow of `steps` entered by hand (or by `triggers`), published (ACTIVE) unless told not to."""
     doc = {"name": "Flow", "triggers": triggers or [{"type": "manual"}], "steps": steps}
     return automation(conn, workspace_id, doc, publish=publish)
+
+
+def sent_long_ago(conn: sqlite3.Connection, campaign_id: str, days: int = 31) -> None:
+    """Move a sent campaign's deliveries `days` back, past the 30 days its unsubscribe links must work."""
+    from marketing_cli.storage.db import transaction
+
+    with transaction(conn):
+        conn.execute("UPDATE email_messages SET delivered_at = ? WHERE campaign_id = ? AND delivered_at IS NOT NULL",
+                     (clock.format_ts(clock.utcnow() - timedelta(days=days)), campaign_id))

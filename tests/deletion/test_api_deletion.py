@@ -85,6 +85,8 @@ def test_a_sent_campaign_is_archived_then_deleted(conn: Any, workspace: dict[str
     r = client.post(f"/v1/campaigns/{sent}/archive", headers=auth)
     assert r.status_code == 200 and r.json() == {"error": None, "data": {"id": sent, "status": "ARCHIVED"}}
     assert client.get("/v1/campaigns?status=ARCHIVED", headers=auth).json()["data"]["pagination"]["total_count"] == 1
+    assert error_of(client.delete(f"/v1/campaigns/{sent}", headers=auth))[0] == 409  # unsubscribe links: 30 days
+    f.sent_long_ago(conn, sent)
     assert client.delete(f"/v1/campaigns/{sent}", headers=auth).json()["data"] == {"id": sent, "deleted": True}
 
 
@@ -101,3 +103,21 @@ def test_patch_a_segment(conn: Any, workspace: dict[str, Any], client: Any, auth
         400, "Invalid request body.")
     assert error_of(client.patch("/v1/segments/999", json={"name": "x"}, headers=auth)) == (
         404, "We were unable to find the segment.")
+
+
+def test_a_deleted_campaigns_links_answer_404(conn: Any, workspace: dict[str, Any], client: Any,
+                                              auth: dict[str, str], tmp_path: Any) -> None:
+    """docs/sending.md: a deleted campaign's messages go with it, so its mailed links are unknown (once the
+    30 days its unsubscribe links must work are over)."""
+    import email
+    import re
+
+    sent = f.sent_email_campaign(conn, workspace["id"], ["a@example.com"])
+    [eml] = list((tmp_path / "outbox").rglob("*.eml"))
+    header = email.message_from_bytes(eml.read_bytes())["List-Unsubscribe"]
+    link = re.sub(r"^https?://[^/]+", "", re.search(r"<([^>]+)>", header).group(1))
+    assert client.get(link).status_code == 200
+    client.post(f"/v1/campaigns/{sent}/archive", headers=auth)
+    f.sent_long_ago(conn, sent)
+    assert client.delete(f"/v1/campaigns/{sent}", headers=auth).status_code == 200
+    assert client.get(link).status_code == 404

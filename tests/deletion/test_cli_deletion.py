@@ -100,5 +100,6 @@ def test_segments_update_and_campaigns_archive(conn: Any, workspace: dict[str, A
     result = cli("campaigns", "delete", sent, "--yes")
     assert result.exit_code == 1 and result.stderr.strip() == "This campaign sent messages (SENT): archive it first."
     assert cli_json("campaigns", "archive", sent) == {"id": sent, "status": "ARCHIVED"}
+    f.sent_long_ago(conn, sent)
     result = cli("campaigns", "delete", sent, "--yes")
     assert result.exit_code == 0 and "Campaign Spring sale deleted with 1 message" in result.stdout

@@ -4,11 +4,13 @@ what refuses (409 naming the user, nothing changed)."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from marketing_cli.errors import MktError
+from marketing_cli.kernel import clock
 from marketing_cli.services.account import billing
 from marketing_cli.services.deletion import campaigns as deletion
 from marketing_cli.services.deletion import sending
@@ -115,6 +117,12 @@ def test_a_sent_campaign_is_archived_then_deleted_and_the_totals_stay(conn: Any,
     assert count(conn, "email_messages", "campaign_id = ?", sent) == 2
     assert schedule.archive_campaign(conn, ws, sent) == {"id": sent, "status": "ARCHIVED"}
     assert refused(schedule.archive_campaign, conn, ws, sent) == (400, "Only sent or cancelled campaigns can be archived.")
+    last = conn.execute("SELECT max(delivered_at) FROM email_messages WHERE campaign_id = ?", (sent,)).fetchone()[0]
+    until = clock.format_ts(clock.parse_ts(last) + timedelta(days=30))
+    assert refused(deletion.delete_campaign, conn, ws, sent) == (
+        409, f"This campaign's last message went out at {last}: its unsubscribe links must keep working for 30 days,"
+             f" until {until}. Delete it after that.")
+    f.sent_long_ago(conn, sent)
     removal = deletion.remove_campaign(conn, ws, sent)
     assert removal.effects == ["Campaign Spring sale deleted with 2 messages, their clicks and statistics.",
                                "The workspace's usage counters keep what it sent."]

@@ -10,7 +10,9 @@ the schema's foreign keys cascade. What stays (docs/privacy.md): the workspace's
 ledger's charges and refunds (the balance and `spent` do not move), each contact's engagement
 totals and the automation event log. A message a worker has claimed but not yet recorded
 (status `sending`, a minute at most) holds a reservation of the month's and hour's allowance:
-the delete waits for it (409) rather than leave that reservation held for good.
+the delete waits for it (409) rather than leave that reservation held for good. And an email's
+unsubscribe link must keep working for 30 days after it went out (CAN-SPAM): a campaign whose
+last message was delivered more recently is refused until then.
 
 An automation must be DRAFT or ARCHIVED; it goes with its versions, enrollments and their step
 runs, webhook outbox, and the hidden campaigns that carried its email and SMS steps.
@@ -19,9 +21,11 @@ runs, webhook outbox, and the hidden campaigns that carried its email and SMS st
 from __future__ import annotations
 
 import sqlite3
+from datetime import timedelta
 from typing import Any
 
 from marketing_cli.errors import MktError
+from marketing_cli.kernel import clock
 from marketing_cli.kernel.ids import parse_hex_id, parse_int_id
 from marketing_cli.services.automations import flows
 from marketing_cli.services.deletion import Removal, deleted, in_use, not_found, plural
@@ -35,6 +39,11 @@ ARCHIVE_FIRST = "This {what} sent messages ({status}): archive it first."
 AUTOMATION_STEP = "This {what} carries a step of automation {automation_id}: it is deleted with the automation."
 SERIES_FIRST = ("This campaign is the definition of series {id} ({status}): stop the series first"
                 " (mkt campaigns series stop {id}).")
+# CAN-SPAM (16 CFR 316.5): an email's opt-out must keep working for 30 days after it is sent; the
+# unsubscribe link's token lives on the message row, which the delete would take with it.
+UNSUBSCRIBE_DAYS = 30
+UNSUBSCRIBE_WINDOW = ("This campaign's last message went out at {last}: its unsubscribe links must keep working for"
+                      " 30 days, until {until}. Delete it after that.")
 AUTOMATION_LIVE = "This automation is {status}: archive it first (the contacts in it exit)."
 EMAIL_HANDED = "SELECT 1 FROM email_messages WHERE campaign_id = ? AND status IN ('delivered', 'failed', 'bounced') LIMIT 1"
 SMS_HANDED = "SELECT 1 FROM sms_messages WHERE campaign_id = ? AND handed_at IS NOT NULL LIMIT 1"
@@ -63,6 +72,15 @@ def _refuse(conn: sqlite3.Connection, row: Any, what: str, in_flight: tuple[str,
         raise in_use(HANDING_OVER.format(what=what))
 
 
+def _unsubscribe_window(conn: sqlite3.Connection, campaign_id: str) -> None:
+    last = conn.execute("SELECT max(delivered_at) FROM email_messages WHERE campaign_id = ?", (campaign_id,)).fetchone()[0]
+    if last is None:
+        return
+    until = clock.parse_ts(last) + timedelta(days=UNSUBSCRIBE_DAYS)
+    if until > clock.utcnow():
+        raise in_use(UNSUBSCRIBE_WINDOW.format(last=last, until=clock.format_ts(until)))
+
+
 def remove_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id: Any) -> Removal:
     campaign_id = _hex_id(campaign_id, email_campaigns.ID_REQUIRED, email_campaigns.NOT_FOUND)
     with transaction(conn):
@@ -75,6 +93,7 @@ def remove_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id: An
         if series is not None and row["automation_id"] is None:
             raise in_use(SERIES_FIRST.format(id=series["id"], status=series["status"]))
         _refuse(conn, row, "campaign", EMAIL_IN_FLIGHT, "SENT", EMAIL_HANDED, "email_messages")
+        _unsubscribe_window(conn, campaign_id)
         messages = conn.execute("DELETE FROM email_messages WHERE campaign_id = ?", (campaign_id,)).rowcount
         conn.execute(_QUEUED_JOBS + "(?)", (campaign_id,))
         conn.execute("DELETE FROM campaigns WHERE id = ?", (campaign_id,))
