@@ -187,3 +187,23 @@ def test_an_active_automation_is_archived_then_deleted_with_its_enrollments(conn
         assert count(conn, table) == 0, table
     assert count(conn, "contacts") == 1
     assert refused(deletion.delete_automation, conn, ws, flow["id"]) == (404, "Not found.")
+
+
+def test_an_archived_automation_whose_emails_went_out_lately_waits_30_days(conn: Any, ws: int) -> None:
+    from marketing_cli.services.automations import flows, triggers
+
+    person = f.contact(conn, ws, "a@example.com", first_name="Ann")
+    flow = f.step_flow(conn, ws, [f.email_step("hello", f.verified_sender(conn, ws))])
+    triggers.enroll_contact(conn, ws, flow["id"], {"contact_id": person["id"]})
+    f.run_automations(conn)
+    hidden = conn.execute("SELECT id FROM campaigns WHERE automation_id = ?", (flow["id"],)).fetchone()[0]
+    assert count(conn, "email_messages", "campaign_id = ? AND delivered_at IS NOT NULL", hidden) == 1
+    assert refused(deletion.delete_campaign, conn, ws, hidden) == (
+        409, f"This campaign carries a step of automation {flow['id']}: it is deleted with the automation.")
+    flows.archive_automation(conn, ws, flow["id"])
+    status, message = refused(deletion.delete_automation, conn, ws, flow["id"])
+    assert status == 409 and message.startswith("This automation's last message went out at ")
+    f.sent_long_ago(conn, hidden)
+    removal = deletion.remove_automation(conn, ws, flow["id"])
+    assert removal.effects == ["Automation Flow deleted with 1 version, 1 enrollment and 1 message of its steps."]
+    assert count(conn, "campaigns") == count(conn, "email_messages") == 0

@@ -42,7 +42,7 @@ SERIES_FIRST = ("This campaign is the definition of series {id} ({status}): stop
 # CAN-SPAM (16 CFR 316.5): an email's opt-out must keep working for 30 days after it is sent; the
 # unsubscribe link's token lives on the message row, which the delete would take with it.
 UNSUBSCRIBE_DAYS = 30
-UNSUBSCRIBE_WINDOW = ("This campaign's last message went out at {last}: its unsubscribe links must keep working for"
+UNSUBSCRIBE_WINDOW = ("This {what}'s last message went out at {last}: its unsubscribe links must keep working for"
                       " 30 days, until {until}. Delete it after that.")
 AUTOMATION_LIVE = "This automation is {status}: archive it first (the contacts in it exit)."
 EMAIL_HANDED = "SELECT 1 FROM email_messages WHERE campaign_id = ? AND status IN ('delivered', 'failed', 'bounced') LIMIT 1"
@@ -72,13 +72,15 @@ def _refuse(conn: sqlite3.Connection, row: Any, what: str, in_flight: tuple[str,
         raise in_use(HANDING_OVER.format(what=what))
 
 
-def _unsubscribe_window(conn: sqlite3.Connection, campaign_id: str) -> None:
-    last = conn.execute("SELECT max(delivered_at) FROM email_messages WHERE campaign_id = ?", (campaign_id,)).fetchone()[0]
+def _unsubscribe_window(conn: sqlite3.Connection, what: str, campaigns_sql: str, params: tuple[Any, ...]) -> None:
+    """409 while the last email delivered for these campaigns is under 30 days old."""
+    last = conn.execute(f"SELECT max(delivered_at) FROM email_messages WHERE campaign_id IN {campaigns_sql}",
+                        params).fetchone()[0]
     if last is None:
         return
     until = clock.parse_ts(last) + timedelta(days=UNSUBSCRIBE_DAYS)
     if until > clock.utcnow():
-        raise in_use(UNSUBSCRIBE_WINDOW.format(last=last, until=clock.format_ts(until)))
+        raise in_use(UNSUBSCRIBE_WINDOW.format(what=what, last=last, until=clock.format_ts(until)))
 
 
 def remove_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id: Any) -> Removal:
@@ -93,7 +95,7 @@ def remove_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id: An
         if series is not None and row["automation_id"] is None:
             raise in_use(SERIES_FIRST.format(id=series["id"], status=series["status"]))
         _refuse(conn, row, "campaign", EMAIL_IN_FLIGHT, "SENT", EMAIL_HANDED, "email_messages")
-        _unsubscribe_window(conn, campaign_id)
+        _unsubscribe_window(conn, "campaign", "(?)", (campaign_id,))
         messages = conn.execute("DELETE FROM email_messages WHERE campaign_id = ?", (campaign_id,)).rowcount
         conn.execute(_QUEUED_JOBS + "(?)", (campaign_id,))
         conn.execute("DELETE FROM campaigns WHERE id = ?", (campaign_id,))
@@ -146,6 +148,7 @@ def remove_automation(conn: sqlite3.Connection, workspace_id: int, automation_id
                         f" UNION ALL SELECT 1 FROM sms_messages WHERE campaign_id IN {sms} AND status = 'sending'",
                         ids * 2).fetchone() is not None:
             raise in_use(HANDING_OVER.format(what="automation"))
+        _unsubscribe_window(conn, "automation", email, ids)
         messages = conn.execute(f"DELETE FROM email_messages WHERE campaign_id IN {email}", ids).rowcount
         messages += conn.execute(f"DELETE FROM sms_messages WHERE campaign_id IN {sms}", ids).rowcount
         conn.execute(f"{_QUEUED_JOBS}{email}", ids)
