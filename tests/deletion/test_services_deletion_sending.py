@@ -207,3 +207,21 @@ def test_an_archived_automation_whose_emails_went_out_lately_waits_30_days(conn:
     removal = deletion.remove_automation(conn, ws, flow["id"])
     assert removal.effects == ["Automation Flow deleted with 1 version, 1 enrollment and 1 message of its steps."]
     assert count(conn, "campaigns") == count(conn, "email_messages") == 0
+
+
+def test_a_sender_of_an_archived_flow_is_free_once_its_step_emails_are_out(conn: Any, ws: int) -> None:
+    from marketing_cli.services.automations import flows, triggers
+
+    sender = f.verified_sender(conn, ws)
+    person = f.contact(conn, ws, "a@example.com", first_name="Ann")
+    flow = f.step_flow(conn, ws, [f.email_step("hello", sender)])
+    triggers.enroll_contact(conn, ws, flow["id"], {"contact_id": person["id"]})
+    f.run_automations(conn)
+    flows.archive_automation(conn, ws, flow["id"])
+    [hidden] = conn.execute("SELECT id FROM campaigns WHERE automation_id = ?", (flow["id"],)).fetchone()
+    # as if the step's message had not gone out yet when the flow was archived
+    conn.execute("UPDATE email_messages SET status = 'queued' WHERE campaign_id = ?", (hidden,))
+    assert refused(sending.delete_sender_identity, conn, ws, sender) == (
+        409, f"This sender is used by messages of automation {flow['id']} not yet sent: wait for them to go out.")
+    conn.execute("UPDATE email_messages SET status = 'delivered' WHERE campaign_id = ?", (hidden,))
+    assert sending.delete_sender_identity(conn, ws, sender) == {"id": sender, "deleted": True}

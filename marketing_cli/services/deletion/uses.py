@@ -60,15 +60,26 @@ def _audience_names(column: str, kind: str) -> str:
 
 # --- campaigns ---------------------------------------------------------------------------------
 
+def _automation_message(row: Any, what: str) -> str:
+    return (f"This {what} is used by messages of automation {row['automation_id']} not yet sent: wait for them to"
+            " go out.")
+
+
 def _email_campaign(conn: sqlite3.Connection, workspace_id: int, condition: str, params: dict[str, Any],
                     what: str) -> str | None:
+    """A campaign in flight (or the draft a live series sends); a flow's hidden campaign, which
+    stays SENDING for the flow's life, only while some of its messages wait to be sent."""
     row = conn.execute(
-        "SELECT c.id, c.status, s.id AS series_id, s.status AS series_status FROM campaigns c"
+        "SELECT c.id, c.status, c.automation_id, s.id AS series_id, s.status AS series_status FROM campaigns c"
         f" LEFT JOIN campaign_series s ON s.campaign_id = c.id AND s.status IN ({_listed(SERIES_LIVE)})"
-        f" WHERE c.workspace_id = :ws AND (c.status IN ({_listed(EMAIL_IN_FLIGHT)}) OR s.id IS NOT NULL)"
+        f" WHERE c.workspace_id = :ws AND ((c.automation_id IS NULL AND (c.status IN ({_listed(EMAIL_IN_FLIGHT)})"
+        " OR s.id IS NOT NULL)) OR (c.automation_id IS NOT NULL AND EXISTS (SELECT 1 FROM email_messages m"
+        " WHERE m.campaign_id = c.id AND m.status IN ('queued', 'sending'))))"
         f" AND {condition} ORDER BY c.created_at, c.id LIMIT 1", {"ws": workspace_id, **params}).fetchone()
     if row is None:
         return None
+    if row["automation_id"] is not None:
+        return _automation_message(row, what)
     if row["status"] in EMAIL_IN_FLIGHT:
         return f"This {what} is used by campaign {row['id']} ({row['status']}): {WAIT_OR_CANCEL}"
     return (f"This {what} is used by campaign {row['id']}, which series {row['series_id']} sends"
@@ -78,10 +89,14 @@ def _email_campaign(conn: sqlite3.Connection, workspace_id: int, condition: str,
 def _sms_campaign(conn: sqlite3.Connection, workspace_id: int, condition: str, params: dict[str, Any],
                   what: str) -> str | None:
     row = conn.execute(
-        f"SELECT id, status FROM sms_campaigns WHERE workspace_id = :ws AND status IN ({_listed(SMS_IN_FLIGHT)})"
+        f"SELECT id, status, automation_id FROM sms_campaigns WHERE workspace_id = :ws AND status IN"
+        f" ({_listed(SMS_IN_FLIGHT)}) AND (automation_id IS NULL OR EXISTS (SELECT 1 FROM sms_messages m"
+        " WHERE m.campaign_id = sms_campaigns.id AND m.status IN ('pending', 'held', 'sending')))"
         f" AND {condition} ORDER BY created_at, id LIMIT 1", {"ws": workspace_id, **params}).fetchone()
     if row is None:
         return None
+    if row["automation_id"] is not None:
+        return _automation_message(row, what)
     return f"This {what} is used by SMS campaign {row['id']} ({row['status']}): {WAIT_OR_CANCEL}"
 
 
