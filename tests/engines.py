@@ -356,6 +356,7 @@ POSTGRESQL_SUITES = (
     "tests/automations/",
     "tests/reports/",
     "tests/kernel/",
+    "tests/deletion/",
     # the platform files ported so far (the docs, structure, bench and packaging
     # files are engine_neutral: they run once, in the SQLite half)
     "tests/platform/test_api_conventions.py",

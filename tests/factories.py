@@ -751,3 +751,72 @@ def run_automations(conn: sqlite3.Connection) -> dict[str, int]:
     from marketing_cli import jobs
 
     return jobs.run_due(conn)
+
+
+# --- deleting resources (issue 38, deletes) ---------------------------------------------------
+
+def an_hour_from_now() -> str:
+    return clock.format_ts(clock.utcnow().replace(microsecond=0) + timedelta(hours=1))
+
+
+def queued_email_campaign(conn: sqlite3.Connection, workspace_id: int, audience: Any = None) -> str:
+    """A ready campaign (its domain counted verified) to `audience` (default: everyone), scheduled
+    an hour from now: QUEUED. Makes one contact, q@example.com."""
+    from marketing_cli.services.email import campaigns, schedule
+
+    made = sendable_campaign(conn, workspace_id, ["q@example.com"])
+    if audience is not None:
+        campaigns.configure_campaign(conn, workspace_id, made["id"], {"audience": audience})
+    schedule.schedule_campaign(conn, workspace_id, made["id"], {"schedule_type": "LATER",
+                                                                "scheduled_at": an_hour_from_now()})
+    return made["id"]
+
+
+def sent_email_campaign(conn: sqlite3.Connection, workspace_id: int, emails: list[str]) -> str:
+    """A campaign sent to `emails` (through the outbox): SENT."""
+    made = sendable_campaign(conn, workspace_id, emails)
+    send_now(conn, workspace_id, made["id"])
+    return made["id"]
+
+
+def queued_sms_campaign(conn: sqlite3.Connection, workspace_id: int, audience: Any = None,
+                        message: str | None = SMS_TEXT) -> str:
+    """An SMS campaign to one US number, scheduled an hour from now: QUEUED."""
+    from marketing_cli.services.sms import schedule
+
+    sms_ready(conn, workspace_id)
+    sms_contacts(conn, workspace_id, ["+14155550101"], first_name="Ann")
+    made = sms_campaign(conn, workspace_id, audience=audience, message=message)
+    schedule.schedule_campaign(conn, workspace_id, made["id"], {"schedule_type": "LATER",
+                                                                "scheduled_at": an_hour_from_now()})
+    return made["id"]
+
+
+def completed_sms_campaign(conn: sqlite3.Connection, workspace_id: int) -> str:
+    """An SMS campaign sent to one US number through the outbox provider: COMPLETED."""
+    from marketing_cli import jobs, services
+    from marketing_cli.services.sms import schedule
+
+    services.load_job_handlers()
+    sms_ready(conn, workspace_id)
+    sms_contacts(conn, workspace_id, ["+14155550102"], first_name="Bo")
+    made = sms_campaign(conn, workspace_id)
+    schedule.schedule_campaign(conn, workspace_id, made["id"], {"schedule_type": "NOW"})
+    jobs.run_due(conn)
+    return made["id"]
+
+
+def step_flow(conn: sqlite3.Connection, workspace_id: int, steps: list[dict[str, Any]], *,
+              triggers: list[dict[str, Any]] | None = None, publish: bool = True) -> dict[str, Any]:
+    """A flow of `steps` entered by hand (or by `triggers`), published (ACTIVE) unless told not to."""
+    doc = {"name": "Flow", "triggers": triggers or [{"type": "manual"}], "steps": steps}
+    return automation(conn, workspace_id, doc, publish=publish)
+
+
+def sent_long_ago(conn: sqlite3.Connection, campaign_id: str, days: int = 31) -> None:
+    """Move a sent campaign's deliveries `days` back, past the 30 days its unsubscribe links must work."""
+    from marketing_cli.storage.db import transaction
+
+    with transaction(conn):
+        conn.execute("UPDATE email_messages SET delivered_at = ? WHERE campaign_id = ? AND delivered_at IS NOT NULL",
+                     (clock.format_ts(clock.utcnow() - timedelta(days=days)), campaign_id))

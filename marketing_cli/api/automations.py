@@ -14,6 +14,7 @@ from marketing_cli.api.calls import call
 from marketing_cli.api.endpoints import on_id
 from marketing_cli.api.responses import envelope_a, read_json
 from marketing_cli.services.automations import caps, flows, format, migrate, simulate, stats, triggers
+from marketing_cli.services.deletion import campaigns as deletion
 
 INVALID_BODY = "Invalid request body: send the automation as a JSON object."
 
@@ -69,6 +70,7 @@ publish_automation = on_id(flows.publish_automation, "automation_id")
 pause_automation = on_id(flows.pause_automation, "automation_id")
 resume_automation = on_id(flows.resume_automation, "automation_id")
 archive_automation = on_id(flows.archive_automation, "automation_id")
+delete_automation = on_id(deletion.delete_automation, "automation_id")
 
 
 routes = [
@@ -77,6 +79,7 @@ routes = [
     Route("/v1/automations/schema", flow_schema, methods=["GET"]),
     Route("/v1/automations/{automation_id:int}", get_automation, methods=["GET"]),
     Route("/v1/automations/{automation_id:int}", update_automation, methods=["PUT"]),
+    Route("/v1/automations/{automation_id:int}", delete_automation, methods=["DELETE"]),
     Route("/v1/automations/{automation_id:int}/publish", publish_automation, methods=["POST"]),
     Route("/v1/automations/{automation_id:int}/pause", pause_automation, methods=["POST"]),
     Route("/v1/automations/{automation_id:int}/resume", resume_automation, methods=["POST"]),

@@ -1,4 +1,4 @@
-"""Sending email campaigns: schedule (and its preview), unschedule, cancel and resume. Envelope A."""
+"""Sending email campaigns: schedule (and its preview), unschedule, cancel, resume and archive. Envelope A."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from marketing_cli.services.email import schedule as email_schedule
 schedule_campaign = on_id(email_schedule.schedule_campaign, "campaign_id", body=email_schedule.INVALID_BODY)
 preview_schedule = on_id(email_schedule.preview_schedule, "campaign_id", body=email_schedule.INVALID_BODY)
 cancel_campaign = on_id(email_schedule.cancel_campaign, "campaign_id")
+archive_campaign = on_id(email_schedule.archive_campaign, "campaign_id")
 unschedule_campaign = on_id(email_schedule.unschedule_campaign, "campaign_id")
 resume_campaign = on_id(email_schedule.resume_campaign, "campaign_id")
 
@@ -19,5 +20,6 @@ routes = [
     Route("/v1/campaigns/{campaign_id}/unschedule", unschedule_campaign, methods=["POST"]),
     Route("/v1/campaigns/{campaign_id}/schedule/preview", preview_schedule, methods=["POST"]),
     Route("/v1/campaigns/{campaign_id}/cancel", cancel_campaign, methods=["POST"]),
+    Route("/v1/campaigns/{campaign_id}/archive", archive_campaign, methods=["POST"]),
     Route("/v1/campaigns/{campaign_id}/resume", resume_campaign, methods=["POST"]),
 ]

@@ -15,6 +15,7 @@ from marketing_cli.api.auth import require_workspace
 from marketing_cli.api.calls import call
 from marketing_cli.api.endpoints import on_id
 from marketing_cli.api.responses import envelope_a, read_json
+from marketing_cli.services.deletion import campaigns as deletion
 from marketing_cli.services.delivery import test_emails
 from marketing_cli.services.email import campaigns, variant_html
 
@@ -74,10 +75,14 @@ async def send_test_email(request: Request) -> Response:
     return envelope_a(await call(request, test_emails.send_test_email, workspace_id, campaign_id, body))
 
 
+delete_campaign = on_id(deletion.delete_campaign, "campaign_id")
+
+
 routes = [
     Route("/v1/campaigns", create_campaign, methods=["POST"]),
     Route("/v1/campaigns", list_campaigns, methods=["GET"]),
     Route("/v1/campaigns/{campaign_id}", get_campaign, methods=["GET"]),
+    Route("/v1/campaigns/{campaign_id}", delete_campaign, methods=["DELETE"]),
     Route("/v1/campaigns/{campaign_id}/configure", configure_campaign, methods=["PATCH"]),
     Route("/v1/campaigns/{campaign_id}/duplicate", duplicate_campaign, methods=["POST"]),
     Route("/v1/campaigns/{campaign_id}/variants/{variant_type}/html", set_variant_html, methods=["POST"]),

@@ -17,6 +17,7 @@ from marketing_cli.api.auth import require_workspace
 from marketing_cli.api.calls import call
 from marketing_cli.api.endpoints import on_id
 from marketing_cli.api.responses import envelope_a, read_json
+from marketing_cli.services.deletion import sending as deletion
 from marketing_cli.services.email import domains
 
 
@@ -35,9 +36,13 @@ get_domain = on_id(domains.get_domain, "domain_id")
 verify_domain = on_id(domains.verify_domain, "domain_id")
 
 
+delete_domain = on_id(deletion.delete_domain, "domain_id")
+
+
 routes = [
     Route("/v1/domains", list_domains, methods=["GET"]),
     Route("/v1/domains", create_domain, methods=["POST"]),
     Route("/v1/domains/{domain_id}", get_domain, methods=["GET"]),
+    Route("/v1/domains/{domain_id}", delete_domain, methods=["DELETE"]),
     Route("/v1/domains/{domain_id}/verify", verify_domain, methods=["POST"]),
 ]

@@ -8,8 +8,10 @@ from starlette.routing import Route
 
 from marketing_cli.api.auth import require_workspace
 from marketing_cli.api.calls import call
+from marketing_cli.api.endpoints import on_id
 from marketing_cli.api.responses import envelope_b, read_json
 from marketing_cli.services.contacts import fields
+from marketing_cli.services.deletion import audience as deletion
 
 
 async def list_fields(request: Request) -> Response:
@@ -31,8 +33,12 @@ async def update_field(request: Request) -> Response:
     return envelope_b(await call(request, fields.update_field, workspace_id, field_id, body))
 
 
+delete_field = on_id(deletion.delete_field, "field_id", envelope=envelope_b)
+
+
 routes = [
     Route("/v1/fields", list_fields, methods=["GET"]),
     Route("/v1/fields", create_field, methods=["POST"]),
     Route("/v1/fields/{field_id}", update_field, methods=["PATCH"]),
+    Route("/v1/fields/{field_id}", delete_field, methods=["DELETE"]),
 ]

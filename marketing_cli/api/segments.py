@@ -16,6 +16,7 @@ from marketing_cli.api.calls import call
 from marketing_cli.api.endpoints import on_id
 from marketing_cli.api.responses import envelope_b, read_json
 from marketing_cli.services.contacts import segments
+from marketing_cli.services.deletion import audience as deletion
 
 
 async def create_segment(request: Request) -> Response:
@@ -30,6 +31,8 @@ async def list_segments(request: Request) -> Response:
 
 
 get_segment = on_id(segments.get_segment, "segment_id", envelope=envelope_b)
+update_segment = on_id(segments.update_segment, "segment_id", body=segments.INVALID_BODY, envelope=envelope_b)
+delete_segment = on_id(deletion.delete_segment, "segment_id", envelope=envelope_b)
 
 
 async def segment_members(request: Request) -> Response:
@@ -46,6 +49,8 @@ routes = [
     Route("/v1/segments", create_segment, methods=["POST"]),
     Route("/v1/segments", list_segments, methods=["GET"]),
     Route("/v1/segments/{segment_id}", get_segment, methods=["GET"]),
+    Route("/v1/segments/{segment_id}", update_segment, methods=["PATCH"]),
+    Route("/v1/segments/{segment_id}", delete_segment, methods=["DELETE"]),
     Route("/v1/segments/{segment_id}/members", segment_members, methods=["GET"]),
     Route("/v1/segments/{segment_id}/refresh", refresh_segment, methods=["POST"]),
 ]

@@ -14,6 +14,7 @@ from marketing_cli.api.auth import require_workspace
 from marketing_cli.api.calls import call
 from marketing_cli.api.endpoints import on_id
 from marketing_cli.api.responses import envelope_a, read_json
+from marketing_cli.services.deletion import sending as deletion
 from marketing_cli.services.email import senders
 
 
@@ -31,8 +32,12 @@ async def add_sender_identity(request: Request) -> Response:
 get_sender_identity = on_id(senders.show_sender_identity, "sender_id")
 
 
+delete_sender_identity = on_id(deletion.delete_sender_identity, "sender_id")
+
+
 routes = [
     Route("/v1/sender-identities", list_sender_identities, methods=["GET"]),
     Route("/v1/sender-identities", add_sender_identity, methods=["POST"]),
     Route("/v1/sender-identities/{sender_id}", get_sender_identity, methods=["GET"]),
+    Route("/v1/sender-identities/{sender_id}", delete_sender_identity, methods=["DELETE"]),
 ]

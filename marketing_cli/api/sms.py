@@ -18,6 +18,7 @@ from marketing_cli.api.calls import call
 from marketing_cli.api.endpoints import on_id
 from marketing_cli.api.responses import envelope_a, read_json
 from marketing_cli.reports import html
+from marketing_cli.services.deletion import campaigns as deletion
 from marketing_cli.services.sms import campaigns, report, schedule, stats, timeline
 
 
@@ -55,6 +56,7 @@ async def campaign_reach(request: Request) -> Response:
 unschedule_campaign = on_id(campaigns.unschedule_campaign, "campaign_id")
 duplicate_campaign = on_id(campaigns.duplicate_campaign, "campaign_id", status=201)
 archive_campaign = on_id(campaigns.archive_campaign, "campaign_id")
+delete_sms_campaign = on_id(deletion.delete_sms_campaign, "campaign_id")
 campaign_statistics = on_id(stats.campaign_statistics, "campaign_id")
 campaign_timeline = on_id(timeline.campaign_timeline, "campaign_id")
 
@@ -76,6 +78,7 @@ routes = [
     Route("/v1/sms-campaigns", list_campaigns, methods=["GET"]),
     Route("/v1/sms-campaigns/{campaign_id}", get_campaign, methods=["GET"]),
     Route("/v1/sms-campaigns/{campaign_id}", update_campaign, methods=["PATCH"]),
+    Route("/v1/sms-campaigns/{campaign_id}", delete_sms_campaign, methods=["DELETE"]),
     Route("/v1/sms-campaigns/{campaign_id}/schedule", schedule_campaign, methods=["POST"]),
     Route("/v1/sms-campaigns//schedule", schedule_campaign, methods=["POST"]),
     Route("/v1/sms-campaigns/{campaign_id}/schedule/preview", preview_schedule, methods=["POST"]),

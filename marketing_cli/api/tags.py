@@ -1,4 +1,5 @@
-"""/v1/tags: GET (list) and POST (create); extension endpoints (CONTRACT section 5). Envelope B."""
+"""/v1/tags: GET (list) and POST (create), extension endpoints (CONTRACT section 5); DELETE /v1/tags/{tag_id}
+(CONTRACT section 10). Envelope B."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ from starlette.routing import Route
 
 from marketing_cli.api.auth import require_workspace
 from marketing_cli.api.calls import call
+from marketing_cli.api.endpoints import on_id
 from marketing_cli.api.responses import envelope_b, read_json
 from marketing_cli.services.contacts import tags
+from marketing_cli.services.deletion import audience as deletion
 
 
 async def list_tags(request: Request) -> Response:
@@ -23,7 +26,11 @@ async def create_tag(request: Request) -> Response:
     return envelope_b(await call(request, tags.create_tag, workspace_id, body), 201)
 
 
+delete_tag = on_id(deletion.delete_tag, "tag_id", envelope=envelope_b)
+
+
 routes = [
     Route("/v1/tags", list_tags, methods=["GET"]),
     Route("/v1/tags", create_tag, methods=["POST"]),
+    Route("/v1/tags/{tag_id}", delete_tag, methods=["DELETE"]),
 ]

@@ -17,6 +17,7 @@ from marketing_cli.api.auth import require_workspace
 from marketing_cli.api.calls import call
 from marketing_cli.api.endpoints import on_id
 from marketing_cli.api.responses import envelope_a, read_json
+from marketing_cli.services.deletion import sending as deletion
 from marketing_cli.services.email import templates
 
 
@@ -44,9 +45,13 @@ async def get_template_asset(request: Request) -> Response:
 get_template = on_id(templates.get_template, "id")
 
 
+delete_template = on_id(deletion.delete_template, "id")
+
+
 routes = [
     Route("/v1/templates", create_template, methods=["POST"]),
     Route("/v1/templates", list_templates, methods=["GET"]),
     Route("/v1/templates/{id}", get_template, methods=["GET"]),
+    Route("/v1/templates/{id}", delete_template, methods=["DELETE"]),
     Route("/v1/templates/{id}/assets/{path:path}", get_template_asset, methods=["GET"]),
 ]

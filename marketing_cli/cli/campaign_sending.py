@@ -1,4 +1,5 @@
-"""`mkt campaigns schedule / unschedule / cancel / resume / watch`: sending an email campaign.
+"""`mkt campaigns schedule / unschedule / cancel / resume / archive / delete / watch`: sending an email
+campaign, and what ends it.
 
 `register(app)` adds the commands to the `campaigns` typer app (cli/campaigns.py calls it).
 `watch` polls GET /v1/campaigns/:id's service and draws a progress bar until the send ends,
@@ -13,6 +14,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from marketing_cli.cli.deletes import DeleteYesOption
 from marketing_cli.cli.local_time import (
     AtOption,
     LocalTimeOption,
@@ -26,7 +28,7 @@ from marketing_cli.cli.output import JsonOption, emit, usage_error
 from marketing_cli.cli.state import state
 
 CampaignId = Annotated[str, typer.Argument(metavar="ID", help="The campaign's id (see `mkt campaigns list`).")]
-FINAL = ("SENT", "CANCELLED", "DRAFT", "PAUSED")
+FINAL = ("SENT", "CANCELLED", "DRAFT", "PAUSED", "ARCHIVED")
 POLL_SECONDS = 1.0
 
 
@@ -108,6 +110,26 @@ def campaigns_cancel(ctx: typer.Context, campaign_id: CampaignId, as_json: JsonO
     s = state(ctx)
     emit(email_schedule.cancel_campaign(s.conn(), s.workspace_id(), campaign_id), as_json,
          lambda r: f"Campaign {r['id']} cancelled.")
+
+
+def campaigns_archive(ctx: typer.Context, campaign_id: CampaignId, as_json: JsonOption = False) -> None:
+    """Archive a SENT or CANCELLED campaign; its statistics stay, and it may then be deleted (POST /v1/campaigns/:id/archive)."""
+    from marketing_cli.services.email import schedule as email_schedule
+
+    s = state(ctx)
+    emit(email_schedule.archive_campaign(s.conn(), s.workspace_id(), campaign_id), as_json,
+         lambda r: f"Campaign {r['id']} archived: `mkt campaigns delete {r['id']}` now deletes it.")
+
+
+def campaigns_delete(ctx: typer.Context, campaign_id: CampaignId, yes: DeleteYesOption = False,
+                     as_json: JsonOption = False) -> None:
+    """Delete an email campaign; one that sent messages once archived (DELETE /v1/campaigns/:id)."""
+    from marketing_cli.cli.deletes import run
+    from marketing_cli.services.deletion import campaigns
+
+    s = state(ctx)
+    run(f"Delete campaign {campaign_id} with its messages and statistics?", yes,
+        lambda: campaigns.remove_campaign(s.conn(), s.workspace_id(), campaign_id), as_json)
 
 
 def campaigns_unschedule(ctx: typer.Context, campaign_id: CampaignId, as_json: JsonOption = False) -> None:
@@ -201,9 +223,11 @@ def _with_chart(s: Any, view: dict[str, Any]) -> Any:
 
 
 def register(app: typer.Typer) -> None:
-    """Add schedule, unschedule, cancel, resume and watch to the campaigns app."""
+    """Add schedule, unschedule, cancel, resume, archive, delete and watch to the campaigns app."""
     app.command("schedule")(campaigns_schedule)
     app.command("unschedule")(campaigns_unschedule)
     app.command("cancel")(campaigns_cancel)
     app.command("resume")(campaigns_resume)
+    app.command("archive")(campaigns_archive)
+    app.command("delete")(campaigns_delete)
     app.command("watch")(campaigns_watch)

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from marketing_cli.cli.deletes import DeleteYesOption
 from marketing_cli.cli.output import JsonOption, QuietOption, WideOption, emit, json_option, pairs, table
 from marketing_cli.cli.registry import HELP
 from marketing_cli.cli.state import state
@@ -77,6 +78,32 @@ def segments_create(
     emit(segments.create_segment(s.conn(), s.workspace_id(), body), as_json, render_segment)
 
 
+@app.command("update")
+def segments_update(
+    ctx: typer.Context,
+    segment_id: SegmentId,
+    name: Annotated[Optional[str], typer.Option("--name", help="A new name (1-64 characters).")] = None,
+    filters: Annotated[Optional[str], typer.Option(
+        "--filters", metavar="JSON", help="New filters as JSON, checked as on create (the old ones are replaced)."
+    )] = None,
+    filters_file: Annotated[Optional[Path], typer.Option("--filters-file", metavar="PATH",
+                                                         help="Read the new filters object from this JSON file.")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Rename a segment or change its filters (PATCH /v1/segments/:id); new filters queue a recount."""
+    from marketing_cli.services.contacts import segments
+
+    body: dict[str, Any] = {}
+    if name is not None:
+        body["name"] = name
+    if filters is not None or filters_file is not None:
+        body["filters"] = _filters(filters, filters_file)
+    if not body:
+        raise MktError(400, "Give what to change: --name, --filters or --filters-file.")
+    s = state(ctx)
+    emit(segments.update_segment(s.conn(), s.workspace_id(), segment_id, body), as_json, render_segment)
+
+
 @app.command("list")
 def segments_list(ctx: typer.Context, as_json: JsonOption = False, wide: WideOption = False,
                   quiet: QuietOption = False) -> None:
@@ -129,3 +156,15 @@ def segments_refresh(ctx: typer.Context, segment_id: SegmentId, as_json: JsonOpt
     emit(segments.refresh_segment(s.conn(), s.workspace_id(), segment_id), as_json,
          lambda r: f"Recount of segment {r['segment_id']} queued as job {r['job_id']}; "
                    "`mkt jobs run` (or `mkt serve`) runs it.")
+
+
+@app.command("delete")
+def segments_delete(ctx: typer.Context, segment_id: SegmentId,
+        yes: DeleteYesOption = False, as_json: JsonOption = False) -> None:
+    """Delete a segment; no contact changes (DELETE /v1/segments/:id)."""
+    from marketing_cli.cli.deletes import run
+    from marketing_cli.services.deletion import audience
+
+    s = state(ctx)
+    run(f"Delete segment {segment_id}?", yes,
+        lambda: audience.remove_segment(s.conn(), s.workspace_id(), segment_id), as_json)

@@ -1,4 +1,4 @@
-"""`mkt tags`: create and list tags (the twin of GET/POST /v1/tags)."""
+"""`mkt tags`: create, list and delete tags (the twin of /v1/tags)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from marketing_cli.cli.deletes import DeleteYesOption
 from marketing_cli.cli.output import JsonOption, QuietOption, WideOption, emit, table
 from marketing_cli.cli.registry import HELP
 from marketing_cli.cli.state import state
@@ -36,3 +37,15 @@ def tags_list(ctx: typer.Context, as_json: JsonOption = False, wide: WideOption 
     s = state(ctx)
     emit(tags.list_tags(s.conn(), s.workspace_id()), as_json,
          lambda rows: table(["id", "name"], [(t["id"], t["name"]) for t in rows]), wide=wide, quiet=quiet)
+
+
+@app.command("delete")
+def tags_delete(ctx: typer.Context, tag_id: Annotated[str, typer.Argument(metavar="ID", help="The tag's id (see `mkt tags list`).")],
+        yes: DeleteYesOption = False, as_json: JsonOption = False) -> None:
+    """Delete a tag: it leaves its contacts in one go, no TAG_REMOVED events (DELETE /v1/tags/:id)."""
+    from marketing_cli.cli.deletes import run
+    from marketing_cli.services.deletion import audience
+
+    s = state(ctx)
+    run(f"Delete tag {tag_id} and remove it from all its contacts?", yes,
+        lambda: audience.remove_tag(s.conn(), s.workspace_id(), tag_id), as_json)

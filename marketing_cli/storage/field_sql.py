@@ -122,6 +122,11 @@ def create_index(conn: sqlite3.Connection, field_id: Any) -> None:
                  f" WHERE {expr} IS NOT NULL")
 
 
+def drop_index(conn: sqlite3.Connection, field_id: Any) -> None:
+    """The field's expression index goes with the field (deleting it, services/deletion/audience.py)."""
+    conn.execute(f"DROP INDEX IF EXISTS {index_name(field_id)}")
+
+
 def create_all_indexes(conn: sqlite3.Connection) -> None:
     """Indexes for every field that keeps its values in `data` (after an upgrade)."""
     for row in conn.execute(

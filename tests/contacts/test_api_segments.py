@@ -119,7 +119,7 @@ def test_ids_auth_and_isolation(client: Any, auth: dict[str, str], segment_world
     assert error_of(client.get("/v1/segments")) == (401, "Please provide an API key.")
     assert error_of(client.post("/v1/segments", json={}, headers={"Authorization": "Bearer nope"})) == (
         401, "The API key you provided is invalid or has been revoked.")
-    assert error_of(client.delete(f"/v1/segments/{seg['id']}", headers=auth)) == (405, "Method not allowed.")
+    assert error_of(client.put(f"/v1/segments/{seg['id']}", headers=auth)) == (405, "Method not allowed.")
 
 
 def test_audience_count(client: Any, auth: dict[str, str], segment_world: dict[str, Any]) -> None:

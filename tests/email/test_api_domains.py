@@ -93,7 +93,7 @@ def test_domain_endpoints_need_a_key(client):
 
 
 def test_wrong_methods(client, auth):
-    assert error_of(client.delete("/v1/domains/1", headers=auth)) == (405, "Method not allowed.")
+    assert error_of(client.put("/v1/domains/1", headers=auth)) == (405, "Method not allowed.")
     assert error_of(client.get("/v1/domains/1/verify", headers=auth)) == (405, "Method not allowed.")
 
 

@@ -259,7 +259,8 @@ def test_configure_stores_audience_the_resolver_reads(conn: Any, world: dict[str
 def test_every_status_has_a_row_and_moves_only_to_known_statuses() -> None:
     assert set(c.TRANSITIONS) == set(c.STATUSES)
     assert all(targets <= set(c.STATUSES) for targets in c.TRANSITIONS.values())
-    assert c.TRANSITIONS["SENT"] == c.TRANSITIONS["CANCELLED"] == frozenset()
+    assert c.TRANSITIONS["SENT"] == c.TRANSITIONS["CANCELLED"] == frozenset({"ARCHIVED"})  # then only deleted
+    assert c.TRANSITIONS["ARCHIVED"] == frozenset()
 
 
 def test_set_campaign_status_follows_the_table(conn: Any, workspace: dict[str, Any]) -> None:

@@ -41,7 +41,7 @@ MARK_B = "Bravoown"
 # Path parameters: the resource each names. Where the name alone cannot tell (a campaign
 # of which channel, a template's bare `id`), the path's prefix decides.
 PATH_RESOURCES = {"contact_id": "contact", "field_id": "field", "segment_id": "segment", "domain_id": "domain",
-                  "sender_id": "sender", "path": "asset", "series_id": "series", "automation_id": "automation"}
+                  "tag_id": "tag", "sender_id": "sender", "path": "asset", "series_id": "series", "automation_id": "automation"}
 PATH_BY_PREFIX = {("campaign_id", "/v1/campaigns/"): "campaign",
                   ("campaign_id", "/v1/sms-campaigns/"): "sms_campaign",
                   ("id", "/v1/templates/"): "template"}

@@ -67,6 +67,12 @@ REFUSALS: dict[str, str] = {
     r"Filter #\d+: The specified field_id does not exist": NOT_FOUND,
     r"The sender identity could not be found\.": NOT_FOUND,
     r"We could not find the (series|automation) you are looking for\.": NOT_FOUND,
+    r"Not found\.": NOT_FOUND,  # DELETE of an id that names nothing (CONTRACT's answer, docs/api.md)
+    # Deleting what something still uses, or what sent (docs/api.md "Deleting resources").
+    r"This (tag|field|segment|sender|domain) is used by .*": "in use by a campaign, a flow or a segment",
+    r"This (campaign|SMS campaign|automation)('s)? .*": "the resource's state: in flight, sent, archived",
+    r"Messages of this .* are being handed over right now: .*": "a worker's hand-over in progress",
+    r"This field is immutable and cannot be deleted\.": "the built-in email_address field",
     # The workspace's own definitions and settings.
     r"We were unable to find a field with the merge_tag .*": "fields are keyed by the workspace's merge tags",
     r"Validation error": "fields: uniqueness, the merge tag's format, dropdown options (the spec's one message)",

@@ -43,6 +43,7 @@ def world(conn: Any, workspace: dict[str, Any]) -> dict[str, Any]:
     return {"ws": ws, "vip": vip, "path": {
         "series_id": series, "automation_id": flow["id"], "version": 1,
         "contact_id": contact["id"], "field_id": city, "segment_id": segment["id"], "domain_id": domain["id"],
+        "tag_id": vip,
         "sender_id": sender["id"], "id": template["id"], "variant_type": "A", "path": "index.html",
         "token": "x", "link_id": "1"}, "campaign": campaign["id"], "sms": sms["id"], "sender": sender["id"],
         "contact": contact["id"],
@@ -72,6 +73,8 @@ def valid_bodies(w: dict[str, Any]) -> dict[tuple[str, str], Any]:
                                  "properties": {"sku": "A1"}},
         ("POST", "/v1/segments"): {"name": "Lyon", "filters": {"condition": "AND", "filters": [
             {"type": "field", "field_id": w["path"]["field_id"], "operator": "eq", "value": "Lyon"}]}},
+        ("PATCH", "/v1/segments/{segment_id}"): {"name": "VIPs too", "filters": {"condition": "AND", "filters": [
+            {"type": "tags", "operator": "contains", "value": [w["vip"]]}]}},
         ("POST", "/v1/audience/count"): {"audience": audience, "channel": "email"},
         ("POST", "/v1/campaigns"): {"name": "New", "type": "AB_TESTING"},
         ("PATCH", "/v1/campaigns/{campaign_id}/configure"): {

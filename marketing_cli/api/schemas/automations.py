@@ -17,6 +17,7 @@ from marketing_cli.api.schemas.common import (
     NULLABLE_TIMESTAMP,
     TIMESTAMP,
     array,
+    deleted,
     enum,
     obj,
 )
@@ -62,6 +63,8 @@ def _automation_operations() -> dict[tuple[str, str], dict[str, Any]]:
         ("POST", one + "/pause"): action("Pause: no new entries, every contact held where it is"),
         ("POST", one + "/resume"): action("Resume a paused automation"),
         ("POST", one + "/archive"): action("Archive: final; contacts still in it exit"),
+        ("DELETE", one): {**deleted(INT_ID, "a DRAFT or ARCHIVED automation with its versions, enrollments and "
+                                            "step messages"), "envelope": "A"},
         ("GET", one + "/versions/{version}"): {"summary": "A published version (references resolved)",
                                                "envelope": "A", "data": ANY},
         ("POST", one + "/enrollments"): {"summary": "Add a contact by hand (the flow needs a manual trigger)",

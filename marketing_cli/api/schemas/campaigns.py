@@ -22,6 +22,7 @@ from marketing_cli.api.schemas.common import (
     TIMESTAMP,
     Schema,
     array,
+    deleted,
     enum,
     lenient_page_query,
     name,
@@ -109,6 +110,11 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         "envelope": "A", "body": EMAIL_SCHEDULE, "data": SCHEDULE_PREVIEW},
     ("POST", "/v1/campaigns/{campaign_id}/cancel"): {"summary": "Cancel a queued or sending campaign",
                                                      "envelope": "A", "data": ANY},
+    ("POST", "/v1/campaigns/{campaign_id}/archive"): {
+        "summary": "Archive a SENT or CANCELLED campaign (its statistics stay; then it may be deleted)",
+        "envelope": "A", "data": obj({"id": HEX_ID, "status": enum(("ARCHIVED",))}, ("id", "status"))},
+    ("DELETE", "/v1/campaigns/{campaign_id}"): {**deleted(HEX_ID, "an email campaign (one that sent messages once "
+                                                                   "archived)"), "envelope": "A"},
     ("POST", "/v1/campaigns/{campaign_id}/resume"): {"summary": "Resume a paused campaign", "envelope": "A",
                                                      "data": ANY},
     ("POST", "/v1/campaigns/{campaign_id}/unschedule"): {

@@ -79,6 +79,13 @@ def OR_EMPTY(schema: Schema) -> Schema:  # noqa: N802 - reads like EMPTY_OR()
     return {"anyOf": [schema, {"type": "string", "maxLength": 0}]}
 
 
+def deleted(id_schema: Schema, what: str) -> dict[str, Any]:
+    """DELETE /v1/<collection>/{id} (CONTRACT section 10): `{"id", "deleted": true}`; a repeated delete or
+    another workspace's id is 404 `Not found.`, a resource still in use 409 naming its user."""
+    return {"summary": f"Delete {what} (409 while in use: the message names the user and what to do first)",
+            "data": obj({"id": id_schema, "deleted": {"const": True}}, ("id", "deleted"))}
+
+
 def page_query(max_limit: int) -> dict[str, Schema]:
     return {"page": {"type": "integer", "minimum": 1},
             "limit": {"type": "integer", "minimum": 1, "maximum": max_limit}}
@@ -97,6 +104,7 @@ PATH_PARAMETERS: dict[str, Schema] = {
     "campaign_id": HEX_ID,
     "field_id": INT_ID,
     "segment_id": INT_ID,
+    "tag_id": INT_ID,
     "domain_id": INT_ID,
     "sender_id": INT_ID,
     "series_id": INT_ID,

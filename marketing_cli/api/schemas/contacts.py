@@ -9,7 +9,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from marketing_cli.api.schemas.common import ANY, HEX_ID, INT_ID, NOT_BLANK, OR_EMPTY, TIMESTAMP, array, enum, name, obj
+from marketing_cli.api.schemas.common import (
+    ANY,
+    HEX_ID,
+    INT_ID,
+    NOT_BLANK,
+    OR_EMPTY,
+    TIMESTAMP,
+    array,
+    deleted,
+    enum,
+    name,
+    obj,
+)
 from marketing_cli.kernel.ids import HEX24_PATTERN
 from marketing_cli.services.contacts import batches, events, tags, values
 from marketing_cli.services.contacts import records as contacts
@@ -115,10 +127,14 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                              "body": FIELD_BODY, "data": FIELD},
     ("PATCH", "/v1/fields/{field_id}"): {"summary": "Update a custom field (its type cannot change)", "envelope": "B",
                                          "body": FIELD_BODY, "data": FIELD},
+    ("DELETE", "/v1/fields/{field_id}"): {**deleted(INT_ID, "a custom field, its values on every contact and its "
+                                                            "index"), "envelope": "B"},
     ("GET", "/v1/tags"): {"summary": "The workspace's tags", "envelope": "B", "data": array(TAG)},
     ("POST", "/v1/tags"): {"summary": "Create a tag", "envelope": "B", "status": 201,
                            "body": obj({"name": name(tags.MAX_NAME)}, ("name",)),
                            "data": TAG},
+    ("DELETE", "/v1/tags/{tag_id}"): {**deleted(INT_ID, "a tag (removed from its contacts, no TAG_REMOVED events)"),
+                                      "envelope": "B"},
     # events
     ("POST", "/v1/events"): {"summary": "Track a custom event for a contact", "envelope": "B",
                              "body": obj({"event_name": {"type": "string"}, "email_address": {"type": "string"},

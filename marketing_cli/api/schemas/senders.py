@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from marketing_cli.api.schemas.common import INT_ID, array, name, obj
+from marketing_cli.api.schemas.common import INT_ID, array, deleted, name, obj
 from marketing_cli.services.email import domains, senders
 
 # What services/email/senders._display_name refuses: C0 and C1 controls, DEL, line and paragraph separators.
@@ -42,6 +42,8 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                                            for name in domains.NAME_MEMBERS}),
                               "data": DOMAIN},
     ("GET", "/v1/domains/{domain_id}"): {"summary": "A sending domain", "envelope": "A", "data": DOMAIN},
+    ("DELETE", "/v1/domains/{domain_id}"): {**deleted(INT_ID, "a sending domain, its DNS records and its senders"),
+                                            "envelope": "A"},
     ("POST", "/v1/domains/{domain_id}/verify"): {"summary": "Check a domain's DNS records", "envelope": "A",
                                                  "data": DOMAIN},
     ("GET", "/v1/sender-identities"): {"summary": "The workspace's sender identities", "envelope": "A",
@@ -55,4 +57,5 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                                                     ("domain_id", "local_part", "display_name")),
                                         "data": SENDER},
     ("GET", "/v1/sender-identities/{sender_id}"): {"summary": "A sender identity", "envelope": "A", "data": SENDER},
+    ("DELETE", "/v1/sender-identities/{sender_id}"): {**deleted(INT_ID, "a sender identity"), "envelope": "A"},
 }

@@ -21,6 +21,7 @@ from marketing_cli.api.schemas.common import (
     TIMESTAMP,
     TRACKING_404,
     array,
+    deleted,
     enum,
     lenient_page_query,
     name,
@@ -85,6 +86,9 @@ def _sms_operations() -> dict[tuple[str, str], dict[str, Any]]:
             "envelope": "A", "body": SCHEDULE, "data": SCHEDULE_PREVIEW},
         ("POST", "/v1/sms-campaigns/{campaign_id}/cancel"): {"summary": "Cancel a queued SMS campaign",
                                                              "envelope": "A", "data": ANY},
+        ("DELETE", "/v1/sms-campaigns/{campaign_id}"): {
+            **deleted(HEX_ID, "an SMS campaign (a COMPLETED one once archived; the ledger keeps its charges)"),
+            "envelope": "A"},
         ("POST", "/v1/sms-campaigns/{campaign_id}/archive"): {"summary": "Archive an SMS campaign",
                                                               "envelope": "A", "data": ANY},
         ("GET", "/v1/sms-campaigns/{campaign_id}/reach"): {

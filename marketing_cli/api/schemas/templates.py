@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from marketing_cli.api.schemas.common import ANY, enum, name, obj
+from marketing_cli.api.schemas.common import ANY, INT_ID, deleted, enum, name, obj
 from marketing_cli.services.email import templates
 
 OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
@@ -23,6 +23,7 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                                 "data": ANY},
     ("GET", "/v1/templates"): {"summary": "The workspace's templates", "envelope": "A", "data": {"type": "array"}},
     ("GET", "/v1/templates/{id}"): {"summary": "A template", "envelope": "A", "data": {"type": "object"}},
+    ("DELETE", "/v1/templates/{id}"): {**deleted(INT_ID, "a template and its ZIP files"), "envelope": "A"},
     ("GET", "/v1/templates/{id}/assets/{path}"): {
         "summary": "A file stored with a ZIP template (its bytes, with the type its name implies)", "envelope": None,
         "media": {"application/octet-stream": {"type": "string", "format": "binary"}}},

@@ -114,6 +114,23 @@ def create_segment(conn: sqlite3.Connection, workspace_id: int, body: Any) -> di
         return _views(conn, [_row(conn, workspace_id, segment_id)])[0]
 
 
+def update_segment(conn: sqlite3.Connection, workspace_id: int, segment_id: Any, body: Any) -> dict[str, Any]:
+    """PATCH /v1/segments/:id: `name` and `filters` as create checks them (its messages); a member
+    left out is kept. New filters queue a recount, as creation does; `counting` says so until it
+    has run (the count shown is the old one meanwhile)."""
+    body = require_object(body, INVALID_BODY)
+    with transaction(conn):
+        row = _row(conn, workspace_id, segment_id)
+        name = _check_name(body.get("name")) if "name" in body else row["name"]
+        filters = filters_json(validate_filters(conn, workspace_id, body.get("filters"))) if "filters" in body \
+            else row["filters"]
+        conn.execute("UPDATE segments SET name = ?, filters = ?, updated_at = ? WHERE id = ?",
+                     (name, filters, clock.now(), row["id"]))
+        if filters != row["filters"]:
+            enqueue_count(conn, workspace_id, row["id"])
+        return _views(conn, [_row(conn, workspace_id, row["id"])])[0]
+
+
 def list_segments(conn: sqlite3.Connection, workspace_id: int) -> list[dict[str, Any]]:
     """GET /v1/segments: every segment of the workspace, oldest first (the plan bounds how many)."""
     rows = conn.execute("SELECT * FROM segments WHERE workspace_id = ? ORDER BY id", (workspace_id,))

@@ -31,9 +31,10 @@ from marketing_cli.storage.db import transaction
 
 TYPES = ("SINGLE_VARIANT", "AB_TESTING")
 VARIANT_TYPES = ("A", "B")
-STATUSES = ("DRAFT", "QUEUED", "PREPROCESSING", "IN_REVIEW", "SENDING", "SENT", "CANCELLED", "PAUSED")
+STATUSES = ("DRAFT", "QUEUED", "PREPROCESSING", "IN_REVIEW", "SENDING", "SENT", "CANCELLED", "PAUSED", "ARCHIVED")
 
-# Which status may follow which. DRAFT is the only editable one; SENT and CANCELLED are final.
+# Which status may follow which. DRAFT is the only editable one; SENT and CANCELLED end a send
+# and may only be archived (then the campaign may be deleted: services/deletion/campaigns.py).
 TRANSITIONS: dict[str, frozenset[str]] = {
     "DRAFT": frozenset({"QUEUED"}),
     "QUEUED": frozenset({"DRAFT", "PREPROCESSING", "CANCELLED"}),
@@ -41,8 +42,9 @@ TRANSITIONS: dict[str, frozenset[str]] = {
     "IN_REVIEW": frozenset({"DRAFT", "SENDING", "PAUSED", "CANCELLED"}),
     "SENDING": frozenset({"SENT", "PAUSED", "CANCELLED"}),
     "PAUSED": frozenset({"SENDING", "CANCELLED"}),
-    "SENT": frozenset(),
-    "CANCELLED": frozenset(),
+    "SENT": frozenset({"ARCHIVED"}),
+    "CANCELLED": frozenset({"ARCHIVED"}),
+    "ARCHIVED": frozenset(),
 }
 LOCKED_FOR_EDIT = ("PREPROCESSING", "IN_REVIEW")
 

@@ -60,6 +60,7 @@ MONTH_USED_UP = ("Your plan's monthly email allowance (monthly_emails) is used u
                  "Please upgrade your plan or resume the campaign next month.")
 HOURLY_LIMIT = "Your plan's hourly email allowance (hourly_emails) is used up for this hour. Please try again later."
 NOT_CANCELLABLE = "Only queued or sending campaigns can be cancelled."
+NOT_ARCHIVABLE = "Only sent or cancelled campaigns can be archived."
 NOT_PAUSED = "Only paused campaigns can be resumed."
 NOT_UNSCHEDULABLE = ("Only queued campaigns can be unscheduled; this one is {status}. "
                      "{hint}")
@@ -71,6 +72,7 @@ UNSCHEDULE_HINTS = {
     "PAUSED": "Its sending has started: cancel it with `mkt campaigns cancel {id}` instead.",
     "SENT": "It was sent: `mkt campaigns duplicate {id}` makes a new draft from it.",
     "CANCELLED": "It was cancelled: `mkt campaigns duplicate {id}` makes a new draft from it.",
+    "ARCHIVED": "It was archived: `mkt campaigns duplicate {id}` makes a new draft from it.",
 }
 DEFAULT_AB_TEST = {"test_percentage": 20, "winner_criterion": "OPENS", "wait_minutes": 240}
 SERIES_DEFINITION = ("This campaign defines recurring series {id}: each occurrence sends a copy of it. "
@@ -278,6 +280,17 @@ def cancel_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id: An
                                  (row["id"],)).fetchone()
         jobs.drop_queued(conn, "campaign_id", row["id"], keep=("email.send",) if in_flight else ())
     return {"id": row["id"], "status": "CANCELLED"}
+
+
+def archive_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id: Any) -> dict[str, Any]:
+    """POST /v1/campaigns/:id/archive: a SENT or CANCELLED campaign becomes ARCHIVED (final). Its
+    statistics stay readable; an archived campaign may be deleted (docs/privacy.md)."""
+    with transaction(conn):
+        row = campaigns.campaign_row(conn, workspace_id, campaign_id)
+        if row["status"] not in ("SENT", "CANCELLED"):
+            raise MktError(400, NOT_ARCHIVABLE)
+        campaigns.set_campaign_status(conn, row["id"], "ARCHIVED", detail=row["status_detail"])
+    return {"id": row["id"], "status": "ARCHIVED"}
 
 
 def resume_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id: Any) -> dict[str, Any]:
