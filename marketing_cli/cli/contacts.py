@@ -146,6 +146,8 @@ def replaced_message(removed: dict[str, Any]) -> str:
 
 
 def _shown(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
     return ", ".join(map(str, value)) if isinstance(value, list) else str(value)
 
 
