@@ -77,6 +77,7 @@ async def import_contacts(request: Request) -> Response:
     date_format = request.query_params.get("date_format") or None
     day_first = _flag(request, "day_first") if "day_first" in request.query_params else None
     bulk.check_date_options(date_format, day_first)
+    bad_cells = bulk.check_bad_cells(request.query_params.get("bad_cells", bulk.LEAVE_OUT))
     raw = await read_body(request, max_bytes=IMPORT_MAX_BYTES, timeout_factor=10)
     if not raw.strip():
         raise MktError(400, EMPTY_BODY)
@@ -92,7 +93,7 @@ async def import_contacts(request: Request) -> Response:
             db.conn(), workspace_id, io.StringIO(text, newline=""), mapping=mapping,
             ignore_unknown=ignore_unknown, tag_ids=tag_ids, default_status=status, dry_run=dry_run,
             batch_size=batch_size, progress=stop.progress, delimiter=delimiter, decoding=decoding,
-            date_format=date_format, day_first=day_first)
+            date_format=date_format, day_first=day_first, bad_cells=bad_cells)
 
     return envelope_b(await run_in_threadpool(stop.run, db.conn, run))
 

@@ -19,6 +19,7 @@ from marketing_cli.cli.output import (
     table,
     usage_error,
 )
+from marketing_cli.cli.references import contact_id
 from marketing_cli.cli.registry import HELP
 from marketing_cli.cli.state import state
 from marketing_cli.errors import MktError
@@ -184,8 +185,8 @@ def render_enrollment(e: dict[str, Any]) -> Any:
 
 @app.command("enroll")
 def automations_enroll(ctx: typer.Context, automation_id: AutomationId,
-                       contact: Annotated[str, typer.Option("--contact", metavar="CONTACT_ID",
-                                                            help="The contact to add.")],
+                       contact: Annotated[str, typer.Option("--contact", metavar="CONTACT",
+                                                            help="The contact to add: id, email or phone.")],
                        entry_key: Annotated[str | None, typer.Option(
                            "--entry-key", help="An idempotency key: the same key enrolls once.")] = None,
                        as_json: JsonOption = False) -> None:
@@ -193,15 +194,15 @@ def automations_enroll(ctx: typer.Context, automation_id: AutomationId,
     from marketing_cli.services.automations import triggers
 
     s = state(ctx)
-    body = {"contact_id": contact, **({"entry_key": entry_key} if entry_key is not None else {})}
+    body = {"contact_id": contact_id(s, contact), **({"entry_key": entry_key} if entry_key is not None else {})}
     emit(triggers.enroll_contact(s.conn(), s.workspace_id(), automation_id, body), as_json, render_enrollment)
 
 
 
 @app.command("simulate")
 def automations_simulate(ctx: typer.Context, automation_id: AutomationId,
-                         contact: Annotated[str, typer.Option("--contact", metavar="CONTACT_ID",
-                                                              help="The contact to walk the flow for.")],
+                         contact: Annotated[str, typer.Option("--contact", metavar="CONTACT", help="The contact "
+                                                              "to walk the flow for: id, email or phone.")],
                          events: Annotated[Path | None, typer.Option(
                              "--events", metavar="PATH", help="A JSON (or YAML) list of events the contact would"
                              " cause: [{\"name\": \"purchase\", \"properties\": {...}, \"at\": \"...\"}].")]
@@ -214,12 +215,12 @@ def automations_simulate(ctx: typer.Context, automation_id: AutomationId,
     Sends nothing, writes nothing (POST /v1/automations/:id/simulate)."""
     from marketing_cli.services.automations import simulate
 
-    body: dict[str, Any] = {"contact_id": contact}
+    s = state(ctx)
+    body: dict[str, Any] = {"contact_id": contact_id(s, contact)}
     if events is not None:
         body["events"] = _document(events, "--events")
     if until is not None:
         body["until"] = until
-    s = state(ctx)
 
     def human(r: dict[str, Any]) -> Any:
         title = (f"{r['contact_id']} in {r['zone']} ({r['zone_source']}): {r['end']}"
@@ -244,8 +245,8 @@ def automations_test(ctx: typer.Context, automation_id: AutomationId,
                          "--sms-to", metavar="PHONE", help="A phone number for the SMS steps, beside an email"
                          " address in --to.")] = None,
                      contact: Annotated[str | None, typer.Option(
-                         "--contact", metavar="CONTACT_ID", help="Render merge tags for this contact (default: the"
-                         " contact with the test address, else the fields' defaults).")] = None,
+                         "--contact", metavar="CONTACT", help="Render merge tags for this contact, by id, email or"
+                         " phone (default: the contact with the test address, else the fields' defaults).")] = None,
                      smtp_url: Annotated[str | None, typer.Option(
                          "--smtp-url", envvar="MKT_SMTP_URL", help="smtp://[user:pass@]host:port or smtps://...;"
                          " without it, the workspace's transport (`mkt mail transport show`).")] = None,
@@ -262,9 +263,9 @@ def automations_test(ctx: typer.Context, automation_id: AutomationId,
     body: dict[str, Any] = {"to": to}
     if sms_to is not None:
         body["sms_to"] = sms_to
-    if contact is not None:
-        body["contact_id"] = contact
     s = state(ctx)
+    if contact is not None:
+        body["contact_id"] = contact_id(s, contact)
     emit(simulate.send_tests(s.conn(), s.workspace_id(), automation_id, body, smtp_url=smtp_url), as_json,
          lambda r: table(["step", "channel", "to", "status", "message id"],
                          [(x["step_id"], x["channel"], x["to"] or "-", x["status"], x["message_id"] or "-")

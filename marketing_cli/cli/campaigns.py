@@ -189,7 +189,8 @@ def campaigns_configure(
         payload["sender"] = {"sender_identity_id": sender_id,
                              **({"reply_to": _reply_to(reply_to)} if reply_to is not None else {})}
     if audience_type is not None:
-        payload["audience"] = audience_object(audience_type, include_tag, include_segment, exclude_tag, exclude_segment)
+        payload["audience"] = audience_object(ctx, audience_type, include_tag, include_segment, exclude_tag,
+                                              exclude_segment)
     elif include_tag or include_segment or exclude_tag or exclude_segment:
         raise usage_error("The include/exclude options need --audience-type.")
     variants = _variants(subject_a, preview_a, subject_b, preview_b)

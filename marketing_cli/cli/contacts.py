@@ -10,7 +10,8 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from marketing_cli.cli.output import JsonOption, emit, json_option, pairs
+from marketing_cli.cli.output import JsonOption, emit, json_option, pairs, usage_error
+from marketing_cli.cli.references import contact_id, tag_ids
 from marketing_cli.cli.registry import HELP
 from marketing_cli.cli.state import state
 
@@ -19,14 +20,17 @@ app = typer.Typer(help=HELP["contacts"], no_args_is_help=True)
 FieldOption = Annotated[Optional[list[str]], typer.Option(
     "--field", "-f", metavar="TAG=VALUE",
     help="A field value by merge tag, e.g. --field first_name=Ann (repeatable).")]
-TagOption = Annotated[Optional[list[int]], typer.Option("--tag", metavar="ID", help="A tag id (repeatable).")]
+TagOption = Annotated[Optional[list[str]], typer.Option(
+    "--tag", metavar="TAG", help="A tag, by name or id (repeatable).")]
 StatusOption = Annotated[Optional[str], typer.Option(
     "--status", help="SUBSCRIBED, UNSUBSCRIBED, UNCONFIRMED, CLEANED or COMPLAINED.")]
 SmsStatusOption = Annotated[Optional[str], typer.Option(
     "--sms-status", help="SUBSCRIBED, UNSUBSCRIBED, CLEANED or BLOCKED.")]
 BodyOption = Annotated[Optional[str], typer.Option(
     "--body", metavar="JSON", help="The whole request body as JSON ('-' reads stdin); other options override it.")]
-ContactId = Annotated[str, typer.Argument(metavar="ID", help="The contact's id (24 hex characters).")]
+ContactId = Annotated[str, typer.Argument(metavar="CONTACT", help="The contact: its id (24 hex characters), "
+                                                                   "email address or phone number.")]
+TagRefs = Annotated[list[str], typer.Argument(metavar="TAG...", help="Tags, by name or id.")]
 
 
 def _body(body: Optional[str]) -> dict[str, Any]:
@@ -79,7 +83,7 @@ def contacts_create(
     request = _body(body)
     if field or "fields" in request:
         request["fields"] = _fields(field, request)
-    for key, value in (("tags", tag), ("status", status), ("sms_status", sms_status)):
+    for key, value in (("tags", tag_ids(s, tag)), ("status", status), ("sms_status", sms_status)):
         if value:
             request[key] = value
     emit(contacts.create_contact(s.conn(), s.workspace_id(), request), as_json, render_contact)
@@ -95,33 +99,65 @@ def contacts_upsert(
     status: StatusOption = None,
     sms_status: SmsStatusOption = None,
     partial: Annotated[bool, typer.Option(
-        "--partial", help="Merge into the existing contact instead of replacing its fields, tags and status.")] = False,
+        "--partial", help="Merge (the default): the values given replace those fields' values; other fields, "
+                          "the status and the tags are kept; --tag adds tags to the contact's.")] = False,
+    replace: Annotated[bool, typer.Option(
+        "--replace", help="Replace the contact as the API does by default: fields left out lose their values, the "
+                          "tags become exactly the --tag ones (none without --tag), the status becomes --status or "
+                          "SUBSCRIBED. What was removed is listed.")] = False,
     body: BodyOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Create or update a contact found by email and/or phone (POST /v1/contacts/upsert)."""
+    """Create or update a contact by email and/or phone; merges unless --replace (POST /v1/contacts/upsert)."""
     from marketing_cli.services.contacts import records as contacts
 
+    if partial and replace:
+        raise usage_error("Give --partial (merge, the default) or --replace, not both.")
     s = state(ctx)
     request = _body(body)
     if field or "fields" in request:
         request["fields"] = _fields(field, request)
-    for key, value in (("email_address", email), ("phone_number", phone), ("tags", tag), ("status", status),
-                       ("sms_status", sms_status)):
+    for key, value in (("email_address", email), ("phone_number", phone), ("tags", tag_ids(s, tag)),
+                       ("status", status), ("sms_status", sms_status)):
         if value:
             request[key] = value
-    if partial:
-        request["partial_update"] = True
-    emit(contacts.upsert_contact(s.conn(), s.workspace_id(), request), as_json, render_contact)
+    if partial or replace or "partial_update" not in request:  # the command line merges unless told otherwise
+        request["partial_update"] = not replace
+    contact, removed = contacts.upsert_and_report(s.conn(), s.workspace_id(), request)
+    emit(contact, as_json, render_contact)
+    if removed is not None:
+        from marketing_cli.cli.output import err_console
+
+        err_console.print(replaced_message(removed), markup=False, soft_wrap=True)
+
+
+def replaced_message(removed: dict[str, Any]) -> str:
+    """What `upsert --replace` took away from the contact (on stderr, so --json stays the data)."""
+    parts = []
+    if removed["fields"]:
+        parts.append("field values " + ", ".join(f"{tag} ({_shown(value)})" for tag, value in removed["fields"].items()))
+    if removed["tags"]:
+        parts.append("tags " + ", ".join(removed["tags"]))
+    if removed["status"]:
+        parts.append(f"status {removed['status']} (now SUBSCRIBED: no --status was given)")
+    if not parts:
+        return "Replaced the contact: nothing was removed."
+    return "Replaced the contact; removed: " + "; ".join(parts) + "."
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return ", ".join(map(str, value)) if isinstance(value, list) else str(value)
 
 
 @app.command("get")
-def contacts_get(ctx: typer.Context, contact_id: ContactId, as_json: JsonOption = False) -> None:
-    """Show one contact by id (GET /v1/contacts/:id)."""
+def contacts_get(ctx: typer.Context, contact: ContactId, as_json: JsonOption = False) -> None:
+    """Show one contact by id, email address or phone number (GET /v1/contacts/:id)."""
     from marketing_cli.services.contacts import records as contacts
 
     s = state(ctx)
-    emit(contacts.get_contact(s.conn(), s.workspace_id(), contact_id), as_json, render_contact)
+    emit(contacts.get_contact(s.conn(), s.workspace_id(), contact_id(s, contact)), as_json, render_contact)
 
 
 @app.command("by-phone")
@@ -141,30 +177,32 @@ def contacts_by_phone(
 @app.command("tag")
 def contacts_tag(
     ctx: typer.Context,
-    contact_id: ContactId,
-    tag_ids: Annotated[list[int], typer.Argument(metavar="TAG_ID...", help="Tag ids to add.")],
+    contact: ContactId,
+    tags: TagRefs,
     as_json: JsonOption = False,
 ) -> None:
     """Add tags to a contact; tags it already has are ignored (POST /v1/contacts/:id/tags/add)."""
     from marketing_cli.services.contacts import records as contacts
 
     s = state(ctx)
-    emit(contacts.add_contact_tags(s.conn(), s.workspace_id(), contact_id, {"tag_ids": tag_ids}), as_json,
+    body = {"tag_ids": tag_ids(s, tags)}
+    emit(contacts.add_contact_tags(s.conn(), s.workspace_id(), contact_id(s, contact), body), as_json,
          render_contact)
 
 
 @app.command("untag")
 def contacts_untag(
     ctx: typer.Context,
-    contact_id: ContactId,
-    tag_ids: Annotated[list[int], typer.Argument(metavar="TAG_ID...", help="Tag ids to remove.")],
+    contact: ContactId,
+    tags: TagRefs,
     as_json: JsonOption = False,
 ) -> None:
     """Remove tags from a contact (POST /v1/contacts/:id/tags/remove)."""
     from marketing_cli.services.contacts import records as contacts
 
     s = state(ctx)
-    emit(contacts.remove_contact_tags(s.conn(), s.workspace_id(), contact_id, {"tag_ids": tag_ids}), as_json,
+    body = {"tag_ids": tag_ids(s, tags)}
+    emit(contacts.remove_contact_tags(s.conn(), s.workspace_id(), contact_id(s, contact), body), as_json,
          render_contact)
 
 

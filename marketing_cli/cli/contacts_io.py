@@ -15,6 +15,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from marketing_cli.cli.output import JsonOption, emit, err_console, pairs, table
+from marketing_cli.cli.references import tag_ids
 from marketing_cli.cli.state import state
 from marketing_cli.errors import MktError
 
@@ -45,8 +46,8 @@ def contacts_import(
         help="Map a column to a merge tag (repeatable); 'Column=' skips the column.")] = None,
     ignore_unknown: Annotated[bool, typer.Option(
         "--ignore-unknown", help="Skip columns that match no field instead of stopping.")] = False,
-    tag: Annotated[Optional[list[int]], typer.Option(
-        "--tag", metavar="ID", help="Tag every imported contact with this tag id (repeatable).")] = None,
+    tag: Annotated[Optional[list[str]], typer.Option(
+        "--tag", metavar="TAG", help="Tag every imported contact with this tag, by name or id (repeatable).")] = None,
     status: Annotated[str, typer.Option(
         "--status", help="Status of new contacts whose row has none.")] = "SUBSCRIBED",
     dry_run: Annotated[bool, typer.Option(
@@ -66,6 +67,10 @@ def contacts_import(
     day_first: Annotated[Optional[bool], typer.Option(
         "--day-first/--month-first", show_default=False,
         help="Read ambiguous dates such as 05/06/1987 day first or month first.")] = None,
+    bad_cells: Annotated[str, typer.Option(
+        "--bad-cells", metavar="leave-out|reject-row",
+        help="A cell that does not fit its column (a number, a date, a phone number beside an email address): "
+             "leave-out imports the contact without it and reports it; reject-row rejects the row.")] = "leave-out",
     as_json: JsonOption = False,
 ) -> None:
     """Import contacts from a CSV file: upsert by email in batches, reporting bad rows by line."""
@@ -75,8 +80,10 @@ def contacts_import(
     batch_size = contacts_io.check_batch_size(batch_size)  # before the file is read, as over HTTP
     delimiter = contacts_io.check_delimiter(delimiter)
     contacts_io.check_date_options(date_format, day_first)
+    bad_cells = contacts_io.check_bad_cells(bad_cells)
     s = state(ctx)
     conn, workspace_id = s.conn(), s.workspace_id()
+    tags = tag_ids(s, tag) or []
     with ExitStack() as stack:
         # One check for both faces (kernel/text_files.py): the whole file is UTF-8 (or in the
         # encoding given or detected), or nothing is imported and the error names the line and
@@ -111,10 +118,10 @@ def contacts_import(
 
         try:
             result = contacts_io.import_contacts(
-                conn, workspace_id, source, mapping=mapping, ignore_unknown=ignore_unknown, tag_ids=tag or [],
+                conn, workspace_id, source, mapping=mapping, ignore_unknown=ignore_unknown, tag_ids=tags,
                 default_status=status, dry_run=dry_run, batch_size=batch_size, errors_out=errors_out,
                 progress=progress, delimiter=delimiter, decoding=decoding, date_format=date_format,
-                day_first=day_first,
+                day_first=day_first, bad_cells=bad_cells,
             )
         except KeyboardInterrupt as stop:
             stack.close()  # the progress bar ends before the message
@@ -151,17 +158,30 @@ def _import_report(result: dict[str, Any], errors_path: str | None) -> Any:
         f"{verb}created": result["created"],
         f"{verb}updated": result["updated"],
         "rejected": result["skipped"],
+        "cells left out": result["cells_left_out"],
         "delimiter": result["delimiter"],
         "encoding": result["encoding"] + (" (detected)" if result["encoding_detected"] else ""),
         **({f"tags {verb}created": ", ".join(result["tags_created"])} if result["tags_created"] else {}),
     })]
+    if result["rejections"]:
+        parts.append(Text("Rejected rows by reason:", style="bold"))
+        parts.extend(Text(f"  {r['count']:,} {r['reason']}") for r in result["rejections"])
     shown = result["errors"][:SHOWN_ERRORS]
     if shown:
         parts.append(table(["line", "reason"], [(e["line"], e["reason"]) for e in shown], title="Rejected rows"))
         more = result["skipped"] - len(shown)
         if more > 0:
             hint = f" (all of them are in {errors_path})" if errors_path else " (--errors FILE.csv writes them all)"
-            parts.append(Text(f"... and {more} more rejected rows{hint}."))
+            parts.append(Text(f"... and {more:,} more rejected rows{hint}."))
+    left_out = result["left_out"][:SHOWN_ERRORS]
+    if left_out:
+        by_column = ", ".join(f"{c['column']} {c['count']:,}" for c in result["left_out_by_column"])
+        parts.append(table(["line", "column", "reason"], [(c["line"], c["column"], c["reason"]) for c in left_out],
+                           title=f"Cells left out, the rest of their rows imported ({by_column}; "
+                                 "--bad-cells reject-row rejects such rows)"))
+        more = result["cells_left_out"] - len(left_out)
+        if more > 0:
+            parts.append(Text(f"... and {more:,} more cells left out (--json lists the first {len(result['left_out']):,})."))
     warnings = result.get("warnings", [])[:SHOWN_ERRORS]
     if warnings:
         parts.append(table(["line", "warning"], [(w["line"], w["reason"]) for w in warnings],

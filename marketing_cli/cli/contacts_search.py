@@ -8,6 +8,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from marketing_cli.cli.output import JsonOption, emit, json_option, table
+from marketing_cli.cli.references import tag_ids
 from marketing_cli.cli.state import state
 
 WHERE_HELP = ("A field filter 'merge_tag OPERATOR value' (repeatable), e.g. 'age GREATER_THAN 30',"
@@ -54,8 +55,8 @@ def contacts_search(
     field_filter: Annotated[Optional[list[str]], typer.Option(
         "--field-filter", metavar="JSON",
         help='A field filter object, e.g. \'{"merge_tag": "age", "operator": "LESS_THAN", "value": 18}\'.')] = None,
-    tag: Annotated[Optional[list[int]], typer.Option(
-        "--tag", metavar="ID", help="Only contacts with this tag (repeatable: all of them).")] = None,
+    tag: Annotated[Optional[list[str]], typer.Option(
+        "--tag", metavar="TAG", help="Only contacts with this tag, by name or id (repeatable: all of them).")] = None,
     status: Annotated[Optional[str], typer.Option("--status", help="SUBSCRIBED, UNSUBSCRIBED, UNCONFIRMED, CLEANED"
                                                                   " or COMPLAINED.")] = None,
     page: Annotated[Optional[int], typer.Option("--page", help="Page number, from 1.")] = None,
@@ -70,6 +71,7 @@ def contacts_search(
     """Search contacts by field filters, tags and status, a page at a time."""
     from marketing_cli.services.contacts.search import search_contacts
 
+    s = state(ctx)
     if body == "-":
         body = sys.stdin.read()
     request: Any = json_option(body, "--body") if body is not None else {}
@@ -81,12 +83,12 @@ def contacts_search(
             request["fields"] = (existing if isinstance(existing, list) else []) + filters
         if tag:
             existing = request.get("tags")
-            request["tags"] = (existing if isinstance(existing, list) else []) + list(tag)
+            request["tags"] = ((existing if isinstance(existing, list) else [])
+                               + (tag_ids(s, tag) or []))
         for name, value in (("status", status), ("page", page), ("limit", limit), ("sort_by", sort_by),
                             ("sort_order", sort_order)):
             if value is not None:
                 request[name] = value
-    s = state(ctx)
     emit(search_contacts(s.conn(), s.workspace_id(), request), as_json, _human)
 
 

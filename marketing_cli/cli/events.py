@@ -10,6 +10,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from marketing_cli.cli.output import JsonOption, console, emit, json_option, table
+from marketing_cli.cli.references import contact_id
 from marketing_cli.cli.registry import HELP
 from marketing_cli.cli.state import state
 
@@ -56,8 +57,8 @@ def events_log(
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new events until Ctrl+C.")] = False,
     limit: Annotated[int, typer.Option("--limit", "-n", help="How many of the newest events to show first.")] = 50,
     type: Annotated[Optional[str], typer.Option("--type", help="Only events of this type (e.g. CUSTOM_EVENT).")] = None,
-    contact: Annotated[Optional[str], typer.Option("--contact", metavar="ID",
-                                                   help="Only events of this contact.")] = None,
+    contact: Annotated[Optional[str], typer.Option("--contact", metavar="CONTACT",
+                                                   help="Only events of this contact: id, email or phone.")] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Show the automation event log, newest last; --follow keeps watching."""
@@ -65,6 +66,8 @@ def events_log(
 
     s = state(ctx)
     conn, workspace_id = s.conn(), s.workspace_id()
+    if contact is not None:
+        contact = contact_id(s, contact)
     rows = events.list_events(conn, workspace_id, limit=limit, type=type, contact_id=contact)
     if not follow:
         emit(rows, as_json, lambda value: table(

@@ -125,3 +125,20 @@ def test_huge_number_values_never_break_reads(client, auth, conn, workspace):
     assert r.status_code == 201 and r.json()["data"]["data"]["age"] == float(2**70)
     search = client.post("/v1/contacts/search", headers=auth, json={})
     assert search.status_code == 200 and search.json()["data"]["pagination"]["total"] == 1
+
+
+def test_upsert_keeps_the_specification_default_and_a_partial_update_adds_tags(client, auth) -> None:
+    """The API's default stays the full replace; partial_update true merges, given tags added to the
+    contact's (issue 38: they replaced them, unlike everything else a merge keeps)."""
+    vip, gold = (client.post("/v1/tags", json={"name": n}, headers=auth).json()["data"]["id"] for n in ("vip", "gold"))
+    body = {"email_address": "ann@example.com", "fields": {"first_name": "Ann", "last_name": "Lee"},
+            "tags": [vip], "status": "UNSUBSCRIBED"}
+    assert client.post("/v1/contacts/upsert", json=body, headers=auth).status_code == 200
+    merged = client.post("/v1/contacts/upsert", headers=auth, json={
+        "email_address": "ann@example.com", "partial_update": True, "tags": [gold]}).json()["data"]
+    assert [t["id"] for t in merged["tags"]] == [vip, gold] and merged["data"]["last_name"] == "Lee"
+    assert merged["status"] == "UNSUBSCRIBED"
+    replaced = client.post("/v1/contacts/upsert", headers=auth, json={
+        "email_address": "ann@example.com", "tags": [gold]}).json()["data"]
+    assert [t["id"] for t in replaced["tags"]] == [gold] and replaced["data"]["last_name"] is None
+    assert replaced["status"] == "SUBSCRIBED"

@@ -66,12 +66,23 @@ def test_import_creates_then_updates(client: Any, auth: dict, ws: int, conn: Any
 
 
 def test_bad_rows_are_reported_by_line_and_good_rows_go_in(client: Any, auth: dict, ws: int, conn: Any) -> None:
-    summary = post_csv(client, auth, SAMPLE).json()["data"]
+    summary = post_csv(client, auth, SAMPLE, {"bad_cells": "reject-row"}).json()["data"]
     assert (summary["created"], summary["skipped"], summary["rows"]) == (2, 2, 4)
     assert [e["line"] for e in summary["errors"]] == [3, 4]
     assert summary["errors"][1]["reason"] == "Field 'age' must be a number."
     assert sorted(r[0] for r in conn.execute("SELECT email FROM contacts")) == ["ann@example.com",
                                                                                "dan@example.com"]
+
+
+def test_a_bad_optional_cell_is_left_out_by_default(client: Any, auth: dict, ws: int, conn: Any) -> None:
+    summary = post_csv(client, auth, SAMPLE).json()["data"]
+    assert (summary["created"], summary["skipped"], summary["rows"], summary["bad_cells"]) == (3, 1, 4, "leave-out")
+    assert summary["left_out"] == [{"line": 4, "column": "Age", "reason": "Field 'age' must be a number."}]
+    assert summary["left_out_by_column"] == [{"column": "Age", "count": 1}]
+    assert summary["rejections"] == [{"kind": "email", "count": 1, "reason": "with an invalid email address"}]
+    assert contact_by_email(client, auth, conn, "cy@example.com")["data"]["first_name"] == "Cy"
+    assert error_of(post_csv(client, auth, SAMPLE, {"bad_cells": "drop"})) == (
+        400, "The bad cells option must be leave-out or reject-row (--bad-cells / bad_cells=).")
 
 
 def test_dry_run_writes_nothing_and_takes_no_lock(client: Any, auth: dict, ws: int, conn: Any) -> None:
@@ -213,7 +224,8 @@ def test_api_summary_equals_the_cli_json_summary(client: Any, auth: dict, ws: in
         result = cli("--workspace", str(other), "contacts", "import", str(path), *args, "--json")
         assert result.exit_code == 0, result.stderr
         assert api == json.loads(result.stdout)
-        assert (api["created"], api["updated"], api["skipped"], api["tags_created"]) == (2, 1, 2, ["new", "vip"])
+        assert (api["created"], api["updated"], api["skipped"], api["tags_created"]) == (3, 1, 1, ["new", "vip"])
+        assert api["cells_left_out"] == 1
 
 
 def test_slow_work_runs_off_the_event_loop(client: Any, auth: dict, ws: int,
@@ -300,3 +312,18 @@ def test_a_non_ascii_local_part_is_imported_with_a_warning(client: Any, auth: di
     assert (summary["created"], summary["skipped"], summary["warned"]) == (2, 0, 1)
     assert summary["warnings"] == [{"line": 3, "reason": importer.NEEDS_SMTPUTF8.format(
         email="gül.kowalski.6@example.com")}]
+
+
+def test_the_summary_counts_each_rejected_row_once_with_a_breakdown_by_reason(client: Any, auth: dict, ws: int,
+                                                                              conn: Any) -> None:
+    from marketing_cli.services.account import billing
+
+    billing.set_allowance(conn, ws, "contacts", 1)
+    text = "email,age\na@example.com,1\nb@example.com,2\nb@example.com,3\nc@example.com,x\nnope,4\n"
+    summary = post_csv(client, auth, text).json()["data"]
+    assert summary["skipped"] == len(summary["errors"]) == 4
+    assert sorted(e["line"] for e in summary["errors"]) == [3, 4, 5, 6]
+    assert [(r["kind"], r["count"]) for r in summary["rejections"]] == [("allowance", 3), ("email", 1)]
+    assert summary["rejections"][0]["reason"] == ("over the contacts allowance of 1: mkt billing allowance set "
+                                                  "contacts N")
+    assert summary["left_out"] == []  # c@example.com's bad age: its row was rejected, nothing was left out of it

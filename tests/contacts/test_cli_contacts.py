@@ -41,7 +41,10 @@ def test_messages_and_usage_errors(cli, workspace) -> None:
     result = cli("contacts", "upsert")
     assert result.exit_code == 1 and result.stderr.strip() == "Email address is required for upsert operation."
     result = cli("contacts", "get", "nope")
-    assert result.exit_code == 1 and result.stderr.strip() == "The contact ID you provided is not valid."
+    assert result.exit_code == 1 and result.stderr.strip() == (
+        "'nope' is not a contact: give its id (24 hex characters), email address or phone number.")
+    result = cli("contacts", "get", "0" * 24)
+    assert result.exit_code == 1 and result.stderr.strip() == "We couldn't find a contact with that ID."
     result = cli("contacts", "by-phone", "+14155552671")
     assert result.exit_code == 1 and result.stderr.strip() == "We couldn't find a contact with that phone number."
     assert cli("contacts", "create", "--field", "oops", "--status", "SUBSCRIBED").exit_code == 2

@@ -29,11 +29,13 @@ def sample(tmp_path: Path) -> Path:
 
 def test_import_json_summary(cli_json: Callable[..., Any], ws: int, sample: Path, conn: Any) -> None:
     summary = cli_json("contacts", "import", str(sample))
-    assert summary["created"] == 2 and summary["updated"] == 0 and summary["skipped"] == 2
-    assert [e["line"] for e in summary["errors"]] == [3, 4]
-    assert summary["errors"][1]["reason"] == "Field 'age' must be a number."
+    assert summary["created"] == 3 and summary["updated"] == 0 and summary["skipped"] == 1
+    assert [e["line"] for e in summary["errors"]] == [3]
+    assert summary["left_out"] == [{"line": 4, "column": "Age", "reason": "Field 'age' must be a number."}]
     assert summary["dry_run"] is False and summary["rows"] == 4
-    assert conn.execute("SELECT count(*) FROM contacts").fetchone()[0] == 2
+    assert conn.execute("SELECT count(*) FROM contacts").fetchone()[0] == 3
+    again = cli_json("contacts", "import", str(sample), "--bad-cells", "reject-row")
+    assert [e["line"] for e in again["errors"]] == [3, 4] and again["cells_left_out"] == 0
 
 
 def test_import_human_report_and_errors_file(cli: Callable[..., Any], ws: int, sample: Path, tmp_path: Path) -> None:
@@ -41,10 +43,13 @@ def test_import_human_report_and_errors_file(cli: Callable[..., Any], ws: int, s
     result = cli("contacts", "import", str(sample), "--errors", str(errors))
     assert result.exit_code == 0, result.stderr
     assert "Import finished" in result.stdout and "Rejected rows" in result.stdout
-    assert "Field 'age' must be a number." in result.stdout
+    assert "1 with an invalid email address" in result.stdout
+    assert "Cells left out" in result.stdout and "Field 'age' must be a number." in result.stdout
     rows = list(csv.reader(io.StringIO(errors.read_text(encoding="utf-8"))))
     assert rows[0] == ["line", "reason", "Email", "First Name", "Age"]
-    assert [r[0] for r in rows[1:]] == ["3", "4"]
+    assert [r[0] for r in rows[1:]] == ["3"]
+    bad = cli("contacts", "import", str(sample), "--bad-cells", "reject-all")
+    assert bad.exit_code == 1 and "leave-out or reject-row" in bad.stderr
 
 
 def test_import_from_stdin_with_map_tag_and_status(cli_json: Callable[..., Any], cli: Callable[..., Any], ws: int,
@@ -92,7 +97,7 @@ def test_import_refused_while_another_runs(cli: Callable[..., Any], ws: int, sam
 
 
 def test_export_csv_to_stdout_is_only_the_data(cli: Callable[..., Any], ws: int, sample: Path) -> None:
-    cli("contacts", "import", str(sample))
+    cli("contacts", "import", str(sample), "--bad-cells", "reject-row")
     for args in ((), ("--json",)):
         result = cli("contacts", "export", *args)
         assert result.exit_code == 0
@@ -102,7 +107,7 @@ def test_export_csv_to_stdout_is_only_the_data(cli: Callable[..., Any], ws: int,
 
 
 def test_export_jsonl_and_fields(cli: Callable[..., Any], ws: int, sample: Path, conn: Any) -> None:
-    cli("contacts", "import", str(sample))
+    cli("contacts", "import", str(sample), "--bad-cells", "reject-row")
     result = cli("contacts", "export", "--format", "jsonl", "--fields", "email_address,age")
     lines = [json.loads(line) for line in result.stdout.splitlines()]
     assert [c["data"] for c in lines] == [{"email_address": "ann@example.com", "age": 30},
@@ -113,7 +118,7 @@ def test_export_jsonl_and_fields(cli: Callable[..., Any], ws: int, sample: Path,
 
 def test_export_to_file_then_import_it_back(cli_json: Callable[..., Any], cli: Callable[..., Any], ws: int,
                                             sample: Path, tmp_path: Path, conn: Any) -> None:
-    cli("contacts", "import", str(sample))
+    cli("contacts", "import", str(sample), "--bad-cells", "reject-row")
     before = [dict(r) for r in conn.execute("SELECT * FROM contacts ORDER BY id")]
     out = tmp_path / "export.csv"
     assert cli_json("contacts", "export", "--output", str(out)) == {"exported": 2, "format": "csv",
@@ -142,3 +147,20 @@ def test_import_tells_which_addresses_need_smtputf8(cli: Callable[..., Any], cli
     assert (summary["created"], summary["warned"]) == (3, 1) and summary["warnings"][0]["line"] == 3
     shown = cli("contacts", "import", str(path)).stdout
     assert "Rows with a warning" in shown and "gül.kowalski.6@example.com has non-ASCII characters" in shown
+
+
+def test_import_report_breaks_rejections_down_and_files_every_rejected_row(cli: Callable[..., Any], ws: int,
+                                                                           tmp_path: Path, conn: Any) -> None:
+    from marketing_cli.services.account import billing
+
+    billing.set_allowance(conn, ws, "contacts", 1)
+    path, errors = tmp_path / "in.csv", tmp_path / "rejected.csv"
+    path.write_text("email,age\na@example.com,1\nb@example.com,2\nb@example.com,3\nc@example.com,4\nnope,5\n",
+                    encoding="utf-8")
+    result = cli("contacts", "import", str(path), "--errors", str(errors))
+    assert result.exit_code == 0, result.stderr
+    text = " ".join(result.stdout.split())
+    assert "rejected 4" in text
+    assert "3 over the contacts allowance of 1: mkt billing allowance set contacts N" in text
+    assert "1 with an invalid email address" in text
+    assert len(list(csv.reader(io.StringIO(errors.read_text(encoding="utf-8"))))) == 1 + 4

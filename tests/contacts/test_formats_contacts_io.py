@@ -154,12 +154,12 @@ def test_dates_without_a_choice_are_read_only_when_unambiguous(cli: Callable[...
                                                                client: Any, auth: dict[str, str]) -> None:
     code, summary, stderr = cli_import(cli, "-", input=DATES)
     assert code == 0, stderr
-    assert summary["created"] == 2 and [e["line"] for e in summary["errors"]] == [4]
-    reason = summary["errors"][0]["reason"]
+    assert summary["created"] == 3 and [e["line"] for e in summary["left_out"]] == [4]
+    reason = summary["left_out"][0]["reason"]
     assert reason == ("Field 'born': '05/06/1987' is 1987-06-05 read day first and 1987-05-06 read month first: "
                       "choose with --day-first or --month-first (API: day_first=true|false), or give --date-format.")
-    assert born(conn, ws) == {"a@example.com": "1987-01-17", "b@example.com": "1987-01-17"}
-    assert post(client, auth, DATES, {"dry_run": "true"}).json()["data"]["errors"] == summary["errors"]
+    assert born(conn, ws) == {"a@example.com": "1987-01-17", "b@example.com": "1987-01-17", "c@example.com": None}
+    assert post(client, auth, DATES, {"dry_run": "true"}).json()["data"]["left_out"] == summary["left_out"]
 
 
 def test_dates_in_both_orders(cli: Callable[..., Any], ws: int, conn: Any, client: Any, auth: dict[str, str]) -> None:
@@ -175,7 +175,7 @@ def test_dates_in_both_orders(cli: Callable[..., Any], ws: int, conn: Any, clien
 
 def test_a_date_format(cli: Callable[..., Any], ws: int, conn: Any, client: Any, auth: dict[str, str]) -> None:
     text = "Email,Born\na@example.com,05.06.1987\nb@example.com,1990-02-03\nc@example.com,06/05/1987\n"
-    code, summary, stderr = cli_import(cli, "-", "--date-format", "%d.%m.%Y", input=text)
+    code, summary, stderr = cli_import(cli, "-", "--date-format", "%d.%m.%Y", "--bad-cells", "reject-row", input=text)
     assert code == 0, stderr
     assert summary["errors"] == [{"line": 4, "reason": "Field 'born' must be a date in the format %d.%m.%Y "
                                                        "(--date-format), or YYYY-MM-DD."}]
@@ -198,18 +198,18 @@ def test_a_refused_national_number_names_the_region_that_read_it(cli: Callable[.
     text = "Email,Phone\na@example.com,07911 200005\nb@example.com,+44 7911 200006\n"
     code, summary, stderr = cli_import(cli, "-", input=text)
     assert code == 0, stderr
-    assert summary["created"] == 1
-    assert summary["errors"] == [{"line": 2, "reason": (
+    assert summary["created"] == 2 and summary["skipped"] == 0  # a@example.com without its number
+    assert summary["left_out"] == [{"line": 2, "column": "Phone", "reason": (
         "phone number is invalid: '07911 200005' is not a valid phone number. It has no + country code, so it was "
         "read as a number of US, the phone_number field's default region: write it with + and its country code, "
         f"or change the default region (mkt fields update {phone['id']} --default-region CC; API: PATCH "
         f"/v1/fields/{phone['id']} with default_region).")}]
-    assert post(client, auth, text, {"dry_run": "true"}).json()["data"]["errors"] == summary["errors"]
-    # With the region the file was written for, the same row goes in.
+    assert post(client, auth, text, {"dry_run": "true"}).json()["data"]["left_out"] == summary["left_out"]
+    # With the region the file was written for, the same row goes in whole.
     fields.update_field(conn, ws, phone["id"], {"label": "Phone", "merge_tag": "phone_number", "type": "TEXT",
                                                 "default_region": "GB"})
     again = post(client, auth, text).json()["data"]
-    assert again["skipped"] == 0
+    assert again["skipped"] == 0 and again["cells_left_out"] == 0
 
 
 def test_a_national_number_without_a_region_says_how_to_set_one(cli: Callable[..., Any], ws: int,
@@ -217,7 +217,7 @@ def test_a_national_number_without_a_region_says_how_to_set_one(cli: Callable[..
     phone = fields.create_field(conn, ws, {"label": "Phone", "merge_tag": "phone_number", "type": "TEXT"})
     code, summary, _ = cli_import(cli, "-", input="Email,Phone\na@example.com,07911 200005\n")
     assert code == 0
-    assert summary["errors"][0]["reason"] == (
+    assert summary["left_out"][0]["reason"] == (
         "phone number is invalid: '07911 200005' has no country code (+...) and no default region is set. Set the "
         f"phone_number field's default region (mkt fields update {phone['id']} --default-region CC; API: PATCH "
         f"/v1/fields/{phone['id']} with default_region), or write the number with + and its country code.")
@@ -239,8 +239,11 @@ def test_odd_options_are_refused_whole(params: dict[str, str], client: Any, auth
 
 
 @pytest.mark.parametrize("cell", ["1987", "Tuesday", "9" * 40, "05/06", "31/02/1987", "x" * 300, "1/2/3/4"])
-def test_cells_that_are_not_whole_dates_are_rejected_rows(cell: str, client: Any, auth: dict[str, str],
-                                                          ws: int) -> None:
+def test_cells_that_are_not_whole_dates_are_refused(cell: str, client: Any, auth: dict[str, str],
+                                                    ws: int) -> None:
     for params in ({}, {"day_first": "true"}):
         summary = post(client, auth, f"Email,Born\na@example.com,{cell}\n", params).json()["data"]
+        assert summary["cells_left_out"] == 1 and summary["left_out"][0]["reason"].startswith("Field 'born'")
+        summary = post(client, auth, f"Email,Born\nb@example.com,{cell}\n",
+                       {**params, "bad_cells": "reject-row"}).json()["data"]
         assert summary["skipped"] == 1 and summary["errors"][0]["reason"].startswith("Field 'born'")

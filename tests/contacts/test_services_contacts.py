@@ -279,7 +279,8 @@ def test_partial_update(conn, ws, tagged) -> None:
     c = records.upsert_contact(conn, ws, {"email_address": "ann@example.com", "partial_update": True,
                                            "tags": [tagged["b"]["id"]], "status": "SUBSCRIBED",
                                            "sms_status": "SUBSCRIBED", "fields": {"first_name": None}})
-    assert c["tags"] == [tagged["b"]] and c["status"] == "SUBSCRIBED" and c["data"]["first_name"] is None
+    # tags given to a partial update are added to the contact's (issue 38: a merge loses nothing)
+    assert c["tags"] == [tagged["a"], tagged["b"]] and c["status"] == "SUBSCRIBED" and c["data"]["first_name"] is None
     assert c["sms_status"] == "SUBSCRIBED"
 
 
@@ -291,8 +292,10 @@ def test_upsert_update_events(conn, ws, tagged) -> None:
     assert events(conn)[start:] == [
         ("FIELD_UPDATED", {"field_id": 2, "merge_tag": "first_name", "old": "Ann", "new": "Anne"}),
         ("TAG_ADDED", {"tag_id": tagged["b"]["id"], "tag_name": "b"}),
-        ("TAG_REMOVED", {"tag_id": tagged["a"]["id"], "tag_name": "a"}),
     ]
+    records.upsert_contact(conn, ws, {"email_address": "ann@example.com", "tags": [tagged["b"]["id"]],
+                                       "fields": {"first_name": "Anne", "last_name": "Lee"}})  # a full replace
+    assert events(conn)[start + 2:] == [("TAG_REMOVED", {"tag_id": tagged["a"]["id"], "tag_name": "a"})]
     before = conn.execute("SELECT updated_at FROM contacts").fetchone()[0]
     # nothing changes: no event, updated_at kept; UNCONFIRMED on update fires nothing either
     records.upsert_contact(conn, ws, {"email_address": "ann@example.com", "partial_update": True,

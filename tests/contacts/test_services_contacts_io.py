@@ -13,7 +13,7 @@ import pytest
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.services.account import billing, workspaces
-from marketing_cli.services.contacts import bulk, fields, importer, records, tags
+from marketing_cli.services.contacts import batches, bulk, fields, importer, records, tags
 
 
 @pytest.fixture
@@ -102,25 +102,28 @@ def test_header_errors(conn: Any, ws: int, header: str, mapping: dict[str, str] 
 
 # --- bad rows ------------------------------------------------------------------------
 
+BAD_ROWS = (
+    "email,age,vip,birthday,plan,topics,country,status,sms_status\n"   # line 1
+    "ok1@example.com,30,yes,2000-01-31,pro,\"news,tips\",fr,,\n"        # 2
+    "not-an-email,30,,,,,,,\n"                                           # 3
+    "a@example.com,thirty,,,,,,,\n"                                      # 4
+    "b@example.com,,maybe,,,,,,\n"                                       # 5
+    "c@example.com,,,2000-02-30,,,,,\n"                                  # 6
+    "d@example.com,,,,gold,,,,\n"                                        # 7
+    "e@example.com,,,,,\"news,sports\",,,\n"                             # 8
+    "f@example.com,,,,,,XX,,\n"                                          # 9
+    "g@example.com,,,,,,,ACTIVE,\n"                                      # 10
+    "h@example.com,,,,,,,,OPTED_OUT\n"                                   # 11
+    ",5,,,,,,,\n"                                                        # 12
+    "i@example.com,1\n"                                                  # 13
+    "\"j@example.com\",2,no,,free,\"deals\",de,cleaned,blocked\n"        # 14
+    "k@example.com,x,,,gold,,,,\n"                                       # 15
+)
+
+
 def test_bad_rows_are_reported_by_line_while_good_rows_go_in(conn: Any, ws: int) -> None:
-    text = (
-        "email,age,vip,birthday,plan,topics,country,status,sms_status\n"   # line 1
-        "ok1@example.com,30,yes,2000-01-31,pro,\"news,tips\",fr,,\n"        # 2
-        "not-an-email,30,,,,,,,\n"                                           # 3
-        "a@example.com,thirty,,,,,,,\n"                                      # 4
-        "b@example.com,,maybe,,,,,,\n"                                       # 5
-        "c@example.com,,,2000-02-30,,,,,\n"                                  # 6
-        "d@example.com,,,,gold,,,,\n"                                        # 7
-        "e@example.com,,,,,\"news,sports\",,,\n"                             # 8
-        "f@example.com,,,,,,XX,,\n"                                          # 9
-        "g@example.com,,,,,,,ACTIVE,\n"                                      # 10
-        "h@example.com,,,,,,,,OPTED_OUT\n"                                   # 11
-        ",5,,,,,,,\n"                                                        # 12
-        "i@example.com,1\n"                                                  # 13
-        "\"j@example.com\",2,no,,free,\"deals\",de,cleaned,blocked\n"        # 14
-        "k@example.com,x,,,gold,,,,\n"                                       # 15
-    )
-    result = run(conn, ws, text)
+    """--bad-cells reject-row: any bad cell rejects its row, with every reason (imports before issue 38)."""
+    result = run(conn, ws, BAD_ROWS, bad_cells="reject-row")
     assert (result["rows"], result["created"], result["skipped"]) == (14, 2, 12)
     reasons = {e["line"]: e["reason"] for e in result["errors"]}
     assert sorted(reasons) == [3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 15]
@@ -140,6 +143,47 @@ def test_bad_rows_are_reported_by_line_while_good_rows_go_in(conn: Any, ws: int)
     assert (ok["age"], ok["vip"], ok["topics"], ok["country"]) == (30, True, ["news", "tips"], "FR")
     j = by_email(conn, ws, "j@example.com")
     assert (j["status"], j["sms_status"], j["data"]["vip"]) == ("CLEANED", "BLOCKED", False)
+    assert result["cells_left_out"] == 0 and result["left_out"] == []
+    assert {r["kind"]: r["count"] for r in result["rejections"]} == {
+        "cell": 7, "email": 1, "status": 2, "no_email": 1, "width": 1}
+
+
+def test_a_bad_optional_cell_is_left_out_and_the_contact_imported(conn: Any, ws: int) -> None:
+    """The default: a cell that does not fit its field is left out, reported by line and column,
+    and the rest of the row goes in; the email address and the statuses still reject the row."""
+    result = run(conn, ws, BAD_ROWS)
+    assert (result["rows"], result["created"], result["skipped"], result["bad_cells"]) == (14, 9, 5, "leave-out")
+    assert [e["line"] for e in result["errors"]] == [3, 10, 11, 12, 13]
+    assert result["cells_left_out"] == 8
+    assert [(c["line"], c["column"]) for c in result["left_out"]] == [
+        (4, "age"), (5, "vip"), (6, "birthday"), (7, "plan"), (8, "topics"), (9, "country"), (15, "age"),
+        (15, "plan")]
+    assert result["left_out"][0]["reason"] == "Field 'age' must be a number."
+    assert result["left_out_by_column"][:2] == [{"column": "age", "count": 2}, {"column": "plan", "count": 2}]
+    a = by_email(conn, ws, "a@example.com")
+    assert a["data"]["age"] is None and a["status"] == "SUBSCRIBED"
+    k = by_email(conn, ws, "k@example.com")["data"]
+    assert (k["age"], k["plan"]) == (None, None)
+    assert result["rows"] == result["created"] + result["updated"] + result["skipped"]
+
+
+def test_a_bad_optional_cell_never_erases_the_value_a_contact_has(conn: Any, ws: int) -> None:
+    run(conn, ws, "email,age,phone\nann@example.com,40,+12015550123\n")
+    result = run(conn, ws, "email,age,phone,city\nann@example.com,forty,12,Paris\n")
+    assert (result["updated"], result["skipped"], result["cells_left_out"]) == (1, 0, 2)
+    ann = by_email(conn, ws, "ann@example.com")["data"]
+    assert (ann["age"], ann["phone_number"], ann["city"]) == (40, "+12015550123", "Paris")
+
+
+def test_a_bad_cell_of_a_required_field_or_a_key_still_rejects_the_row(conn: Any, ws: int) -> None:
+    fields.create_field(conn, ws, {"label": "Score", "merge_tag": "score", "type": "NUMBER", "required": True})
+    workspaces.update_operator_settings(conn, ws, allow_contacts_without_email=True)
+    result = run(conn, ws, "email,phone,score,age\na@example.com,,high,1\n,12,5,2\nb@example.com,12,5,x\n")
+    assert [(e["line"], e["reason"].split(":")[0]) for e in result["errors"]] == [
+        (2, "Field 'score' must be a number."), (3, "phone number is invalid")]
+    assert [r["kind"] for r in result["rejections"]] == ["required", "phone"]
+    assert [(c["line"], c["column"]) for c in result["left_out"]] == [(4, "phone"), (4, "age")]  # column order
+    assert result["created"] == 1
 
 
 def test_line_numbers_count_physical_lines_across_quoted_newlines_and_blank_lines(conn: Any, ws: int) -> None:
@@ -151,7 +195,7 @@ def test_line_numbers_count_physical_lines_across_quoted_newlines_and_blank_line
 
 def test_errors_file_holds_rejected_rows_with_line_and_reason(conn: Any, ws: int) -> None:
     out = io.StringIO()
-    run(conn, ws, "email,age\nok@example.com,1\nbad,2\nx@example.com,old\n", errors_out=out)
+    run(conn, ws, "email,age\nok@example.com,1\nbad,2\nx@example.com,old\n", errors_out=out, bad_cells="reject-row")
     rows = list(csv.reader(io.StringIO(out.getvalue())))
     assert rows[0] == ["line", "reason", "email", "age"]
     assert [r[0] for r in rows[1:]] == ["3", "4"]
@@ -247,13 +291,23 @@ def test_rows_without_email_are_found_by_phone_when_the_workspace_allows_it(conn
 
 def test_a_phone_number_stays_with_one_contact(conn: Any, ws: int) -> None:
     run(conn, ws, "email,phone\nowner@example.com,+12015550123\n")
-    result = run(conn, ws, "email,phone\nother@example.com,201-555-0123\nowner@example.com,+12015550123\n"
-                           "x@example.com,+12015550199\ny@example.com,+12015550199\nz@example.com,12\n")
+    text = ("email,phone\nother@example.com,201-555-0123\nowner@example.com,+12015550123\n"
+            "x@example.com,+12015550199\ny@example.com,+12015550199\nz@example.com,12\n")
+    result = run(conn, ws, text, bad_cells="reject-row")
     assert (result["created"], result["updated"]) == (1, 1)
     reasons = {e["line"]: e["reason"] for e in result["errors"]}
     assert reasons[2] == records.PHONE_TAKEN.format(phone="+12015550123")
     assert reasons[5] == records.PHONE_TAKEN.format(phone="+12015550199")
     assert reasons[6].startswith("phone number is invalid")
+    # by default the number is left out and the contact imported without it
+    result = run(conn, ws, text.replace("@", "2@").replace("owner2@", "owner@"))
+    assert (result["created"], result["updated"], result["skipped"]) == (4, 1, 0)
+    left = {c["line"]: c["reason"] for c in result["left_out"]}  # x@example.com has +12015550199 since the run above
+    assert left[2] == records.PHONE_TAKEN.format(phone="+12015550123") + " The number was left out."
+    assert left[4] == left[5] == records.PHONE_TAKEN.format(phone="+12015550199") + " The number was left out."
+    assert left[6].startswith("phone number is invalid")
+    assert by_email(conn, ws, "other2@example.com")["data"]["phone_number"] is None
+    assert by_email(conn, ws, "x@example.com")["data"]["phone_number"] == "+12015550199"
 
 
 # --- tags --------------------------------------------------------------------------
@@ -320,7 +374,7 @@ def test_postgresql_parses_the_next_batch_while_one_is_written(conn: Any, ws: in
 
     text = ("email,age\n" + "".join(f"u{i}@example.com,{i}\n" for i in range(12)) + "bad,1\n"
             + "u0@example.com,x\n")
-    result = run(conn, ws, text, batch_size=4, progress=progress)
+    result = run(conn, ws, text, batch_size=4, progress=progress, bad_cells="reject-row")
     assert seen[0] is (engine == "postgresql")
     assert not any(t.name == "mkt-import-reader" for t in threading.enumerate())
     assert (result["created"], result["skipped"]) == (12, 2)
@@ -389,8 +443,11 @@ def test_allowance_rejects_new_contacts_beyond_it_but_not_updates(conn: Any, ws:
     text = "email,city\n" + "".join(f"n{i}@example.com,X\n" for i in range(4)) + "a@example.com,Paris\n"
     result = run(conn, ws, text, batch_size=2)
     assert (result["created"], result["updated"], result["skipped"]) == (2, 1, 2)
-    assert [e["reason"] for e in result["errors"]] == ["Billing limit error", "Billing limit error"]
+    assert [e["reason"] for e in result["errors"]] == [batches.OVER_ALLOWANCE] * 2
+    assert batches.OVER_ALLOWANCE.startswith("Billing limit error: ")
     assert [e["line"] for e in result["errors"]] == [4, 5]
+    assert result["rejections"] == [{"kind": "allowance", "count": 2, "reason": (
+        "over the contacts allowance of 3: mkt billing allowance set contacts N")}]
     assert billing.usage(conn, ws, "contacts") == 3
     assert by_email(conn, ws, "a@example.com")["data"]["city"] == "Paris"
     assert run(conn, ws, text, dry_run=True)["skipped"] == 2  # a dry run counts the allowance too
@@ -591,3 +648,39 @@ def test_internationalised_addresses_go_in_and_a_non_ascii_local_part_is_importe
 def test_the_warning_list_is_capped_but_warned_counts_all(conn: Any, ws: int) -> None:
     result = run(conn, ws, "email\n" + "".join(f"ü{i}@example.org\n" for i in range(5)), max_errors=2)
     assert result["warned"] == 5 and [w["line"] for w in result["warnings"]] == [2, 3]
+
+
+# --- the summary: every rejected row counted, listed and filed once, by reason ---------
+
+@pytest.mark.parametrize("batch_size", [100, 2])
+def test_every_rejected_file_row_is_one_error_and_one_line_of_the_errors_file(conn: Any, ws: int,
+                                                                              batch_size: int) -> None:
+    """Rows repeating a key were rejected as one: `skipped` counted 2, `errors` and the file held 1."""
+    billing.set_allowance(conn, ws, "contacts", 1)
+    text = ("email,city\na@example.com,X\nb@example.com,Y\nB@example.com,Z\nc@example.com,\nbad,\n"
+            "c@example.com,W\n")
+    out = io.StringIO()
+    result = run(conn, ws, text, errors_out=out, batch_size=batch_size)
+    filed = list(csv.reader(io.StringIO(out.getvalue())))[1:]
+    assert result["skipped"] == len(result["errors"]) == len(filed) == 5
+    assert sorted(e["line"] for e in result["errors"]) == sorted(int(r[0]) for r in filed) == [3, 4, 5, 6, 7]
+    assert {int(r[0]): r[2:] for r in filed} == {  # each row with its own cells
+        3: ["b@example.com", "Y"], 4: ["B@example.com", "Z"], 5: ["c@example.com", ""], 6: ["bad", ""],
+        7: ["c@example.com", "W"]}
+    assert result["rows"] == result["created"] + result["updated"] + result["skipped"] == 6
+    assert result["rejections"] == [
+        {"kind": "allowance", "count": 4, "reason": "over the contacts allowance of 1: mkt billing allowance set "
+                                                    "contacts N"},
+        {"kind": "email", "count": 1, "reason": "with an invalid email address"}]
+    dry = run(conn, ws, text.replace("a@", "z@"), dry_run=True, batch_size=batch_size)
+    assert dry["skipped"] == len(dry["errors"]) == 6
+
+
+def test_a_rejection_the_kinds_do_not_know_is_counted_under_its_own_reason() -> None:
+    report = importer._Report(["email"], None, 10)
+    report.reject(2, ["x"], "This person asked to be erased.", "erased")
+    report.reject(3, ["y"], "This person asked to be erased.", "erased")
+    report.reject(4, ["z"], "Email address is required for upsert operation.", "no_email")
+    assert report.rejections(lambda: 0) == [
+        {"kind": "other", "count": 2, "reason": "This person asked to be erased."},
+        {"kind": "no_email", "count": 1, "reason": importer.REJECTION_KINDS["no_email"]}]

@@ -97,11 +97,14 @@ def test_an_invalid_timezone_is_refused_on_create_and_update(conn: sqlite3.Conne
 def test_a_timezone_is_stored_in_its_iana_spelling_and_checked_on_import(conn: sqlite3.Connection, ws: int) -> None:
     made = f.contact(conn, ws, "a@example.com", timezone=" america/new_york ")
     assert made["fields"]["timezone"] == "America/New_York" if "fields" in made else True
-    result = bulk.import_contacts(conn, ws, io.StringIO(
-        "email_address,timezone\nok@example.com,Europe/Paris\nbad@example.com,Mars/Base\n"))
+    text = "email_address,timezone\nok@example.com,Europe/Paris\nbad@example.com,Mars/Base\n"
+    result = bulk.import_contacts(conn, ws, io.StringIO(text), bad_cells="reject-row")
     assert [e["line"] for e in result["errors"]] == [3]
     assert "must be an IANA time zone name" in result["errors"][0]["reason"]
     assert conn.execute("SELECT count(*) FROM contacts WHERE email = 'bad@example.com'").fetchone()[0] == 0
+    result = bulk.import_contacts(conn, ws, io.StringIO(text))  # by default the zone is left out
+    assert [c["line"] for c in result["left_out"]] == [3] and result["created"] == 1
+    assert conn.execute("SELECT zone_field FROM contacts WHERE email = 'bad@example.com'").fetchone()[0] is None
 
 
 def test_the_timezone_field_must_be_text(conn: sqlite3.Connection, workspace: dict[str, Any]) -> None:

@@ -23,7 +23,7 @@ from marketing_cli.api.schemas.common import (
     obj,
 )
 from marketing_cli.kernel.ids import HEX24_PATTERN
-from marketing_cli.services.contacts import batches, events, tags, values
+from marketing_cli.services.contacts import batches, events, rows, tags, values
 from marketing_cli.services.contacts import records as contacts
 from marketing_cli.services.contacts import search as contact_search
 
@@ -109,6 +109,10 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                                                                    "pipe")),
                                                 "encoding": {"type": "string"}, "date_format": {"type": "string"},
                                                 "day_first": {"type": "boolean"},
+                                                "bad_cells": {**enum(rows.BAD_CELLS), "description": (
+                                                    "leave-out (default): a cell that does not fit its column "
+                                                    "is left out and reported (left_out), the contact imported; "
+                                                    "reject-row: the row is rejected.")},
                                                 "batch_size": {"type": "integer", "minimum": 1,
                                                                "maximum": batches.MAX_BATCH_SIZE}},
                                       "data": ANY},

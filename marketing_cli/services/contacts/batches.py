@@ -7,9 +7,11 @@ importer.py reads and checks the file; the rows it parsed come here in batches:
   the whole batch, `INSERT ... SELECT ... FROM json_each(:rows) ON CONFLICT(workspace_id,
   email) DO UPDATE SET data = json_patch(...)` (see _UPSERT_COLUMNS for why not
   executemany; on PostgreSQL the batch's rows reach it through COPY into a temporary
-  table, dialect.contacts_batch_source). A row the batch cannot take (its phone number is another contact's, a
-  required field is missing, the allowance is used up) is rejected with its reason; the
-  other rows still go in. Batches before a crash stay committed (each is whole).
+  table, dialect.contacts_batch_source). A row the batch cannot take (a required field is
+  missing, the allowance is used up) is rejected with its reason, each file row it stands
+  for reported on its own line; the other rows still go in. A phone number that is another
+  contact's is left out of the row when bad cells are left out (rows.py), else it rejects
+  the row. Batches before a crash stay committed (each is whole).
 - Update semantics: a row for an existing contact merges its non-empty cells into the
   contact (json_patch); empty cells never erase a value. Status and sms_status change
   only when the row has them; `default_status` applies to new contacts only; tags are
@@ -131,10 +133,13 @@ def _update_by_id(conn: sqlite3.Connection, field_id: int | None) -> str:
     )
 
 
+OVER_ALLOWANCE = (f"{BILLING_LIMIT}: the workspace's contacts allowance is used up (an operator raises it with "
+                  "`mkt billing allowance set contacts N`).")
+
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
-# A rejected row: (line, cells, reason, how many file rows it stands for).
-Reject = Callable[[int, list[str], str, int], None]
+# A rejected file row: (line, cells, reason, kind: a key of rows.REJECTION_KINDS).
+Reject = Callable[[int, list[str], str, str], None]
 
 
 def check_batch_size(value: Any) -> int:
@@ -196,6 +201,10 @@ class BatchWriter:
         self.default_status = default_status
         self.dry_run = dry_run
         self.reject = reject
+        # Bad cells left out of rows written: (line, column index, reason). A phone number that is
+        # another contact's is left out when phone_index (its column) is set, else rejects the row.
+        self.leave_out: Callable[[int, int, str], None] | None = None
+        self.phone_index = -1
         self.created = self.updated = 0
         self.tags_created: list[str] = []
         # Tag names are unique in a workspace regardless of case (services/contacts/tags.py).
@@ -281,6 +290,7 @@ class BatchWriter:
             existing = (by_email if key[0] == "e" else by_phone).get(key[1])
             if existing is None and key in self.dry_seen:
                 self.updated += row.lines  # a dry run "created" it in an earlier batch
+                self._report_left_out(row)
                 continue
             if not self._phone_is_free(plan, row, existing):
                 continue
@@ -290,6 +300,7 @@ class BatchWriter:
                 contact_id = self._plan_update(plan, key, row, existing)
             if contact_id is None:
                 continue
+            self._report_left_out(row)
             if row.phone is not None:
                 plan.owners[row.phone] = contact_id
                 if self.dry_run:
@@ -302,22 +313,37 @@ class BatchWriter:
         else:
             self._write(plan)
 
+    def _report_left_out(self, row: ContactRow) -> None:
+        """The bad cells left out of a row that goes in (a rejected row reports its rejection only)."""
+        if row.left_out and self.leave_out is not None:
+            for line, index, reason in row.left_out:
+                self.leave_out(line, index, reason)
+
+    def _reject(self, row: ContactRow, reason: str, kind: str) -> None:
+        """Every file row `row` stands for (rows repeating a key merge into one), each on its line."""
+        for line, cells in row.file_rows():
+            self.reject(line, cells, reason, kind)
+
     def _phone_is_free(self, plan: _BatchPlan, row: ContactRow, existing: sqlite3.Row | None) -> bool:
         owner = plan.owners.get(row.phone) if row.phone is not None else None
         if owner is None or (existing is not None and owner == existing["id"]):
             return True
-        self.reject(row.line, row.cells,
-                    DIFFERENT_CONTACTS if existing is not None else PHONE_TAKEN.format(phone=row.phone), row.lines)
+        reason = DIFFERENT_CONTACTS if existing is not None else PHONE_TAKEN.format(phone=row.phone)
+        if self.phone_index >= 0 and row.email is not None:
+            row.left_out = [*(row.left_out or ()), (row.line, self.phone_index, f"{reason} The number was left out.")]
+            row.phone = None
+            return True
+        self._reject(row, reason, "phone_taken")
         return False
 
     def _plan_new(self, plan: _BatchPlan, key: tuple[str, str], row: ContactRow) -> str | None:
         data = {**self.defaults, **row.data} if self.defaults else row.data
         missing = [f.label for f in self.required if str(f.id) not in data]
         if missing:
-            self.reject(row.line, row.cells, " ".join(FIELD_REQUIRED.format(label=m) for m in missing), row.lines)
+            self._reject(row, " ".join(FIELD_REQUIRED.format(label=m) for m in missing), "required")
             return None
         if plan.remaining <= 0:
-            self.reject(row.line, row.cells, BILLING_LIMIT, row.lines)
+            self._reject(row, OVER_ALLOWANCE, "allowance")
             return None
         plan.remaining -= 1
         contact_id = new_id()

@@ -4,7 +4,8 @@
   byte named by line and offset before anything is written);
 - services/contacts/columns.py: a CSV header mapped to merge tags, one normaliser per column;
 - services/contacts/dates.py: how an import reads dates (--date-format, --day-first / --month-first);
-- services/contacts/rows.py: one CSV row checked and normalised into a contact row;
+- services/contacts/rows.py: one CSV row checked and normalised into a contact row (a bad
+  optional cell left out, or the row rejected: BAD_CELLS);
 - services/contacts/importer.py: CSV import (the file read, rows checked, the report);
 - services/contacts/batches.py: the import's batched upserts, at most MAX_BATCH_SIZE rows
   per write transaction;
@@ -53,9 +54,10 @@ from marketing_cli.services.contacts.io_lock import (
     release_io_lock,
     renew_io_lock,
 )
+from marketing_cli.services.contacts.rows import BAD_CELLS, LEAVE_OUT, REJECT_ROW, check_bad_cells
 
 __all__ = [
-    "BATCH_SIZE", "BATCH_SIZE_RANGE", "EXPORT_CHUNK", "EXPORT_FORMATS", "IMPORT_CACHE_KIB", "LOCKED", "LOCK_SECONDS",
+    "BAD_CELLS", "BATCH_SIZE", "BATCH_SIZE_RANGE", "LEAVE_OUT", "REJECT_ROW", "check_bad_cells", "EXPORT_CHUNK", "EXPORT_FORMATS", "IMPORT_CACHE_KIB", "LOCKED", "LOCK_SECONDS",
     "MAX_BATCH_SIZE", "MAX_ERRORS", "NOT_UTF8", "ContactExport", "Decoding", "acquire_io_lock", "begin_export",
     "check_batch_size", "check_date_options", "check_delimiter", "check_encoding", "column_key", "column_normaliser", "count_lines", "decode_text", "export_contacts",
     "held_io_lock", "import_contacts", "io_in_progress", "iter_contact_rows", "lock_owner", "map_columns",

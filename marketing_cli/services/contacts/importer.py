@@ -21,7 +21,13 @@ Import is a bulk upsert built for a million rows:
 - The parsed rows are written in batches, each one transaction and ONE upsert statement
   (services/contacts/batches.py: the batch size, the update semantics, the allowance).
 - A bad row is reported with its line number and every reason; the other rows still go
-  in. Both faces work this way: a file-level error (encoding, header, options) writes
+  in. A bad optional cell (a number, a date, a phone number beside an email address) is
+  left out and reported with its line, column and reason, and the contact goes in without
+  it; `bad_cells="reject-row"` rejects the row instead (rows.py says which cells are never
+  optional). Every rejected file row is one entry: `skipped` counts them, `errors` lists
+  them (the first MAX_ERRORS) and `errors_out` gets each one, rows repeating a key included
+  (each with its own line); `rejections` counts them by kind with what to do
+  (rows.REJECTION_KINDS). Both faces work this way: a file-level error (encoding, header, options) writes
   nothing; row errors reject their rows only; batches before a crash stay committed
   (each is whole). Ctrl-C raises ImportInterrupted with what the committed batches hold,
   so the CLI can say what was kept (re-running the import is safe: it upserts).
@@ -46,6 +52,7 @@ import itertools
 import queue
 import sqlite3
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, closing
 from typing import Any, NamedTuple, TextIO
@@ -54,6 +61,7 @@ from marketing_cli.errors import MktError
 from marketing_cli.kernel import limits
 from marketing_cli.kernel.addresses import needs_smtputf8
 from marketing_cli.kernel.text_files import DELIMITERS, Decoding, check_delimiter, sniff_delimiter
+from marketing_cli.services.account import billing
 from marketing_cli.services.contacts import tags, values
 from marketing_cli.services.contacts.batches import BATCH_SIZE, BatchWriter, check_batch_size, import_cache
 from marketing_cli.services.contacts.checks import allows_no_email
@@ -61,7 +69,14 @@ from marketing_cli.services.contacts.columns import map_columns
 from marketing_cli.services.contacts.dates import check_date_options
 from marketing_cli.services.contacts.io_lock import held_io_lock
 from marketing_cli.services.contacts.records import STATUS_INVALID, STATUSES
-from marketing_cli.services.contacts.rows import ContactRow, RowParser
+from marketing_cli.services.contacts.rows import (
+    LEAVE_OUT,
+    REJECTION_KINDS,
+    ContactRow,
+    Rejection,
+    RowParser,
+    check_bad_cells,
+)
 from marketing_cli.services.contacts.values import EMAIL_TAG, PHONE_TAG
 from marketing_cli.storage import dialect
 
@@ -71,30 +86,59 @@ NEEDS_SMTPUTF8 = ("{email} has non-ASCII characters before the @: only an SMTP s
 
 
 class _Report:
-    """The rejected rows: counted, the first `max_errors` kept, every one written to
-    `errors_out`; the rows imported with a warning, counted and kept the same way."""
+    """The rejected rows: counted (in all and by kind), the first `max_errors` kept, every one
+    written to `errors_out`; the rows imported with a warning and the cells left out, counted
+    and kept the same way."""
 
     def __init__(self, header: list[str], errors_out: TextIO | None, max_errors: int) -> None:
+        self.header = header
         self.max_errors = max_errors
-        self.skipped = self.warned = 0
+        self.skipped = self.warned = self.cells_left_out = 0
         self.errors: list[dict[str, Any]] = []
         self.warnings: list[dict[str, Any]] = []
+        self.left_out: list[dict[str, Any]] = []
+        self.kinds: Counter[tuple[str, str]] = Counter()
+        self.columns: Counter[str] = Counter()
         self.errors_writer = None
         if errors_out is not None:
             self.errors_writer = csv.writer(errors_out)
             self.errors_writer.writerow(["line", "reason", *header])
 
-    def reject(self, line: int, cells: list[str], reason: str, count: int = 1) -> None:
-        self.skipped += count
+    def reject(self, line: int, cells: list[str], reason: str, kind: str | None = None) -> None:
+        """One rejected file row. `kind`: a key of REJECTION_KINDS; any other rejection is
+        counted under its own reason."""
+        self.skipped += 1
+        self.kinds[(kind, "") if kind in REJECTION_KINDS else ("other", reason)] += 1
         if len(self.errors) < self.max_errors:
             self.errors.append({"line": line, "reason": reason})
         if self.errors_writer is not None:
             self.errors_writer.writerow([line, reason, *cells])
 
+    def leave_out(self, line: int, index: int, reason: str) -> None:
+        """A bad optional cell left out of a row that was imported."""
+        self.cells_left_out += 1
+        self.columns[self.header[index]] += 1
+        if len(self.left_out) < self.max_errors:
+            self.left_out.append({"line": line, "column": self.header[index], "reason": reason})
+
+    def rejections(self, allowed: Callable[[], int]) -> list[dict[str, Any]]:
+        """The rejected rows by kind, most first: {kind, count, reason} ("791 over the contacts
+        allowance of 1,000: ..." is count 791 and the reason after the number)."""
+        out = []
+        for (kind, reason), n in self.kinds.most_common():
+            if kind != "other":
+                reason = REJECTION_KINDS[kind].format(allowed=allowed() if kind == "allowance" else 0)
+            out.append({"kind": kind, "count": n, "reason": reason})
+        return out
+
     def warn(self, line: int, reason: str) -> None:
         self.warned += 1
         if len(self.warnings) < self.max_errors:
             self.warnings.append({"line": line, "reason": reason})
+
+
+def _contacts_allowed(conn: sqlite3.Connection, workspace_id: int) -> int:
+    return next(r["allowed"] for r in billing.resources(conn, workspace_id) if r["name"] == "contacts")
 
 
 def _check_tags(conn: sqlite3.Connection, workspace_id: int, tag_ids: Iterable[int]) -> list[int]:
@@ -144,8 +188,8 @@ class _Notes:
     def __init__(self) -> None:
         self.calls: list[tuple[Callable[..., None], tuple[Any, ...]]] = []
 
-    def reject(self, line: int, cells: list[str], reason: str) -> None:
-        self.calls.append((_Report.reject, (line, cells, reason)))
+    def reject(self, line: int, cells: list[str], reason: str, kind: str) -> None:
+        self.calls.append((_Report.reject, (line, cells, reason, kind)))
 
     def warn(self, line: int, reason: str) -> None:
         self.calls.append((_Report.warn, (line, reason)))
@@ -238,7 +282,7 @@ def _parsed_rows(reader: Any, parser: RowParser, report: _Notes) -> Iterator[tup
             line = previous_line + 1
             previous_line = reader.line_num
             rows += 1
-            report.reject(line, [], f"The line is not valid CSV: {exc}")
+            report.reject(line, [], f"The line is not valid CSV: {exc}", "csv")
             yield rows, None
             continue
         line = previous_line + 1
@@ -247,8 +291,8 @@ def _parsed_rows(reader: Any, parser: RowParser, report: _Notes) -> Iterator[tup
             continue  # a blank line
         rows += 1
         row = parser.parse(line, cells)
-        if isinstance(row, str):
-            report.reject(line, cells, row)
+        if isinstance(row, Rejection):
+            report.reject(line, cells, row.reason, row.kind)
             yield rows, None
         else:
             if row.email is not None and needs_smtputf8(row.email):
@@ -284,14 +328,21 @@ def import_contacts(
     decoding: Decoding | None = None,
     date_format: str | None = None,
     day_first: bool | None = None,
+    bad_cells: str = LEAVE_OUT,
 ) -> dict[str, Any]:
     """Import CSV text (an open file or any iterable of lines) into the workspace.
 
     Returns {"rows", "created", "updated", "skipped", "errors": [{"line", "reason"}...]
-    (the first `max_errors`; "skipped" counts them all), "warned", "warnings" (rows
-    imported with a warning, the same way), "tags_created", "columns" {column: merge tag},
-    "dry_run", "delimiter", "encoding", "encoding_detected"}. A dry run validates and looks
-    up every row and reports what would happen, writing nothing.
+    (one per rejected file row, the first `max_errors`; "skipped" counts them all),
+    "rejections": [{"kind", "count", "reason"}] (the rejected rows by kind, most first),
+    "bad_cells", "cells_left_out", "left_out": [{"line", "column", "reason"}] (the cells left
+    out, the first `max_errors`), "left_out_by_column": [{"column", "count"}], "warned",
+    "warnings" (rows imported with a warning, the same way), "tags_created", "columns"
+    {column: merge tag}, "dry_run", "delimiter", "encoding", "encoding_detected"}. A dry run
+    validates and looks up every row and reports what would happen, writing nothing.
+
+    `bad_cells`: "leave-out" (a bad optional cell is left out, the row imported) or
+    "reject-row" (the row is rejected).
 
     `delimiter`: `,` `;` tab `|` (also by name), None to read it from the header line.
     `decoding`: how the faces decoded the file (kernel/text_files.py), for the summary.
@@ -303,6 +354,7 @@ def import_contacts(
     batch_size = check_batch_size(batch_size)
     delimiter = check_delimiter(delimiter)
     check_date_options(date_format, day_first)
+    bad_cells = check_bad_cells(bad_cells)
     tag_list = _check_tags(conn, workspace_id, tag_ids)
     reader, delimiter = _reader(source, delimiter)
     header = _read_header(reader)
@@ -312,9 +364,13 @@ def import_contacts(
     with ExitStack() as stack:
         lock = None if dry_run else stack.enter_context(held_io_lock(conn, workspace_id, "import"))
         stack.enter_context(import_cache(conn))
-        parser = RowParser(len(header), columns, fields, allows_no_email(conn, workspace_id), date_format, day_first)
+        parser = RowParser(len(header), columns, fields, allows_no_email(conn, workspace_id), date_format, day_first,
+                           bad_cells)
         report = _Report(header, errors_out, max_errors)
         writer = BatchWriter(conn, workspace_id, fields, tag_list, status, dry_run, report.reject)
+        writer.leave_out = report.leave_out
+        if parser.leave_out:  # a phone number another contact has is left out too
+            writer.phone_index = parser.phone_idx
         rows = 0
         kept = (0, 0, 0)  # (rows, created, updated) of the batches committed so far
         try:
@@ -341,6 +397,11 @@ def import_contacts(
         "updated": writer.updated,
         "skipped": report.skipped,
         "errors": report.errors,
+        "rejections": report.rejections(lambda: _contacts_allowed(conn, workspace_id)),
+        "bad_cells": bad_cells,
+        "cells_left_out": report.cells_left_out,
+        "left_out": report.left_out,
+        "left_out_by_column": [{"column": c, "count": n} for c, n in report.columns.most_common()],
         "warned": report.warned,
         "warnings": report.warnings,
         "tags_created": writer.tags_created,

@@ -8,7 +8,10 @@ Rules the specification leaves open, as decided here (docs/api.md, "Contacts"):
 - A phone number belongs to at most one contact of a workspace (create answers 409, upsert
   the "different contacts" message), so a lookup by phone is never ambiguous.
 - Full replace (upsert with partial_update false) replaces every field value, the phone
-  number included; values left out fall back to the field's default_value.
+  number included; values left out fall back to the field's default_value. A partial update
+  merges: given values replace those fields' values, given tags are added to the contact's
+  tags (none is removed: /tags/remove or a full replace does that).
+- `upsert_and_report` also says what a full replace removed (the command line lists it).
 - Automation events (part 6) are appended to contact_events in the same transaction.
 """
 
@@ -165,6 +168,14 @@ def create_contact(conn: sqlite3.Connection, workspace_id: int, body: Any) -> di
 
 def upsert_contact(conn: sqlite3.Connection, workspace_id: int, body: Any) -> dict[str, Any]:
     """POST /v1/contacts/upsert: find by email and/or phone, then create, replace or merge."""
+    return upsert_and_report(conn, workspace_id, body)[0]
+
+
+def upsert_and_report(conn: sqlite3.Connection, workspace_id: int,
+                      body: Any) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """upsert_contact's contact, and what a full replace of an existing contact removed:
+    {"fields": {merge_tag: the value removed}, "tags": [names], "status": the status replaced
+    by the default SUBSCRIBED, or None} (None when the contact was created or merged into)."""
     body = require_object(body, INVALID_BODY)
     email_raw = member(body, "email_address", str)
     phone_raw = member(body, "phone_number", str)
@@ -203,6 +214,7 @@ def upsert_contact(conn: sqlite3.Connection, workspace_id: int, body: Any) -> di
         if row is not None and email is not None and row["email"] not in (None, email):
             raise MktError(400, EMAIL_CANNOT_CHANGE)
 
+        removed = None
         if row is None:
             data = with_defaults(fields, parsed)
             require_fields(fields, data, phone)
@@ -210,15 +222,29 @@ def upsert_contact(conn: sqlite3.Connection, workspace_id: int, body: Any) -> di
                                  sms_status=sms_status, data=data, tag_ids=tag_ids or [])
         else:
             contact_id = row["id"]
-            _update(conn, workspace_id, fields, row, email=email, phone=phone, parsed=parsed, given=given,
-                    status=status, sms_status=sms_status, tag_ids=tag_ids, tag_names=tag_names, partial=partial)
-        return render_contact(conn, workspace_id, contact_id, "full", fields)
+            events = _update(conn, workspace_id, fields, row, email=email, phone=phone, parsed=parsed, given=given,
+                             status=status, sms_status=sms_status, tag_ids=tag_ids, tag_names=tag_names,
+                             partial=partial)
+            if not partial:
+                removed = _removed(events, row["status"], status)
+        return render_contact(conn, workspace_id, contact_id, "full", fields), removed
+
+
+def _removed(events: list[tuple[str, dict[str, Any]]], old_status: str, given_status: str | None) -> dict[str, Any]:
+    """What a full replace took away, read from the events it appended (upsert_and_report)."""
+    return {
+        "fields": {e["merge_tag"]: e["old"] for kind, e in events
+                   if kind == "FIELD_UPDATED" and not is_empty(e["old"]) and is_empty(e["new"])},
+        "tags": [e["tag_name"] for kind, e in events if kind == "TAG_REMOVED"],
+        "status": old_status if given_status is None and old_status != "SUBSCRIBED" else None,
+    }
 
 
 def _update(conn: sqlite3.Connection, workspace_id: int, fields: FieldMap, row: sqlite3.Row, *,
             email: str | None, phone: str | None, parsed: dict[str, Any], given: dict[str, Any],
             status: str | None, sms_status: str | None, tag_ids: list[int] | None, tag_names: dict[int, str],
-            partial: bool) -> None:
+            partial: bool) -> list[tuple[str, dict[str, Any]]]:
+    """Replace or merge into the contact `row`; the events appended (also when none was)."""
     old_data = json.loads(row["data"] or "{}")
     if partial:
         data = dict(old_data)
@@ -256,7 +282,7 @@ def _update(conn: sqlite3.Connection, workspace_id: int, fields: FieldMap, row: 
             "SELECT t.id, t.name FROM contact_tags ct JOIN tags t ON t.id = ct.tag_id WHERE ct.contact_id = ?"
             " ORDER BY t.id", (row["id"],))}
         added = [t for t in tag_ids if t not in current]
-        removed = [t for t in current if t not in tag_names]
+        removed = [] if partial else [t for t in current if t not in tag_names]  # a merge adds tags only
         conn.executemany("INSERT OR IGNORE INTO contact_tags (contact_id, tag_id) VALUES (?, ?)",
                          [(row["id"], t) for t in added])
         conn.executemany("DELETE FROM contact_tags WHERE contact_id = ? AND tag_id = ?",
@@ -277,6 +303,7 @@ def _update(conn: sqlite3.Connection, workspace_id: int, fields: FieldMap, row: 
              *_kept_zone(conn, workspace_id, new_phone, data), row["id"], workspace_id),
         )
         append_events(conn, workspace_id, row["id"], events)
+    return events
 
 
 # --- reading -------------------------------------------------------------------------
