@@ -4,7 +4,7 @@ A tag leaves its contacts in one DELETE of its `contact_tags` rows: no TAG_REMOV
 appended (a flow reacting to thousands of removals at once is not what deleting a typo'd tag
 means), and the contacts' `updated_at` does not move. A field leaves every contact's `data` in
 one UPDATE (phone_number's values are the `phone` column: it is emptied) and its expression
-index is dropped in the same transaction; a contact's kept time zone (contacts/zones.py) is
+index is dropped in the same transaction; a contact's kept time zone (contacts/zone_columns.py) is
 marked stale only when the field was the timezone field or the phone number, the two it is
 read from. A segment goes with its queued count job and the segment-trigger state of flows
 that no longer use it. Nothing is deleted while uses.py finds a user (409 naming it).
@@ -17,7 +17,7 @@ from typing import Any
 
 from marketing_cli.errors import MktError
 from marketing_cli.kernel.ids import parse_int_id
-from marketing_cli.services.contacts import fields, io_lock, segments, values, zones
+from marketing_cli.services.contacts import fields, io_lock, segments, values, zone_columns
 from marketing_cli.services.deletion import Removal, deleted, in_use, not_found, plural, uses
 from marketing_cli.storage import field_sql
 from marketing_cli.storage.db import transaction
@@ -58,7 +58,7 @@ def _clear_values(conn: sqlite3.Connection, workspace_id: int, field: sqlite3.Ro
                             " WHERE workspace_id = ? AND phone IS NOT NULL", (workspace_id,)).rowcount
     # The index's own expression, so the statement reads the field's partial index, not every contact.
     has_value = f"{field_sql.index_expr(conn, field['id'])} IS NOT NULL"
-    zone = "NULL" if field["merge_tag"] == values.TIMEZONE_TAG else zones.KEEP.format(c="contacts")
+    zone = "NULL" if field["merge_tag"] == values.TIMEZONE_TAG else zone_columns.KEEP.format(c="contacts")
     return conn.execute(f"UPDATE contacts SET data = {field_sql.remove_value_expr(conn, field['id'])},"
                         f" zone_cached = {zone} WHERE workspace_id = ? AND {has_value}", (workspace_id,)).rowcount
 
