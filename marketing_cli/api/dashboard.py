@@ -34,6 +34,7 @@ from marketing_cli.api.auth import key_workspace
 from marketing_cli.api.calls import call
 from marketing_cli.api.responses import read_body
 from marketing_cli.errors import MktError
+from marketing_cli.kernel.money import cents
 from marketing_cli.kernel.numbers import parse_digits
 from marketing_cli.reports import html
 from marketing_cli.reports.html import Safe, el
@@ -231,7 +232,7 @@ def _sms_table(listed: dict[str, Any]) -> Safe:
                                                                "cost ($)"))))
     rows = [el("tr", el("td", el("a", c["name"], href=f"{BASE}/sms-campaigns/{c['id']}")), el("td", c["status"]),
                *(_cell(_count(c[k]), k) for k in ("sent", "delivered", "failed", "clicked", "unsubscribed")),
-               _cell(c["total_cost"], "total_cost"), data_campaign=c["id"], class_="campaign")
+               _cell(cents(c["total_cost"]), "total_cost"), data_campaign=c["id"], class_="campaign")
             for c in listed["campaigns"]]
     return el("table", head, el("tbody", *rows), class_="campaigns", data_kind="sms")
 
@@ -252,9 +253,9 @@ def overview(data: dict[str, Any]) -> Safe:
     email_total = data["email"]["pagination"]["total_count"]
     sms_total = data["sms"]["pagination"]["total_count"]
     return el("main", el("h1", "Campaigns"),
-              el("div", _card("SMS balance ($)", money["balance"], "balance"),
-                 _card("Reserved by queued SMS ($)", money["reserved"], "reserved"),
-                 _card("SMS spend ($)", money["spent"], "spent"), class_="cards"),
+              el("div", _card("SMS balance ($)", cents(money["balance"]), "balance"),
+                 _card("Reserved by queued SMS ($)", cents(money["reserved"]), "reserved"),
+                 _card("SMS spend ($)", cents(money["spent"]), "spent"), class_="cards"),
               el("section", el("h2", f"Email campaigns ({email_total:,})"), _email_table(data["email"])),
               el("section", el("h2", f"SMS campaigns ({sms_total:,})"), _sms_table(data["sms"])),
               _pager(data),

@@ -14,6 +14,7 @@ from marketing_cli.cli.output import JsonOption, QuietOption, WideOption, emit, 
 from marketing_cli.cli.registry import HELP
 from marketing_cli.cli.state import state
 from marketing_cli.errors import MktError
+from marketing_cli.kernel.money import cents
 
 app = typer.Typer(help=HELP["sms"], no_args_is_help=True)
 balance_app = typer.Typer(help="The prepaid SMS balance (a ledger of top-ups, charges and refunds).",
@@ -300,7 +301,7 @@ def balance_add(
 
     s = state(ctx)
     emit(sms_ledger.add_balance(s.conn(), s.workspace_id(), amount, reason), as_json,
-         lambda r: f"SMS balance: ${r['balance']}")
+         lambda r: f"SMS balance: ${cents(r['balance'])}")
 
 
 @balance_app.command("show")
@@ -309,7 +310,8 @@ def balance_show(ctx: typer.Context, as_json: JsonOption = False) -> None:
     from marketing_cli.services.sms import ledger as sms_ledger
 
     s = state(ctx)
-    emit(sms_ledger.show_balance(s.conn(), s.workspace_id()), as_json, lambda r: f"SMS balance: ${r['balance']}")
+    emit(sms_ledger.show_balance(s.conn(), s.workspace_id()), as_json,
+         lambda r: f"SMS balance: ${cents(r['balance'])}")
 
 
 @balance_app.command("history")
@@ -325,7 +327,8 @@ def balance_history(
     s = state(ctx)
     emit(sms_ledger.ledger_history(s.conn(), s.workspace_id(), campaign_id=campaign, limit=limit), as_json,
          lambda rows: table(["id", "kind", "amount", "balance after", "campaign", "reason", "created_at"],
-                            [(r["id"], r["kind"], r["amount"], r["balance_after"], r["campaign_id"], r["reason"],
+                            [(r["id"], r["kind"], cents(r["amount"]), cents(r["balance_after"]),
+                              r["campaign_id"], r["reason"],
                               r["created_at"]) for r in rows]))
 
 

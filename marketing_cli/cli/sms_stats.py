@@ -27,6 +27,8 @@ def render_stats(r: dict[str, Any], timeline: dict[str, Any] | None = None) -> A
     from rich.rule import Rule
     from rich.text import Text
 
+    from marketing_cli.kernel.money import cents
+
     agg = r["aggregate"]
     base = agg["sent"] or 0
     lines: list[Any] = [Text("SMS campaign statistics", style="bold")]
@@ -37,7 +39,7 @@ def render_stats(r: dict[str, Any], timeline: dict[str, Any] | None = None) -> A
         bar = "█" * round(share * 30)
         pct = f"{share * 100:5.1f}%" if key not in ("sent", "suppressed") else "      "
         lines.append(Text(f"{key:<13}{value:>10,}  {pct}  {bar}"))
-    lines.append(Text(f"{'total cost':<13}{'$' + r['total_cost']:>10}"))
+    lines.append(Text(f"{'total cost':<13}{'$' + cents(r['total_cost']):>10}"))
     if r["quiet_hours"]["held"]:
         lines.append(Text(f"{'held':<13}{r['quiet_hours']['held']:>10,}  by quiet hours, the first until "
                           f"{r['quiet_hours']['next_release_at']}"))

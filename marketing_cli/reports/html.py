@@ -28,6 +28,7 @@ from collections.abc import Iterable, Sequence
 from html import escape
 from typing import Any
 
+from marketing_cli.kernel.money import cents
 from marketing_cli.kernel.timeline import HOURS
 
 BLUE, GREEN, ORANGE, GREY = "#2563eb", "#16a34a", "#ea580c", "#9ca3af"
@@ -180,7 +181,7 @@ def _funnel(report: dict[str, Any]) -> Safe:
         steps = [("Sent", agg["sent"]), ("Delivered", agg["delivered"]), ("Clicked", agg["clicked"])]
         others = [("Failed", agg["failed"]), ("STOP replies", agg["unsubscribed"]), ("Suppressed", agg["suppressed"])]
         base = agg["sent"]
-        note = f"Clicked counts each recipient once; shares in the table are of sent messages. Cost: ${stats['total_cost']}."
+        note = f"Clicked counts each recipient once; shares in the table are of sent messages. Cost: ${cents(stats['total_cost'])}."
     return el("section", el("h2", "Funnel"), funnel_svg(steps),
               table(["", "count", "share"], [(label, n, _pct(n, base)) for label, n in others], (1, 2)),
               el("p", note, class_="meta"))

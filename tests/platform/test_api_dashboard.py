@@ -15,6 +15,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from marketing_cli.api import dashboard
+from marketing_cli.kernel.money import cents
 from tests import engines, factories
 
 ORIGIN = {"Origin": "http://testserver"}
@@ -190,11 +191,11 @@ def test_every_number_is_the_apis(browser: Any, client: Any, auth: dict, conn: A
     cost = client.get(f"/v1/sms-campaigns/{sms_id}/statistics", headers=auth).json()["data"]["total_cost"]
     for name in ("sent", "delivered", "failed", "clicked", "unsubscribed"):
         assert _stat(row, name) == f"{sms[name]:,}", name
-    assert _stat(row, "total_cost") == cost
-    assert _stat(page, "spent") == cost  # the only campaign that cost anything
+    assert _stat(row, "total_cost") == cents(cost)
+    assert _stat(page, "spent") == cents(cost)  # the only campaign that cost anything; shown in cents
     from marketing_cli.services.sms import ledger
 
-    assert _stat(page, "balance") == ledger.show_balance(conn, workspace["id"])["balance"]
+    assert _stat(page, "balance") == cents(ledger.show_balance(conn, workspace["id"])["balance"])
 
     report = browser.get(f"/dashboard/campaigns/{email['id']}").text
     timeline = client.get(f"/v1/campaigns/{email['id']}/timeline", headers=auth).json()["data"]

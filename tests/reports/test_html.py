@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from marketing_cli.kernel.money import cents
 from marketing_cli.reports import html
 from marketing_cli.services.email import report as email_report
 from marketing_cli.services.sms import report as sms_report
@@ -101,7 +102,7 @@ def test_the_sms_report(conn: Any, workspace: dict) -> None:
     assert data["by_provider"] == [{"provider": "outbox", "messages": 3}]
     lines = [attrs for tag, attrs in parsed.tags if tag == "polyline"]
     assert [len(a["points"].split()) for a in lines] == [72] * 3 + [2] * 3
-    assert f"Cost: ${data['statistics']['total_cost']}." in page
+    assert f"Cost: ${cents(data['statistics']['total_cost'])}." in page  # in cents: the data keeps every digit
 
 
 def test_values_from_the_data_are_escaped_everywhere() -> None:

@@ -283,14 +283,16 @@ def test_schedule_readiness_errors_one_defect_at_a_time(client: Any, auth: dict[
     assert schedule_error(client, auth, c["id"], now) == (
         400, "Your available SMS balance is $4.50, but at least $5.00 is required to start a campaign. "
              "Please visit Billing to top up your SMS balance.")
+    low = client.post(f"/v1/sms-campaigns/{c['id']}/schedule", json=now, headers=auth)
+    assert "mkt sms balance add" in low.headers["x-error-detail"]  # there is no billing page to visit
     monkeypatch.setenv("MKT_SMS_MINIMUM_BALANCE", "4.25")
     monkeypatch.setenv("MKT_SMS_MINIMUM_BALANCE", "oops")
     assert schedule_error(client, auth, c["id"], now) == (400, "We could not check your SMS balance. Please try again later.")
     monkeypatch.setenv("MKT_SMS_MINIMUM_BALANCE", "0.001")
     conn.execute("UPDATE sms_rates SET price = '100.00000' WHERE country_code = 'US'")
     assert schedule_error(client, auth, c["id"], now) == (
-        400, "Your available SMS balance is $4.50, but this campaign is estimated to cost $100.00 (1 recipients). "
-             "Please visit Billing to top up your SMS balance.")
+        400, "Your available SMS balance is $4.50, but this campaign is estimated to cost $100.00 (1 recipient). "
+             "Add to the balance with `mkt sms balance add AMOUNT`.")
     conn.execute("UPDATE sms_rates SET price = '0.00830' WHERE country_code = 'US'")
     client.patch(f"/v1/sms-campaigns/{c['id']}", json={"message": "FREE CASH FOR EVERYONE TODAY!!! bit.ly/x"}, headers=auth)
     assert schedule_error(client, auth, c["id"], now) == (

@@ -52,7 +52,11 @@ def test_a_campaign_end_to_end_from_the_cli(cli: Any, cli_json: Any, client: Any
     assert {o["to"] for o in outbox} == {"+14155550101", "+447400123456"}
     assert outbox[0]["from"] == "ACME" and outbox[0]["body"].startswith("Hi Ann,")
     human = cli("sms", "stats", c["id"])
-    assert human.exit_code == 0 and "sent" in human.stdout and "$0.0483" in human.stdout
+    assert human.exit_code == 0 and "sent" in human.stdout and "$0.05" in human.stdout
+    # People read cents; --json (above) keeps every digit.
+    assert cli("sms", "balance", "show").stdout.strip() == "SMS balance: $19.95"
+    shown = cli("sms", "balance", "history").stdout
+    assert "-0.05" in shown and "19.95" in shown and "0.0483" not in shown and "19.9517" not in shown
     assert cli_json("sms", "archive", c["id"]) == {"id": c["id"], "status": "ARCHIVED"}
 
 

@@ -69,7 +69,7 @@ def test_two_campaigns_scheduled_at_once_cannot_spend_the_same_balance(
     assert sorted(outcomes.values()) == sorted([
         "QUEUED",
         "Your available SMS balance is $0.01 ($0.02 of your $0.03 is reserved by campaigns already queued), but"
-        " this campaign is estimated to cost $0.02 (3 recipients). Please visit Billing to top up your SMS balance.",
+        " this campaign is estimated to cost $0.02 (3 recipients). Add to the balance with `mkt sms balance add AMOUNT`.",
     ])
     winner = next(cid for cid, outcome in outcomes.items() if outcome == "QUEUED")
     loser = first["id"] if winner == second["id"] else second["id"]

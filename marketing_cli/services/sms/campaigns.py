@@ -60,7 +60,10 @@ QUEUE_FAILED = "Failed to queue SMS campaign for processing."
 
 # The project's own messages (extensions, docs/sms.md).
 BALANCE_BELOW_ESTIMATE = ("Your available SMS balance is ${available}{reserved}, but this campaign is estimated to "
-                          "cost ${estimate} ({recipients} recipients). Please visit Billing to top up your SMS balance.")
+                          "cost ${estimate} ({recipients}). Add to the balance with `mkt sms balance add AMOUNT`.")
+# The specification's balance message sends people to a billing page mkt does not have: its
+# detail (X-Error-Detail, the CLI's second line) names the command that tops the balance up.
+TOP_UP = "mkt has no billing page: an operator adds to the prepaid SMS balance with `mkt sms balance add AMOUNT`."
 RESERVED = " (${reserved} of your ${balance} is reserved by campaigns already queued)"
 ONLY_DRAFT_UPDATE = "Only draft campaigns can be updated."
 MESSAGE_TOO_LONG = f"The message must be {MAX_MESSAGE} characters or less."

@@ -37,6 +37,7 @@ from marketing_cli.services.sms.campaigns import (
     SCHEDULED_AT_PAST,
     SCHEDULED_AT_REQUIRED,
     SCHEDULED_AT_UNUSABLE,
+    TOP_UP,
     campaign_row,
     job_key,
 )
@@ -198,14 +199,15 @@ def schedule_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id: 
         available = balance - reserved
         if available < minimum:
             raise MktError(400, BALANCE_BELOW_MINIMUM.format(available=ledger.two_places(available),
-                                                             minimum=ledger.two_places(minimum)))
+                                                             minimum=ledger.two_places(minimum)), detail=TOP_UP)
         estimate, recipients = estimate_cost(conn, workspace_id, row["message"], audience)
         if available < estimate:
             held = RESERVED.format(reserved=ledger.two_places(reserved), balance=ledger.two_places(balance))
             raise MktError(400, BALANCE_BELOW_ESTIMATE.format(available=ledger.two_places(available),
                                                               reserved=held if reserved else "",
                                                               estimate=ledger.two_places(estimate),
-                                                              recipients=f"{recipients:,}"))
+                                                              recipients=f"{recipients:,} recipient"
+                                                                         + ("" if recipients == 1 else "s")))
         try:
             verdict = review_campaign(conn, workspace_id, row["message"])
         except Exception:  # noqa: BLE001 - any failure of the classifier is the spec's message
