@@ -179,6 +179,11 @@ def campaigns_watch(ctx: typer.Context, campaign_id: CampaignId,
     if once or as_json or view["status"] in FINAL:
         emit(view.get("progress"), as_json, lambda _: _with_chart(s, view))
         return
+    from marketing_cli.cli.output import console
+
+    if not console.is_terminal:
+        _watch_lines(s, campaign_id, view)
+        return
     from rich.live import Live
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -197,6 +202,18 @@ def campaigns_watch(ctx: typer.Context, campaign_id: CampaignId,
                 break
             time.sleep(POLL_SECONDS)
             view = campaigns.get_campaign(s.conn(), s.workspace_id(), campaign_id)
+    typer.echo(watch_report(view))
+
+
+def _watch_lines(s: Any, campaign_id: str, view: dict[str, Any]) -> None:
+    """`watch` in a pipe or a log: one progress line per tick (a live bar would print nothing
+    until the end), then the last line and the status detail once the send ends."""
+    from marketing_cli.services.email import campaigns
+
+    while view["status"] not in FINAL:
+        typer.echo(progress_line(view))
+        time.sleep(POLL_SECONDS)
+        view = campaigns.get_campaign(s.conn(), s.workspace_id(), campaign_id)
     typer.echo(watch_report(view))
 
 

@@ -8,6 +8,7 @@ import io
 import json
 from typing import Any
 
+import pytest
 from rich.console import Console
 
 from marketing_cli.cli.campaign_stats import CHART_SERIES, render
@@ -99,3 +100,34 @@ def test_watch_draws_the_chart_on_a_terminal_only(conn: Any, workspace: dict, db
         state.close()
     assert on_terminal.startswith("SENT: 5/5 sent") and "1 hour per column" in on_terminal
     assert piped.strip() == campaign_sending.watch_report(view)
+
+
+def test_watch_in_a_pipe_prints_a_line_per_tick(conn: Any, workspace: dict, cli: Any, db_path: Any,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pipe (CliRunner's stdout is one) gets one progress line per tick while the send runs,
+    then the last line: a live bar printed nothing until the send ended."""
+    import threading
+
+    from marketing_cli.cli import campaign_sending
+
+    world = factories.email_timeline_world(conn, workspace["id"], factories.timeline_start(100))
+    conn.execute("UPDATE campaigns SET status = 'SENDING' WHERE id = ?", (world["id"],))
+    conn.commit()
+    monkeypatch.setattr(campaign_sending, "POLL_SECONDS", 0.05)
+    ticks = threading.Event()
+
+    def finish() -> None:
+        ticks.wait(0.4)
+        from marketing_cli.storage.db import connect
+
+        other = connect(db_path)
+        other.execute("UPDATE campaigns SET status = 'SENT' WHERE id = ?", (world["id"],))
+        other.commit()
+        other.close()
+
+    worker = threading.Thread(target=finish)
+    worker.start()
+    out = cli("campaigns", "watch", world["id"]).stdout.splitlines()
+    worker.join()
+    assert len(out) >= 3 and all(line.startswith("SENDING: 5/5 sent") for line in out[:-1])
+    assert out[-1].startswith("SENT: 5/5 sent")
