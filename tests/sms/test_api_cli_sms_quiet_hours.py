@@ -19,7 +19,7 @@ from marketing_cli.kernel import clock
 from marketing_cli.services.sms import quiet_hours
 from tests import factories as f
 
-FLORIDA, LONDON = "+13055550100", "+442071234567"
+FLORIDA, SYDNEY = "+13055550100", "+61291234567"  # Sydney: open when Miami is closed
 HELD_UNTIL = "2026-12-02T13:00:00.000Z"
 REASON = "quiet hours: US-FL 08:00-20:00 America/New_York"
 
@@ -33,10 +33,10 @@ def _night_in_miami(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def held(conn: sqlite3.Connection, workspace: dict[str, Any]) -> str:
-    """A campaign to Miami and London, sent at 20:30 Miami time: Miami held, London sent."""
+    """A campaign to Miami and Sydney, sent at 20:30 Miami time: Miami held, Sydney sent."""
     ws = workspace["id"]
     f.sms_ready(conn, ws)
-    f.sms_contacts(conn, ws, [FLORIDA, LONDON])
+    f.sms_contacts(conn, ws, [FLORIDA, SYDNEY])
     campaign = f.sms_campaign(conn, ws, message="Our autumn sale starts today. Reply STOP to opt out.")
     from marketing_cli.services.sms import schedule
 
@@ -58,7 +58,7 @@ def test_the_api_lists_held_messages_with_until_and_why(client: Any, auth: dict[
     [m] = response.json()["data"]["messages"]
     assert (m["phone"], m["status"], m["held_until"], m["held_reason"]) == (FLORIDA, "held", HELD_UNTIL, REASON)
     every = client.get(f"/v1/sms-campaigns/{held}/messages", headers=auth).json()["data"]["messages"]
-    assert {x["phone"]: x["status"] for x in every} == {FLORIDA: "held", LONDON: "sent"}
+    assert {x["phone"]: x["status"] for x in every} == {FLORIDA: "held", SYDNEY: "sent"}
 
 
 def test_the_api_shows_how_many_are_held(client: Any, auth: dict[str, str], held: str) -> None:

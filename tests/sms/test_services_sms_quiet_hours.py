@@ -23,6 +23,7 @@ from tests import factories as f
 FLORIDA, IDAHO, TOLL_FREE, TEXAS, CONNECTICUT = "+13055550100", "+12085550100", "+18005550100", "+15125550100", \
     "+12035550100"
 FRANCE, LONDON = "+33612345678", "+442071234567"
+SYDNEY = "+61291234567"  # AU: a rate, no rows of its own; 08:00-21:00 AEDT is 21:00-10:00 UTC in December
 
 
 class Clock:
@@ -145,7 +146,8 @@ def test_etc_unknown_fails_closed_to_the_country_window(monkeypatch: pytest.Monk
     (CONNECTICUT, "2026-12-02T13:30:00Z", False, "2026-12-02T14:00:00Z"),  # 08:30 in Hartford: 09:00
     (CONNECTICUT, "2026-12-03T01:00:00Z", False, "2026-12-03T14:00:00Z"),  # 20:00 in Hartford: closed
     ("+14055550100", "2026-12-03T02:30:00Z", False, "2026-12-03T14:00:00Z"),  # Oklahoma 20:30 CST
-    (LONDON, "2026-12-06T03:00:00Z", True, None),                        # no rule for GB: any hour
+    (LONDON, "2026-12-06T03:00:00Z", False, "2026-12-06T08:00:00Z"),     # no rule for GB: the default, 08:00-21:00
+    (SYDNEY, "2026-12-06T03:00:00Z", True, "2026-12-06T10:00:00Z"),      # 14:00 in Sydney: open until 21:00
 ])
 def test_state_rules(number: str, at: str, open_: bool, until: str | None) -> None:
     v = verdict(number, at)
@@ -179,6 +181,30 @@ def test_an_operator_table_replaces_the_built_in_one(tmp_path: Path, monkeypatch
     assert verdict(FRANCE, "2026-12-06T10:00:00Z").open  # FR has no rows in this table
     mine.write_text("region,days,hours,source\n", encoding="utf-8")  # an edit is read without a restart
     assert verdict(FLORIDA, "2026-12-02T18:30:00Z").open
+
+
+SINGAPORE = "+6591234567"  # no rows of its own: a text went out there at 02:00 local time
+
+
+def test_where_the_law_is_silent_the_default_row_holds_the_night() -> None:
+    """`*`: every country without rows of its own (neither the country nor a subdivision)."""
+    v = verdict(SINGAPORE, "2026-12-02T18:00:00Z")  # 02:00 in Singapore
+    assert (v.open, ts(v.until)) == (False, "2026-12-03T00:00:00Z")  # 08:00 there
+    assert v.reason == "quiet hours: the default (*) 08:00-21:00 Asia/Singapore"
+    assert verdict(SINGAPORE, "2026-12-03T02:00:00Z").open  # 10:00 there
+    assert [r.region for r in quiet_hours.current_table().rules].count("*") == 1
+    # A country with rows keeps them: France closed on Sunday, whatever the default says.
+    assert not verdict(FRANCE, "2026-12-06T10:00:00Z").open
+    assert "FR closed on Sunday" in verdict(FRANCE, "2026-12-06T10:00:00Z").reason
+
+
+def test_the_default_row_is_data_an_operator_replaces(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    mine = tmp_path / "quiet.csv"
+    mine.write_text("region,days,hours,source\n*,Mon-Sun,10:00-18:00,our counsel\n", encoding="utf-8")
+    monkeypatch.setenv(quiet_hours.TABLE_ENV, str(mine))
+    assert ts(verdict(SINGAPORE, "2026-12-03T01:00:00Z").until) == "2026-12-03T02:00:00Z"  # 09:00: held to 10:00
+    mine.write_text("region,days,hours,source\nUS,Mon-Sun,08:00-21:00,federal\n", encoding="utf-8")
+    assert verdict(SINGAPORE, "2026-12-02T18:00:00Z").open  # no * row: no quiet hours where no row applies
 
 
 @pytest.mark.parametrize(("text", "message"), [
@@ -231,11 +257,11 @@ def ledger(conn: sqlite3.Connection, campaign_id: str) -> list[tuple[str, Decima
 def test_a_held_florida_text_leaves_at_0800_and_is_sent_once_and_charged_once(
         conn: sqlite3.Connection, ws: int, fixed: Clock) -> None:
     fixed.set("2026-12-02T01:30:00Z")  # 20:30 in Miami
-    campaign = start(conn, ws, [FLORIDA, LONDON])
+    campaign = start(conn, ws, [FLORIDA, SYDNEY])
     cid = campaign["id"]
     assert rows(conn, cid) == {
         FLORIDA: ("held", "2026-12-02T13:00:00.000Z", "quiet hours: US-FL 08:00-20:00 America/New_York"),
-        LONDON: ("sent", None, None)}
+        SYDNEY: ("sent", None, None)}
     charged = ledger(conn, cid)
     assert [k for k, _ in charged] == ["charge"]  # both charged once, at expansion
     view = campaigns.get_campaign(conn, ws, cid)
@@ -252,7 +278,7 @@ def test_a_held_florida_text_leaves_at_0800_and_is_sent_once_and_charged_once(
     assert rows(conn, cid)[FLORIDA] == ("sent", "2026-12-02T13:00:00.000Z",
                                         "quiet hours: US-FL 08:00-20:00 America/New_York")  # the record stays
     outbox = conn.execute("SELECT recipient, created_at FROM sms_outbox WHERE campaign_id = ?", (cid,)).fetchall()
-    assert sorted(r[0] for r in outbox) == [FLORIDA, LONDON]
+    assert sorted(r[0] for r in outbox) == [FLORIDA, SYDNEY]
     assert ledger(conn, cid) == charged  # no second charge, no refund
     final = campaigns.get_campaign(conn, ws, cid)
     assert final["status"] == "COMPLETED" and final["statistics"]["sent"] == 2
@@ -351,7 +377,7 @@ def test_with_quiet_hours_off_a_text_goes_at_night(conn: sqlite3.Connection, ws:
 
 def test_the_messages_listing_filters_held(conn: sqlite3.Connection, ws: int, fixed: Clock) -> None:
     fixed.set("2026-12-02T01:30:00Z")
-    cid = start(conn, ws, [FLORIDA, LONDON])["id"]
+    cid = start(conn, ws, [FLORIDA, SYDNEY])["id"]
     listed = messages.list_messages(conn, ws, cid, status="HELD")
     [m] = listed["messages"]
     assert (m["phone"], m["status"], m["held_until"]) == (FLORIDA, "held", "2026-12-02T13:00:00.000Z")
@@ -372,14 +398,14 @@ def test_through_twilio_a_held_number_is_not_requested_until_its_window_opens(
     with f.TwilioStandIn() as server:
         sms_providers.set_provider(conn, ws, "twilio", account_sid=f.TWILIO_SID, auth_token=f.TWILIO_TOKEN,
                                    base_url=server.base_url)
-        cid = start(conn, ws, [FLORIDA, LONDON])["id"]
-        assert [r["form"]["To"] for r in server.received] == [LONDON]
+        cid = start(conn, ws, [FLORIDA, SYDNEY])["id"]
+        assert [r["form"]["To"] for r in server.received] == [SYDNEY]
         fixed.set("2026-12-02T13:00:00Z")
         assert jobs.run_due(conn) == {"processed": 1, "failed": 0}
-        assert [r["form"]["To"] for r in server.received] == [LONDON, FLORIDA]
+        assert [r["form"]["To"] for r in server.received] == [SYDNEY, FLORIDA]
         fixed.set("2026-12-03T13:00:00Z")
         assert jobs.run_due(conn) == {"processed": 0, "failed": 0}
-    assert {p: s for p, (s, _, _) in rows(conn, cid).items()} == {FLORIDA: "sent", LONDON: "sent"}
+    assert {p: s for p, (s, _, _) in rows(conn, cid).items()} == {FLORIDA: "sent", SYDNEY: "sent"}
     assert [k for k, _ in ledger(conn, cid)] == ["charge"]
     assert campaigns.get_campaign(conn, ws, cid)["status"] == "COMPLETED"
 

@@ -5,7 +5,10 @@ The table (`quiet_hours.csv` beside this module, or the operator's copy named by
 MKT_SMS_QUIET_HOURS) holds rows of region (US, US-FL, FR), days (weekdays, or a date rule
 for holidays: MM-DD, easter+N) and hours in local time. A number's place comes from
 phonenumbers: its country, its US state (the geocoder's description of the area code) and its
-candidate time zones (`timezone`). The rules that bind it are its country's AND its state's.
+candidate time zones (`timezone`). The rules that bind it are its country's AND its state's;
+a country with no rows of its own (neither the country nor any subdivision) takes the rows of
+region `*`, the default window (08:00-21:00 every day as shipped): no marketing text wakes
+anyone where the law is silent. An operator's table without `*` rows leaves such countries open.
 
 Fail closed, always:
 - Several candidate zones (+1 208: Boise and Los Angeles): only the hours allowed in all of them.
@@ -40,7 +43,8 @@ BUILT_IN = Path(__file__).with_name("quiet_hours.csv")
 HORIZON_DAYS = 16          # intervals are computed this far ahead; nothing open in it: held to its end
 DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 DAY_NAMES = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
-_REGION = re.compile(r"^[A-Z]{2}(-[A-Z0-9]{1,3})?$")
+_REGION = re.compile(r"^(?:[A-Z]{2}(-[A-Z0-9]{1,3})?|\*)$")
+DEFAULT = "*"  # the region of the rows for every country that has none of its own
 _DATE_RULE = re.compile(r"^(?:(\d\d)-(\d\d)|easter([+-]\d{1,3}))$")
 _SPAN = re.compile(r"^(\d\d):(\d\d)-(\d\d):(\d\d)$")
 
@@ -119,7 +123,8 @@ def parse_table(text: str, origin: str) -> Table:
         region, days, hours = cells[0].upper(), cells[1], cells[2]
         source = ", ".join(cells[3:]).strip()
         if not _REGION.match(region):
-            raise MktError(400, f"{origin} line {n}: '{cells[0]}' is not a region (a country such as US, or US-FL).")
+            raise MktError(400, f"{origin} line {n}: '{cells[0]}' is not a region (a country such as US, US-FL, "
+                                f"or * for every country without rows of its own).")
         spans = _parse_hours(hours)
         if spans is None:
             raise MktError(400, f"{origin} line {n}: '{hours}' is not closed or HH:MM-HH:MM spans (end after start).")
@@ -245,6 +250,8 @@ class Window:
             names.append(place.region)
         elif place.region is None:
             names += table.regions_of(country)  # no state known: every state's rules
+        if not names and not table.regions_of(country) and DEFAULT in table.by_region:
+            names = [DEFAULT]  # the law of this country is not in the table: the default window
         self.pairs = [(name, table.by_region[name], zone, ZoneInfo(zone)) for name in names for zone in place.zones]
         self.unrestricted = not names
         self.spans = {(name, zone): self._spans(rules, tz) for name, rules, zone, tz in self.pairs}
@@ -290,14 +297,18 @@ class Window:
             if not chosen or all(not r.spans for r in chosen):
                 label = (f"{day.isoformat()} ({chosen[0].source or chosen[0].days})" if dated
                          else DAY_NAMES[day.weekday()])
-                text = f"quiet hours: {name} closed on {label} {zone}"
+                text = f"quiet hours: {_named(name)} closed on {label} {zone}"
             else:
                 hours = " ".join(f"{s // 60:02d}:{s % 60:02d}-{e // 60:02d}:{e % 60:02d}"
                                  for r in chosen for s, e in r.spans)
-                text = f"quiet hours: {name} {hours} {zone}"
+                text = f"quiet hours: {_named(name)} {hours} {zone}"
         if not self.place.zone_known:
             text += f" (time zone unknown: every {self.place.country} zone counts)"
         return text
+
+
+def _named(region: str) -> str:
+    return "the default (*)" if region == DEFAULT else region
 
 
 @lru_cache(maxsize=4096)
