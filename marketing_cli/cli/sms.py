@@ -122,6 +122,19 @@ def sms_update(
     emit(campaigns.update_campaign(s.conn(), s.workspace_id(), campaign_id, body), as_json, render_campaign)
 
 
+def _warn_without_opt_out(s: Any, campaign_id: str) -> None:
+    """On stderr, before the campaign is queued: the message has no opt-out wording."""
+    from marketing_cli.services.sms import campaigns, review
+
+    try:
+        message = campaigns.get_campaign(s.conn(), s.workspace_id(), campaign_id).get("message")
+    except MktError:
+        return  # the schedule call below answers the error
+    warning = review.opt_out_warning(message)
+    if warning:
+        typer.echo(warning, err=True)
+
+
 @app.command("schedule")
 def sms_schedule(
     ctx: typer.Context,
@@ -144,6 +157,7 @@ def sms_schedule(
     body = schedule_body(conn, workspace_id, now, at, local_time, missed)
     if not as_json:
         print_reach(s, campaign_id)
+        _warn_without_opt_out(s, campaign_id)
     if local_time is not None:
         confirm_zones(lambda: schedule.preview_schedule(conn, workspace_id, campaign_id, body), yes)
     emit(schedule.schedule_campaign(conn, workspace_id, campaign_id, body), as_json,

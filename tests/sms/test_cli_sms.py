@@ -182,3 +182,18 @@ def test_a_killed_expansion_never_charges_a_recipient_twice(conn: sqlite3.Connec
     assert -charged == Decimal(units).scaleb(-5) == expected
     assert conn.execute("SELECT COUNT(*) FROM sms_ledger WHERE kind = 'charge'").fetchone()[0] == \
         conn.execute("SELECT COUNT(DISTINCT batch) FROM sms_messages WHERE status = 'sent'").fetchone()[0]
+
+
+def test_schedule_warns_when_the_message_has_no_opt_out_wording(cli: Any, conn: sqlite3.Connection,
+                                                                 ready: int) -> None:
+    from marketing_cli.services.sms import review
+
+    f.sms_ready(conn, ready)
+    bare = f.sms_campaign(conn, ready, "Bare", message="Hi {{contact.first_name}}, the sale starts today.")
+    result = cli("sms", "schedule", bare["id"], "--now")
+    assert result.exit_code == 0 and review.NO_OPT_OUT in result.stderr
+    polite = f.sms_campaign(conn, ready, "Polite")  # "... Reply STOP to opt out."
+    result = cli("sms", "schedule", polite["id"], "--now")
+    assert result.exit_code == 0 and "opting out" not in result.stderr
+    quiet = f.sms_campaign(conn, ready, "Scripted", message="Hi, the sale starts today.")
+    assert cli("sms", "schedule", quiet["id"], "--now", "--json").stderr == ""  # --json: stdout and nothing else

@@ -62,6 +62,18 @@ def _host(link: str) -> str:
     return text.split("/", 1)[0].split(":", 1)[0].lower().removeprefix("www.")
 
 
+NO_OPT_OUT = ("Warning: the message says nothing about opting out (\"Reply STOP to opt out\"). People who do "
+              "not know how to stop report texts as spam, and US carriers expect the wording in a first message.")
+
+
+def opt_out_warning(message: str | None) -> str | None:
+    """What `mkt sms schedule` prints before it queues a message without opt-out wording (the
+    review's `missing_opt_out` rule, which alone does not flag a campaign)."""
+    if not message or OPT_OUT.search(MERGE_TAG.sub(" ", message)):
+        return None
+    return NO_OPT_OUT
+
+
 def review_message(message: str, *, first_message: bool = True) -> dict[str, Any]:
     """Score a message: {"flagged", "score", "threshold", "rules": [{rule, score, detail}]}."""
     text = MERGE_TAG.sub(" ", message)  # a merge tag is not part of what is judged
