@@ -1612,3 +1612,9 @@ BEGIN
         EXECUTE replace(field_index.indexdef, '(data, ', '(data_doc, ');
     END LOOP;
 END $$;
+
+-- version: 31
+-- Reserved for another part of issue 38 (schema.sql step 31 says why).
+
+-- version: 32
+-- Reserved for another part of issue 38 (schema.sql step 32).

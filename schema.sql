@@ -1359,3 +1359,10 @@ ALTER TABLE email_messages ADD COLUMN reserved_hour TEXT;
 -- Nothing changes in a SQLite file. On PostgreSQL, contacts keep their data parsed once as a
 -- generated jsonb column that the field functions and field indexes read, instead of parsing
 -- the text once per field index for every contact written (schema.postgresql.sql step 30).
+
+-- version: 31
+-- Reserved for another part of issue 38 (built on its own branch at the same time); this
+-- placeholder keeps the steps numbered 1..N on this branch and gives way to that step at merge.
+
+-- version: 32
+-- Reserved for another part of issue 38, as step 31.
