@@ -124,6 +124,7 @@ class TwilioProvider:
         self.retries = retries
         self.backoff = backoff
         self.claim: Any = None  # the job run whose claim the messages are under (jobs.Run): held() or stop
+        self.watch: Any = None  # handoff.RevocationWatch: stopped(id) once the message's contact revoked
 
     def __repr__(self) -> str:  # never the token
         return f"TwilioProvider(account_sid={self.account_sid!r}, url={self.url!r})"
@@ -158,6 +159,8 @@ class TwilioProvider:
                 return Receipt(m.message_id, False, held=True, uncertain=maybe_sent)
             if m.closes_at is not None and clock.now() >= m.closes_at:  # quiet hours began while it waited its turn
                 return Receipt(m.message_id, False, held=True, uncertain=maybe_sent)
+            if self.watch is not None and self.watch.stopped(m.message_id):  # its contact revoked: back in line,
+                return Receipt(m.message_id, False, held=True, uncertain=maybe_sent)  # the next claim cancels it
             try:
                 response = client.post(self.url, data=form, auth=self._auth)
             except httpx.HTTPError as exc:
