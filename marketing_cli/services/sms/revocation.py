@@ -9,12 +9,15 @@ rows of kind, language, text and source. A reply is read in three steps, each on
 "opt-out" is "opt out" and "stop" never matches "stopover"):
 
 1. keyword: the reply's first words, after any `lead` words ("please", "ok"), are a keyword
-   ("Stop please", "STOP!!", "opt-out"), or a sentence is a keyword on its own, leads aside
-   ("Who is this? Stop"). Always a revocation: the law names these words, so neither a
-   question mark nor anything after them sets them aside.
+   ("Stop please", "STOP!!", "opt-out"), or a sentence or a clause is a keyword on its own,
+   leads aside ("Who is this? Stop", "I don't know you, stop"). Always a revocation: the law
+   names these words, so neither a question mark nor anything after them sets them aside.
+   An `alone` row revokes only as a whole sentence or clause ("No more!", "Remove"): words
+   too common to revoke at the head of a longer reply ("Remove the cheese please").
 2. phrase: a phrase of the table stands anywhere in the reply ("please stop texting me",
-   "no más mensajes", "je ne veux plus recevoir vos SMS") and is not set aside by either
-   rule below, each applied to the phrase's own language only:
+   "no más mensajes", "je ne veux plus recevoir vos SMS"; a `*` in a phrase stands for zero
+   to two words: "don't want * texts" matches "don't want your texts") and is not set aside
+   by either rule below, each applied to the phrase's own language only:
    - negation: a `negation` ends right before the phrase, or one word before it, in the same
      clause ("don't stop texting me", "never stop sending me deals");
    - question: its sentence ends with "?" and opens with a `question` ("when do you stop
@@ -49,7 +52,9 @@ log = logging.getLogger("mkt.sms")
 
 TABLE_ENV = "MKT_SMS_REVOCATION_PHRASES"
 BUILT_IN = Path(__file__).with_name("revocation.csv")
-KINDS = ("keyword", "phrase", "lead", "negation", "question", "confirmation")
+KINDS = ("keyword", "alone", "phrase", "lead", "negation", "question", "confirmation")
+GAP = "*"  # in a phrase: any zero to MAX_GAP words ("don't want * texts")
+MAX_GAP = 2
 LAW_KEYWORDS = ("STOP", "QUIT", "END", "REVOKE", "OPT OUT", "CANCEL", "UNSUBSCRIBE", "STOPALL", "OPTOUT", "STOP ALL")
 LAW_SOURCE = "47 CFR 64.1200(a)(10) and carriers' keywords (always in force)"
 RESUBSCRIBE = ("START", "UNSTOP")
@@ -59,6 +64,7 @@ REVOKED, RESUBSCRIBED, NONE = "revoked", "resubscribed", "none"
 ACTIONS = (REVOKED, RESUBSCRIBED, NONE)
 _LANGUAGE = re.compile(r"^[a-z]{2,3}$")
 _WORD = re.compile(r"[^\W_]+")
+_PATTERN_WORD = re.compile(r"[^\W_]+|\*")
 # A sentence ends at . ! ? ; … or a line break; a clause (the reach of a negation) at , : ( ) " – —.
 _SENTENCE = re.compile(r"([^.!?;…\n\r]*)([.!?;…\n\r]*)")
 _CLAUSE = re.compile(r"[,:()\"“”«»\u2013\u2014]")
@@ -93,6 +99,7 @@ class Table:
     rows: tuple[Row, ...]
     origin: str                          # "built-in" or the operator's file path
     keywords: tuple[Row, ...] = field(default=(), compare=False)       # longest first
+    alone: tuple[Row, ...] = field(default=(), compare=False)          # longest first
     phrases: dict[str, tuple[Row, ...]] = field(default_factory=dict, compare=False)  # by first word
     leads: tuple[Words, ...] = field(default=(), compare=False)        # longest first
     negations: dict[str, tuple[Words, ...]] = field(default_factory=dict, compare=False)  # by language
@@ -126,11 +133,14 @@ def parse_table(text: str, origin: str) -> Table:
             raise MktError(400, f"{where}: '{cells[0]}' is not a kind ({', '.join(KINDS)}).")
         if not _LANGUAGE.match(language):
             raise MktError(400, f"{where}: '{cells[1]}' is not a language code (en, es, fr ...).")
+        pattern = tuple(_PATTERN_WORD.findall(fold(value))) if kind == "phrase" else words(value)
         if kind == "confirmation":
             _check_confirmation(value, where)
-        elif not words(value):
+        elif not [w for w in pattern if w != GAP]:
             raise MktError(400, f"{where}: '{value}' has no word to match.")
-        rows.append(Row(kind, language, value, ", ".join(cells[3:]).strip(), words(value)))
+        elif pattern[0] == GAP or pattern[-1] == GAP or any(a == b == GAP for a, b in zip(pattern, pattern[1:])):
+            raise MktError(400, f"{where}: '{value}': a {GAP} stands between two words.")
+        rows.append(Row(kind, language, value, ", ".join(cells[3:]).strip(), pattern))
     given = {r.words for r in rows if r.kind == "keyword"}
     rows += [Row("keyword", "en", k, LAW_SOURCE, words(k)) for k in LAW_KEYWORDS if words(k) not in given]
     return _index(tuple(rows), origin)
@@ -154,6 +164,7 @@ def _index(rows: tuple[Row, ...], origin: str) -> Table:
             confirmations.setdefault(r.language, r.text)  # the first row of a language
     return Table(rows, origin,
                  keywords=tuple(sorted((r for r in rows if r.kind == "keyword"), key=lambda r: -len(r.words))),
+                 alone=tuple(sorted((r for r in rows if r.kind == "alone"), key=lambda r: -len(r.words))),
                  phrases={k: tuple(sorted(v, key=lambda r: -len(r.words))) for k, v in phrases.items()},
                  leads=tuple(sorted({r.words for r in rows if r.kind == "lead"}, key=len, reverse=True)),
                  negations=by_language("negation"), questions=by_language("question"), confirmations=confirmations)
@@ -255,8 +266,8 @@ def _strip_leads(tokens: Words, leads: tuple[Words, ...], *, tail: bool = False)
     return tokens
 
 
-def _keyword(tokens: Words, table: Table, *, whole: bool) -> Row | None:
-    for row in table.keywords:
+def _keyword(tokens: Words, rows: tuple[Row, ...], *, whole: bool) -> Row | None:
+    for row in rows:
         n = len(row.words)
         if tokens[:n] == row.words and (not whole or len(tokens) == n):
             return row
@@ -278,6 +289,15 @@ def _ends_at(tokens: Words, stop: int, candidates: tuple[Words, ...]) -> bool:
     return any(stop >= len(w) and tokens[stop - len(w):stop] == w for w in candidates)
 
 
+def _matches(pattern: Words, tokens: Words, at: int) -> bool:
+    """Whether `pattern` (words, and GAP for zero to MAX_GAP words) matches `tokens` from `at`."""
+    if not pattern:
+        return True
+    if pattern[0] == GAP:
+        return any(_matches(pattern[1:], tokens, at + skip) for skip in range(MAX_GAP + 1))
+    return at < len(tokens) and tokens[at] == pattern[0] and _matches(pattern[1:], tokens, at + 1)
+
+
 def _phrase(sentences: list[tuple[list[Words], bool]], table: Table) -> tuple[Row | None, str | None]:
     """The first phrase that revokes, or (None, the first one set aside and why)."""
     aside = None
@@ -286,7 +306,7 @@ def _phrase(sentences: list[tuple[list[Words], bool]], table: Table) -> tuple[Ro
         for tokens in clauses:
             for i, word in enumerate(tokens):
                 for row in table.phrases.get(word, ()):
-                    if tokens[i:i + len(row.words)] != row.words:
+                    if not _matches(row.words, tokens, i):
                         continue
                     negations = table.negations.get(row.language, ())
                     if _ends_at(tokens, i, negations) or _ends_at(tokens, i - 1, negations):
@@ -302,16 +322,17 @@ def read_reply(body: str, table: Table | None = None) -> Reading:
     """What a reply asks for (the module docstring's three steps)."""
     table = table or table_for_replies()
     everything = _strip_leads(words(body), table.leads)
-    row = _keyword(everything, table, whole=False)
+    row = _keyword(everything, table.keywords, whole=False)
     sentences = _sentences(body)
-    if row is None:
-        for clauses, _ in sentences:
-            alone = _strip_leads(tuple(w for clause in clauses for w in clause), table.leads, tail=True)
-            row = _keyword(alone, table, whole=True)
-            if row is not None:
-                break
+    parts = [tuple(w for clause in clauses for w in clause) for clauses, _ in sentences]
+    parts += [clause for clauses, _ in sentences if len(clauses) > 1 for clause in clauses]
+    for part in parts if row is None else ():
+        alone = _strip_leads(part, table.leads, tail=True)
+        row = _keyword(alone, table.keywords, whole=True) or _keyword(alone, table.alone, whole=True)
+        if row is not None:
+            break
     if row is not None:
-        return Reading(REVOKED, "keyword:" + " ".join(row.words), row.language)
+        return Reading(REVOKED, f"{row.kind}:" + " ".join(row.words), row.language)
     row, aside = _phrase(sentences, table)
     if row is not None:
         return Reading(REVOKED, f"phrase:{row.language}:{row.text}", row.language)
