@@ -8,16 +8,20 @@ is priced, charged, handed over and reported like any other text:
   body, priced per segment at the workspace's price for the number's country), its charge on
   the ledger (one `charge` entry for the message's own batch: the unique (campaign, batch) key
   refuses a second one), and the `sms.confirmation` job (deduplicated per campaign);
-- the job hands the campaign's pending messages to the workspace's provider through
-  `handoff.hand_off`, as a campaign's: a message the provider refuses is refunded.
+- right after that transaction, the inbound webhook hands it over itself (`send_now`), so a
+  confirmation never waits for a worker busy with a long campaign (the job queue runs one job
+  per worker at a time); the job is the durable path: it hands over whatever is still pending
+  (the webhook's attempt failed, or its process died), through `handoff.hand_off` as a
+  campaign's messages go: a message the provider refuses is refunded.
 
 The messages live in hidden campaigns of the workspace (`sms_campaigns.purpose` =
 'confirmation', QUEUED and expanded from the start, left out of the campaign list). As
 sms_messages is unique on (campaign, contact), a contact's second confirmation (STOP, START,
 then STOP again) goes into the next round's campaign. Two things set a confirmation apart from
 marketing in the hand-off: the quiet-hours gate lets it through at any hour (it answers the
-person's own text and is due within 5 minutes), and the check that drops messages to contacts
-who revoked does not apply (it is sent because they did).
+person's own text and is due within 5 minutes), MKT_SMS_RATE does not space it (it would wait
+behind the starts a running campaign has booked), and the check that drops messages to
+contacts who revoked does not apply (it is sent because they did).
 
 Only a reply that changed a contact's SMS status earns one, so a number already unsubscribed
 never gets a second. A number in a country without a price gets none (nothing can be charged
@@ -101,9 +105,24 @@ def queue_confirmation(conn: sqlite3.Connection, workspace_id: int, contact_id: 
     return message_id
 
 
+def send_now(conn: sqlite3.Connection, message_id: int) -> None:
+    """Hand the confirmation over at once, right after the reply's transaction (the inbound
+    webhook): a worker busy with a long send must not hold it past 5 minutes. Whatever goes
+    wrong is logged and left to the queued job, which hands over what is still pending."""
+    row = conn.execute("SELECT campaign_id FROM sms_messages WHERE id = ?", (message_id,)).fetchone()
+    if row is None:
+        return
+    try:
+        hand_over(conn, {"campaign_id": row[0]})
+    except Exception:  # noqa: BLE001 - the revocation is committed; the job tries again
+        log.exception("confirmation %s: handing it over at once failed; its job will try again", message_id)
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+
+
 @jobs.handler(JOB)
 def hand_over(conn: sqlite3.Connection, payload: dict[str, Any]) -> None:
-    """The campaign's pending confirmations to the provider (no quiet hours: handoff.py)."""
+    """The campaign's pending confirmations to the provider (no quiet hours, no pacing: handoff.py)."""
     from marketing_cli.services.sms.handoff import hand_off
 
     campaign = conn.execute("SELECT * FROM sms_campaigns WHERE id = ?", (payload["campaign_id"],)).fetchone()

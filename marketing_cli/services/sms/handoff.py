@@ -146,14 +146,14 @@ def hand_off(conn: sqlite3.Connection, campaign: sqlite3.Row, claim: jobs.Run | 
     claim = claim or jobs.current_run()
     claim.keep(keep_claimed)
     workspace_id, cid = campaign["workspace_id"], campaign["id"]
-    provider = get_provider(conn, workspace_id)
+    gated = campaign["purpose"] != CONFIRMATION  # a confirmation is due at any hour, and at once
+    provider = get_provider(conn, workspace_id, paced=gated)
     # A local-time campaign hands over only the messages whose zone has reached the time, in
     # the order of the partial index sms_messages_due (its earliest zone first).
     pick = (" AND due_at <= :now ORDER BY due_at, id LIMIT :size" if campaign["local_time"]
             else " ORDER BY id LIMIT :size")
     sender = ledger.get_sender_id(conn, workspace_id)["sms_sender_id"] or ""
     size = batch_size()
-    gated = campaign["purpose"] != CONFIRMATION  # a confirmation is due at any hour
     # Held messages whose window has opened go back in line. (A network provider's batch left
     # 'sending' by a crash is claimed again once its claim expires, marked uncertain.)
     with transaction(conn):

@@ -129,7 +129,11 @@ def _apply_status(conn: sqlite3.Connection, workspace_id: int, params: dict[str,
 
 def twilio_inbound(conn: sqlite3.Connection, params: dict[str, str], given_signature: str | None) -> dict[str, Any]:
     """A reply, once its signature is checked: read by the revocation rules, acted on and kept
-    (replies.py). Answers the kept reply as GET /v1/sms-replies lists it."""
-    from marketing_cli.services.sms import replies
+    (replies.py), and a revocation's confirmation handed over at once (confirmation.send_now).
+    Answers the kept reply as GET /v1/sms-replies lists it (as written, before the hand-over)."""
+    from marketing_cli.services.sms import confirmation, replies
 
-    return replies.receive(conn, verify(conn, INBOUND_PATH, params, given_signature), params)
+    reply = replies.receive(conn, verify(conn, INBOUND_PATH, params, given_signature), params)
+    if reply["confirmation"] is not None:  # handed over at once (its job is the fallback)
+        confirmation.send_now(conn, reply["confirmation"]["message_id"])
+    return reply
