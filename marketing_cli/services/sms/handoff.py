@@ -117,15 +117,16 @@ class RevocationWatch:
     after a revocation committed). `lock` is the one the provider's threads share the job's
     connection with (the pacer's)."""
 
-    def __init__(self, conn: sqlite3.Connection, token: str, lock: Any) -> None:
-        self.conn, self.token, self.lock = conn, token, lock
-        self.read_at = time.monotonic()  # the claim has just read them
+    def __init__(self, conn: sqlite3.Connection, token: str, lock: Any, clock: Any = time.monotonic) -> None:
+        self.conn, self.token, self.lock, self.clock = conn, token, lock, clock
+        self.read_at = clock()  # the claim has just read them
         self.revoked: frozenset[int] = frozenset()
 
     def stopped(self, message_id: int) -> bool:
         with self.lock:
-            if time.monotonic() - self.read_at >= RECHECK_SECONDS:
-                self.read_at = time.monotonic()  # (before the statement: its answer is at least this fresh)
+            now = self.clock()
+            if now - self.read_at >= RECHECK_SECONDS:
+                self.read_at = now  # (taken before the statement: its answer is at least this fresh)
                 self.revoked = frozenset(r[0] for r in self.conn.execute(
                     f"SELECT id FROM sms_messages WHERE {_REVOKED_ROWS}", (self.token,)))
         return message_id in self.revoked
