@@ -148,7 +148,7 @@ def hand_off(conn: sqlite3.Connection, campaign: sqlite3.Row, claim: jobs.Run | 
     claim.keep(keep_claimed)
     workspace_id, cid = campaign["workspace_id"], campaign["id"]
     gated = campaign["purpose"] != CONFIRMATION  # a confirmation is due at any hour, and at once
-    provider = get_provider(conn, workspace_id, paced=gated)
+    provider = get_provider(conn, workspace_id) if gated else get_provider(conn, workspace_id, paced=False)
     # A local-time campaign hands over only the messages whose zone has reached the time, in
     # the order of the partial index sms_messages_due (its earliest zone first).
     pick = (" AND due_at <= :now ORDER BY due_at, id LIMIT :size" if campaign["local_time"]
