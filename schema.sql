@@ -1359,3 +1359,38 @@ ALTER TABLE email_messages ADD COLUMN reserved_hour TEXT;
 -- Nothing changes in a SQLite file. On PostgreSQL, contacts keep their data parsed once as a
 -- generated jsonb column that the field functions and field indexes read, instead of parsing
 -- the text once per field index for every contact written (schema.postgresql.sql step 30).
+
+-- version: 31
+-- Every SMS reply kept, with what it did (services/sms/replies.py; docs/sms.md "Replies and
+-- revocation"), so an operator can read the ones the rules did not act on (`mkt sms replies
+-- --action none`, GET /v1/sms-replies). action: revoked (the rules read a revocation: STOP,
+-- QUIT, END, REVOKE, OPT OUT, CANCEL, UNSUBSCRIBE ... or a phrase of the table), resubscribed
+-- (START, UNSTOP), none. rule: what matched ('keyword:stop', 'phrase:en:stop texting me',
+-- 'start:unstop'); for a reply that did nothing, a phrase the rules set aside and why
+-- ('negated:en:stop texting me', 'question:en:...') or NULL. changed: the contacts whose
+-- sms_status it changed (0: already in that state, or no contact has the number).
+-- confirmation_id: the sms_messages row of the confirmation text it caused (NULL: none, as for
+-- a number already unsubscribed). A person's rows are found by contact_id and by phone (an
+-- erase removes both: the body is the person's own words); no foreign key, so deleting a
+-- contact decides what happens to them, as with sms_messages.
+CREATE TABLE sms_replies (
+    id INTEGER PRIMARY KEY,
+    workspace_id INTEGER NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    contact_id TEXT,                       -- the number's contact (the first by id when several); NULL: none
+    phone TEXT NOT NULL,                   -- From, E.164 as the provider sent it
+    body TEXT NOT NULL,
+    action TEXT NOT NULL CHECK (action IN ('revoked', 'resubscribed', 'none')),
+    rule TEXT,
+    changed INTEGER NOT NULL DEFAULT 0,
+    confirmation_id INTEGER,
+    received_at TEXT NOT NULL
+);
+CREATE INDEX sms_replies_workspace ON sms_replies(workspace_id, id);
+CREATE INDEX sms_replies_action ON sms_replies(workspace_id, action, id);
+CREATE INDEX sms_replies_contact ON sms_replies(contact_id) WHERE contact_id IS NOT NULL;
+CREATE INDEX sms_replies_phone ON sms_replies(workspace_id, phone);
+-- The hidden campaigns that carry revocation confirmations (services/sms/confirmation.py):
+-- purpose 'confirmation', QUEUED and expanded from the start like an automation step's, left out
+-- of the campaign list and of the quiet-hours gate (a confirmation is not marketing and is due
+-- within 5 minutes, 47 CFR 64.1200(a)(12)). NULL: an ordinary campaign.
+ALTER TABLE sms_campaigns ADD COLUMN purpose TEXT;

@@ -820,3 +820,28 @@ def sent_long_ago(conn: sqlite3.Connection, campaign_id: str, days: int = 31) ->
     with transaction(conn):
         conn.execute("UPDATE email_messages SET delivered_at = ? WHERE campaign_id = ? AND delivered_at IS NOT NULL",
                      (clock.format_ts(clock.utcnow() - timedelta(days=days)), campaign_id))
+
+
+# --- SMS replies and revocation (issue 38) ---------------------------------------------------
+
+def sms_reply(conn: sqlite3.Connection, workspace_id: int, body: str, number: str) -> dict[str, Any]:
+    """An inbound reply as the signed webhook hands it over (services/sms/replies.receive), then
+    its confirmation handed over at once as the webhook does; the kept reply, read again."""
+    from marketing_cli.services.sms import confirmation, replies
+
+    kept = replies.receive(conn, workspace_id, {"From": number, "Body": body, "AccountSid": TWILIO_SID})
+    if kept["confirmation"] is not None:
+        confirmation.send_now(conn, kept["confirmation"]["message_id"])
+    return next(r for r in replies.list_replies(conn, workspace_id, limit=100)["replies"] if r["id"] == kept["id"])
+
+
+def queued_sms_campaign(conn: sqlite3.Connection, workspace_id: int, name: str = "Autumn sale") -> sqlite3.Row:
+    """An SMS campaign to the whole audience, scheduled and expanded (its messages written and
+    charged, none handed over yet): the row the hand-off takes."""
+    from marketing_cli.services.sms import recipients, schedule
+
+    made = sms_campaign(conn, workspace_id, name)
+    schedule.schedule_campaign(conn, workspace_id, made["id"], {"schedule_type": "NOW"})
+    row = conn.execute("SELECT * FROM sms_campaigns WHERE id = ?", (made["id"],)).fetchone()
+    assert recipients.expand_recipients(conn, row)
+    return conn.execute("SELECT * FROM sms_campaigns WHERE id = ?", (made["id"],)).fetchone()

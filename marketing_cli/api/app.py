@@ -60,6 +60,7 @@ ROUTE_MODULES = [
     "marketing_cli.api.dashboard",  # `/` and /dashboard/...: pages for people, not the API
     "marketing_cli.api.sms_links",
     "marketing_cli.api.sms_messages",
+    "marketing_cli.api.sms_replies",
     "marketing_cli.api.automations",
     "marketing_cli.api.tracking",  # last: its prefixed paths match below any base path
 ]

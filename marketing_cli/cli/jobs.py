@@ -34,10 +34,11 @@ def jobs_run(
     from marketing_cli import jobs, services
     from marketing_cli.cli.mail import transport_lines
     from marketing_cli.kernel import pacing
-    from marketing_cli.services.sms import quiet_hours
+    from marketing_cli.services.sms import quiet_hours, revocation
 
     pacing.check_environment()  # a bad MKT_SEND_* / MKT_SMS_* value: exit 1 before any job runs
     quiet_hours.check_environment()  # an unreadable MKT_SMS_QUIET_HOURS table: exit 1 here, not in every job
+    revocation.check_environment()  # an unreadable MKT_SMS_REVOCATION_PHRASES table: exit 1 here too
     services.load_job_handlers()
     conn = state(ctx).conn()
     banner = Console(stderr=True, highlight=False)  # stderr: stdout stays the result (--json for cron)

@@ -155,10 +155,11 @@ def serve(
 
     from marketing_cli.cli.serve import run_server
     from marketing_cli.kernel import pacing
-    from marketing_cli.services.sms import quiet_hours
+    from marketing_cli.services.sms import quiet_hours, revocation
 
     pacing.check_environment()  # a bad MKT_SEND_* / MKT_SMS_* value: exit 1 before serving
     quiet_hours.check_environment()  # an unreadable MKT_SMS_QUIET_HOURS table: exit 1 here, not in every job
+    revocation.check_environment()  # an unreadable MKT_SMS_REVOCATION_PHRASES table: exit 1 here too
     if geoip:
         os.environ["MKT_GEOIP"] = geoip
     run_server(state(ctx).db_path, host=host, port=port, smtp_url=smtp_url, outbox=outbox,

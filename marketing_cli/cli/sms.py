@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from marketing_cli.cli import sms_quiet_hours, sms_stats
+from marketing_cli.cli import sms_quiet_hours, sms_replies, sms_stats
 from marketing_cli.cli.deletes import DeleteYesOption
 from marketing_cli.cli.local_time import AtOption, LocalTimeOption, MissedOption, YesOption
 from marketing_cli.cli.output import JsonOption, QuietOption, WideOption, emit, json_option, pairs, table, usage_error
@@ -426,6 +426,7 @@ def sms_messages_cmd(
 
 sms_stats.register(app)
 sms_quiet_hours.register(app)
+sms_replies.register(app)
 
 
 @app.command("delete")

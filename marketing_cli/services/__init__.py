@@ -16,6 +16,7 @@ JOB_MODULES: tuple[str, ...] = (
     "marketing_cli.services.delivery.ab_winner",
     "marketing_cli.services.email.occurrences",
     "marketing_cli.services.sms.expansion",
+    "marketing_cli.services.sms.confirmation",
     "marketing_cli.services.automations.runner",
     "marketing_cli.services.automations.webhooks",
 )

@@ -1,8 +1,8 @@
 """SMS: campaigns (create, list, read, update, schedule, cancel, archive, reach, statistics,
-timeline, report, messages), quotes; and the public paths of the channel, the short links in
+timeline, report, messages), quotes, replies; and the public paths of the channel, the short links in
 sent messages and Twilio's signed webhooks.
 
-The routes of api/sms.py, api/sms_messages.py, api/sms_links.py and api/twilio.py.
+The routes of api/sms.py, api/sms_messages.py, api/sms_replies.py, api/sms_links.py and api/twilio.py.
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         "summary": "Twilio delivery report (form-encoded MessageSid, MessageStatus, AccountSid; X-Twilio-Signature)",
         "envelope": None, "auth": "none", "media": {"text/plain": {"type": "string"}}},
     ("POST", "/webhooks/twilio/inbound"): {
-        "summary": "Twilio inbound reply (STOP / START words; form-encoded From, Body, AccountSid; X-Twilio-Signature)",
+        "summary": "Twilio inbound reply (kept; a revocation or START acted on; form-encoded From, Body, AccountSid; "
+                   "X-Twilio-Signature)",
         "envelope": None, "auth": "none", "media": {"text/xml": {"type": "string"}}},
 }
 
@@ -45,6 +46,8 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
 def _sms_operations() -> dict[tuple[str, str], dict[str, Any]]:
     try:
         from marketing_cli.services.sms import campaigns as sms
+        from marketing_cli.services.sms import replies as sms_replies
+        from marketing_cli.services.sms import revocation
         from marketing_cli.services.sms import timeline as sms_timeline
     except ImportError:  # the SMS branch is not merged
         return {}
@@ -61,6 +64,18 @@ def _sms_operations() -> dict[tuple[str, str], dict[str, Any]]:
                                   "(or held) the message, UTC; kept after it is sent."},
                    "held_reason": {"type": ["string", "null"], "description": "Extension: the quiet-hours rule that "
                                    "held the message, e.g. 'quiet hours: US-FL 08:00-20:00 America/New_York'."}})
+    confirmation = obj({"message_id": {"type": "integer"}, "status": {"type": "string"},
+                        "handed_at": NULLABLE_TIMESTAMP}, ("message_id", "status"),
+                       description="The confirmation text the revocation caused (null: none, as for a number "
+                                   "already unsubscribed); status as the SMS message list shows it.")
+    reply = obj({"id": {"type": "integer"}, "contact_id": {"type": ["string", "null"]}, "phone": {"type": "string"},
+                 "body": {"type": "string"}, "action": enum(revocation.ACTIONS),
+                 "rule": {"type": ["string", "null"], "description": "What the rules matched ('keyword:stop', "
+                          "'phrase:en:stop texting'), or for `none` a phrase they set aside ('negated:...', "
+                          "'question:...') or null."},
+                 "contacts_changed": {"type": "integer", "minimum": 0},
+                 "confirmation": {"anyOf": [confirmation, {"type": "null"}]}, "received_at": TIMESTAMP},
+                ("id", "phone", "body", "action", "rule", "contacts_changed", "confirmation", "received_at"))
     body = obj({"name": name(sms.MAX_NAME),
                 "message": {"type": "string", "maxLength": sms.MAX_MESSAGE}, "audience": AUDIENCE})
     return {
@@ -119,6 +134,12 @@ def _sms_operations() -> dict[tuple[str, str], dict[str, Any]]:
             "summary": "An SMS campaign's per-recipient messages and their states", "envelope": "A",
             "query": {**lenient_page_query(sms.DEFAULT_LIMIT, sms.MAX_LIMIT), "status": {"type": "string"}},
             "data": obj({"messages": array(message)})},
+        ("GET", "/v1/sms-replies"): {
+            "summary": "Extension: the SMS replies received, newest first, with what each did (docs/sms.md "
+                       "\"Replies and revocation\")", "envelope": "A",
+            "query": {**lenient_page_query(sms_replies.DEFAULT_LIMIT, sms_replies.MAX_LIMIT),
+                      "action": EMPTY_OR(revocation.ACTIONS)},
+            "data": obj({"replies": array(reply), "pagination": obj()}, ("replies", "pagination"))},
         ("POST", "/v1/sms/quote"): {"summary": "The segments and price of an SMS message", "envelope": "A",
                                     "body": obj({"message": {"type": "string", "minLength": 1}, "to": {"type": "string"}},
                                                 ("message",)),

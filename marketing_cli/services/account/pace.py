@@ -59,12 +59,14 @@ class SharedPacer:
         self.workspace_id = workspace_id
         self.channel = channel
         self.interval = 1.0 / rate if rate > 0 else 0.0
-        self._lock = threading.Lock()  # threads that share one connection book one at a time
+        # Threads that share one connection use it one at a time: the bookings, and the SMS
+        # hand-off's revocation watch (services/sms/handoff.py), which reads on the same connection.
+        self.lock = threading.Lock()
 
     def book(self, conn: sqlite3.Connection, count: int = 1) -> float:
         """Book the next `count` starts; the seconds to wait for the first (0: now)."""
         span = round(count * self.interval * 1_000_000)
-        with self._lock:  # (checked under the lock: another thread's statement is not a transaction)
+        with self.lock:  # (checked under the lock: another thread's statement is not a transaction)
             if conn.in_transaction:  # the row's lock would be held through the sleep
                 raise RuntimeError("the pacer books its starts outside any transaction")
             sql = _BOOK.format(now=_DATABASE_NOW_US if dialect.postgresql(conn) else ":now")

@@ -19,7 +19,7 @@ import sqlite3
 
 from marketing_cli import jobs
 from marketing_cli.kernel import clock
-from marketing_cli.services.delivery.reservations import reserve
+from marketing_cli.services.delivery.reservations import give_back, reserve
 from marketing_cli.storage import dialect
 from marketing_cli.storage.db import marks
 from marketing_cli.storage.postgres.errors import retry_conflicts
@@ -29,8 +29,12 @@ NOT_SENDING = "not SENDING"  # `claim_round`'s answer for a campaign no longer S
 log = logging.getLogger("mkt.email.send")
 
 _COLUMNS = ("SELECT m.id, m.variant_id, m.email, m.attempts, m.status, m.reserved_hour, c.email AS contact_email,"
-            " c.phone, c.data"
+            " c.phone, c.data, c.status AS contact_status"
             " FROM email_messages m LEFT JOIN contacts c ON c.id = m.contact_id")
+# A contact who revoked (one-click unsubscribe, a complaint) since the send was prepared: its
+# message is cancelled by the claim that finds it, never handed over (docs/privacy.md).
+REVOKED_STATUSES = ("UNSUBSCRIBED", "COMPLAINED")
+REVOKED = "Not sent: the contact unsubscribed before it was handed over."
 _CLAIM = (_COLUMNS + " WHERE m.campaign_id = :campaign AND m.status = 'queued'"
           " AND (m.retry_at IS NULL OR m.retry_at <= :now)"
           " AND (m.due_at IS NULL OR m.due_at <= :now) ORDER BY m.id LIMIT :size")
@@ -89,12 +93,15 @@ def claim_round(conn: sqlite3.Connection, campaign_id: str, size: int, local: bo
             params = {"campaign": campaign_id, "now": clock.now(), "size": size, "earlier": claim.earlier,
                       "token": claim.token}
             lock = dialect.skip_locked(conn, "m")
-            rows = conn.execute(_CLAIM_EXPIRED + lock, params).fetchall() if expired else []
-            if len(rows) < size:
-                rows += conn.execute((_CLAIM_LOCAL if local else _CLAIM) + lock,
-                                     {**params, "size": size - len(rows)}).fetchall()
-            if not expired and len(rows) < size:
-                rows += conn.execute(_CLAIM_EXPIRED + lock, {**params, "size": size - len(rows)}).fetchall()
+            dropped = True
+            while dropped:  # (a round whose every row was dropped claims again: the send goes on)
+                rows = conn.execute(_CLAIM_EXPIRED + lock, params).fetchall() if expired else []
+                if len(rows) < size:
+                    rows += conn.execute((_CLAIM_LOCAL if local else _CLAIM) + lock,
+                                         {**params, "size": size - len(rows)}).fetchall()
+                if not expired and len(rows) < size:
+                    rows += conn.execute(_CLAIM_EXPIRED + lock, {**params, "size": size - len(rows)}).fetchall()
+                rows, dropped = _drop_revoked(conn, workspace_id, rows)
             short, hour = None, None
             if rows and workspace_id is not None:
                 rows, short, hour = reserve(conn, workspace_id, rows)
@@ -111,6 +118,23 @@ def claim_round(conn: sqlite3.Connection, campaign_id: str, size: int, local: bo
         log.warning("campaign %s: %d message(s) of a worker whose claim expired taken over (recorded uncertain)",
                     campaign_id, taken)
     return rows, short
+
+
+def _drop_revoked(conn: sqlite3.Connection, workspace_id: int | None, rows: list[sqlite3.Row]
+                  ) -> tuple[list[sqlite3.Row], bool]:
+    """The claimed rows whose contact has not revoked, and whether all of them had (in the claim's
+    transaction: the contact's status is read by the claim's own statement). The others are
+    cancelled with their reason; a taken-over claim's reservation goes back to its allowance."""
+    gone = [r["id"] for r in rows if r["contact_status"] in REVOKED_STATUSES]
+    if not gone:
+        return rows, False
+    where, params = f"id IN ({marks(gone)})", tuple(gone)
+    if workspace_id is not None:
+        give_back(conn, workspace_id, where, params)
+    conn.execute(f"UPDATE email_messages SET status = 'cancelled', failure_reason = ?, reserved_hour = NULL"
+                 f" WHERE {where}", (REVOKED, *params))
+    kept = [r for r in rows if r["contact_status"] not in REVOKED_STATUSES]
+    return kept, not kept
 
 
 def keep_claimed(conn: sqlite3.Connection, token: str, until: str) -> None:

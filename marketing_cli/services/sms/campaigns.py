@@ -188,7 +188,7 @@ def _page_arg(value: Any, default: int, high: int | None) -> int:
 def list_campaigns(conn: sqlite3.Connection, workspace_id: int, *, page: Any = None, limit: Any = None,
                    status: Any = None) -> dict[str, Any]:
     """GET /v1/sms-campaigns: newest first; page and limit sanitised (limit 1-100, default 50)."""
-    where, params = "workspace_id = ? AND automation_id IS NULL", [workspace_id]  # not an automation's own
+    where, params = "workspace_id = ? AND automation_id IS NULL AND purpose IS NULL", [workspace_id]  # not hidden
     if status is not None and str(status) != "":
         if not isinstance(status, str) or status.strip().upper() not in STATUSES:
             raise MktError(400, INVALID_STATUS.format(value=status))

@@ -7,13 +7,29 @@ queued again for it). Several jobs may hand one campaign's messages over at once
 sms.send_helper jobs): each batch is claimed under the job run's token, with an expiry the
 job's lease renewer keeps pushing forward (keep_claimed), and recorded only where the rows
 still carry that token. A message the provider refuses is refunded. An automation's SMS
-steps hand their messages over through hand_off too (services/automations/sms.py).
+steps hand their messages over through hand_off too (services/automations/sms.py), and so
+do revocation confirmations (confirmation.py), which skip the quiet-hours gate.
+
+A revocation (a STOP reply, any change of a contact's sms_status away from SUBSCRIBED, a
+deleted contact) takes effect for every message not yet handed over, within RECHECK_SECONDS
+(docs/privacy.md "Revoking consent by text"):
+- each claim re-reads the contacts of the rows it has just claimed, in its own transaction
+  (`_drop_revoked`: one statement over the batch, by the claim's token): rows of contacts no
+  longer SMS-subscribed are cancelled, never handed over, and refunded;
+- a network provider hands a claimed batch over one request at a time, which may take
+  minutes for a large batch: before each request it asks a `RevocationWatch`, which re-reads
+  the batch's contacts in one statement at most every RECHECK_SECONDS (never once per
+  message); a message whose contact revoked since the claim is put back in line untouched
+  (a held receipt), and the next claim cancels and refunds it.
+Confirmations are exempt: they go to the contacts who have just revoked.
 """
 
 from __future__ import annotations
 
 import logging
 import sqlite3
+import threading
+import time
 from typing import Any
 
 from marketing_cli import jobs
@@ -27,6 +43,12 @@ from marketing_cli.storage.postgres.errors import retry_conflicts
 log = logging.getLogger("mkt.sms")
 
 RECORD_BATCH = 500  # receipts written by one statement (3 parameters each)
+RECHECK_SECONDS = 0.25  # how stale a network batch's view of its contacts' revocations may be
+REVOKED = "Not sent: the contact revoked consent to texts before it was handed over."
+CONFIRMATION = "confirmation"  # sms_campaigns.purpose of revocation confirmations (confirmation.py)
+# The claimed rows (by token) whose contact is gone or no longer SMS-subscribed.
+_REVOKED_ROWS = ("claim_token = ? AND status = 'sending' AND NOT EXISTS (SELECT 1 FROM contacts c"
+                 " WHERE c.id = sms_messages.contact_id AND COALESCE(c.sms_status, 'SUBSCRIBED') = 'SUBSCRIBED')")
 
 MINE = "claim_token = ? AND status = 'sending'"  # the rows of one claim (gate.hold_closed's `where`)
 NOTHING: list[Any] = []  # (identity: the claim found no message, as against a batch all held)
@@ -73,6 +95,43 @@ def _owned(conn: sqlite3.Connection, token: str, ids: list[int]) -> set[int]:
         f" AND status = 'sending'{dialect.for_update(conn)}", (*ids, token))}
 
 
+def _drop_revoked(conn: sqlite3.Connection, campaign: sqlite3.Row, token: str) -> int:
+    """In the claim's transaction: cancel the claimed rows whose contact revoked (or is gone),
+    and refund them in one ledger entry; how many. Confirmations are never dropped."""
+    if campaign["purpose"] == CONFIRMATION:
+        return 0
+    units = [r[0] for r in conn.execute(f"UPDATE sms_messages SET status = 'cancelled', error_message = ?"
+                                        f" WHERE {_REVOKED_ROWS} RETURNING price_units", (REVOKED, token))]
+    if sum(units) > 0:
+        ledger.append(conn, campaign["workspace_id"], "refund", ledger.from_units(sum(units)),
+                      f"Campaign '{campaign['name']}': {len(units):,} messages to contacts who revoked consent"
+                      " before they were handed over", campaign_id=campaign["id"])
+    return len(units)
+
+
+class RevocationWatch:
+    """Which messages of a claimed batch a network provider must not hand over any more: their
+    contact revoked since the claim. The batch's rows are re-read in ONE statement at most every
+    RECHECK_SECONDS, by whichever of the provider's threads asks first once the last answer is
+    that old (so a message is never handed over later than RECHECK_SECONDS plus one statement
+    after a revocation committed). `lock` is the one the provider's threads share the job's
+    connection with (the pacer's)."""
+
+    def __init__(self, conn: sqlite3.Connection, token: str, lock: Any, clock: Any = time.monotonic) -> None:
+        self.conn, self.token, self.lock, self.clock = conn, token, lock, clock
+        self.read_at = clock()  # the claim has just read them
+        self.revoked: frozenset[int] = frozenset()
+
+    def stopped(self, message_id: int) -> bool:
+        with self.lock:
+            now = self.clock()
+            if now - self.read_at >= RECHECK_SECONDS:
+                self.read_at = now  # (taken before the statement: its answer is at least this fresh)
+                self.revoked = frozenset(r[0] for r in self.conn.execute(
+                    f"SELECT id FROM sms_messages WHERE {_REVOKED_ROWS}", (self.token,)))
+        return message_id in self.revoked
+
+
 def hand_off(conn: sqlite3.Connection, campaign: sqlite3.Row, claim: jobs.Run | None = None) -> bool | str:
     """Phase 2: pending messages to the provider, a batch at a time, each batch through the
     quiet-hours gate (gate.py) right before the provider call. False when cancelled; True when
@@ -88,7 +147,8 @@ def hand_off(conn: sqlite3.Connection, campaign: sqlite3.Row, claim: jobs.Run | 
     claim = claim or jobs.current_run()
     claim.keep(keep_claimed)
     workspace_id, cid = campaign["workspace_id"], campaign["id"]
-    provider = get_provider(conn, workspace_id)
+    gated = campaign["purpose"] != CONFIRMATION  # a confirmation is due at any hour, and at once
+    provider = get_provider(conn, workspace_id) if gated else get_provider(conn, workspace_id, paced=False)
     # A local-time campaign hands over only the messages whose zone has reached the time, in
     # the order of the partial index sms_messages_due (its earliest zone first).
     pick = (" AND due_at <= :now ORDER BY due_at, id LIMIT :size" if campaign["local_time"]
@@ -106,7 +166,9 @@ def hand_off(conn: sqlite3.Connection, campaign: sqlite3.Row, claim: jobs.Run | 
                     return False
                 if _claim_batch(conn, cid, pick, size, claim) == 0:
                     return gate.next_release(conn, cid) or True
-                gate.hold_closed(conn, workspace_id, MINE, (claim.token,))
+                _drop_revoked(conn, campaign, claim.token)
+                if gated:
+                    gate.hold_closed(conn, workspace_id, MINE, (claim.token,))
                 prefix = provider.send_claimed(conn, workspace_id, cid, sender, campaign["message"], claim.token)
                 conn.execute("UPDATE sms_messages SET status = 'sent', provider = ?, provider_ref = ? || CAST(id AS TEXT),"
                              " handed_at = ? WHERE claim_token = ? AND status = 'sending'",
@@ -121,7 +183,8 @@ def hand_off(conn: sqlite3.Connection, campaign: sqlite3.Row, claim: jobs.Run | 
                     return None
                 if _claim_batch(conn, cid, pick, size, claim) == 0:
                     return NOTHING
-                opened = gate.hold_closed(conn, workspace_id, MINE, (claim.token,))
+                _drop_revoked(conn, campaign, claim.token)
+                opened = gate.hold_closed(conn, workspace_id, MINE, (claim.token,)) if gated else gate.Gate()
                 rows = conn.execute(f"SELECT id, phone, COALESCE(body, ?) AS body, segments FROM sms_messages"
                                     f" WHERE {MINE} ORDER BY id", (campaign["message"], claim.token)).fetchall()
                 outgoing = [Outgoing(r["id"], cid, sender, r["phone"], r["body"], r["segments"],
@@ -137,6 +200,9 @@ def hand_off(conn: sqlite3.Connection, campaign: sqlite3.Row, claim: jobs.Run | 
             return gate.next_release(conn, cid) or True
         if not provider.in_database and outgoing:
             provider.claim = claim  # a worker paused past its claim hands nothing more over
+            pacer = getattr(provider, "pacer", None)  # (a contact who revokes meanwhile gets nothing more)
+            provider.watch = RevocationWatch(conn, claim.token, pacer.lock if pacer else threading.Lock()) \
+                if gated else None
             receipts = provider.send(conn, workspace_id, outgoing)
             retry_conflicts(lambda: _record_network(conn, campaign, provider.name, claim.token, receipts),
                             f"recording messages of SMS campaign {cid}")

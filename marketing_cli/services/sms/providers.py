@@ -124,6 +124,7 @@ class TwilioProvider:
         self.retries = retries
         self.backoff = backoff
         self.claim: Any = None  # the job run whose claim the messages are under (jobs.Run): held() or stop
+        self.watch: Any = None  # handoff.RevocationWatch: stopped(id) once the message's contact revoked
 
     def __repr__(self) -> str:  # never the token
         return f"TwilioProvider(account_sid={self.account_sid!r}, url={self.url!r})"
@@ -158,6 +159,8 @@ class TwilioProvider:
                 return Receipt(m.message_id, False, held=True, uncertain=maybe_sent)
             if m.closes_at is not None and clock.now() >= m.closes_at:  # quiet hours began while it waited its turn
                 return Receipt(m.message_id, False, held=True, uncertain=maybe_sent)
+            if self.watch is not None and self.watch.stopped(m.message_id):  # its contact revoked: back in line,
+                return Receipt(m.message_id, False, held=True, uncertain=maybe_sent)  # the next claim cancels it
             try:
                 response = client.post(self.url, data=form, auth=self._auth)
             except httpx.HTTPError as exc:
@@ -246,15 +249,18 @@ def status_callback_url(conn: sqlite3.Connection, workspace_id: int) -> str:
     return f"{tracking_base_url(conn, workspace_id)}/webhooks/twilio/status"
 
 
-def get_provider(conn: sqlite3.Connection, workspace_id: int) -> SmsProvider:
-    """The workspace's provider: the outbox unless `mkt sms provider set twilio` chose Twilio."""
+def get_provider(conn: sqlite3.Connection, workspace_id: int, *, paced: bool = True) -> SmsProvider:
+    """The workspace's provider: the outbox unless `mkt sms provider set twilio` chose Twilio.
+    `paced=False` (a revocation's confirmation, due within minutes): not spaced by MKT_SMS_RATE,
+    so it never waits behind the starts a running campaign has booked."""
     row = _settings(conn, workspace_id)
     if row is None or row["provider"] != "twilio":
         return OutboxProvider()
     speed = pacing.read_pace(pacing.SMS)
     return TwilioProvider(row["account_sid"], row["auth_token"], row["base_url"] or DEFAULT_TWILIO_URL,
-                          status_callback_url(conn, workspace_id), concurrency=speed.concurrency, rate=speed.rate,
-                          retries=RETRIES, backoff=BACKOFF_SECONDS, workspace_id=workspace_id)
+                          status_callback_url(conn, workspace_id), concurrency=speed.concurrency,
+                          rate=speed.rate if paced else 0.0, retries=RETRIES, backoff=BACKOFF_SECONDS,
+                          workspace_id=workspace_id)
 
 
 def show_provider(conn: sqlite3.Connection, workspace_id: int) -> dict[str, Any]:

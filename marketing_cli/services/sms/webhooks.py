@@ -1,5 +1,5 @@
 """Twilio's webhooks (CONTRACT section 8): signed delivery reports (StatusCallback) and
-inbound replies (STOP and START).
+inbound replies (read and kept by replies.py: revocations, START, everything else).
 
 Both are answered without an API key, below the workspace's tracking base URL. The
 workspace is found by `AccountSid`; the `X-Twilio-Signature` header must be Twilio's
@@ -23,10 +23,6 @@ from marketing_cli.storage.db import transaction
 INVALID_SIGNATURE = "Invalid Twilio signature."
 STATUS_PATH = "/webhooks/twilio/status"
 INBOUND_PATH = "/webhooks/twilio/inbound"
-STOP_WORDS = frozenset({"STOP", "STOPALL", "UNSUBSCRIBE", "CANCEL", "END", "QUIT"})
-START_WORDS = frozenset({"START", "UNSTOP"})
-UNSUBSCRIBED_EVENT = "CONTACT_UNSUBSCRIBED"   # as an email unsubscribe logs it, with channel "sms"
-SUBSCRIBED_EVENT = "CONTACT_SUBSCRIBED"
 
 # How far along each Twilio status is: a callback only ever moves a message forward.
 _RANK = {"queued": 1, "accepted": 1, "scheduled": 1, "sending": 1, "sent": 2,
@@ -132,34 +128,12 @@ def _apply_status(conn: sqlite3.Connection, workspace_id: int, params: dict[str,
 
 
 def twilio_inbound(conn: sqlite3.Connection, params: dict[str, str], given_signature: str | None) -> dict[str, Any]:
-    """A reply: STOP words set the sender's sms_status to UNSUBSCRIBED (and count in `unsubscribed`
-    of the last campaign sent to the number), START words set it back to SUBSCRIBED. Other
-    replies, and numbers of no contact, change nothing. Answers {"action": ..., "contacts": n}."""
-    from marketing_cli.services.contacts import events
+    """A reply, once its signature is checked: read by the revocation rules, acted on and kept
+    (replies.py), and a revocation's confirmation handed over at once (confirmation.send_now).
+    Answers the kept reply as GET /v1/sms-replies lists it (as written, before the hand-over)."""
+    from marketing_cli.services.sms import confirmation, replies
 
-    workspace_id = verify(conn, INBOUND_PATH, params, given_signature)
-    word = (params.get("Body") or "").strip().upper()
-    number = (params.get("From") or "").strip()
-    if word in STOP_WORDS:
-        action, new_status, kind = "unsubscribed", "UNSUBSCRIBED", UNSUBSCRIBED_EVENT
-    elif word in START_WORDS:
-        action, new_status, kind = "subscribed", "SUBSCRIBED", SUBSCRIBED_EVENT
-    else:
-        return {"action": None, "contacts": 0}
-    with transaction(conn):
-        now = clock.now()
-        last = conn.execute(
-            "SELECT m.id, m.campaign_id FROM sms_messages m JOIN sms_campaigns c ON c.id = m.campaign_id"
-            " WHERE c.workspace_id = ? AND m.phone = ? AND m.handed_at IS NOT NULL"
-            " ORDER BY m.handed_at DESC, m.id DESC LIMIT 1", (workspace_id, number)).fetchone()
-        changed = conn.execute(
-            "UPDATE contacts SET sms_status = ?, updated_at = ? WHERE workspace_id = ? AND phone = ?"
-            " AND COALESCE(sms_status, 'SUBSCRIBED') != ? RETURNING id",
-            (new_status, now, workspace_id, number, new_status)).fetchall()
-        for (contact_id,) in changed:
-            events.append_event(conn, workspace_id, contact_id, kind,
-                                {"channel": "sms", "reply": word, "campaign_id": last["campaign_id"] if last else None})
-        if new_status == "UNSUBSCRIBED" and changed and last is not None:
-            conn.execute("UPDATE sms_messages SET unsubscribed_at = ? WHERE id = ? AND unsubscribed_at IS NULL",
-                         (now, last["id"]))
-    return {"action": action, "contacts": len(changed)}
+    reply = replies.receive(conn, verify(conn, INBOUND_PATH, params, given_signature), params)
+    if reply["confirmation"] is not None:  # handed over at once (its job is the fallback)
+        confirmation.send_now(conn, reply["confirmation"]["message_id"])
+    return reply
