@@ -835,7 +835,7 @@ def sms_reply(conn: sqlite3.Connection, workspace_id: int, body: str, number: st
     return next(r for r in replies.list_replies(conn, workspace_id, limit=100)["replies"] if r["id"] == kept["id"])
 
 
-def queued_sms_campaign(conn: sqlite3.Connection, workspace_id: int, name: str = "Autumn sale") -> sqlite3.Row:
+def expanded_sms_campaign(conn: sqlite3.Connection, workspace_id: int, name: str = "Autumn sale") -> sqlite3.Row:
     """An SMS campaign to the whole audience, scheduled and expanded (its messages written and
     charged, none handed over yet): the row the hand-off takes."""
     from marketing_cli.services.sms import recipients, schedule

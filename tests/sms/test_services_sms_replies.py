@@ -143,7 +143,7 @@ def test_a_confirmation_goes_out_in_quiet_hours(conn: sqlite3.Connection, world:
 def test_the_claim_cancels_and_refunds_the_messages_of_contacts_who_revoked(conn: sqlite3.Connection,
                                                                             world: dict[str, Any]) -> None:
     ws = world["ws"]
-    campaign = f.queued_sms_campaign(conn, ws)
+    campaign = f.expanded_sms_campaign(conn, ws)
     charged = ledger.campaign_cost(conn, campaign["id"])
     f.sms_reply(conn, ws, "remove me", US[1])  # after the campaign's messages were written and charged
     assert handoff.hand_off(conn, campaign) is True
@@ -167,7 +167,7 @@ def test_a_network_batch_stops_for_a_contact_who_revokes_while_it_is_handed_over
     with f.TwilioStandIn(delay=0.02) as server:
         providers.set_provider(conn, ws, "twilio", account_sid=f.TWILIO_SID, auth_token=f.TWILIO_TOKEN,
                                base_url=server.base_url)
-        campaign = f.queued_sms_campaign(conn, ws)
+        campaign = f.expanded_sms_campaign(conn, ws)
         last = conn.execute("SELECT phone FROM sms_messages WHERE campaign_id = ? ORDER BY id DESC LIMIT 1",
                             (campaign["id"],)).fetchone()[0]
         sender = connect(db_path)
