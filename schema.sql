@@ -1359,3 +1359,46 @@ ALTER TABLE email_messages ADD COLUMN reserved_hour TEXT;
 -- Nothing changes in a SQLite file. On PostgreSQL, contacts keep their data parsed once as a
 -- generated jsonb column that the field functions and field indexes read, instead of parsing
 -- the text once per field index for every contact written (schema.postgresql.sql step 30).
+
+-- version: 31
+-- erase
+-- Erasing a person (services/privacy/erase.py; docs/privacy.md): deleting a contact removes
+-- every row that holds the person and strips the per-message rows that statistics count.
+-- What is kept of the person is a keyed hash of the normalised email address and of the
+-- E.164 phone number in `suppressions` (HMAC-SHA256 under the instance secret
+-- 'suppression', never the address): creating, upserting or importing that person again is
+-- refused until a new double opt-in confirmation or `mkt suppressions remove`. An operator
+-- adds a person who asked never to be contacted the same way (reason 'added').
+CREATE TABLE suppressions (
+    id INTEGER PRIMARY KEY,
+    workspace_id INTEGER NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    kind TEXT NOT NULL CHECK (kind IN ('email', 'phone')),
+    digest TEXT NOT NULL,                  -- hex HMAC-SHA256 of the normalised value (services/contacts/suppressions.py)
+    reason TEXT NOT NULL,                  -- erased (an erase) or added (suppressions add)
+    created_at TEXT NOT NULL,
+    UNIQUE (workspace_id, kind, digest)
+);
+-- A person's events and webhook calls, found without reading the workspace's whole log (the
+-- erase deletes them, the personal-data export lists them; `events log --contact-id` reads them).
+CREATE INDEX contact_events_contact ON contact_events(contact_id, id);
+CREATE INDEX automation_webhooks_enrollment ON automation_webhooks(enrollment_id);
+-- A flow's statistics count its enrollments and step runs (services/automations/stats.py);
+-- an erased person's are deleted, their counts moved here first so the statistics do not
+-- change (an enrollment still active or paused is counted exited, 'contact erased').
+CREATE TABLE automation_erased (
+    automation_id INTEGER NOT NULL REFERENCES automations(id) ON DELETE CASCADE,
+    status TEXT NOT NULL,
+    exit_reason TEXT NOT NULL,             -- '' for none
+    goal_reached INTEGER NOT NULL,         -- 1: the enrollment had reached the flow's goal
+    count INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (automation_id, status, exit_reason, goal_reached)
+) WITHOUT ROWID;
+CREATE TABLE automation_erased_runs (
+    automation_id INTEGER NOT NULL REFERENCES automations(id) ON DELETE CASCADE,
+    version_id INTEGER NOT NULL REFERENCES automation_versions(id) ON DELETE CASCADE,
+    step_id TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    detail TEXT NOT NULL,                  -- a skip's or deferral's reason, '' for the other outcomes
+    count INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (version_id, step_id, outcome, detail)
+) WITHOUT ROWID;
