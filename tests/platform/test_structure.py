@@ -62,6 +62,7 @@ LAYER_OF = {
     "marketing_cli.services.delivery": "delivery",
     "marketing_cli.reports": "reports",
     "marketing_cli.services.automations": "automations",
+    "marketing_cli.services.privacy": "privacy",
     "marketing_cli.api": "api",
     "marketing_cli.cli": "cli",
     "marketing_cli": "root",  # __init__ (the version) and __main__
@@ -78,9 +79,12 @@ ALLOWED = {
     "sms": _BELOW_DOMAINS | {"account", "contacts"},
     "delivery": _BELOW_DOMAINS | {"account", "contacts", "email"},
     "automations": _BELOW_DOMAINS | {"account", "contacts", "email", "sms", "delivery"},
+    "privacy": _BELOW_DOMAINS | {"account", "contacts", "email", "sms", "delivery", "automations"},
     "reports": _BELOW_DOMAINS | {"account", "contacts", "email", "sms", "delivery", "automations"},
-    "api": _BELOW_DOMAINS | {"account", "contacts", "email", "sms", "delivery", "automations", "reports", "root"},
-    "cli": _BELOW_DOMAINS | {"account", "contacts", "email", "sms", "delivery", "automations", "reports", "api", "root"},
+    "api": _BELOW_DOMAINS | {"account", "contacts", "email", "sms", "delivery", "automations", "privacy", "reports",
+                             "root"},
+    "cli": _BELOW_DOMAINS | {"account", "contacts", "email", "sms", "delivery", "automations", "privacy", "reports",
+                             "api", "root"},
     "root": set(LAYER_OF.values()),
 }
 FACE_LIBRARIES = ("typer", "starlette", "uvicorn", "rich", "click")
