@@ -21,7 +21,7 @@ for, and the claims that follow pass the locked rows over) and then, by state:
 Every row is then stripped of the person, never deleted, because statistics read them (an SMS
 campaign's counts and clicks, a send's failure summary): the email address, mail domain,
 phone number, rendered SMS body, time zone, the relay's or provider's error text (which may
-quote the address) and the quiet-hours rule (a state) go; contact_id becomes NULL (SMS:
+quote the address, also in the campaign's failure summary) and the quiet-hours rule (a state) go; contact_id becomes NULL (SMS:
 `erased-<message id>`, the column being part of a unique key). Short links of the person's
 texts stop working (sms_links deleted) and a click's URL is replaced unless the campaign's
 message shows it as written (a URL rendered with merge tags carries the person's values).
@@ -60,8 +60,8 @@ def _live(row: sqlite3.Row, now: str) -> bool:
 
 def erase_email(conn: sqlite3.Connection, workspace_id: int, contact_id: str, email: str | None) -> list[int]:
     """The person's email messages (in the erase's transaction); the ids a live worker holds."""
-    rows = conn.execute("SELECT id, status, claim_expires_at, reserved_hour FROM email_messages WHERE contact_id = ?"
-                        f" ORDER BY id{dialect.for_update(conn)}", (contact_id,)).fetchall()
+    rows = conn.execute("SELECT id, campaign_id, status, claim_expires_at, reserved_hour FROM email_messages"
+                        f" WHERE contact_id = ? ORDER BY id{dialect.for_update(conn)}", (contact_id,)).fetchall()
     if not rows:
         return []
     now = clock.now()
@@ -77,6 +77,11 @@ def erase_email(conn: sqlite3.Connection, workspace_id: int, contact_id: str, em
     conn.execute("UPDATE email_messages SET contact_id = NULL, email = '', domain = '', zone = NULL, zone_source = NULL,"
                  " due_at = NULL, failure_reason = replace(replace(failure_reason, ?, ?), ?, ?)"
                  f" WHERE id IN ({marks(ids)})", (quoted[0], ERASED_TEXT, quoted[1], ERASED_TEXT, *ids))
+    # a sent campaign's failure summary (services/delivery/sender.py failure_summary) quotes the reasons
+    campaigns = sorted({r["campaign_id"] for r in rows})
+    conn.execute("UPDATE campaigns SET status_detail = replace(replace(status_detail, ?, ?), ?, ?)"
+                 f" WHERE id IN ({marks(campaigns)}) AND status_detail IS NOT NULL",
+                 (quoted[0], ERASED_TEXT, quoted[1], ERASED_TEXT, *campaigns))
     return held
 
 
