@@ -21,9 +21,13 @@ Who = Annotated[str, typer.Argument(metavar="ID|EMAIL|PHONE",
 YesOption = Annotated[bool, typer.Option("--yes", "-y", help="Do it without asking.")]
 
 
+def at_terminal() -> bool:
+    return sys.stdin.isatty()
+
+
 def confirm_on_terminal(question: str, yes: bool) -> None:
     """Ask `question` when a person is at the terminal (stdin is one) and --yes was not given."""
-    if not yes and sys.stdin.isatty():
+    if not yes and at_terminal():
         typer.confirm(question, abort=True, err=True)
 
 

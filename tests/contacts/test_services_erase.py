@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from contextlib import closing
 import time
+from contextlib import closing
 from datetime import timedelta
 from email import message_from_bytes
 from pathlib import Path
@@ -19,7 +19,7 @@ from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.services.account import billing
 from marketing_cli.services.delivery.transport import OutboxTransport
-from marketing_cli.services.email import preparation, schedule
+from marketing_cli.services.email import preparation
 from marketing_cli.services.email import stats as email_stats
 from marketing_cli.services.privacy import erase, personal_data
 from marketing_cli.services.sms import ledger

@@ -219,7 +219,12 @@ def remove_suppression(conn: sqlite3.Connection, workspace_id: int, key: Any, *,
         removed = suppression_id is not None and conn.execute(
             "DELETE FROM suppressions WHERE id = ? AND workspace_id = ?", (suppression_id, workspace_id)).rowcount
         if not removed and by_address:  # not an entry's id: the address it holds (digits: a phone number)
-            kind, value = _address(conn, workspace_id, *split_address(str(key).strip()))
+            try:
+                kind, value = _address(conn, workspace_id, *split_address(str(key).strip()))
+            except MktError:
+                if suppression_id is None:  # neither an id nor an address
+                    raise
+                raise MktError(404, NOT_FOUND) from None
             rows = _found(conn, workspace_id, [(kind, Hasher(conn)(kind, value))])
             if rows:
                 suppression_id = rows[0]["id"]
