@@ -552,11 +552,15 @@ def workspace_world(conn: sqlite3.Connection, marker: str, *, email: str, phone:
     from marketing_cli.services.automations import triggers
 
     triggers.enroll_contact(conn, wid, flow["id"], {"contact_id": person["id"]})
+    from marketing_cli.services.contacts import suppressions
+
+    gone = suppressions.add_suppression(conn, wid, {"email_address": f"gone.{marker.lower()}@example.com"})
     return {
         "workspace": ws, "key": ws["api_key"], "email": email, "phone": phone,
         "ids": {"contact": person["id"], "tag": vip, "field": city, "segment": seg["id"], "domain": dom["id"],
                 "sender": who["id"], "template": tpl["id"], "asset": "img/logo.png", "campaign": mail["id"],
-                "sms_campaign": sms["id"], "event": event_id, "series": series_id, "automation": flow["id"]},
+                "sms_campaign": sms["id"], "event": event_id, "series": series_id, "automation": flow["id"],
+                "suppression": gone["id"]},
         "hex_ids": [person["id"], mail["id"], sms["id"], *(v["id"] for v in mail["variants"])],
     }
 

@@ -176,15 +176,16 @@ def split_address(text: str) -> tuple[str | None, str | None]:
 
 def list_suppressions(conn: sqlite3.Connection, workspace_id: int, *, email_address: Any = None,
                       phone_number: Any = None, page: Any = None, limit: Any = None) -> list[dict[str, Any]]:
-    """GET /v1/suppressions: the list, oldest first (a page of it); with an address, its entry."""
+    """GET /v1/suppressions: the list, oldest first (a page of it); with an address (or both), its entries."""
     page_number = 1 if page in (None, "") else parse_int_id(page, PAGE_INVALID)
     per_page = DEFAULT_LIMIT if limit in (None, "") else parse_int_id(limit, LIMIT_INVALID.format(max=MAX_LIMIT))
     if per_page > MAX_LIMIT:
         raise MktError(400, LIMIT_INVALID.format(max=MAX_LIMIT))
-    if email_address not in (None, "") or phone_number not in (None, ""):
-        kind, value = _address(conn, workspace_id, email_address or None, phone_number or None)
-        rows = _found(conn, workspace_id, [(kind, Hasher(conn)(kind, value))])
-        return [suppression_view(r) for r in rows]
+    given = [(email_address, None), (None, phone_number)]
+    addresses = [_address(conn, workspace_id, e, p) for e, p in given if (e if p is None else p) not in (None, "")]
+    if addresses:  # the entries of the address (or of both addresses) given
+        hasher = Hasher(conn)
+        return [suppression_view(r) for r in _found(conn, workspace_id, [(k, hasher(k, v)) for k, v in addresses])]
     rows = conn.execute("SELECT * FROM suppressions WHERE workspace_id = ? ORDER BY id LIMIT ? OFFSET ?",
                         (workspace_id, per_page, (page_number - 1) * per_page)).fetchall()
     return [suppression_view(r) for r in rows]
