@@ -240,6 +240,47 @@ def test_a_text_a_worker_holds_is_waited_for(db_path: Any, conn: sqlite3.Connect
         "sent", "")
 
 
+def test_a_text_waiting_its_turn_in_a_batch_being_posted_is_never_posted(
+        db_path: Any, conn: sqlite3.Connection, workspace: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch of 30 texts posted to Twilio one at a time (a stand-in answering in 50 ms): the
+    person's text is the batch's last. The erase, mid-batch, strips it; the claim's next renewal
+    (every second with a 3 s lease) tells the worker, which skips it; the erase answers after that
+    renewal, and the person's number never reaches the provider."""
+    from marketing_cli.services.sms import providers
+
+    ws = workspace["id"]
+    monkeypatch.setenv("MKT_SMS_CONCURRENCY", "1")
+    f.sms_ready(conn, ws)
+    phones = [f"+3361234{i:04d}" for i in range(30)]
+    people = f.sms_contacts(conn, ws, phones)
+    with f.TwilioStandIn(delay=0.05) as server:
+        providers.set_provider(conn, ws, "twilio", account_sid=f.TWILIO_SID, auth_token=f.TWILIO_TOKEN,
+                               base_url=server.base_url + "/")
+        campaign = f.sms_campaign(conn, ws, message="Autumn sale today. Reply STOP to opt out.")
+        sms_schedule.schedule_campaign(conn, ws, campaign["id"], {"schedule_type": "NOW"})
+        outcome: dict[str, Any] = {}
+
+        def work() -> None:
+            with closing(connect(db_path)) as worker:
+                outcome["jobs"] = jobs.run_due(worker, lease_seconds=3)
+
+        worker = threading.Thread(target=work)
+        worker.start()
+        deadline = time.monotonic() + 30
+        while len(server.received) < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        started = time.monotonic()
+        assert erase.erase_person(conn, ws, phones[-1])["id"] == people[-1]["id"]
+        waited = time.monotonic() - started
+        posted_then = len(server.received)
+        worker.join(60)
+    assert outcome["jobs"]["failed"] == 0 and 3 <= posted_then < 30 and waited < 10
+    assert phones[-1] not in [r["form"]["To"] for r in server.received]
+    assert sorted(r["form"]["To"] for r in server.received) == phones[:-1]
+    statuses = dict(conn.execute("SELECT phone, status FROM sms_messages WHERE campaign_id = ?", (campaign["id"],)))
+    assert statuses.pop("") == "cancelled" and set(statuses.values()) == {"sent"}
+
+
 # --- the personal-data export ---------------------------------------------------------------
 
 def test_the_export_holds_everything_about_the_person(conn: sqlite3.Connection, workspace: dict[str, Any]) -> None:

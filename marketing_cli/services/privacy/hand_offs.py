@@ -10,12 +10,15 @@ for, and the claims that follow pass the locked rows over) and then, by state:
   worker takes it over and sends it again; its hourly and monthly email reservation is given
   back (an SMS may have reached the provider before its worker died: charged, as a cancel
   leaves it);
-- claimed by a live worker (`sending`, its claim renewed): the worker holds it in memory and is
-  handing it to the relay or the provider right now; nothing in the database can stop that.
-  It is stripped like the others but left to its worker, whose answer is recorded as usual
-  (statistics and reservations stay right), and the erase returns only once that answer is
-  in (`wait_for_hand_offs`, after the commit: a round takes well under a second; at most
-  WAIT_SECONDS, normally never reached, as a worker that dies stops renewing its claim);
+- claimed by a live worker (`sending`, its claim renewed): the worker holds it in memory.
+  An email is being handed to the relay right now (a round is a few messages): it is stripped
+  like the others but left to its worker, whose answer is recorded as usual (statistics and
+  reservations stay right), and the erase returns once that answer is in. A text may wait its
+  turn in a batch of thousands that a worker posts to the provider one by one: its row is
+  stripped (its number gone), the claim's next renewal tells the worker (services/sms/
+  handoff.py keep_claimed), which then skips it, and the erase returns after that renewal, and
+  cancels it (`wait_for_hand_offs`, after the commit; a renewal comes every third of the job's
+  lease, 10 s by default; at most WAIT_SECONDS);
 - anything else (sent, delivered, failed, bounced, cancelled ...): kept for the counts.
 
 Every row is then stripped of the person, never deleted, because statistics read them (an SMS
@@ -44,7 +47,7 @@ from marketing_cli.storage.db import marks, transaction
 
 log = logging.getLogger("mkt.privacy")
 
-WAIT_SECONDS = 60.0  # at most, for a worker's answer about a message it holds (see the docstring)
+WAIT_SECONDS = 120.0  # at most, for a worker holding a message (see the docstring): a lease renewal
 POLL_SECONDS = 0.05
 ERASED_TEXT = "(erased)"
 ERASED_URL = "(a personalised link of an erased recipient)"
@@ -103,9 +106,9 @@ def _give_back(conn: sqlite3.Connection, workspace_id: int, per_hour: Counter[st
 
 # --- SMS -----------------------------------------------------------------------------------
 
-def erase_sms(conn: sqlite3.Connection, workspace_id: int, contact_id: str) -> list[int]:
-    """The person's SMS messages (in the erase's transaction); the ids a live worker holds.
-    Found through each campaign's (campaign_id, contact_id) key: one probe per campaign."""
+def erase_sms(conn: sqlite3.Connection, workspace_id: int, contact_id: str) -> list[tuple[int, str]]:
+    """The person's SMS messages (in the erase's transaction); (id, claim expiry) of those a live
+    worker holds. Found through each campaign's (campaign_id, contact_id) key: one probe per campaign."""
     rows = conn.execute(
         "SELECT m.id, m.campaign_id, m.status, m.claim_expires_at, m.price_units FROM sms_messages m"
         " WHERE m.campaign_id IN (SELECT id FROM sms_campaigns WHERE workspace_id = ?) AND m.contact_id = ?"
@@ -113,9 +116,9 @@ def erase_sms(conn: sqlite3.Connection, workspace_id: int, contact_id: str) -> l
     if not rows:
         return []
     now = clock.now()
-    held = [r["id"] for r in rows if _live(r, now)]
+    held = [(r["id"], r["claim_expires_at"]) for r in rows if _live(r, now)]
     unsent = [r for r in rows if r["status"] in ("pending", "held")]
-    dropped = unsent + [r for r in rows if r["status"] == "sending" and r["id"] not in held]
+    dropped = unsent + [r for r in rows if r["status"] == "sending" and not _live(r, now)]
     if dropped:
         ids = [r["id"] for r in dropped]
         conn.execute(f"UPDATE sms_messages SET status = 'cancelled' WHERE id IN ({marks(ids)})", ids)
@@ -149,30 +152,39 @@ def _refund(conn: sqlite3.Connection, workspace_id: int, unsent: list[sqlite3.Ro
 
 # --- the messages in a worker's hands -------------------------------------------------------
 
-def wait_for_hand_offs(conn: sqlite3.Connection, workspace_id: int, email_ids: list[int], sms_ids: list[int],
-                       *, timeout: float = WAIT_SECONDS) -> None:
-    """After the erase's commit: wait until the workers holding these messages have recorded
-    their answers, then cancel any whose worker died meanwhile (its claim expired)."""
+def wait_for_hand_offs(conn: sqlite3.Connection, workspace_id: int, email_ids: list[int],
+                       sms_held: list[tuple[int, str]], *, timeout: float = WAIT_SECONDS) -> None:
+    """After the erase's commit, for the messages live workers held then: an email's worker is
+    handing it over now (a round is a few messages): wait for its answer. A text may wait its
+    turn in a batch of thousands (services/sms/handoff.py): wait for the claim's next renewal
+    (its expiry moves past the one the erase read), which tells the worker to skip it, or for
+    its answer. Then the texts left unsent, and any message whose worker died, are cancelled."""
     deadline = time.monotonic() + timeout
-    tables = (("email_messages", email_ids), ("sms_messages", sms_ids))
-    while any(ids for _, ids in tables):
+    email, sms = list(email_ids), list(sms_held)
+    while email or sms:
         now = clock.now()
-        tables = tuple((table, [r[0] for r in conn.execute(  # table: one of two names of ours
-            f"SELECT id FROM {table} WHERE id IN ({marks(ids)}) AND status = 'sending'"
-            " AND claim_expires_at IS NOT NULL AND claim_expires_at >= ?", (*ids, now))] if ids else [])
-            for table, ids in tables)
-        if not any(ids for _, ids in tables):
+        if email:
+            email = [r[0] for r in conn.execute(
+                f"SELECT id FROM email_messages WHERE id IN ({marks(email)}) AND status = 'sending'"
+                " AND claim_expires_at IS NOT NULL AND claim_expires_at >= ?", (*email, now))]
+        if sms:
+            seen = dict(sms)
+            sms = [(r[0], seen[r[0]]) for r in conn.execute(
+                f"SELECT id, claim_expires_at FROM sms_messages WHERE id IN ({marks(list(seen))})"
+                " AND status = 'sending' AND claim_expires_at IS NOT NULL AND claim_expires_at >= ?",
+                (*seen, now)) if r[1] <= seen[r[0]]]  # (not renewed since the erase)
+        if not email and not sms:
             break
         if time.monotonic() >= deadline:
-            log.warning("erase: %d message(s) still in a worker's hands after %.0f s",
-                        sum(len(ids) for _, ids in tables), timeout)
+            log.warning("erase: %d message(s) still in a worker's hands after %.0f s", len(email) + len(sms), timeout)
             return
         time.sleep(POLL_SECONDS)
-    _cancel_abandoned(conn, workspace_id, email_ids, sms_ids)
+    _cancel_abandoned(conn, workspace_id, email_ids, [message_id for message_id, _ in sms_held])
 
 
 def _cancel_abandoned(conn: sqlite3.Connection, workspace_id: int, email_ids: list[int], sms_ids: list[int]) -> None:
-    """Messages still `sending` once their worker's claim expired: it died holding them."""
+    """Emails still `sending` once their worker's claim expired (it died holding them), and the
+    texts not posted: their worker skipped them, or died."""
     if not email_ids and not sms_ids:
         return
     with transaction(conn):
@@ -186,6 +198,6 @@ def _cancel_abandoned(conn: sqlite3.Connection, workspace_id: int, email_ids: li
             if ids:
                 conn.execute(f"UPDATE email_messages SET status = 'cancelled', reserved_hour = NULL"
                              f" WHERE id IN ({marks(ids)})", ids)
-        if sms_ids:
-            conn.execute(f"UPDATE sms_messages SET status = 'cancelled' WHERE id IN ({marks(sms_ids)}){expired}",
-                         (*sms_ids, now))
+        if sms_ids:  # a text the worker skipped, or whose worker died: never posted (or may have been: charged)
+            conn.execute(f"UPDATE sms_messages SET status = 'cancelled' WHERE id IN ({marks(sms_ids)})"
+                         " AND status IN ('sending', 'pending', 'held')", sms_ids)

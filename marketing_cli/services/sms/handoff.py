@@ -8,6 +8,11 @@ sms.send_helper jobs): each batch is claimed under the job run's token, with an 
 job's lease renewer keeps pushing forward (keep_claimed), and recorded only where the rows
 still carry that token. A message the provider refuses is refunded. An automation's SMS
 steps hand their messages over through hand_off too (services/automations/sms.py).
+
+A network provider's batch is posted outside any transaction (a batch of 5,000 takes minutes),
+so a recipient may be erased while their text waits its turn: the erase strips the claimed row
+of its number, the next renewal of the claim (the lease renewer's one statement for the batch,
+keep_claimed) reports it, and the provider skips it; the erase answers only after that renewal.
 """
 
 from __future__ import annotations
@@ -32,11 +37,16 @@ MINE = "claim_token = ? AND status = 'sending'"  # the rows of one claim (gate.h
 NOTHING: list[Any] = []  # (identity: the claim found no message, as against a batch all held)
 
 
-def keep_claimed(conn: sqlite3.Connection, token: str, until: str) -> None:
-    """The lease renewer's: the messages claimed under `token` stay claimed until `until`."""
+def keep_claimed(conn: sqlite3.Connection, token: str, until: str, erased: set[int] | None = None) -> None:
+    """The lease renewer's: the messages claimed under `token` stay claimed until `until`. The
+    same statement tells which of them an erase stripped of their number since (their recipient
+    was erased, services/privacy/hand_offs.py): added to `erased` before it commits, so once the
+    erase sees this renewal, the provider posts none of them (TwilioProvider._post)."""
     with dialect.row_claim(conn):  # (rows of ours: no need to wait for the write lock)
-        conn.execute("UPDATE sms_messages SET claim_expires_at = ? WHERE claim_token = ? AND status = 'sending'",
-                     (until, token))
+        renewed = conn.execute("UPDATE sms_messages SET claim_expires_at = ? WHERE claim_token = ?"
+                               " AND status = 'sending' RETURNING id, phone", (until, token)).fetchall()
+        if erased is not None:
+            erased.update(r[0] for r in renewed if r[1] == "")
 
 
 def _claim_batch(conn: sqlite3.Connection, cid: str, pick: str, size: int, claim: jobs.Run) -> int:
@@ -86,7 +96,8 @@ def hand_off(conn: sqlite3.Connection, campaign: sqlite3.Row, claim: jobs.Run | 
     from marketing_cli.services.sms.providers import Outgoing, get_provider
 
     claim = claim or jobs.current_run()
-    claim.keep(keep_claimed)
+    erased: set[int] = set()  # claimed messages whose recipient was erased since (keep_claimed)
+    claim.keep(lambda c, token, until: keep_claimed(c, token, until, erased))
     workspace_id, cid = campaign["workspace_id"], campaign["id"]
     provider = get_provider(conn, workspace_id)
     # A local-time campaign hands over only the messages whose zone has reached the time, in
@@ -137,6 +148,7 @@ def hand_off(conn: sqlite3.Connection, campaign: sqlite3.Row, claim: jobs.Run | 
             return gate.next_release(conn, cid) or True
         if not provider.in_database and outgoing:
             provider.claim = claim  # a worker paused past its claim hands nothing more over
+            provider.erased = erased  # nor a message whose recipient was erased meanwhile
             receipts = provider.send(conn, workspace_id, outgoing)
             retry_conflicts(lambda: _record_network(conn, campaign, provider.name, claim.token, receipts),
                             f"recording messages of SMS campaign {cid}")
@@ -174,7 +186,7 @@ def _record(conn: sqlite3.Connection, provider: str, receipts: list[Any]) -> Non
     held = [(int(getattr(r, "uncertain", False)), r.message_id) for r in receipts if r.held]
     if held:
         conn.executemany("UPDATE sms_messages SET status = 'pending', uncertain = CASE WHEN ? = 1 THEN 1"
-                         " ELSE uncertain END WHERE id = ? AND status = 'sending'", held)
+                         " ELSE uncertain END WHERE id = ? AND status = 'sending' AND phone <> ''", held)  # ('': erased)
     # The accepted ones (nearly all) in one UPDATE ... FROM a VALUES list per RECORD_BATCH: the
     # database parses and plans one statement for a batch, not one per message.
     sent = [(r.message_id, r.reference, int(getattr(r, "uncertain", False))) for r in receipts
