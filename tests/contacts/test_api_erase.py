@@ -34,7 +34,8 @@ def test_delete_a_contact(client: Any, auth: dict[str, str], conn: Any) -> None:
 def test_delete_errors(client: Any, auth: dict[str, str], conn: Any) -> None:
     theirs = f.contact(conn, f.workspace(conn, "Other")["id"], "ann@example.org")["id"]
     assert error_of(client.delete(f"/v1/contacts/{theirs}", headers=auth)) == (404, "Not found.")
-    assert error_of(client.delete("/v1/contacts/nope", headers=auth)) == (400, "The contact ID you provided is not valid.")
+    assert error_of(client.delete("/v1/contacts/nope", headers=auth)) == (
+        400, "The contact ID you provided is not valid.")
     assert error_of(client.delete(f"/v1/contacts/{theirs}?suppress=maybe", headers=auth)) == (
         400, "The query parameter 'suppress' must be true or false.")
     assert error_of(client.delete(f"/v1/contacts/{theirs}?supress=true", headers=auth))[0] == 400  # a typo
@@ -94,5 +95,6 @@ def test_erased_then_back_through_a_new_double_opt_in(client: Any, auth: dict[st
     html = message_from_bytes(eml.read_bytes(), policy=policy.default).get_body(("html",)).get_content()
     link = urlsplit(re.search(r'href="([^"]+/t/confirm/[^"]+)"', html).group(1)).path
     assert client.post(link).status_code == 200
-    assert client.get(f"/v1/contacts/{again.json()['data']['id']}", headers=auth).json()["data"]["status"] == "SUBSCRIBED"
+    back = client.get(f"/v1/contacts/{again.json()['data']['id']}", headers=auth).json()["data"]
+    assert back["status"] == "SUBSCRIBED"
     assert client.get("/v1/suppressions", headers=auth).json() == {"data": []}

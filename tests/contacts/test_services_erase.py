@@ -296,7 +296,8 @@ def test_the_export_holds_everything_about_the_person(conn: sqlite3.Connection, 
     assert sorted(m["status"] for m in by_id["email_messages"]) == ["delivered", "failed"]
     opened = [m for m in by_id["email_messages"] if m["status"] == "delivered"][0]
     assert opened["opened_at"] and opened["clicked_at"] and opened["email"] == f.PERSON_EMAIL
-    assert [(k["url"], k["device_type"]) for k in by_id["email_clicks"]] == [("https://shop.example.org/sale", "mobile")]
+    clicks = [(k["url"], k["device_type"]) for k in by_id["email_clicks"]]
+    assert clicks == [("https://shop.example.org/sale", "mobile")]
     assert f.PERSON_VALUE in by_id["sms_messages"][0]["body"] and by_id["sms_messages"][0]["phone"] == f.PERSON_PHONE
     assert by_id["sms_clicks"][0]["url"].startswith(f"https://shop.example.org/?c={f.PERSON_VALUE}")
     assert [e["status"] for e in by_id["automation_enrollments"]] == ["active"]

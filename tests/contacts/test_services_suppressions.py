@@ -33,7 +33,8 @@ def ws(conn: sqlite3.Connection, workspace: dict[str, Any]) -> int:
 
 def test_only_a_keyed_hash_is_stored_and_shown_never_the_address(conn: sqlite3.Connection, ws: int) -> None:
     added = suppressions.add_suppression(conn, ws, {"email_address": " Ann@Bücher.example "})
-    assert set(added) == {"id", "kind", "reason", "created_at"} and (added["kind"], added["reason"]) == ("email", "added")
+    assert set(added) == {"id", "kind", "reason", "created_at"}
+    assert (added["kind"], added["reason"]) == ("email", "added")
     row = conn.execute("SELECT * FROM suppressions").fetchone()
     assert "ann" not in " ".join(str(v) for v in row).lower() and len(row["digest"]) == 64
     # the same person however the domain is written (IDNA), and the same list entry found by it

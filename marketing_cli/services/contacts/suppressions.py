@@ -102,7 +102,8 @@ def suppressions_of(conn: sqlite3.Connection, workspace_id: int, email: str | No
 
 def _any(conn: sqlite3.Connection, workspace_id: int) -> bool:
     """Whether the workspace's list has an entry: while it has none, nothing is hashed."""
-    return conn.execute("SELECT 1 FROM suppressions WHERE workspace_id = ? LIMIT 1", (workspace_id,)).fetchone() is not None
+    row = conn.execute("SELECT 1 FROM suppressions WHERE workspace_id = ? LIMIT 1", (workspace_id,)).fetchone()
+    return row is not None
 
 
 def refuse_suppressed(conn: sqlite3.Connection, workspace_id: int, *, email: str | None, phone: str | None,

@@ -24,8 +24,9 @@ for, and the claims that follow pass the locked rows over) and then, by state:
 Every row is then stripped of the person, never deleted, because statistics read them (an SMS
 campaign's counts and clicks, a send's failure summary): the email address, mail domain,
 phone number, rendered SMS body, time zone, the relay's or provider's error text (which may
-quote the address, also in the campaign's failure summary) and the quiet-hours rule (a state) go; contact_id becomes NULL (SMS:
-`erased-<message id>`, the column being part of a unique key). Short links of the person's
+quote the address, also in the campaign's failure summary) and the quiet-hours rule (a state)
+go; contact_id becomes NULL (SMS: `erased-<message id>`, the column being part of a unique
+key). Short links of the person's
 texts stop working (sms_links deleted) and a click's URL is replaced unless the campaign's
 message shows it as written (a URL rendered with merge tags carries the person's values).
 The outbox provider's copies (sms_outbox) are deleted.
@@ -77,8 +78,8 @@ def erase_email(conn: sqlite3.Connection, workspace_id: int, contact_id: str, em
                      ids)
     ids = [r["id"] for r in rows]
     quoted = [email or "", _wire(email)]
-    conn.execute("UPDATE email_messages SET contact_id = NULL, email = '', domain = '', zone = NULL, zone_source = NULL,"
-                 " due_at = NULL, failure_reason = replace(replace(failure_reason, ?, ?), ?, ?)"
+    conn.execute("UPDATE email_messages SET contact_id = NULL, email = '', domain = '', zone = NULL,"
+                 " zone_source = NULL, due_at = NULL, failure_reason = replace(replace(failure_reason, ?, ?), ?, ?)"
                  f" WHERE id IN ({marks(ids)})", (quoted[0], ERASED_TEXT, quoted[1], ERASED_TEXT, *ids))
     # a sent campaign's failure summary (services/delivery/sender.py failure_summary) quotes the reasons
     campaigns = sorted({r["campaign_id"] for r in rows})
@@ -191,8 +192,8 @@ def _cancel_abandoned(conn: sqlite3.Connection, workspace_id: int, email_ids: li
         now = clock.now()
         expired = " AND status = 'sending' AND (claim_expires_at IS NULL OR claim_expires_at < ?)"
         if email_ids:
-            rows = conn.execute(f"SELECT id, reserved_hour FROM email_messages WHERE id IN ({marks(email_ids)}){expired}"
-                                f"{dialect.for_update(conn)}", (*email_ids, now)).fetchall()
+            rows = conn.execute(f"SELECT id, reserved_hour FROM email_messages WHERE id IN ({marks(email_ids)})"
+                                f"{expired}{dialect.for_update(conn)}", (*email_ids, now)).fetchall()
             _give_back(conn, workspace_id, Counter(r["reserved_hour"] for r in rows if r["reserved_hour"]))
             ids = [r["id"] for r in rows]
             if ids:

@@ -185,8 +185,9 @@ def _record(conn: sqlite3.Connection, provider: str, receipts: list[Any]) -> Non
     # the one recorded) leaves the message uncertain, as a dead worker's in-flight ones.
     held = [(int(getattr(r, "uncertain", False)), r.message_id) for r in receipts if r.held]
     if held:
+        # (a number '' is an erased recipient's: that row is the erase's to cancel, never claimed again)
         conn.executemany("UPDATE sms_messages SET status = 'pending', uncertain = CASE WHEN ? = 1 THEN 1"
-                         " ELSE uncertain END WHERE id = ? AND status = 'sending' AND phone <> ''", held)  # ('': erased)
+                         " ELSE uncertain END WHERE id = ? AND status = 'sending' AND phone <> ''", held)
     # The accepted ones (nearly all) in one UPDATE ... FROM a VALUES list per RECORD_BATCH: the
     # database parses and plans one statement for a batch, not one per message.
     sent = [(r.message_id, r.reference, int(getattr(r, "uncertain", False))) for r in receipts
