@@ -552,11 +552,15 @@ def workspace_world(conn: sqlite3.Connection, marker: str, *, email: str, phone:
     from marketing_cli.services.automations import triggers
 
     triggers.enroll_contact(conn, wid, flow["id"], {"contact_id": person["id"]})
+    from marketing_cli.services.contacts import suppressions
+
+    gone = suppressions.add_suppression(conn, wid, {"email_address": f"gone.{marker.lower()}@example.com"})
     return {
         "workspace": ws, "key": ws["api_key"], "email": email, "phone": phone,
         "ids": {"contact": person["id"], "tag": vip, "field": city, "segment": seg["id"], "domain": dom["id"],
                 "sender": who["id"], "template": tpl["id"], "asset": "img/logo.png", "campaign": mail["id"],
-                "sms_campaign": sms["id"], "event": event_id, "series": series_id, "automation": flow["id"]},
+                "sms_campaign": sms["id"], "event": event_id, "series": series_id, "automation": flow["id"],
+                "suppression": gone["id"]},
         "hex_ids": [person["id"], mail["id"], sms["id"], *(v["id"] for v in mail["variants"])],
     }
 
@@ -845,3 +849,91 @@ def expanded_sms_campaign(conn: sqlite3.Connection, workspace_id: int, name: str
     row = conn.execute("SELECT * FROM sms_campaigns WHERE id = ?", (made["id"],)).fetchone()
     assert recipients.expand_recipients(conn, row)
     return conn.execute("SELECT * FROM sms_campaigns WHERE id = ?", (made["id"],)).fetchone()
+
+
+# --- a person with every kind of data (branch erase) -------------------------------------------
+
+PERSON_EMAIL = "zoe.quintrell@example.org"
+PERSON_PHONE = "+33612345678"
+PERSON_VALUE = "Zanzibarville"  # a field value held nowhere else
+# What must be found nowhere after an erase: the address, the number as stored (E.164, and its
+# digits without the +) and as people write it in France, and the distinctive value.
+PERSON_NEEDLES = (PERSON_EMAIL, "33612345678", "0612345678", PERSON_VALUE.lower())
+OTHER_EMAIL = "bob.other@example.org"
+BROWSER = ("Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) AppleWebKit/605.1.15 Version/17.0 Mobile/15E148"
+           " Safari/604.1")
+PERSON_IP = "203.0.113.77"
+PERSON_HTML = ('<p>Hi {{contact.first_name}} from {{contact.city}}</p><p><a href="https://shop.example.org/sale">'
+               'Sale</a> <a href="{{unsubscribe_url}}">Unsubscribe</a></p>')
+PERSON_SMS = "Hi {{contact.first_name}} in {{contact.city}}: https://shop.example.org/?c={{contact.city}} Reply STOP to opt out."
+
+
+def person_with_everything(conn: sqlite3.Connection, workspace_id: int) -> dict[str, Any]:
+    """A person with every kind of data a workspace holds (fields, tags, events with properties,
+    an email sent, opened and clicked with an IP address and a User-Agent, a failed one whose
+    reason quotes the address, a test email to the address, an SMS sent and clicked through its
+    personalised link, a flow enrollment with a webhook call about them), and a second contact who
+    got the same campaigns. Returns {"person", "other", "campaign", "failed_campaign",
+    "sms_campaign", "automation"} (ids)."""
+    from marketing_cli import jobs, services
+    from marketing_cli.kernel.tokens import make_token
+    from marketing_cli.services.automations import triggers
+    from marketing_cli.services.contacts import events, records
+    from marketing_cli.services.delivery import test_emails, tracking
+    from marketing_cli.services.email import preparation, schedule, stats
+    from marketing_cli.services.sms import links as sms_links
+    from marketing_cli.services.sms import schedule as sms_schedule
+    from marketing_cli.storage.db import instance_secret, transaction
+
+    services.load_job_handlers()
+    ws = workspace_id
+    sms_ready(conn, ws)
+    allow_domains(conn, ws)
+    field(conn, ws, "city")
+    vip = tag(conn, ws, "vip")
+    person = contact(conn, ws, PERSON_EMAIL, status="UNCONFIRMED", tags=[vip], first_name="Zoe", city=PERSON_VALUE,
+                     phone_number=PERSON_PHONE)  # its pending event holds the address and the number
+    records.upsert_contact(conn, ws, {"email_address": PERSON_EMAIL, "status": "SUBSCRIBED", "partial_update": True,
+                                      "fields": {"city": f"{PERSON_VALUE} Nord"}})  # FIELD_UPDATED: old and new
+    other = contact(conn, ws, OTHER_EMAIL, first_name="Bob", city="Oslo", phone_number="+33698765432")
+    events.track_event(conn, ws, {"event_name": "order", "email_address": PERSON_EMAIL,
+                                  "properties": {"ship_to": f"{PERSON_VALUE}, rue des Lilas", "total": 42}})
+    # email: sent, opened and clicked (with an IP address and a User-Agent)
+    mail = ready_campaign(conn, ws, html=PERSON_HTML)
+    with transaction(conn):
+        conn.execute("UPDATE domains SET verified = 1 WHERE workspace_id = ?", (ws,))
+    schedule.schedule_campaign(conn, ws, mail["id"], {"schedule_type": "NOW"})
+    assert jobs.run_due(conn)["failed"] == 0
+    message_id = conn.execute("SELECT id FROM email_messages WHERE contact_id = ?", (person["id"],)).fetchone()[0]
+    token = make_token(instance_secret(conn), "m", message_id)
+    link_id = conn.execute("SELECT id FROM email_links WHERE campaign_id = ? AND url LIKE 'https://shop%'",
+                           (mail["id"],)).fetchone()[0]
+    tracking.track_open(conn, token, BROWSER, PERSON_IP)
+    tracking.track_click(conn, token, str(link_id), BROWSER, PERSON_IP)
+    test_emails.send_test_email(conn, ws, mail["id"], {"variant_type": "A", "recipient": PERSON_EMAIL})
+    # email: a second campaign whose message to the person failed, the relay quoting the address
+    failed = ready_campaign(conn, ws, html=PERSON_HTML, domain="example.net")
+    with transaction(conn):
+        conn.execute("UPDATE domains SET verified = 1 WHERE workspace_id = ?", (ws,))
+    schedule.schedule_campaign(conn, ws, failed["id"], {"schedule_type": "NOW"})
+    preparation.preprocess(conn, {"campaign_id": failed["id"]})  # frozen; the send job runs with the SMS's below
+    second = conn.execute("SELECT id FROM email_messages WHERE campaign_id = ? AND contact_id = ?",
+                          (failed["id"], person["id"])).fetchone()[0]
+    assert stats.record_failure(conn, second, f"550 5.1.1 <{PERSON_EMAIL}>: Recipient address rejected")
+    # SMS: sent with the person's values in its text and its link, then the link clicked
+    text = sms_campaign(conn, ws, "Flash sale", message=PERSON_SMS)
+    sms_schedule.schedule_campaign(conn, ws, text["id"], {"schedule_type": "NOW"})
+    assert jobs.run_due(conn)["failed"] == 0
+    body = conn.execute("SELECT body FROM sms_messages WHERE campaign_id = ? AND contact_id = ?",
+                        (text["id"], person["id"])).fetchone()[0]
+    short = [url for _, _, url in sms_links.find_urls(body) if "/s/" in url][0]
+    sms_links.track_click(conn, short.rsplit("/s/", 1)[1], BROWSER, PERSON_IP)
+    # a flow: enrolled by hand, a webhook call about the person (refused: a private address), then a wait
+    flow = automation(conn, ws, {"name": "Welcome", "triggers": [{"type": "manual"}], "steps": [
+        {"id": "hook", "type": "webhook", "url": "http://127.0.0.1:9/hook", "next": "pause"},
+        {"id": "pause", "type": "wait", "duration": {"days": 3}, "next": "done"}, {"id": "done", "type": "exit"}]})
+    for who in (person, other):
+        triggers.enroll_contact(conn, ws, flow["id"], {"contact_id": who["id"]})
+    run_automations(conn)
+    return {"person": person["id"], "other": other["id"], "campaign": mail["id"], "failed_campaign": failed["id"],
+            "sms_campaign": text["id"], "automation": flow["id"]}

@@ -42,6 +42,7 @@ ROUTE_MODULES = [
     "marketing_cli.api.rates",
     "marketing_cli.api.merge_tags",
     "marketing_cli.api.contacts",
+    "marketing_cli.api.privacy",  # DELETE /v1/contacts/{id}, .../personal-data, /v1/suppressions
     "marketing_cli.api.fields",
     "marketing_cli.api.tags",
     "marketing_cli.api.events",

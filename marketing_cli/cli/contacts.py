@@ -206,8 +206,10 @@ def contacts_untag(
          render_contact)
 
 
-# `contacts import` / `contacts export` (contacts_io.py) and `contacts search` (contacts_search.py).
-from marketing_cli.cli import contacts_io, contacts_search  # noqa: E402
+# `contacts import` / `contacts export` (contacts_io.py), `contacts search` (contacts_search.py) and
+# `contacts delete | erase | export-person` (contacts_privacy.py).
+from marketing_cli.cli import contacts_io, contacts_privacy, contacts_search  # noqa: E402
 
 contacts_io.register(app)
 contacts_search.register(app)
+contacts_privacy.register(app)

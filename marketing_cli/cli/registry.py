@@ -12,6 +12,7 @@ SUBCOMMANDS: list[tuple[str, str, str]] = [
     ("merge_tags", "merge-tags", "Merge tags usable in templates."),
     ("jobs", "jobs", "Background jobs: run the due ones, list the queue."),
     ("contacts", "contacts", "Create, upsert, find, tag, import and export contacts."),
+    ("suppressions", "suppressions", "The suppression list: people who asked to be erased, kept as keyed hashes."),
     ("fields", "fields", "Create, update, list and delete custom contact fields."),
     ("tags", "tags", "Create, list and delete tags."),
     ("events", "events", "Track custom events and read the automation event log."),

@@ -27,6 +27,14 @@ def in_byte_order(conn: Any, expr: str) -> str:
     return f'({expr}) COLLATE "C"' if postgresql(conn) else expr
 
 
+def table_names(conn: Any) -> set[str]:
+    """The names of the database's tables, read from its catalog (a service that serves a table
+    only when a later schema step has made it, such as the personal-data export's sections)."""
+    sql = ("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()" if postgresql(conn)
+           else "SELECT name FROM sqlite_master WHERE type = 'table'")
+    return {row[0] for row in conn.execute(sql)}
+
+
 # --- platform (jobs, leases, serve) -----------------------------------------------------------
 
 

@@ -44,7 +44,8 @@ PATH_RESOURCES = {"contact_id": "contact", "field_id": "field", "segment_id": "s
                   "tag_id": "tag", "sender_id": "sender", "path": "asset", "series_id": "series", "automation_id": "automation"}
 PATH_BY_PREFIX = {("campaign_id", "/v1/campaigns/"): "campaign",
                   ("campaign_id", "/v1/sms-campaigns/"): "sms_campaign",
-                  ("id", "/v1/templates/"): "template"}
+                  ("id", "/v1/templates/"): "template",
+                  ("id", "/v1/suppressions/"): "suppression"}
 PATH_CONSTANTS = {"variant_type": "A",  # not an id: the variant A or B of any campaign
                   "version": "1"}  # an automation's version number, not an id
 
@@ -90,6 +91,9 @@ RAW_BODIES = {("POST", "/v1/contacts/import"): ("text/csv", b"email_address\nswe
 MAY_SUCCEED = {
     ("POST", "/v1/contacts/upsert", "email_address"): "a lookup key: B makes its own contact",
     ("POST", "/v1/contacts/upsert", "phone_number"): "a lookup key: B makes its own contact",
+    ("POST", "/v1/suppressions", "email_address"): "an address: B keeps it out of its own workspace (or is told "
+                                                   "which of its own contacts holds it)",
+    ("POST", "/v1/suppressions", "phone_number"): "an address: as email_address",
 }
 
 
@@ -99,7 +103,7 @@ def missing_world() -> dict[str, Any]:
 
     hex_ids = {name: new_id() for name in ("contact", "campaign", "sms_campaign")}
     ints = {name: 10**6 + n for n, name in enumerate(("tag", "field", "segment", "domain", "sender", "template",
-                                                      "event", "series", "automation"))}
+                                                      "event", "series", "automation", "suppression"))}
     return {"ids": {**hex_ids, **ints, "asset": "img/missing.png"}, "email": "nobody@example.com",
             "phone": "+447911000000", "hex_ids": []}
 

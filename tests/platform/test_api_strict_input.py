@@ -91,6 +91,7 @@ def valid_bodies(w: dict[str, Any]) -> dict[tuple[str, str], Any]:
         ("POST", "/v1/campaigns/{campaign_id}/series"): {"rrule": "FREQ=WEEKLY;BYDAY=MO;BYHOUR=9"},
         ("POST", "/v1/campaigns/{campaign_id}/series/preview"): {"rrule": "FREQ=WEEKLY;BYDAY=MO;BYHOUR=9", "count": 3},
         ("POST", "/v1/bounces"): {"email_address": "ann@example.com", "type": "hard"},
+        ("POST", "/v1/suppressions"): {"email_address": "gone@example.com"},
         ("POST", "/v1/templates"): {"name": "T", "type": "code", "import_format": "html",
                                     "content_base64": base64.b64encode(b"<p>x</p>").decode()},
         ("POST", "/v1/domains"): {"domain_name": "example.org"},

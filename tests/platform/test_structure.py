@@ -7,6 +7,7 @@ The layers (docs/architecture.md draws them), each allowed to import only those 
     faces        cli/, api/ (cli may start api for `mkt serve`; api never imports cli)
     presentation reports/: what both faces render (the HTML report); imported only by the faces
     deletion     services/deletion               (what uses a resource, and its delete: reads every domain)
+    privacy      services/privacy                (a person erased or exported: reads every domain; beside deletion)
     automations  services/automations            (flows over contacts, email, delivery and sms)
     delivery     services/delivery               (a message, for a person, now -> the relay's answer)
     domains      services/email, services/sms    (never each other)
@@ -64,6 +65,7 @@ LAYER_OF = {
     "marketing_cli.reports": "reports",
     "marketing_cli.services.automations": "automations",
     "marketing_cli.services.deletion": "deletion",
+    "marketing_cli.services.privacy": "privacy",
     "marketing_cli.api": "api",
     "marketing_cli.cli": "cli",
     "marketing_cli": "root",  # __init__ (the version) and __main__
@@ -81,10 +83,13 @@ ALLOWED = {
     "delivery": _BELOW_DOMAINS | {"account", "contacts", "email"},
     "automations": _BELOW_DOMAINS | {"account", "contacts", "email", "sms", "delivery"},
     "deletion": _BELOW_DOMAINS | {"account", "contacts", "email", "sms", "delivery", "automations"},
+    "privacy": _BELOW_DOMAINS | {"account", "contacts", "email", "sms", "delivery", "automations"},
     "reports": _BELOW_DOMAINS | {"account", "contacts", "email", "sms", "delivery", "automations"},
-    "api": _BELOW_DOMAINS | {"account", "contacts", "email", "sms", "delivery", "automations", "deletion", "reports",
+    "api": _BELOW_DOMAINS | {"account", "contacts", "email", "sms", "delivery", "automations", "deletion", "privacy",
+                             "reports",
                              "root"},
-    "cli": _BELOW_DOMAINS | {"account", "contacts", "email", "sms", "delivery", "automations", "deletion", "reports",
+    "cli": _BELOW_DOMAINS | {"account", "contacts", "email", "sms", "delivery", "automations", "deletion", "privacy",
+                             "reports",
                              "api", "root"},
     "root": set(LAYER_OF.values()),
 }

@@ -13,6 +13,7 @@ this package only assembles their `OPERATIONS`, area after area in the order of 
                both channels share (schedule bodies, timelines, the report page)
   account      /v1/workspace, /v1/sms-rates, /v1/merge-tags
   contacts     /v1/contacts..., /v1/fields..., /v1/tags, /v1/events
+  privacy      DELETE /v1/contacts/{id}, /v1/contacts/{id}/personal-data, /v1/suppressions...
   audience     /v1/segments..., /v1/audience/count
   campaigns    /v1/campaigns... (email), but for their series
   series       /v1/campaigns/{campaign_id}/series..., /v1/campaign-series...
@@ -62,6 +63,7 @@ from marketing_cli.api.schemas import (
     campaigns,
     contacts,
     document,
+    privacy,
     senders,
     series,
     sms,
@@ -72,7 +74,7 @@ from marketing_cli.api.schemas.common import PATH_PARAMETERS
 
 __all__ = ["AREAS", "OPERATIONS", "PATH_PARAMETERS", "is_alias"]
 
-AREAS = (account, contacts, audience, campaigns, series, bounces, templates, senders, document, tracking, sms,
+AREAS = (account, contacts, privacy, audience, campaigns, series, bounces, templates, senders, document, tracking, sms,
          automations)
 
 OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {

@@ -6,7 +6,9 @@ the email counters of each send step's campaigns (sent, delivered, opened, click
 bounced, unsubscribed), which the sender keeps as it does for any campaign, and the SMS
 counters of each SMS step's messages (sent, delivered, failed, held by quiet hours,
 pending, cost). A step deferred by the frequency cap is counted under `deferred` with its
-reason, and not as a run (it runs again later).
+reason, and not as a run (it runs again later). An erased person's enrollments and step runs
+are deleted with them and counted in automation_erased / automation_erased_runs first, so
+the numbers here do not change (a running enrollment is counted exited, 'contact erased').
 """
 
 from __future__ import annotations
@@ -37,6 +39,14 @@ def automation_stats(conn: sqlite3.Connection, workspace_id: int, automation_id:
             exited[r["exit_reason"] or "unknown"] = r["n"]
     goals = conn.execute("SELECT count(*) FROM automation_enrollments WHERE automation_id = ?"
                          " AND goal_reached_at IS NOT NULL", (aid,)).fetchone()[0]
+    # erased people's enrollments, counted when they were deleted (services/privacy/erase.py)
+    for r in conn.execute("SELECT status, exit_reason, goal_reached, count FROM automation_erased"
+                          " WHERE automation_id = ?", (aid,)):
+        by_status[r["status"]] += r["count"]
+        if r["status"] == "exited":
+            reason = r["exit_reason"] or "unknown"
+            exited[reason] = exited.get(reason, 0) + r["count"]
+        goals += r["count"] if r["goal_reached"] else 0
     versions = []
     for v in conn.execute("SELECT id, version, flow FROM automation_versions WHERE automation_id = ? ORDER BY version",
                           (aid,)).fetchall():
@@ -58,12 +68,14 @@ def _steps(conn: sqlite3.Connection, version_id: int, flow: dict[str, Any]) -> l
     skipped: dict[str, dict[str, int]] = {}
     deferred: dict[str, dict[str, int]] = {}
     for r in conn.execute("SELECT step_id, outcome, detail, count(*) n FROM automation_step_runs WHERE version_id = ?"
-                          " GROUP BY step_id, outcome, detail", (version_id,)):
+                          " GROUP BY step_id, outcome, detail"
+                          " UNION ALL SELECT step_id, outcome, detail, count FROM automation_erased_runs"
+                          " WHERE version_id = ?", (version_id, version_id)):  # (erased people's runs, counted)
         runs.setdefault(r["step_id"], {})
         runs[r["step_id"]][r["outcome"]] = runs[r["step_id"]].get(r["outcome"], 0) + r["n"]
         if r["outcome"] in ("skipped", "deferred"):
-            into = skipped if r["outcome"] == "skipped" else deferred
-            into.setdefault(r["step_id"], {})[r["detail"] or "unknown"] = r["n"]
+            into = (skipped if r["outcome"] == "skipped" else deferred).setdefault(r["step_id"], {})
+            into[r["detail"] or "unknown"] = into.get(r["detail"] or "unknown", 0) + r["n"]
     here = {r[0]: r[1] for r in conn.execute(
         "SELECT step_id, count(*) FROM automation_enrollments WHERE version_id = ? AND status IN ('active', 'paused')"
         " GROUP BY step_id", (version_id,))}

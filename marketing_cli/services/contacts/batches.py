@@ -17,6 +17,9 @@ importer.py reads and checks the file; the rows it parsed come here in batches:
   only when the row has them; `default_status` applies to new contacts only; tags are
   added, never removed. Rows repeating a key inside the file merge in file order (a
   later non-empty cell wins), exactly as if they came in separate imports.
+- A row whose email address or phone number is on the suppression list (a person who
+  asked to be erased, services/contacts/suppressions.py) is rejected with its line: one
+  lookup of the batch's hashed addresses, none while the list is empty.
 - Lookup is by email; a row without email (allowed only when the workspace allows
   contacts without email) is looked up by phone.
 - The plan's contacts allowance is enforced: new contacts past it are rejected rows.
@@ -43,6 +46,7 @@ from marketing_cli.services.contacts.checks import FIELD_REQUIRED
 from marketing_cli.services.contacts.io_lock import HeldLock, renew_io_lock
 from marketing_cli.services.contacts.records import BILLING_LIMIT, DIFFERENT_CONTACTS, PHONE_TAKEN
 from marketing_cli.services.contacts.rows import ContactRow
+from marketing_cli.services.contacts.suppressions import SUPPRESSED, suppressed_in_batch
 from marketing_cli.services.contacts.values import EMAIL_TAG, PHONE_TAG, FieldMap
 from marketing_cli.storage import dialect, field_sql
 from marketing_cli.storage.db import transaction
@@ -277,6 +281,9 @@ class BatchWriter:
         by_key = _merge_by_key(batch)
         by_email = self._lookup("email", [k[1] for k in by_key if k[0] == "e"])
         by_phone = self._lookup("phone", [r.phone for r in by_key.values() if r.phone])
+        # People who asked to be erased (suppressions.py): one lookup for the batch, each row refused with its line.
+        suppressed = suppressed_in_batch(self.conn, self.ws, [k[1] for k in by_key if k[0] == "e"],
+                                         [r.phone for r in by_key.values() if r.phone])
         # A phone number belongs to at most one contact (as in create and upsert).
         plan = _BatchPlan({phone: r["id"] for phone, r in by_phone.items()}, clock.now())
         if self.dry_run:
@@ -291,6 +298,9 @@ class BatchWriter:
             if existing is None and key in self.dry_seen:
                 self.updated += row.lines  # a dry run "created" it in an earlier batch
                 self._report_left_out(row)
+                continue
+            if suppressed and (("email", row.email) in suppressed or ("phone", row.phone) in suppressed):
+                self.reject(row.line, row.cells, SUPPRESSED, row.lines)
                 continue
             if not self._phone_is_free(plan, row, existing):
                 continue

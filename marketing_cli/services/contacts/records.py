@@ -13,6 +13,8 @@ Rules the specification leaves open, as decided here (docs/api.md, "Contacts"):
   tags (none is removed: /tags/remove or a full replace does that).
 - `upsert_and_report` also says what a full replace removed (the command line lists it).
 - Automation events (part 6) are appended to contact_events in the same transaction.
+- A person on the workspace's suppression list (suppressions.py) is refused with 409 unless
+  written UNCONFIRMED: a new double opt-in is the person asking again.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from marketing_cli.services.contacts.checks import (
     with_defaults,
 )
 from marketing_cli.services.contacts.events import append_events
+from marketing_cli.services.contacts.suppressions import refuse_suppressed
 from marketing_cli.services.contacts.tags import tags_by_id
 from marketing_cli.services.contacts.values import EMAIL_TAG, PHONE_TAG, FieldMap, is_empty, load_fields
 from marketing_cli.services.contacts.view import render_contact, render_contacts
@@ -159,6 +162,7 @@ def create_contact(conn: sqlite3.Connection, workspace_id: int, body: Any) -> di
             raise MktError(409, EMAIL_TAKEN.format(email=email))
         if phone is not None and _find(conn, workspace_id, "phone", phone) is not None:
             raise MktError(409, PHONE_TAKEN.format(phone=phone))
+        refuse_suppressed(conn, workspace_id, email=email, phone=phone, status=status)
         contact_id = _insert(conn, workspace_id, email=email, phone=phone, status=status, sms_status=sms_status,
                              data=data, tag_ids=tag_ids)
         return render_contact(conn, workspace_id, contact_id, "full", fields)
@@ -213,6 +217,8 @@ def upsert_and_report(conn: sqlite3.Connection, workspace_id: int,
         row = by_email or by_phone
         if row is not None and email is not None and row["email"] not in (None, email):
             raise MktError(400, EMAIL_CANNOT_CHANGE)
+        final_status = status or ("SUBSCRIBED" if row is None or not partial else row["status"])
+        refuse_suppressed(conn, workspace_id, email=email, phone=phone, status=final_status)
 
         removed = None
         if row is None:

@@ -7,7 +7,9 @@
 The token is the message's own tracking token (kernel/tokens.py: the message id and its
 MAC), the one its unsubscribe link carries, so a link cannot be forged or guessed. Only an
 UNCONFIRMED contact moves; confirming twice, or a contact that unsubscribed since, changes
-nothing and says so. The event feeds automations (trigger `contact_subscribed`).
+nothing and says so. The event feeds automations (trigger `contact_subscribed`). A confirmation
+is the person asking again: it takes their email address and phone number off the workspace's
+suppression list (services/contacts/suppressions.py).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from html import escape
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.tokens import read_token
-from marketing_cli.services.contacts import events
+from marketing_cli.services.contacts import events, suppressions
 from marketing_cli.storage.db import instance_secret, transaction
 
 LINK_NOT_FOUND = "This link is not valid."
@@ -54,12 +56,15 @@ def confirm(conn: sqlite3.Connection, token: str) -> str:
     """Move the message's contact from UNCONFIRMED to SUBSCRIBED (once); the page that says so."""
     message = _message(conn, token)
     with transaction(conn):
-        status = conn.execute("SELECT status FROM contacts WHERE id = ?", (message["contact_id"],)).fetchone()
+        status = conn.execute("SELECT status, email, phone FROM contacts WHERE id = ?",
+                              (message["contact_id"],)).fetchone()
         if status is None:
             raise MktError(404, LINK_NOT_FOUND)
         if status[0] == "UNCONFIRMED":
             conn.execute("UPDATE contacts SET status = 'SUBSCRIBED', updated_at = ? WHERE id = ?",
                          (clock.now(), message["contact_id"]))
+            # the person asked again: off the suppression list, if an erase had put them there
+            suppressions.lift(conn, message["workspace_id"], status["email"], status["phone"])
             events.append_event(conn, message["workspace_id"], message["contact_id"], SUBSCRIBED_EVENT,
                                 {"via": "confirmation", "campaign_id": message["campaign_id"]})
             text = "Thank you: your subscription is confirmed."

@@ -132,18 +132,24 @@ def _shares(row: sqlite3.Row, total: int) -> list[tuple[int, int, str | None]]:
     return [(1, half + 1, "A"), (half + 1, test + 1, "B"), (test + 1, total + 1, None)]
 
 
+# A contact erased since the snapshot was taken (services/privacy/erase.py) gets no message: on
+# SQLite the snapshot outlives the batches' transactions (freeze_audience), so each batch keeps
+# only the recipients still in contacts (one primary-key probe per recipient).
+_STILL_HERE = "EXISTS (SELECT 1 FROM contacts c WHERE c.id = f.id)"
+
+
 def _freeze_batch(conn: sqlite3.Connection, campaign_id: str, variant_id: str | None, start: int, end: int) -> None:
     with transaction(conn):
         if variant_id is None:
             conn.execute("INSERT OR IGNORE INTO email_ab_holdout (campaign_id, contact_id, email)"
-                         " SELECT ?, id, email FROM temp.mkt_freeze WHERE position >= ? AND position < ?",
-                         (campaign_id, start, end))
+                         f" SELECT ?, id, email FROM temp.mkt_freeze f WHERE position >= ? AND position < ?"
+                         f" AND {_STILL_HERE}", (campaign_id, start, end))
             return
         conn.execute(
             "INSERT OR IGNORE INTO email_messages (campaign_id, variant_id, contact_id, email, domain, provider,"
             f" created_at, zone, zone_source, due_at) SELECT ?, ?, id, email, {DOMAIN},"
             f" {stats.provider_sql(conn, DOMAIN)}, ?, zone, zone_source,"
-            " due_at FROM temp.mkt_freeze WHERE position >= ? AND position < ? ORDER BY position",
+            f" due_at FROM temp.mkt_freeze f WHERE position >= ? AND position < ? AND {_STILL_HERE} ORDER BY position",
             (campaign_id, variant_id, clock.now(), start, end))
 
 

@@ -22,6 +22,11 @@ deleted contact) takes effect for every message not yet handed over, within RECH
   message); a message whose contact revoked since the claim is put back in line untouched
   (a held receipt), and the next claim cancels and refunds it.
 Confirmations are exempt: they go to the contacts who have just revoked.
+
+An erase goes further, so that nothing goes out after it answers: the erase strips the claimed
+row of its number, the next renewal of the claim (the lease renewer's one statement for the
+batch, keep_claimed) reports it, the provider skips it, and the erase answers only after that
+renewal.
 """
 
 from __future__ import annotations
@@ -54,11 +59,16 @@ MINE = "claim_token = ? AND status = 'sending'"  # the rows of one claim (gate.h
 NOTHING: list[Any] = []  # (identity: the claim found no message, as against a batch all held)
 
 
-def keep_claimed(conn: sqlite3.Connection, token: str, until: str) -> None:
-    """The lease renewer's: the messages claimed under `token` stay claimed until `until`."""
+def keep_claimed(conn: sqlite3.Connection, token: str, until: str, erased: set[int] | None = None) -> None:
+    """The lease renewer's: the messages claimed under `token` stay claimed until `until`. The
+    same statement tells which of them an erase stripped of their number since (their recipient
+    was erased, services/privacy/hand_offs.py): added to `erased` before it commits, so once the
+    erase sees this renewal, the provider posts none of them (TwilioProvider._post)."""
     with dialect.row_claim(conn):  # (rows of ours: no need to wait for the write lock)
-        conn.execute("UPDATE sms_messages SET claim_expires_at = ? WHERE claim_token = ? AND status = 'sending'",
-                     (until, token))
+        renewed = conn.execute("UPDATE sms_messages SET claim_expires_at = ? WHERE claim_token = ?"
+                               " AND status = 'sending' RETURNING id, phone", (until, token)).fetchall()
+        if erased is not None:
+            erased.update(r[0] for r in renewed if r[1] == "")
 
 
 def _claim_batch(conn: sqlite3.Connection, cid: str, pick: str, size: int, claim: jobs.Run) -> int:
@@ -145,7 +155,8 @@ def hand_off(conn: sqlite3.Connection, campaign: sqlite3.Row, claim: jobs.Run | 
     from marketing_cli.services.sms.providers import Outgoing, get_provider
 
     claim = claim or jobs.current_run()
-    claim.keep(keep_claimed)
+    erased: set[int] = set()  # claimed messages whose recipient was erased since (keep_claimed)
+    claim.keep(lambda c, token, until: keep_claimed(c, token, until, erased))
     workspace_id, cid = campaign["workspace_id"], campaign["id"]
     gated = campaign["purpose"] != CONFIRMATION  # a confirmation is due at any hour, and at once
     provider = get_provider(conn, workspace_id) if gated else get_provider(conn, workspace_id, paced=False)
@@ -203,6 +214,7 @@ def hand_off(conn: sqlite3.Connection, campaign: sqlite3.Row, claim: jobs.Run | 
             pacer = getattr(provider, "pacer", None)  # (a contact who revokes meanwhile gets nothing more)
             provider.watch = RevocationWatch(conn, claim.token, pacer.lock if pacer else threading.Lock()) \
                 if gated else None
+            provider.erased = erased  # nor a message whose recipient was erased meanwhile
             receipts = provider.send(conn, workspace_id, outgoing)
             retry_conflicts(lambda: _record_network(conn, campaign, provider.name, claim.token, receipts),
                             f"recording messages of SMS campaign {cid}")
@@ -239,8 +251,9 @@ def _record(conn: sqlite3.Connection, provider: str, receipts: list[Any]) -> Non
     # the one recorded) leaves the message uncertain, as a dead worker's in-flight ones.
     held = [(int(getattr(r, "uncertain", False)), r.message_id) for r in receipts if r.held]
     if held:
+        # (a number '' is an erased recipient's: that row is the erase's to cancel, never claimed again)
         conn.executemany("UPDATE sms_messages SET status = 'pending', uncertain = CASE WHEN ? = 1 THEN 1"
-                         " ELSE uncertain END WHERE id = ? AND status = 'sending'", held)
+                         " ELSE uncertain END WHERE id = ? AND status = 'sending' AND phone <> ''", held)
     # The accepted ones (nearly all) in one UPDATE ... FROM a VALUES list per RECORD_BATCH: the
     # database parses and plans one statement for a batch, not one per message.
     sent = [(r.message_id, r.reference, int(getattr(r, "uncertain", False))) for r in receipts

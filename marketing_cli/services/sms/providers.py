@@ -125,6 +125,7 @@ class TwilioProvider:
         self.backoff = backoff
         self.claim: Any = None  # the job run whose claim the messages are under (jobs.Run): held() or stop
         self.watch: Any = None  # handoff.RevocationWatch: stopped(id) once the message's contact revoked
+        self.erased: set[int] = set()  # messages whose recipient was erased while claimed (handoff.keep_claimed)
 
     def __repr__(self) -> str:  # never the token
         return f"TwilioProvider(account_sid={self.account_sid!r}, url={self.url!r})"
@@ -156,6 +157,8 @@ class TwilioProvider:
             elif start > time.monotonic():
                 time.sleep(start - time.monotonic())
             if self.claim is not None and not self.claim.held():  # paused past the claim: another worker has it
+                return Receipt(m.message_id, False, held=True, uncertain=maybe_sent)
+            if m.message_id in self.erased:  # its recipient was erased while it waited its turn: never posted
                 return Receipt(m.message_id, False, held=True, uncertain=maybe_sent)
             if m.closes_at is not None and clock.now() >= m.closes_at:  # quiet hours began while it waited its turn
                 return Receipt(m.message_id, False, held=True, uncertain=maybe_sent)
