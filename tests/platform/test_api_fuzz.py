@@ -160,8 +160,7 @@ REFUSALS: dict[str, str] = {
     r"You (are sending test emails too quickly|have exceeded the (hourly|daily) test email limit)\..*": "rate",
     r"You have exceeded the rate limit of 60 requests per minute\..*": "rate (public rate list)",
     r"This campaign was flagged by automated review\..*": "review of the message's words",
-    # A person's data (docs/privacy.md): an id that names nothing, an address that is one of two.
-    r"Not found\.": NOT_FOUND,
+    # A person's data (docs/privacy.md): an address that is one of two (an id that names nothing: above).
     r"Please provide an email address or a phone number(, not both)?\.": "exactly one of the two",
     r"This (email address|phone number) is already on the suppression list \(suppression \d+\)\.": "uniqueness",
     r"Contact [0-9a-f]{24} holds this (email address|phone number): .*": "a contact is erased, not suppressed",
