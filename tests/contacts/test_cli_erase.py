@@ -58,7 +58,8 @@ def test_export_person(cli: Any, cli_json: Any, client: Any, auth: dict[str, str
     assert human.exit_code == 0 and "email_messages" in human.stdout and str(target) in human.stdout
     assert _without_time(json.loads(target.read_text(encoding="utf-8"))) == _without_time(api)
     missing = cli("contacts", "export-person", "nobody@example.org")
-    assert missing.exit_code == 1 and missing.stderr.strip() == "We couldn't find a contact with that ID."
+    assert missing.exit_code == 1
+    assert missing.stderr.strip() == "We couldn't find a contact with the email address nobody@example.org."
 
 
 def test_suppressions_add_and_remove(cli: Any, cli_json: Any, conn: Any, workspace: dict[str, Any]) -> None:

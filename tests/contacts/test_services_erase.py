@@ -67,7 +67,8 @@ def test_another_workspaces_contact_and_bad_input(conn: sqlite3.Connection, work
     assert _error(lambda: erase.delete_contact(conn, workspace["id"], "nope")) == (
         400, "The contact ID you provided is not valid.")
     assert _error(lambda: erase.delete_contact(conn, other, theirs["id"], "maybe")) == (400, erase.SUPPRESS_INVALID)
-    assert _error(lambda: erase.erase_person(conn, workspace["id"], ANN)) == (404, "Not found.")
+    assert _error(lambda: erase.erase_person(conn, workspace["id"], ANN)) == (
+        404, f"We couldn't find a contact with the email address {ANN}.")
     assert _error(lambda: erase.erase_person(conn, workspace["id"], " ")) == (
         400, "Please name the contact: its ID, email address or phone number.")
     assert conn.execute("SELECT count(*) FROM contacts").fetchone()[0] == 1
@@ -306,7 +307,7 @@ def test_the_export_holds_everything_about_the_person(conn: sqlite3.Connection, 
     assert [t["recipient"] for t in by_id["test_emails"]] == [f.PERSON_EMAIL]
     assert by_id["suppressions"] == [] and "consents" not in by_id  # no consent ledger in this schema
     assert _error(lambda: personal_data.export_person(conn, ws, "nobody@example.org")) == (
-        404, "We couldn't find a contact with that ID.")
+        404, "We couldn't find a contact with the email address nobody@example.org.")
 
 
 def test_a_table_added_later_is_one_line_in_the_export_and_the_erase(conn: sqlite3.Connection,

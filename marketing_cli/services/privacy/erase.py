@@ -104,7 +104,7 @@ def delete_contact(conn: sqlite3.Connection, workspace_id: int, contact_id: Any,
 
 def erase_person(conn: sqlite3.Connection, workspace_id: int, who: Any) -> dict[str, Any]:
     """`mkt contacts erase ID|EMAIL|PHONE`: erase the contact and suppress it."""
-    return erase_contact(conn, workspace_id, contact_id_of(conn, workspace_id, who, NOT_FOUND), suppress=True)
+    return erase_contact(conn, workspace_id, contact_id_of(conn, workspace_id, who), suppress=True)
 
 
 def person_events(conn: sqlite3.Connection, workspace_id: int, contact_id: str) -> tuple[list[int], int]:

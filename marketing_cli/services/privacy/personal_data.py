@@ -24,7 +24,7 @@ from typing import Any
 
 from marketing_cli.kernel import clock
 from marketing_cli.services.contacts import suppressions
-from marketing_cli.services.contacts.records import CONTACT_NOT_FOUND, get_contact
+from marketing_cli.services.contacts.records import get_contact
 from marketing_cli.services.privacy.person import contact_id_of
 from marketing_cli.storage import dialect
 from marketing_cli.storage.db import read_snapshot
@@ -100,7 +100,7 @@ def _rows(conn: sqlite3.Connection, section: Section, params: dict[str, Any]) ->
 def export_person(conn: sqlite3.Connection, workspace_id: int, who: Any) -> dict[str, Any]:
     """The document for the contact `who` names (an id on the API; an id, email address or phone
     number on the command line); 404 when the workspace has no such contact."""
-    contact_id = contact_id_of(conn, workspace_id, who, CONTACT_NOT_FOUND)
+    contact_id = contact_id_of(conn, workspace_id, who)
     with read_snapshot(conn):
         contact = get_contact(conn, workspace_id, contact_id)
         row = conn.execute("SELECT email, phone FROM contacts WHERE id = ?", (contact_id,)).fetchone()
