@@ -15,6 +15,7 @@ SUBCOMMANDS: list[tuple[str, str, str]] = [
     ("fields", "fields", "Create, update and list custom contact fields."),
     ("tags", "tags", "Create and list tags."),
     ("events", "events", "Track custom events and read the automation event log."),
+    ("consents", "consents", "Export the consent ledger (who agreed to what, when, how) as CSV."),
     ("segments", "segments", "Create, list and inspect segments; recount their members."),
     ("audience", "audience", "Count the recipients an audience reaches on a channel."),
     ("bounces", "bounces", "Record bounces and complaints; import DSN and ARF report files."),

@@ -10,6 +10,9 @@ Rules the specification leaves open, as decided here (docs/api.md, "Contacts"):
 - Full replace (upsert with partial_update false) replaces every field value, the phone
   number included; values left out fall back to the field's default_value.
 - Automation events (part 6) are appended to contact_events in the same transaction.
+- Each change of the email or SMS consent appends a row to the consent ledger in the same
+  transaction (consents.py), with `consent_text` (optional) as the wording, source `api`
+  or `command` as the face says.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from marketing_cli.kernel import clock
 from marketing_cli.kernel.ids import new_id, parse_hex_id
 from marketing_cli.kernel.inputs import int_list, member, require_object
 from marketing_cli.services.account import billing
-from marketing_cli.services.contacts import zones
+from marketing_cli.services.contacts import consents, zones
 from marketing_cli.services.contacts.checks import (
     allows_no_email,
     check_merge_tags,
@@ -91,8 +94,13 @@ def _dump(data: dict[str, Any]) -> str:
     return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
 
+def _source(body: dict[str, Any], source: str) -> consents.Source:
+    """Where the request's consent changes come from: the face (`api`, `command`) and the wording."""
+    return consents.Source(source, consent_text=consents.check_consent_text(body.get("consent_text")))
+
+
 def _insert(conn: sqlite3.Connection, workspace_id: int, *, email: str | None, phone: str | None, status: str,
-            sms_status: str | None, data: dict[str, Any], tag_ids: list[int]) -> str:
+            sms_status: str | None, data: dict[str, Any], tag_ids: list[int], source: consents.Source) -> str:
     if billing.remaining(conn, workspace_id, "contacts") <= 0:
         raise billing.limit_error(conn, workspace_id, "contacts", BILLING_LIMIT)
     contact_id = new_id()
@@ -105,6 +113,8 @@ def _insert(conn: sqlite3.Connection, workspace_id: int, *, email: str | None, p
     )
     conn.executemany("INSERT OR IGNORE INTO contact_tags (contact_id, tag_id) VALUES (?, ?)",
                      [(contact_id, t) for t in tag_ids])
+    consents.append(conn, workspace_id, contact_id, consents.changes(None, (status, sms_status, phone)), source,
+                    at=now)
     if status == "UNCONFIRMED":
         append_events(conn, workspace_id, contact_id,
                        [("CONTACT_SUBSCRIBED_PENDING", {"email_address": email, "phone_number": phone,
@@ -129,8 +139,8 @@ def _find(conn: sqlite3.Connection, workspace_id: int, column: str, value: str |
 
 # --- create --------------------------------------------------------------------------
 
-def create_contact(conn: sqlite3.Connection, workspace_id: int, body: Any) -> dict[str, Any]:
-    """POST /v1/contacts: a new contact (201)."""
+def create_contact(conn: sqlite3.Connection, workspace_id: int, body: Any, *, source: str = "api") -> dict[str, Any]:
+    """POST /v1/contacts: a new contact (201). `source`: the face, for the consent ledger."""
     body = require_object(body, INVALID_BODY)
     given = member(body, "fields", dict)
     if not given:
@@ -140,6 +150,7 @@ def create_contact(conn: sqlite3.Connection, workspace_id: int, body: Any) -> di
         raise MktError(400, STATUS_REQUIRED)
     sms_status = _sms_status(body)
     tag_ids = list(dict.fromkeys(int_list(body, "tags") or []))
+    origin = _source(body, source)
     with transaction(conn):
         fields = load_fields(conn, workspace_id)
         email_raw = given.get(EMAIL_TAG)
@@ -157,14 +168,15 @@ def create_contact(conn: sqlite3.Connection, workspace_id: int, body: Any) -> di
         if phone is not None and _find(conn, workspace_id, "phone", phone) is not None:
             raise MktError(409, PHONE_TAKEN.format(phone=phone))
         contact_id = _insert(conn, workspace_id, email=email, phone=phone, status=status, sms_status=sms_status,
-                             data=data, tag_ids=tag_ids)
+                             data=data, tag_ids=tag_ids, source=origin)
         return render_contact(conn, workspace_id, contact_id, "full", fields)
 
 
 # --- upsert --------------------------------------------------------------------------
 
-def upsert_contact(conn: sqlite3.Connection, workspace_id: int, body: Any) -> dict[str, Any]:
-    """POST /v1/contacts/upsert: find by email and/or phone, then create, replace or merge."""
+def upsert_contact(conn: sqlite3.Connection, workspace_id: int, body: Any, *, source: str = "api") -> dict[str, Any]:
+    """POST /v1/contacts/upsert: find by email and/or phone, then create, replace or merge.
+    `source`: the face, for the consent ledger."""
     body = require_object(body, INVALID_BODY)
     email_raw = member(body, "email_address", str)
     phone_raw = member(body, "phone_number", str)
@@ -175,6 +187,7 @@ def upsert_contact(conn: sqlite3.Connection, workspace_id: int, body: Any) -> di
     status = _status(body)
     sms_status = _sms_status(body)
     partial = bool(member(body, "partial_update", bool))
+    origin = _source(body, source)
 
     with transaction(conn):
         fields = load_fields(conn, workspace_id)
@@ -207,18 +220,19 @@ def upsert_contact(conn: sqlite3.Connection, workspace_id: int, body: Any) -> di
             data = with_defaults(fields, parsed)
             require_fields(fields, data, phone)
             contact_id = _insert(conn, workspace_id, email=email, phone=phone, status=status or "SUBSCRIBED",
-                                 sms_status=sms_status, data=data, tag_ids=tag_ids or [])
+                                 sms_status=sms_status, data=data, tag_ids=tag_ids or [], source=origin)
         else:
             contact_id = row["id"]
             _update(conn, workspace_id, fields, row, email=email, phone=phone, parsed=parsed, given=given,
-                    status=status, sms_status=sms_status, tag_ids=tag_ids, tag_names=tag_names, partial=partial)
+                    status=status, sms_status=sms_status, tag_ids=tag_ids, tag_names=tag_names, partial=partial,
+                    source=origin)
         return render_contact(conn, workspace_id, contact_id, "full", fields)
 
 
 def _update(conn: sqlite3.Connection, workspace_id: int, fields: FieldMap, row: sqlite3.Row, *,
             email: str | None, phone: str | None, parsed: dict[str, Any], given: dict[str, Any],
             status: str | None, sms_status: str | None, tag_ids: list[int] | None, tag_names: dict[int, str],
-            partial: bool) -> None:
+            partial: bool, source: consents.Source) -> None:
     old_data = json.loads(row["data"] or "{}")
     if partial:
         data = dict(old_data)
@@ -277,6 +291,8 @@ def _update(conn: sqlite3.Connection, workspace_id: int, fields: FieldMap, row: 
              *_kept_zone(conn, workspace_id, new_phone, data), row["id"], workspace_id),
         )
         append_events(conn, workspace_id, row["id"], events)
+        consents.append(conn, workspace_id, row["id"], consents.changes(
+            (row["status"], row["sms_status"], row["phone"]), (new_status, new_sms, new_phone)), source)
 
 
 # --- reading -------------------------------------------------------------------------

@@ -135,7 +135,7 @@ def twilio_inbound(conn: sqlite3.Connection, params: dict[str, str], given_signa
     """A reply: STOP words set the sender's sms_status to UNSUBSCRIBED (and count in `unsubscribed`
     of the last campaign sent to the number), START words set it back to SUBSCRIBED. Other
     replies, and numbers of no contact, change nothing. Answers {"action": ..., "contacts": n}."""
-    from marketing_cli.services.contacts import events
+    from marketing_cli.services.contacts import consents, events
 
     workspace_id = verify(conn, INBOUND_PATH, params, given_signature)
     word = (params.get("Body") or "").strip().upper()
@@ -156,9 +156,12 @@ def twilio_inbound(conn: sqlite3.Connection, params: dict[str, str], given_signa
             "UPDATE contacts SET sms_status = ?, updated_at = ? WHERE workspace_id = ? AND phone = ?"
             " AND COALESCE(sms_status, 'SUBSCRIBED') != ? RETURNING id",
             (new_status, now, workspace_id, number, new_status)).fetchall()
+        source = consents.Source("sms_keyword", message_text=params.get("Body") or "",
+                                 campaign_id=last["campaign_id"] if last else None)
         for (contact_id,) in changed:
             events.append_event(conn, workspace_id, contact_id, kind,
                                 {"channel": "sms", "reply": word, "campaign_id": last["campaign_id"] if last else None})
+            consents.append(conn, workspace_id, contact_id, [("sms", new_status)], source, at=now)
         if new_status == "UNSUBSCRIBED" and changed and last is not None:
             conn.execute("UPDATE sms_messages SET unsubscribed_at = ? WHERE id = ? AND unsubscribed_at IS NULL",
                          (now, last["id"]))
