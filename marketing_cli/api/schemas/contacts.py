@@ -137,7 +137,7 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         "data": array(CONSENT, maxItems=consent_export.MAX_LIMIT)},
     ("GET", "/v1/consents"): {
         "summary": "The workspace's consent ledger from `since` to `until`, oldest first (extension)",
-        "envelope": "B", "query": {"since": _MOMENT, "until": _MOMENT, **CONSENT_PAGE},
+        "envelope": "B", "query": {"since": OR_EMPTY(_MOMENT), "until": OR_EMPTY(_MOMENT), **CONSENT_PAGE},
         "data": array(CONSENT_EXPORT, maxItems=consent_export.MAX_LIMIT)},
     # fields, tags
     ("GET", "/v1/fields"): {"summary": "The workspace's contact fields", "envelope": "B", "data": array(FIELD)},

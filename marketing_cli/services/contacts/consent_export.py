@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 import sqlite3
 from collections.abc import Iterator
 from datetime import date, datetime, timezone
@@ -74,13 +75,17 @@ def list_contact_consents(conn: sqlite3.Connection, workspace_id: int, contact_i
     return [_row(r, ROW_COLUMNS) for r in rows]
 
 
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}", re.ASCII)
+_TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})", re.ASCII)
+
+
 def parse_moment(value: Any, name: str) -> str | None:
     """A date (midnight UTC) or an RFC 3339 timestamp, as the ledger's created_at is written."""
     if value is None or value == "":
         return None
-    if not isinstance(value, str):
+    if not isinstance(value, str) or not (_DATE.fullmatch(value) or _TIMESTAMP.fullmatch(value)):
         raise MktError(400, TIME_INVALID.format(name=name))
-    text = value.strip()
+    text = value if value[17:19] != "60" else value[:17] + "59" + value[19:]  # a leap second: its :59
     try:
         if len(text) == 10:
             day = date.fromisoformat(text)
