@@ -37,7 +37,7 @@ def consents_export(
 
     s = state(ctx)
     conn, workspace_id = s.conn(), s.workspace_id()
-    if as_json:
+    if as_json and output is None:
         emit(consent_export.list_all_consents(conn, workspace_id, since=since, until=until), True)
         return
     chunks = consent_export.export_consents_csv(conn, workspace_id, since=since, until=until)  # checked here
@@ -59,4 +59,5 @@ def consents_export(
         os.remove(partial)
         raise
     os.replace(partial, output)
-    typer.echo(f"Wrote the consent ledger to {output}.", err=True)
+    emit({"exported": chunks.rows, "output": output}, as_json,
+         lambda r: f"Exported {r['exported']:,} consent rows to {r['output']}.")

@@ -177,8 +177,11 @@ def test_cli_exports_the_ledger_as_csv(cli: Any, cli_json: Any, client: Any, aut
     out = tmp_path / "audit.csv"
     written = cli("consents", "export", "--since", "2026-03-02", "--output", str(out))
     assert written.exit_code == 0 and not Path(str(out) + ".part").exists()
+    assert written.stdout.strip() == f"Exported 3 consent rows to {out}."
     assert len(out.read_text(encoding="utf-8").splitlines()) == 4  # the header and Bob's and Cid's rows
     assert cli_json("consents", "export", "--since", "2000-01-01") == api
+    assert cli_json("consents", "export", "--since", "2000-01-01", "-o", str(out)) == {"exported": 4,
+                                                                                       "output": str(out)}
     bad = cli("consents", "export", "--since", "soon")
     assert bad.exit_code == 1 and "since must be a date" in bad.stderr
     assert cli("consents", "export").exit_code == 2  # --since is required

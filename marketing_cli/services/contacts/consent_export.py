@@ -157,11 +157,12 @@ def list_all_consents(conn: sqlite3.Connection, workspace_id: int, *, since: Any
 
 
 def export_consents_csv(conn: sqlite3.Connection, workspace_id: int, *, since: Any,
-                        until: Any = None) -> Iterator[str]:
+                        until: Any = None) -> ConsentCsv:
     """`mkt consents export`: the rows of list_consents over the whole range as CSV text, a
-    header line and then one chunk per page of MAX_LIMIT rows (checked before the first chunk)."""
+    header line and then one chunk per page of MAX_LIMIT rows (the range is checked here,
+    before the first chunk); `.rows` counts the rows written so far."""
     start, end = _range(since, until)
-    return _csv_chunks(conn, workspace_id, start, end)
+    return ConsentCsv(conn, workspace_id, start, end)
 
 
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
@@ -171,17 +172,25 @@ def _cell(value: Any) -> Any:
     return "'" + value if isinstance(value, str) and value.startswith(_FORMULA_STARTS) else value
 
 
-def _csv_chunks(conn: sqlite3.Connection, workspace_id: int, start: str, end: str | None) -> Iterator[str]:
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\r\n")
-    writer.writerow(EXPORT_COLUMNS)
-    after = 0
-    while True:
-        rows = _page(conn, workspace_id, start, end, after, MAX_LIMIT)
-        writer.writerows([_cell(row[name]) for name in EXPORT_COLUMNS] for row in rows)
-        yield buffer.getvalue()
-        buffer.seek(0)
-        buffer.truncate()
-        if len(rows) < MAX_LIMIT:
-            return
-        after = rows[-1]["id"]
+class ConsentCsv:
+    """The CSV chunks of one export, read page by page as they are iterated."""
+
+    def __init__(self, conn: sqlite3.Connection, workspace_id: int, start: str, end: str | None) -> None:
+        self.conn, self.workspace_id, self.start, self.end = conn, workspace_id, start, end
+        self.rows = 0
+
+    def __iter__(self) -> Iterator[str]:
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\r\n")
+        writer.writerow(EXPORT_COLUMNS)
+        after = 0
+        while True:
+            rows = _page(self.conn, self.workspace_id, self.start, self.end, after, MAX_LIMIT)
+            writer.writerows([_cell(row[name]) for name in EXPORT_COLUMNS] for row in rows)
+            self.rows += len(rows)
+            yield buffer.getvalue()
+            buffer.seek(0)
+            buffer.truncate()
+            if len(rows) < MAX_LIMIT:
+                return
+            after = rows[-1]["id"]

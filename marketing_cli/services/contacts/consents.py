@@ -20,10 +20,11 @@ read a connection's temp table), so each connection would have to install TEMP t
 a context table, and a forgotten context would be read by the next transaction. The
 services know all of it where they make the change, and the import writes a batch's rows in
 one INSERT ... SELECT beside its one upsert, not one trigger run per contact. What a
-trigger would have guaranteed is kept by tests instead: tests/contacts/test_services_consents.py
-runs every writer once and checks that exactly one row with its source was appended and
-that the ledger's last row per channel agrees with every contact's status, and
-tests/platform/test_structure.py lists the modules allowed to write those columns.
+trigger would have guaranteed is kept by tests instead (tests/contacts/test_services_consents.py):
+each writer, run once, appends exactly one row with its source; after all of them the
+ledger's last row per channel agrees with every contact's status; and a scan of the code
+lists the modules whose SQL writes either column (WRITERS): a new one fails it until it is
+looked at.
 
 What counts as a change (`changes`): a new contact has an email row, and an SMS row when
 it has a phone number or an SMS status; later, a row for each channel whose consent
