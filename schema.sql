@@ -1438,3 +1438,48 @@ CREATE TABLE automation_erased_runs (
     count INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (version_id, step_id, outcome, detail)
 ) WITHOUT ROWID;
+
+-- version: 33
+-- The consent ledger (services/contacts/consents.py; docs/privacy.md "The consent ledger").
+-- One row per change of a contact's email consent (`status`) or SMS consent (`sms_status`,
+-- NULL read as SUBSCRIBED), appended by the service that made the change, in the change's
+-- own transaction: which channel, given / pending / revoked, the status it left, the source
+-- (api, command, import with its file and line, confirmation, unsubscribe one-click or
+-- page, SMS keyword with the reply's text, bounce, complaint), the wording the person was
+-- shown, the IP address and user agent where the person's own request carried them, the
+-- time. Rows are never updated; they go only with their contact (deleting a contact erases
+-- it, and its ledger with it). AUTOINCREMENT: an id is never used twice, so a reader
+-- paging by id never misses or repeats a row.
+CREATE TABLE contact_consents (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    workspace_id INTEGER NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    contact_id TEXT NOT NULL REFERENCES contacts(id) ON DELETE CASCADE,
+    channel TEXT NOT NULL CHECK (channel IN ('email', 'sms')),
+    consent TEXT NOT NULL CHECK (consent IN ('given', 'pending', 'revoked')),
+    status TEXT NOT NULL,                  -- the status the change left
+    source TEXT NOT NULL,                  -- consents.SOURCES
+    consent_text TEXT,                     -- the wording shown when it was collected
+    file_name TEXT,                        -- import: the file
+    line INTEGER,                          -- import: the line of the file
+    message_text TEXT,                     -- SMS keyword: the reply as received
+    campaign_id TEXT,                      -- the campaign whose link or reply made the change (no key: kept after it goes)
+    ip TEXT,
+    user_agent TEXT,
+    created_at TEXT NOT NULL
+);
+-- A contact's ledger (and the cascade of its erase); the workspace's by time (the auditor's export).
+CREATE INDEX contact_consents_contact ON contact_consents(contact_id, id);
+CREATE INDEX contact_consents_workspace ON contact_consents(workspace_id, created_at, id);
+
+-- One token kind per public path of a message (services/delivery/links.py): open pixel,
+-- click, unsubscribe, view online, double opt-in confirmation, and the header that bounce
+-- reports return. Before this step a message carried one token of kind "m" on all of them;
+-- those mailed tokens keep working where they did, for the messages that existed when this
+-- step ran (id <= last_id): no message made later has an "m" token to honour.
+CREATE TABLE token_cutovers (
+    kind TEXT PRIMARY KEY,
+    last_id INTEGER NOT NULL,
+    at TEXT NOT NULL
+);
+INSERT INTO token_cutovers (kind, last_id, at)
+    SELECT 'm', COALESCE(MAX(id), 0), strftime('%Y-%m-%dT%H:%M:%fZ', 'now') FROM email_messages;

@@ -937,3 +937,45 @@ def person_with_everything(conn: sqlite3.Connection, workspace_id: int) -> dict[
     run_automations(conn)
     return {"person": person["id"], "other": other["id"], "campaign": mail["id"], "failed_campaign": failed["id"],
             "sms_campaign": text["id"], "automation": flow["id"]}
+
+
+# --- the consent ledger and the tokens of a message's paths (issue 38, consent) -------------
+
+CONSENT_HTML = ('<p>Hi {{contact.first_name|there}} <a href="https://shop.example.org/sale">Sale</a>'
+                ' <a href="{{view_online_url}}">View</a> <a href="{{unsubscribe_url}}">Unsubscribe</a></p>')
+
+
+def consent_rows(conn: sqlite3.Connection, contact_id: str) -> list[dict[str, Any]]:
+    """The contact's consent ledger rows, oldest first, as the faces show them."""
+    from marketing_cli.services.contacts import consent_export
+
+    rows = conn.execute("SELECT * FROM contact_consents WHERE contact_id = ? ORDER BY id", (contact_id,)).fetchall()
+    return [{name: r[name] for name in consent_export.ROW_COLUMNS} for r in rows]
+
+
+def sent_message(conn: sqlite3.Connection, workspace_id: int, email: str = "ann@example.com", *,
+                 domain: str = "example.com") -> dict[str, Any]:
+    """A campaign (a tracked link, the view-online and unsubscribe URLs) sent to the outbox to
+    one subscribed contact: {"message_id", "contact_id", "campaign_id", "tokens" (MessageTokens)}."""
+    from marketing_cli.services.delivery.path_tokens import MessageTokens
+    from marketing_cli.storage.db import instance_secret, transaction
+
+    person = contact(conn, workspace_id, email, first_name="Ann")
+    made = ready_campaign(conn, workspace_id, html=CONSENT_HTML, domain=domain)
+    with transaction(conn):
+        conn.execute("UPDATE domains SET verified = 1 WHERE workspace_id = ?", (workspace_id,))
+    assert send_now(conn, workspace_id, made["id"])["failed"] == 0
+    message_id = conn.execute("SELECT id FROM email_messages WHERE campaign_id = ? AND contact_id = ?",
+                              (made["id"], person["id"])).fetchone()[0]
+    return {"message_id": message_id, "contact_id": person["id"], "campaign_id": made["id"],
+            "tokens": MessageTokens.make(instance_secret(conn), message_id)}
+
+
+def mailed_before_the_upgrade(conn: sqlite3.Connection) -> None:
+    """Every message there is counts as handed over before schema step 32: the cut-over it
+    records when it runs over a database that holds them (the highest message id)."""
+    from marketing_cli.storage.db import transaction
+
+    with transaction(conn):
+        conn.execute("UPDATE token_cutovers SET last_id = (SELECT COALESCE(MAX(id), 0) FROM email_messages)"
+                     " WHERE kind = 'm'")

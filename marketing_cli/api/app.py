@@ -46,6 +46,7 @@ ROUTE_MODULES = [
     "marketing_cli.api.fields",
     "marketing_cli.api.tags",
     "marketing_cli.api.events",
+    "marketing_cli.api.consents",
     "marketing_cli.api.segments",
     "marketing_cli.api.audience",
     "marketing_cli.api.campaigns",

@@ -1,4 +1,4 @@
-"""/v1/contacts: create, upsert, by-phone, get by id, tags add/remove. Envelope B.
+"""/v1/contacts: create, upsert, by-phone, get by id, tags add/remove, the consent ledger. Envelope B.
 
 Starlette tries routes in list order: the fixed paths (/search, /upsert, /by-phone, /import,
 /export) come before the `/v1/contacts/{contact_id}` routes, and new fixed paths belong
@@ -20,6 +20,8 @@ from marketing_cli.api.contact_search import search_contacts
 from marketing_cli.api.contacts_io import export_contacts, import_contacts
 from marketing_cli.api.endpoints import on_id
 from marketing_cli.api.responses import envelope_b, read_json
+from marketing_cli.errors import MktError
+from marketing_cli.services.contacts import consent_export
 from marketing_cli.services.contacts import records as contacts
 
 
@@ -58,6 +60,25 @@ async def remove_contact_tags(request: Request) -> Response:
     return envelope_b(await call(request, contacts.remove_contact_tags, workspace_id, contact_id, body))
 
 
+def int_param(request: Request, name: str) -> int | None:
+    """An integer query parameter (absent or empty: None); 400 naming it otherwise."""
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise MktError(400, f"The query parameter '{name}' must be an integer.") from None
+
+
+async def list_contact_consents(request: Request) -> Response:
+    workspace_id = require_workspace(request)
+    limit = int_param(request, "limit")
+    return envelope_b(await call(
+        request, consent_export.list_contact_consents, workspace_id, request.path_params["contact_id"],
+        after_id=int_param(request, "after_id"), limit=consent_export.DEFAULT_LIMIT if limit is None else limit))
+
+
 # The fixed paths below are never read as a contact id, so a wrong method on one of them
 # (GET /v1/contacts/upsert) is the 405 it should be, not a lookup of contact "upsert".
 FIXED_PATHS = ("upsert", "search", "by-phone", "import", "export")
@@ -87,4 +108,5 @@ routes = [
     Route("/v1/contacts/{contact_id:contact_id}", get_contact, methods=["GET"]),
     Route("/v1/contacts/{contact_id:contact_id}/tags/add", add_contact_tags, methods=["POST"]),
     Route("/v1/contacts/{contact_id:contact_id}/tags/remove", remove_contact_tags, methods=["POST"]),
+    Route("/v1/contacts/{contact_id:contact_id}/consents", list_contact_consents, methods=["GET"]),
 ]

@@ -78,6 +78,8 @@ async def import_contacts(request: Request) -> Response:
     day_first = _flag(request, "day_first") if "day_first" in request.query_params else None
     bulk.check_date_options(date_format, day_first)
     bad_cells = bulk.check_bad_cells(request.query_params.get("bad_cells", bulk.LEAVE_OUT))
+    consent_text = bulk.check_consent_text(request.query_params.get("consent_text"))
+    file_name = bulk.check_file_name(request.query_params.get("file_name"))
     raw = await read_body(request, max_bytes=IMPORT_MAX_BYTES, timeout_factor=10)
     if not raw.strip():
         raise MktError(400, EMPTY_BODY)
@@ -93,7 +95,8 @@ async def import_contacts(request: Request) -> Response:
             db.conn(), workspace_id, io.StringIO(text, newline=""), mapping=mapping,
             ignore_unknown=ignore_unknown, tag_ids=tag_ids, default_status=status, dry_run=dry_run,
             batch_size=batch_size, progress=stop.progress, delimiter=delimiter, decoding=decoding,
-            date_format=date_format, day_first=day_first, bad_cells=bad_cells)
+            date_format=date_format, day_first=day_first, bad_cells=bad_cells, consent_text=consent_text,
+            file_name=file_name)
 
     return envelope_b(await run_in_threadpool(stop.run, db.conn, run))
 

@@ -66,12 +66,16 @@ async def unsubscribe(request: Request) -> Response:
 
 async def _page_and_form(request: Request, page: Any, act: Any, max_bytes: int) -> Response:
     """A public link that GET shows as a page and POST acts on (a mail scanner's GET changes
-    nothing): the body is read within `max_bytes` (413 past it), an unknown token is 404."""
+    nothing): the body is read within `max_bytes` (413 past it), an unknown token is 404. The
+    POST's body, IP address and user agent go to the service: the consent ledger keeps them."""
     token = request.path_params["token"]
-    if request.method == "POST":
-        await read_body(request, max_bytes=max_bytes)
+    body = await read_body(request, max_bytes=max_bytes) if request.method == "POST" else b""
     try:
-        html = await call(request, act if request.method == "POST" else page, token)
+        if request.method == "POST":
+            html = await call(request, act, token, body=body, ip=request.client.host if request.client else None,
+                              user_agent=request.headers.get("user-agent"))
+        else:
+            html = await call(request, page, token)
     except MktError as exc:
         return _not_found(exc)
     return HTMLResponse(html, headers=NO_STORE)

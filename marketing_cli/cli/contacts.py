@@ -10,6 +10,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from marketing_cli.cli.contacts_io import ConsentTextOption
 from marketing_cli.cli.output import JsonOption, emit, json_option, pairs, usage_error
 from marketing_cli.cli.references import contact_id, tag_ids
 from marketing_cli.cli.registry import HELP
@@ -73,6 +74,7 @@ def contacts_create(
     tag: TagOption = None,
     status: StatusOption = None,
     sms_status: SmsStatusOption = None,
+    consent_text: ConsentTextOption = None,
     body: BodyOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -83,10 +85,11 @@ def contacts_create(
     request = _body(body)
     if field or "fields" in request:
         request["fields"] = _fields(field, request)
-    for key, value in (("tags", tag_ids(s, tag)), ("status", status), ("sms_status", sms_status)):
+    for key, value in (("tags", tag_ids(s, tag)), ("status", status), ("sms_status", sms_status),
+                       ("consent_text", consent_text)):
         if value:
             request[key] = value
-    emit(contacts.create_contact(s.conn(), s.workspace_id(), request), as_json, render_contact)
+    emit(contacts.create_contact(s.conn(), s.workspace_id(), request, source="command"), as_json, render_contact)
 
 
 @app.command("upsert")
@@ -105,6 +108,7 @@ def contacts_upsert(
         "--replace", help="Replace the contact as the API does by default: fields left out lose their values, the "
                           "tags become exactly the --tag ones (none without --tag), the status becomes --status or "
                           "SUBSCRIBED. What was removed is listed.")] = False,
+    consent_text: ConsentTextOption = None,
     body: BodyOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -149,6 +153,7 @@ def _shown(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return ", ".join(map(str, value)) if isinstance(value, list) else str(value)
+    consent_text: ConsentTextOption = None,
 
 
 @app.command("get")
@@ -204,6 +209,45 @@ def contacts_untag(
     body = {"tag_ids": tag_ids(s, tags)}
     emit(contacts.remove_contact_tags(s.conn(), s.workspace_id(), contact_id(s, contact), body), as_json,
          render_contact)
+
+
+def render_consents(rows: list[dict[str, Any]]) -> Any:
+    from marketing_cli.cli.output import table
+
+    shown = [(r["id"], r["created_at"], r["channel"], r["consent"], r["status"], r["source"], _evidence(r),
+              r["consent_text"] or "") for r in rows]
+    return table(["id", "at (UTC)", "channel", "consent", "status", "source", "evidence", "wording"], shown,
+                 title="Consent ledger (oldest first)", drop=("wording", "evidence"))
+
+
+def _evidence(row: dict[str, Any]) -> str:
+    """What the row's source proves, in one cell: file and line, the reply, campaign, IP."""
+    parts = []
+    if row["file_name"] or row["line"] is not None:
+        parts.append(f"{row['file_name'] or 'file'}:{row['line']}")
+    if row["message_text"]:
+        parts.append(f"reply {row['message_text']!r}")
+    for key in ("campaign_id", "ip", "user_agent"):
+        if row[key]:
+            parts.append(f"{key.replace('_', ' ')} {row[key]}")
+    return "; ".join(parts)
+
+
+@app.command("consents")
+def contacts_consents(
+    ctx: typer.Context,
+    contact: ContactId,
+    after_id: Annotated[Optional[int], typer.Option(
+        "--after-id", metavar="N", help="Only the rows after this row id (the last one of the page before).")] = None,
+    limit: Annotated[int, typer.Option("--limit", help="Rows at most, 1 to 1,000.")] = 100,
+    as_json: JsonOption = False,
+) -> None:
+    """Show a contact's consent ledger, oldest first (GET /v1/contacts/:id/consents)."""
+    from marketing_cli.services.contacts import consent_export
+
+    s = state(ctx)
+    emit(consent_export.list_contact_consents(s.conn(), s.workspace_id(), contact_id(s, contact), after_id=after_id,
+                                              limit=limit), as_json, render_consents)
 
 
 # `contacts import` / `contacts export` (contacts_io.py), `contacts search` (contacts_search.py) and

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sys
 from contextlib import ExitStack
+from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
@@ -20,6 +21,10 @@ from marketing_cli.cli.state import state
 from marketing_cli.errors import MktError
 
 SHOWN_ERRORS = 20
+# (create, upsert and import: cli/contacts.py takes it from here)
+ConsentTextOption = Annotated[Optional[str], typer.Option(
+    "--consent-text", metavar="TEXT",
+    help="The wording the person agreed to (at most 1,000 characters), kept in the consent ledger.")]
 
 
 def _parse_map(items: list[str]) -> dict[str, str]:
@@ -71,6 +76,7 @@ def contacts_import(
         "--bad-cells", metavar="leave-out|reject-row",
         help="A cell that does not fit its column (a number, a date, a phone number beside an email address): "
              "leave-out imports the contact without it and reports it; reject-row rejects the row.")] = "leave-out",
+    consent_text: ConsentTextOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Import contacts from a CSV file: upsert by email in batches, reporting bad rows by line."""
@@ -121,7 +127,8 @@ def contacts_import(
                 conn, workspace_id, source, mapping=mapping, ignore_unknown=ignore_unknown, tag_ids=tags,
                 default_status=status, dry_run=dry_run, batch_size=batch_size, errors_out=errors_out,
                 progress=progress, delimiter=delimiter, decoding=decoding, date_format=date_format,
-                day_first=day_first, bad_cells=bad_cells,
+                day_first=day_first, bad_cells=bad_cells, consent_text=consent_text,
+                file_name=None if file == "-" else Path(file).name,
             )
         except KeyboardInterrupt as stop:
             stack.close()  # the progress bar ends before the message

@@ -16,6 +16,7 @@ SUBCOMMANDS: list[tuple[str, str, str]] = [
     ("fields", "fields", "Create, update, list and delete custom contact fields."),
     ("tags", "tags", "Create, list and delete tags."),
     ("events", "events", "Track custom events and read the automation event log."),
+    ("consents", "consents", "Export the consent ledger (who agreed to what, when, how) as CSV."),
     ("segments", "segments", "Create, update, list, inspect and delete segments; recount their members."),
     ("audience", "audience", "Count the recipients an audience reaches on a channel."),
     ("bounces", "bounces", "Record bounces and complaints; import DSN and ARF report files."),

@@ -102,7 +102,7 @@ def test_bad_tokens_answer_a_404_page_and_change_nothing(client: Any, auth: dict
 
     path = _view(sent["ann@gmail.com"])
     token = path.rsplit("/", 1)[1]
-    message_id = tokens.read_token(instance_secret(conn), "m", token)
+    message_id = tokens.read_token(instance_secret(conn), "view", token)
     forged = token[:-2] + ("AA" if not token.endswith("AA") else "BB")
     other_kind = tokens.make_token(instance_secret(conn), "s", message_id)
     before = conn.total_changes

@@ -276,6 +276,7 @@ def test_a_composed_message_is_signed_as_sign_would_and_verifies(signer: DkimSig
     (folded with CRLF) and a non-ASCII Reply-To domain."""
     from marketing_cli.kernel.merge_contexts import Values
     from marketing_cli.services.delivery.compose import CompiledVariant, Recipient
+    from marketing_cli.services.delivery.path_tokens import KINDS, MessageTokens
 
     for subject, html in (("Hello {{contact.first_name|there}}", "<p>Hi  there\t<a href='{{unsubscribe_url}}'>x</a></p>"),
                           ("Grüße aus dem Laden, " * 12, "<p>one\rtwo\r\nthree\nfour</p>")):  # a lone CR too
@@ -283,8 +284,9 @@ def test_a_composed_message_is_signed_as_sign_would_and_verifies(signer: DkimSig
                                   from_name="Shop", from_address="news@example.com",
                                   reply_to=("Help", "help@bücher.de"), tracking_base="http://t.example",
                                   campaign_id="c1", track=True, link_ids={}, signer=signer)
-        recipient = Recipient(7, "zoe@example.org", "tok")
-        values = Values(variant.urls("tok"))
+        tokens = MessageTokens(*(f"tok{kind}" for kind in KINDS))
+        recipient = Recipient(7, "zoe@example.org", tokens)
+        values = Values(variant.urls(tokens))
         date = "Thu, 26 Nov 2026 08:00:00 GMT"
         signed = variant.build(recipient, values, date, timestamp=1_790_000_000)
         variant.signer = None

@@ -128,13 +128,15 @@ def test_compose_writes_unicode_domains_in_idna_form_and_a_non_ascii_local_part_
 
     from marketing_cli.kernel.merge_contexts import Values
     from marketing_cli.services.delivery.compose import CompiledVariant, Recipient
+    from marketing_cli.services.delivery.path_tokens import KINDS, MessageTokens
 
     variant = CompiledVariant(subject="Hi", html="<p>x {{unsubscribe_url}}</p>", from_name="Shop",
                               from_address="news@shop.example", reply_to=("Help", "help@bücher.de"),
                               tracking_base="http://t.example", campaign_id="c1", track=False, link_ids={},
                               signer=None)
-    urls = variant.urls("tok")
-    raw = variant.build(Recipient(1, "gül@bücher.de", "tok"), Values(urls))
+    tokens = MessageTokens(*(f"tok{kind}" for kind in KINDS))
+    urls = variant.urls(tokens)
+    raw = variant.build(Recipient(1, "gül@bücher.de", tokens), Values(urls))
     head = raw.split(b"\r\n\r\n", 1)[0].decode("utf-8")
     assert "\r\nTo: gül@xn--bcher-kva.de\r\n" in head and "Reply-To: Help <help@xn--bcher-kva.de>" in head
     parsed = email.message_from_string(raw.decode("utf-8"), policy=policy.default)

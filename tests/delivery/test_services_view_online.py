@@ -17,8 +17,8 @@ from marketing_cli import jobs, services
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import tokens
 from marketing_cli.services.account import workspaces
+from marketing_cli.services.delivery import path_tokens, tracking, view_online
 from marketing_cli.services.delivery import test_emails as test_email
-from marketing_cli.services.delivery import tracking, view_online
 from marketing_cli.services.email import domains, variant_html
 from marketing_cli.services.email import schedule as email_schedule
 from marketing_cli.services.email import stats as campaign_stats
@@ -83,8 +83,10 @@ def test_the_page_is_the_message_as_its_recipient_got_it(conn: sqlite3.Connectio
     assert view_online.view_online_page(conn, _view_token(ann)) == ann
     assert view_online.view_online_page(conn, _view_token(bob)) == bob
     assert "Hi Ann from Lyon" in ann and "Hi Bob &lt;b&gt; from Oslo" in bob and "Ann" not in bob
-    token = _view_token(ann)
-    assert f"/t/c/{token}/" in ann and f"/t/o/{token}" in ann and f"/t/u/{token}" in ann  # its own tracking
+    secret = db.instance_secret(conn)
+    own = path_tokens.MessageTokens.make(secret, tokens.read_token(secret, path_tokens.VIEW, _view_token(ann)))
+    assert f"/t/v/{own.view}" in ann and f"/t/c/{own.click}/" in ann and f"/t/o/{own.open}" in ann
+    assert f"/t/u/{own.unsubscribe}" in ann  # its own tracking, a token of each path's kind
     assert "https://shop.example.org/sale" not in ann and "mailto:help@example.org" in ann
 
 
@@ -123,7 +125,7 @@ def _not_found(conn: sqlite3.Connection, token: Any) -> None:
 def test_forged_malformed_and_other_kinds_of_tokens_are_refused(conn: sqlite3.Connection, workspace: dict[str, Any],
                                                                 sent: dict[str, Any]) -> None:
     token = _view_token(sent["html"]["ann@example.org"])
-    message_id = tokens.read_token(db.instance_secret(conn), "m", token)
+    message_id = tokens.read_token(db.instance_secret(conn), path_tokens.VIEW, token)
     secret = db.instance_secret(conn)
     before = conn.total_changes
     for bad in (token[:-1] + ("A" if token[-1] != "A" else "B"),      # forged
@@ -131,14 +133,14 @@ def test_forged_malformed_and_other_kinds_of_tokens_are_refused(conn: sqlite3.Co
                 tokens.make_token(secret, "m", message_id + 1000),        # genuine, of no message
                 "", "x", "!" * 20, "é" * 20, "A" * 49, token + "A"):    # malformed
         _not_found(conn, bad)
-    # Genuine tokens of other kinds: other uses' ("o", "c", "u" are what the tracking paths
-    # would be called if they had kinds of their own; today they share the message's "m"),
-    # an SMS link's, and a test email's view token read as a message's.
-    for kind in ("o", "c", "u", "open", "click", "unsubscribe"):
+    # Genuine tokens of other kinds: the message's other paths', its "m" token (the one kind of
+    # every path before schema step 32, refused for a message made since), an SMS link's, and
+    # a test email's view token read as a message's.
+    for kind in ("o", "c", "u", "m", *(k for k in path_tokens.KINDS if k != path_tokens.VIEW)):
         _not_found(conn, tokens.make_token(secret, kind, message_id))
     _not_found(conn, tokens.make_token(secret, sms_links.KIND, message_id * sms_links.MAX_LINKS, tokens.SMS_MAC_BYTES))
     variant = sent["campaign"]["variants"][0]["id"]
-    assert tokens.read_token(secret, "m", test_email.view_token(secret, variant, None)) is None
+    assert tokens.read_token(secret, path_tokens.VIEW, test_email.view_token(secret, variant, None)) is None
     assert test_email.read_view_token(secret, token) is None
     assert conn.total_changes == before  # nothing was written
 

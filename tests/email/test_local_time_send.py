@@ -169,7 +169,7 @@ def test_a_human_open_or_click_records_the_citys_zone(conn: sqlite3.Connection, 
     made = f.sendable_campaign(conn, ws, ["ann@example.com"])
     f.send_now(conn, ws, made["id"])
     message_id = conn.execute("SELECT id FROM email_messages WHERE campaign_id = ?", (made["id"],)).fetchone()[0]
-    token = make_token(instance_secret(conn), "m", message_id)
+    token = make_token(instance_secret(conn), "open", message_id)  # the pixel's kind (path_tokens.OPEN)
     zone_of = {"81.2.69.160": "Europe/London", "1.2.3.4": None}
     monkeypatch.setattr(tracking, "time_zone_of", zone_of.get)
     located = "SELECT located_timezone FROM contacts WHERE email = 'ann@example.com'"

@@ -12,7 +12,7 @@ this package only assembles their `OPERATIONS`, area after area in the order of 
   common       the building blocks: ids, names, JSON Schema helpers, path parameters, and what
                both channels share (schedule bodies, timelines, the report page)
   account      /v1/workspace, /v1/sms-rates, /v1/merge-tags
-  contacts     /v1/contacts..., /v1/fields..., /v1/tags, /v1/events
+  contacts     /v1/contacts..., /v1/fields..., /v1/tags, /v1/events, /v1/consents
   privacy      DELETE /v1/contacts/{id}, /v1/contacts/{id}/personal-data, /v1/suppressions...
   audience     /v1/segments..., /v1/audience/count
   campaigns    /v1/campaigns... (email), but for their series

@@ -2,7 +2,8 @@
 tags; the workspace's fields and tags; the custom events tracked for contacts.
 
 The routes of api/contacts.py (the search, import and export handlers are in
-api/contact_search.py and api/contacts_io.py), api/fields.py, api/tags.py and api/events.py.
+api/contact_search.py and api/contacts_io.py), api/fields.py, api/tags.py, api/events.py
+and api/consents.py.
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ from marketing_cli.api.schemas.common import (
     name,
     obj,
 )
+from marketing_cli.kernel import limits
 from marketing_cli.kernel.ids import HEX24_PATTERN
-from marketing_cli.services.contacts import batches, events, rows, tags, values
+from marketing_cli.services.contacts import batches, consent_export, consents, events, rows, tags, values
 from marketing_cli.services.contacts import records as contacts
 from marketing_cli.services.contacts import search as contact_search
 
@@ -56,6 +58,23 @@ FIELD_BODY = obj({
     "immutable": {"type": "boolean", "description": "true is refused: immutable fields are built in."},
 }, ("label", "merge_tag", "type"))
 TAG_IDS = obj({"tag_ids": array(INT_ID, minItems=1)}, ("tag_ids",))
+CONSENT_TEXT = {"type": "string", "maxLength": limits.CONSENT_TEXT,
+                "description": "Extension: the wording the person agreed to, kept in the consent ledger as written "
+                               "for each consent this call changes (GET /v1/contacts/{contact_id}/consents)."}
+_NULLABLE_TEXT = {"type": ["string", "null"]}
+CONSENT_ROW = {
+    "id": {"type": "integer", "minimum": 1}, "contact_id": HEX_ID, "channel": enum(consents.CHANNELS),
+    "consent": enum(consents.CONSENTS), "status": {"type": "string", "description": "The status the change left."},
+    "source": enum(consents.SOURCES), "consent_text": _NULLABLE_TEXT,
+    "file_name": _NULLABLE_TEXT, "line": {"type": ["integer", "null"]}, "message_text": _NULLABLE_TEXT,
+    "campaign_id": _NULLABLE_TEXT, "ip": _NULLABLE_TEXT, "user_agent": _NULLABLE_TEXT, "created_at": TIMESTAMP}
+CONSENT = obj(CONSENT_ROW, consent_export.ROW_COLUMNS)
+CONSENT_EXPORT = obj({**CONSENT_ROW, "email_address": _NULLABLE_TEXT, "phone_number": _NULLABLE_TEXT},
+                     consent_export.EXPORT_COLUMNS)
+CONSENT_PAGE = {"limit": OR_EMPTY({"type": "integer", "minimum": 1, "maximum": consent_export.MAX_LIMIT}),
+                "after_id": OR_EMPTY({"type": "integer", "minimum": 0})}
+_MOMENT = {"anyOf": [{"type": "string", "format": "date"}, {"type": "string", "format": "date-time"}],
+           "description": "A date (YYYY-MM-DD, midnight UTC) or an RFC 3339 timestamp."}
 
 OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
     # contacts
@@ -68,7 +87,7 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                                                                                         "pattern": NOT_BLANK}},
                                                        "additionalProperties": True,
                                                        "description": "Values keyed by the workspace's merge tags."},
-                                            "tags": array(INT_ID)}, ("fields", "status")),
+                                            "tags": array(INT_ID), "consent_text": CONSENT_TEXT}, ("fields", "status")),
                                "data": CONTACT},
     ("POST", "/v1/contacts/upsert"): {"links": [("GET", "/v1/contacts/{contact_id}", {"contact_id": "id"})],
                                       "summary": "Create or update a contact by email address or phone number",
@@ -77,7 +96,8 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                                                    "status": enum(contacts.STATUSES),
                                                    "sms_status": enum(contacts.SMS_STATUSES),
                                                    "fields": {"type": "object"}, "tags": array(INT_ID),
-                                                   "partial_update": {"type": "boolean"}}),
+                                                   "partial_update": {"type": "boolean"},
+                                                   "consent_text": CONSENT_TEXT}),
                                       "data": CONTACT},
     ("POST", "/v1/contacts/search"): {"summary": "Search contacts by field conditions", "envelope": "B",
                                       "body_optional": True,  # absent or null: no conditions
@@ -114,7 +134,11 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                                                     "is left out and reported (left_out), the contact imported; "
                                                     "reject-row: the row is rejected.")},
                                                 "batch_size": {"type": "integer", "minimum": 1,
-                                                               "maximum": batches.MAX_BATCH_SIZE}},
+                                                               "maximum": batches.MAX_BATCH_SIZE},
+                                                "consent_text": CONSENT_TEXT,
+                                                "file_name": {"type": "string", "maxLength": consents.MAX_FILE_NAME,
+                                                              "description": "Extension: the file's name, kept in the "
+                                                                             "consent ledger with each row's line."}},
                                       "data": ANY},
     ("GET", "/v1/contacts/export"): {"summary": "Export contacts as CSV or JSON lines (streamed)", "envelope": None,
                                      "query": {"format": enum(("csv", "jsonl")), "fields": {"type": "string"}},
@@ -124,6 +148,13 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                                                      "body": TAG_IDS, "data": ANY},
     ("POST", "/v1/contacts/{contact_id}/tags/remove"): {"summary": "Remove tags from a contact", "envelope": "B",
                                                         "body": TAG_IDS, "data": ANY},
+    ("GET", "/v1/contacts/{contact_id}/consents"): {
+        "summary": "A contact's consent ledger, oldest first (extension)", "envelope": "B", "query": CONSENT_PAGE,
+        "data": array(CONSENT, maxItems=consent_export.MAX_LIMIT)},
+    ("GET", "/v1/consents"): {
+        "summary": "The workspace's consent ledger from `since` to `until`, oldest first (extension)",
+        "envelope": "B", "query": {"since": OR_EMPTY(_MOMENT), "until": OR_EMPTY(_MOMENT), **CONSENT_PAGE},
+        "data": array(CONSENT_EXPORT, maxItems=consent_export.MAX_LIMIT)},
     # fields, tags
     ("GET", "/v1/fields"): {"summary": "The workspace's contact fields", "envelope": "B", "data": array(FIELD)},
     ("POST", "/v1/fields"): {"links": [("PATCH", "/v1/fields/{field_id}", {"field_id": "id"})],

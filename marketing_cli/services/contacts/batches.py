@@ -25,6 +25,10 @@ importer.py reads and checks the file; the rows it parsed come here in batches:
 - The plan's contacts allowance is enforced: new contacts past it are rejected rows.
 - Import fires no automation events: a bulk load is not an automation trigger (one
   import would otherwise enqueue a million FIELD_UPDATED or TAG_ADDED runs).
+- It does write the consent ledger (consents.py): each consent a row changes, planned from
+  the batch's lookup and written in ONE INSERT ... SELECT after the upsert, in the batch's
+  transaction, with the file's name, the line (of the contact's last row in the batch that
+  set a status, else its first) and the import's `consent_text`.
 - A dry run plans every batch the same way and writes nothing, carrying across batches
   what it would have created (keys, phone numbers, the allowance left).
 """
@@ -41,7 +45,7 @@ from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.ids import new_id, parse_int_id
 from marketing_cli.services.account import billing
-from marketing_cli.services.contacts import phone_zones, tags, values, zone_columns
+from marketing_cli.services.contacts import consents, phone_zones, tags, values, zone_columns
 from marketing_cli.services.contacts.checks import FIELD_REQUIRED
 from marketing_cli.services.contacts.io_lock import HeldLock, renew_io_lock
 from marketing_cli.services.contacts.records import BILLING_LIMIT, DIFFERENT_CONTACTS, PHONE_TAKEN
@@ -169,8 +173,10 @@ def import_cache(conn: sqlite3.Connection) -> Iterator[None]:
         conn.execute(f"PRAGMA cache_size = {int(cache_size)}")
 
 
-def _merge_by_key(batch: list[ContactRow]) -> dict[tuple[str, str], ContactRow]:
-    """Rows repeating a key inside the batch merged in file order."""
+def _merge_by_key(batch: list[ContactRow],
+                  consent_lines: dict[tuple[str, str], int]) -> dict[tuple[str, str], ContactRow]:
+    """Rows repeating a key inside the batch merged in file order; `consent_lines` gets, for a
+    merged key, the line of the last of its rows that set a status (the consent ledger's line)."""
     by_key: dict[tuple[str, str], ContactRow] = {}
     for row in batch:
         key = ("e", row.email) if row.email else ("p", row.phone)
@@ -179,6 +185,8 @@ def _merge_by_key(batch: list[ContactRow]) -> dict[tuple[str, str], ContactRow]:
             by_key[key] = row
         else:
             earlier.merge(row)
+            if row.status or row.sms_status:
+                consent_lines[key] = row.line
     return by_key
 
 
@@ -192,14 +200,18 @@ class _BatchPlan:
         self.upserts: list[tuple[Any, ...]] = []
         self.updates: list[tuple[Any, ...]] = []
         self.tag_rows: list[tuple[str, int]] = []
+        self.consents: list[tuple[str, str, str, int]] = []  # (contact id, channel, status, line)
+        self.consent_lines: dict[tuple[str, str], int] = {}
 
 
 class BatchWriter:
     """Writes the parsed rows of one import, a batch at a time; counts what it created and updated."""
 
     def __init__(self, conn: sqlite3.Connection, workspace_id: int, fields: FieldMap, tag_ids: list[int],
-                 default_status: str, dry_run: bool, reject: Reject) -> None:
+                 default_status: str, dry_run: bool, reject: Reject,
+                 source: consents.Source = consents.Source("import")) -> None:
         self.conn = conn
+        self.source = source
         self.ws = workspace_id
         self.tag_ids = tag_ids
         self.default_status = default_status
@@ -241,7 +253,7 @@ class BatchWriter:
         found: dict[str, sqlite3.Row] = {}
         order = " ORDER BY created_at, id" if column == "phone" else ""  # emails are unique
         for row in self.conn.execute(
-            f"SELECT {column} AS k, id, status, sms_status FROM contacts"  # column: 'email' or 'phone', ours
+            f"SELECT {column} AS k, id, status, sms_status, phone FROM contacts"  # column: 'email' or 'phone', ours
             f" WHERE workspace_id = ? AND {column} IN (SELECT value FROM json_each(?)){order}",
             (self.ws, _dumps(keys)),
         ):
@@ -278,14 +290,15 @@ class BatchWriter:
                 renew_io_lock(self.conn, self.ws, lock.owner)
 
     def _apply(self, batch: list[ContactRow]) -> None:
-        by_key = _merge_by_key(batch)
+        plan = _BatchPlan({}, clock.now())
+        by_key = _merge_by_key(batch, plan.consent_lines)
         by_email = self._lookup("email", [k[1] for k in by_key if k[0] == "e"])
         by_phone = self._lookup("phone", [r.phone for r in by_key.values() if r.phone])
         # People who asked to be erased (suppressions.py): one lookup for the batch, each row refused with its line.
         suppressed = suppressed_in_batch(self.conn, self.ws, [k[1] for k in by_key if k[0] == "e"],
                                          [r.phone for r in by_key.values() if r.phone])
         # A phone number belongs to at most one contact (as in create and upsert).
-        plan = _BatchPlan({phone: r["id"] for phone, r in by_phone.items()}, clock.now())
+        plan.owners = {phone: r["id"] for phone, r in by_phone.items()}
         if self.dry_run:
             plan.owners.update(self.dry_owners)
             if self.remaining is None:
@@ -357,8 +370,10 @@ class BatchWriter:
             return None
         plan.remaining -= 1
         contact_id = new_id()
-        plan.upserts.append((contact_id, row.email, row.phone, row.status or self.default_status, row.sms_status,
+        status = row.status or self.default_status
+        plan.upserts.append((contact_id, row.email, row.phone, status, row.sms_status,
                              data, *self._zone(row.phone, data)))
+        self._consents(plan, key, row, contact_id, None, (status, row.sms_status, row.phone))
         self.created += 1
         self.updated += row.lines - 1
         if self.dry_run:
@@ -377,8 +392,16 @@ class BatchWriter:
         else:
             plan.updates.append((contact_id, _dumps(row.data), status, sms_status, plan.now, self.ws,
                                  *self._zone(row.phone, row.data)))
+        self._consents(plan, key, row, contact_id, (existing["status"], existing["sms_status"], existing["phone"]),
+                       (status, sms_status, row.phone or existing["phone"]))
         self.updated += row.lines
         return contact_id
+
+    def _consents(self, plan: _BatchPlan, key: tuple[str, str], row: ContactRow, contact_id: str,
+                  before: consents.State | None, after: consents.State) -> None:
+        """The ledger rows of what this row changes (written with the batch)."""
+        line = plan.consent_lines.get(key, row.line)
+        plan.consents.extend((contact_id, channel, status, line) for channel, status in consents.changes(before, after))
 
     def _zone(self, phone: str | None, data: dict[str, Any]) -> tuple[Any, int | None]:
         """(the `timezone` value, the phone's list id) a row writes; a dry run writes nothing."""
@@ -399,3 +422,4 @@ class BatchWriter:
                                                            plan.tag_rows, _dumps)
             self.conn.execute(f"INSERT OR IGNORE INTO contact_tags (contact_id, tag_id)"
                               f" SELECT t.contact_id, t.tag_id FROM ({source}) AS t", params)
+        consents.append_batch(self.conn, self.ws, plan.consents, self.source, plan.now)

@@ -34,6 +34,7 @@ from marketing_cli.services.contacts.batches import (
     check_batch_size,
 )
 from marketing_cli.services.contacts.columns import column_key, column_normaliser, map_columns, parse_column_map
+from marketing_cli.services.contacts.consents import check_consent_text
 from marketing_cli.services.contacts.dates import check_date_options
 from marketing_cli.services.contacts.export import (
     EXPORT_CHUNK,
@@ -43,7 +44,7 @@ from marketing_cli.services.contacts.export import (
     export_contacts,
     iter_contact_rows,
 )
-from marketing_cli.services.contacts.importer import MAX_ERRORS, import_contacts
+from marketing_cli.services.contacts.importer import MAX_ERRORS, check_file_name, import_contacts
 from marketing_cli.services.contacts.io_lock import (
     LOCK_SECONDS,
     LOCKED,
@@ -59,7 +60,7 @@ from marketing_cli.services.contacts.rows import BAD_CELLS, LEAVE_OUT, REJECT_RO
 __all__ = [
     "BAD_CELLS", "BATCH_SIZE", "BATCH_SIZE_RANGE", "LEAVE_OUT", "REJECT_ROW", "check_bad_cells", "EXPORT_CHUNK", "EXPORT_FORMATS", "IMPORT_CACHE_KIB", "LOCKED", "LOCK_SECONDS",
     "MAX_BATCH_SIZE", "MAX_ERRORS", "NOT_UTF8", "ContactExport", "Decoding", "acquire_io_lock", "begin_export",
-    "check_batch_size", "check_date_options", "check_delimiter", "check_encoding", "column_key", "column_normaliser", "count_lines", "decode_text", "export_contacts",
+    "check_batch_size", "check_consent_text", "check_date_options", "check_file_name", "check_delimiter", "check_encoding", "column_key", "column_normaliser", "count_lines", "decode_text", "export_contacts",
     "held_io_lock", "import_contacts", "io_in_progress", "iter_contact_rows", "lock_owner", "map_columns",
     "open_text", "parse_column_map", "release_io_lock", "renew_io_lock", "spool_text",
 ]

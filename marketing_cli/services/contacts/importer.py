@@ -60,9 +60,10 @@ from typing import Any, NamedTuple, TextIO
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import limits
 from marketing_cli.kernel.addresses import needs_smtputf8
+from marketing_cli.kernel.inputs import check_unicode
 from marketing_cli.kernel.text_files import DELIMITERS, Decoding, check_delimiter, sniff_delimiter
 from marketing_cli.services.account import billing
-from marketing_cli.services.contacts import tags, values
+from marketing_cli.services.contacts import consents, tags, values
 from marketing_cli.services.contacts.batches import BATCH_SIZE, BatchWriter, check_batch_size, import_cache
 from marketing_cli.services.contacts.checks import allows_no_email
 from marketing_cli.services.contacts.columns import map_columns
@@ -300,6 +301,21 @@ def _parsed_rows(reader: Any, parser: RowParser, report: _Notes) -> Iterator[tup
             yield rows, row
 
 
+FILE_NAME_TOO_LONG = f"The file name can hold at most {consents.MAX_FILE_NAME} characters."
+
+
+def check_file_name(value: Any) -> str | None:
+    """The name of the imported file, as the consent ledger keeps it (None: not given)."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise MktError(400, "The file name must be text.")
+    check_unicode(value, "file_name")
+    if len(value) > consents.MAX_FILE_NAME:
+        raise MktError(400, FILE_NAME_TOO_LONG)
+    return value or None
+
+
 class ImportInterrupted(KeyboardInterrupt):
     """Ctrl-C (or any KeyboardInterrupt) during an import, with what was kept: the batches
     committed before it (`rows` rows read, `created` and `updated` contacts); the batch being
@@ -329,6 +345,8 @@ def import_contacts(
     date_format: str | None = None,
     day_first: bool | None = None,
     bad_cells: str = LEAVE_OUT,
+    consent_text: str | None = None,
+    file_name: str | None = None,
 ) -> dict[str, Any]:
     """Import CSV text (an open file or any iterable of lines) into the workspace.
 
@@ -347,6 +365,8 @@ def import_contacts(
     `delimiter`: `,` `;` tab `|` (also by name), None to read it from the header line.
     `decoding`: how the faces decoded the file (kernel/text_files.py), for the summary.
     `date_format` / `day_first`: how DATE cells other than YYYY-MM-DD are read.
+    `consent_text` / `file_name`: the wording and the file the consent ledger records for
+    each consent a row changes (with the row's line).
     """
     status = (default_status or "").strip().upper()
     if status not in STATUSES:
@@ -355,6 +375,8 @@ def import_contacts(
     delimiter = check_delimiter(delimiter)
     check_date_options(date_format, day_first)
     bad_cells = check_bad_cells(bad_cells)
+    origin = consents.Source("import", consent_text=consents.check_consent_text(consent_text),
+                             file_name=check_file_name(file_name))
     tag_list = _check_tags(conn, workspace_id, tag_ids)
     reader, delimiter = _reader(source, delimiter)
     header = _read_header(reader)
@@ -367,7 +389,7 @@ def import_contacts(
         parser = RowParser(len(header), columns, fields, allows_no_email(conn, workspace_id), date_format, day_first,
                            bad_cells)
         report = _Report(header, errors_out, max_errors)
-        writer = BatchWriter(conn, workspace_id, fields, tag_list, status, dry_run, report.reject)
+        writer = BatchWriter(conn, workspace_id, fields, tag_list, status, dry_run, report.reject, origin)
         writer.leave_out = report.leave_out
         if parser.leave_out:  # a phone number another contact has is left out too
             writer.phone_index = parser.phone_idx

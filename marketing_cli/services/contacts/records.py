@@ -15,6 +15,9 @@ Rules the specification leaves open, as decided here (docs/api.md, "Contacts"):
 - Automation events (part 6) are appended to contact_events in the same transaction.
 - A person on the workspace's suppression list (suppressions.py) is refused with 409 unless
   written UNCONFIRMED: a new double opt-in is the person asking again.
+- Each change of the email or SMS consent appends a row to the consent ledger in the same
+  transaction (consents.py), with `consent_text` (optional) as the wording, source `api`
+  or `command` as the face says.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from marketing_cli.kernel import clock
 from marketing_cli.kernel.ids import new_id, parse_hex_id
 from marketing_cli.kernel.inputs import int_list, member, require_object
 from marketing_cli.services.account import billing
-from marketing_cli.services.contacts import phone_zones, zone_columns
+from marketing_cli.services.contacts import consents, phone_zones, zone_columns
 from marketing_cli.services.contacts.checks import (
     allows_no_email,
     check_merge_tags,
@@ -97,8 +100,13 @@ def _dump(data: dict[str, Any]) -> str:
     return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
 
+def _source(body: dict[str, Any], source: str) -> consents.Source:
+    """Where the request's consent changes come from: the face (`api`, `command`) and the wording."""
+    return consents.Source(source, consent_text=consents.check_consent_text(body.get("consent_text")))
+
+
 def _insert(conn: sqlite3.Connection, workspace_id: int, *, email: str | None, phone: str | None, status: str,
-            sms_status: str | None, data: dict[str, Any], tag_ids: list[int]) -> str:
+            sms_status: str | None, data: dict[str, Any], tag_ids: list[int], source: consents.Source) -> str:
     if billing.remaining(conn, workspace_id, "contacts") <= 0:
         raise billing.limit_error(conn, workspace_id, "contacts", BILLING_LIMIT)
     contact_id = new_id()
@@ -111,6 +119,8 @@ def _insert(conn: sqlite3.Connection, workspace_id: int, *, email: str | None, p
     )
     conn.executemany("INSERT OR IGNORE INTO contact_tags (contact_id, tag_id) VALUES (?, ?)",
                      [(contact_id, t) for t in tag_ids])
+    consents.append(conn, workspace_id, contact_id, consents.changes(None, (status, sms_status, phone)), source,
+                    at=now)
     if status == "UNCONFIRMED":
         append_events(conn, workspace_id, contact_id,
                        [("CONTACT_SUBSCRIBED_PENDING", {"email_address": email, "phone_number": phone,
@@ -135,8 +145,8 @@ def _find(conn: sqlite3.Connection, workspace_id: int, column: str, value: str |
 
 # --- create --------------------------------------------------------------------------
 
-def create_contact(conn: sqlite3.Connection, workspace_id: int, body: Any) -> dict[str, Any]:
-    """POST /v1/contacts: a new contact (201)."""
+def create_contact(conn: sqlite3.Connection, workspace_id: int, body: Any, *, source: str = "api") -> dict[str, Any]:
+    """POST /v1/contacts: a new contact (201). `source`: the face, for the consent ledger."""
     body = require_object(body, INVALID_BODY)
     given = member(body, "fields", dict)
     if not given:
@@ -146,6 +156,7 @@ def create_contact(conn: sqlite3.Connection, workspace_id: int, body: Any) -> di
         raise MktError(400, STATUS_REQUIRED)
     sms_status = _sms_status(body)
     tag_ids = list(dict.fromkeys(int_list(body, "tags") or []))
+    origin = _source(body, source)
     with transaction(conn):
         fields = load_fields(conn, workspace_id)
         email_raw = given.get(EMAIL_TAG)
@@ -164,19 +175,20 @@ def create_contact(conn: sqlite3.Connection, workspace_id: int, body: Any) -> di
             raise MktError(409, PHONE_TAKEN.format(phone=phone))
         refuse_suppressed(conn, workspace_id, email=email, phone=phone, status=status)
         contact_id = _insert(conn, workspace_id, email=email, phone=phone, status=status, sms_status=sms_status,
-                             data=data, tag_ids=tag_ids)
+                             data=data, tag_ids=tag_ids, source=origin)
         return render_contact(conn, workspace_id, contact_id, "full", fields)
 
 
 # --- upsert --------------------------------------------------------------------------
 
-def upsert_contact(conn: sqlite3.Connection, workspace_id: int, body: Any) -> dict[str, Any]:
-    """POST /v1/contacts/upsert: find by email and/or phone, then create, replace or merge."""
-    return upsert_and_report(conn, workspace_id, body)[0]
+def upsert_contact(conn: sqlite3.Connection, workspace_id: int, body: Any, *, source: str = "api") -> dict[str, Any]:
+    """POST /v1/contacts/upsert: find by email and/or phone, then create, replace or merge.
+    `source`: the face, for the consent ledger."""
+    return upsert_and_report(conn, workspace_id, body, source=source)[0]
 
 
-def upsert_and_report(conn: sqlite3.Connection, workspace_id: int,
-                      body: Any) -> tuple[dict[str, Any], dict[str, Any] | None]:
+def upsert_and_report(conn: sqlite3.Connection, workspace_id: int, body: Any, *,
+                      source: str = "api") -> tuple[dict[str, Any], dict[str, Any] | None]:
     """upsert_contact's contact, and what a full replace of an existing contact removed:
     {"fields": {merge_tag: the value removed}, "tags": [names], "status": the status replaced
     by the default SUBSCRIBED, or None} (None when the contact was created or merged into)."""
@@ -190,6 +202,7 @@ def upsert_and_report(conn: sqlite3.Connection, workspace_id: int,
     status = _status(body)
     sms_status = _sms_status(body)
     partial = bool(member(body, "partial_update", bool))
+    origin = _source(body, source)
 
     with transaction(conn):
         fields = load_fields(conn, workspace_id)
@@ -225,12 +238,12 @@ def upsert_and_report(conn: sqlite3.Connection, workspace_id: int,
             data = with_defaults(fields, parsed)
             require_fields(fields, data, phone)
             contact_id = _insert(conn, workspace_id, email=email, phone=phone, status=status or "SUBSCRIBED",
-                                 sms_status=sms_status, data=data, tag_ids=tag_ids or [])
+                                 sms_status=sms_status, data=data, tag_ids=tag_ids or [], source=origin)
         else:
             contact_id = row["id"]
             events = _update(conn, workspace_id, fields, row, email=email, phone=phone, parsed=parsed, given=given,
                              status=status, sms_status=sms_status, tag_ids=tag_ids, tag_names=tag_names,
-                             partial=partial)
+                             partial=partial, source=origin)
             if not partial:
                 removed = _removed(events, row["status"], status)
         return render_contact(conn, workspace_id, contact_id, "full", fields), removed
@@ -249,7 +262,7 @@ def _removed(events: list[tuple[str, dict[str, Any]]], old_status: str, given_st
 def _update(conn: sqlite3.Connection, workspace_id: int, fields: FieldMap, row: sqlite3.Row, *,
             email: str | None, phone: str | None, parsed: dict[str, Any], given: dict[str, Any],
             status: str | None, sms_status: str | None, tag_ids: list[int] | None, tag_names: dict[int, str],
-            partial: bool) -> list[tuple[str, dict[str, Any]]]:
+            partial: bool, source: consents.Source) -> list[tuple[str, dict[str, Any]]]:
     """Replace or merge into the contact `row`; the events appended (also when none was)."""
     old_data = json.loads(row["data"] or "{}")
     if partial:
@@ -309,6 +322,8 @@ def _update(conn: sqlite3.Connection, workspace_id: int, fields: FieldMap, row: 
              *_kept_zone(conn, workspace_id, new_phone, data), row["id"], workspace_id),
         )
         append_events(conn, workspace_id, row["id"], events)
+        consents.append(conn, workspace_id, row["id"], consents.changes(
+            (row["status"], row["sms_status"], row["phone"]), (new_status, new_sms, new_phone)), source)
     return events
 
 

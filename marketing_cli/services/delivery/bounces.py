@@ -24,7 +24,8 @@ from typing import Any
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.inputs import member, require_object
-from marketing_cli.kernel.tokens import read_token
+from marketing_cli.services.contacts import consents
+from marketing_cli.services.delivery.path_tokens import REPORT, read_message_token
 from marketing_cli.services.email import campaigns, stats
 from marketing_cli.storage.db import instance_secret, transaction
 
@@ -62,12 +63,14 @@ def apply_bounce(conn: sqlite3.Connection, workspace_id: int, contact: sqlite3.R
     new_status = {"hard": "CLEANED", "complaint": "COMPLAINED"}.get(kind)
     if kind == "soft" and _soft_in_a_row(conn, contact["id"]) >= SOFT_BOUNCE_LIMIT:
         new_status = "CLEANED"
-    if new_status and contact["status"] != new_status:
-        conn.execute("UPDATE contacts SET status = ?, updated_at = ? WHERE id = ?",
-                     (new_status, clock.now(), contact["id"]))
-    status = new_status or contact["status"]
     campaign = None if message_id is None else conn.execute(
         "SELECT campaign_id FROM email_messages WHERE id = ?", (message_id,)).fetchone()[0]
+    if new_status and contact["status"] != new_status:
+        now = clock.now()
+        conn.execute("UPDATE contacts SET status = ?, updated_at = ? WHERE id = ?", (new_status, now, contact["id"]))
+        source = consents.Source("complaint" if kind == "complaint" else "bounce", campaign_id=campaign)
+        consents.append(conn, workspace_id, contact["id"], [("email", new_status)], source, at=now)
+    status = new_status or contact["status"]
     return {"contact_id": contact["id"], "type": kind, "contact_status": status, "campaign_id": campaign,
             "counted": counted}
 
@@ -168,7 +171,8 @@ def _apply(conn: sqlite3.Connection, workspace_id: int, parsed: list[tuple[str, 
 def _import_entry(conn: sqlite3.Connection, workspace_id: int, secret: bytes, entry: dict[str, Any]) -> dict[str, Any]:
     """Apply one report entry: to the message it names (token, then Message-ID), else to the
     contact with its address (and the last campaign sent to it)."""
-    message_id = read_token(secret, "m", entry["mkt_message_token"]) if entry.get("mkt_message_token") else None
+    token = entry.get("mkt_message_token")
+    message_id = read_message_token(conn, REPORT, token, secret) if token else None
     if message_id is None and entry.get("original_message_id"):
         message_id = stats.message_for_smtp_id(conn, entry["original_message_id"])
     message = None if message_id is None else conn.execute(

@@ -24,7 +24,9 @@ Tracked links: every `<a href>` whose URL is http(s) and holds no merge tag beco
 `{base}/t/c/{token}/{link_id}`; the tracking endpoint answers 302 with the original
 URL. A link whose URL holds a merge tag differs per recipient and is left untracked.
 The open pixel is `{base}/t/o/{token}`; the unsubscribe URL `{base}/t/u/{token}`
-(CONTRACT section 7: all of them begin with the workspace's tracking base URL).
+(CONTRACT section 7: all of them begin with the workspace's tracking base URL). Each path
+carries a token of its own kind (path_tokens.py: `MessageTokens`), so the pixel's token
+cannot unsubscribe or confirm anyone.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from marketing_cli.kernel.merge_contexts import Values
 from marketing_cli.services.delivery.bounce_reports import MKT_MESSAGE_HEADER as MESSAGE_HEADER  # bounces read it back
 from marketing_cli.services.delivery.dkim import DkimSigner
 from marketing_cli.services.delivery.message import CompiledEmail
+from marketing_cli.services.delivery.path_tokens import MessageTokens
 
 _BODY_END = re.compile(r"</body\s*>", re.IGNORECASE)
 PIXEL = ('<img src="{{__open_url}}" width="1" height="1" alt="" '
@@ -62,13 +65,13 @@ def rewrite_links(html: str, link_ids: Mapping[str, int]) -> str:
     return HREF.sub(replace, html)
 
 
-def message_urls(base: str, token: str) -> dict[str, str]:
-    """One recipient's URLs under the tracking base: the action merge tags and the tracking
-    placeholders (the view-online page renders with the same ones as the message)."""
-    return {"unsubscribe_url": f"{base}/t/u/{token}", "preferences_url": f"{base}/t/u/{token}",
-            "view_online_url": f"{base}/t/v/{token}", "confirmation_url": f"{base}/t/confirm/{token}",
-            "__click_base": f"{base}/t/c/{token}",
-            "__open_url": f"{base}/t/o/{token}"}
+def message_urls(base: str, tokens: MessageTokens) -> dict[str, str]:
+    """One recipient's URLs under the tracking base, each with its path's token: the action
+    merge tags and the tracking placeholders (the view-online page renders with the same)."""
+    return {"unsubscribe_url": f"{base}/t/u/{tokens.unsubscribe}", "preferences_url": f"{base}/t/u/{tokens.unsubscribe}",
+            "view_online_url": f"{base}/t/v/{tokens.view}", "confirmation_url": f"{base}/t/confirm/{tokens.confirm}",
+            "__click_base": f"{base}/t/c/{tokens.click}",
+            "__open_url": f"{base}/t/o/{tokens.open}"}
 
 
 def add_pixel(html: str) -> str:
@@ -97,11 +100,12 @@ def _header_value(text: str) -> str:
 
 @dataclass(frozen=True)
 class Recipient:
-    """What `build` needs of one recipient: its message row id, address and token URLs."""
+    """What `build` needs of one recipient: its message row id, address and tokens (the
+    X-Mkt-Message header carries the `report` one)."""
 
     message_id: int
     email: str
-    token: str
+    tokens: MessageTokens
 
 
 class CompiledVariant:
@@ -138,9 +142,9 @@ class CompiledVariant:
             self._signed_one_click = signer.field(self._one_click)
             self._signed_mime = [signer.field(raw) for raw in self._mime]
 
-    def urls(self, token: str) -> dict[str, str]:
+    def urls(self, tokens: MessageTokens) -> dict[str, str]:
         """The per-recipient URLs: actions (merge tags) and the tracking placeholders."""
-        return message_urls(self.base, token)
+        return message_urls(self.base, tokens)
 
     def smtp_message_id(self, message_id: int) -> str:
         return f"{message_id}.{self.campaign_id}@{self.domain}"
@@ -156,7 +160,7 @@ class CompiledVariant:
                    f"Date: {date or formatdate(usegmt=True)}",
                    f"Message-ID: <{self.smtp_message_id(recipient.message_id)}>",
                    f"List-Unsubscribe: <{unsubscribe}>")
-        tag = f"{MESSAGE_HEADER}: {recipient.token}".encode("ascii")
+        tag = f"{MESSAGE_HEADER}: {recipient.tokens.report}".encode("ascii")
         body = self._text + _qp(text) + self._between + _qp(html) + self._end
         if self.signer is None:
             return b"\r\n".join([*self._fixed, to, *(line.encode("ascii") for line in varying), self._one_click,

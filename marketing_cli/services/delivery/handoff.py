@@ -30,12 +30,12 @@ from marketing_cli import jobs
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import pacing
 from marketing_cli.kernel.links import tracked_links
-from marketing_cli.kernel.tokens import make_token
 from marketing_cli.services.account import pace, workspaces
 from marketing_cli.services.contacts.merge_tags import Renderer
 from marketing_cli.services.delivery import transport_settings
 from marketing_cli.services.delivery.compose import CompiledVariant, Recipient, compile_variant
 from marketing_cli.services.delivery.dkim import DkimSigner
+from marketing_cli.services.delivery.path_tokens import MessageTokens
 from marketing_cli.services.delivery.transport import TransportError
 from marketing_cli.services.email import domains, senders, stats
 from marketing_cli.services.email.preparation import load_variants
@@ -89,7 +89,7 @@ class Send:
     def build(self, message: sqlite3.Row) -> bytes:
         """The signed message of one claimed row (merge tags for its contact, its own URLs)."""
         compiled = self.variants[message["variant_id"]]
-        token = make_token(self.secret, "m", message["id"])
+        token = MessageTokens.make(self.secret, message["id"])
         contact = None if message["data"] is None else {
             "email": message["contact_email"], "phone": message["phone"], "data": message["data"]}
         values = self.renderers[message["variant_id"]].values_for(contact, extra=compiled.urls(token))

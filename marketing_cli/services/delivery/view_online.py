@@ -11,12 +11,14 @@ HTML and the contact's values as they are now, with the same code as the sender
 a click or an open from the page counts as one from the email. `{{server_time}}` and
 `{{current_date}}` are the time the message was delivered.
 
-The token is the message's own (kind "m", the one its other tracking URLs carry): so the
-link of every message sent before this page existed works too, and the page shows nothing
-that the links in the message do not already give to whoever holds them. A test email's
-token is of its own kind. A forged or malformed token, or a genuine token of another kind
-(an SMS link's, say), answers 404 and changes nothing; a message whose contact was deleted
-since answers 410 with a page that says so (the contact's values are gone with it).
+The token is the message's view token (kind `view`, path_tokens.py; a message sent before
+schema step 32 carried one "m" token on every path, which still opens its page). The page's
+own links carry the message's tokens of their kinds, made again from the message id, so a
+click or an unsubscribe from the page is one from the email; the page shows nothing that
+the message does not already give to whoever holds it. A test email's token is of its own
+kind. A forged or malformed token, or a genuine token of another kind (the pixel's, an SMS
+link's), answers 404 and changes nothing; a message whose contact was deleted since answers
+410 with a page that says so (the contact's values are gone with it).
 """
 
 from __future__ import annotations
@@ -26,15 +28,14 @@ from typing import Any
 
 from marketing_cli.errors import MktError
 from marketing_cli.kernel.merge import compile_template
-from marketing_cli.kernel.tokens import read_token
 from marketing_cli.services.account.workspaces import tracking_base_url
 from marketing_cli.services.contacts.merge_tags import Renderer
 from marketing_cli.services.delivery import test_emails
 from marketing_cli.services.delivery.compose import add_pixel, message_urls, rewrite_links
+from marketing_cli.services.delivery.path_tokens import VIEW, MessageTokens, read_message_token
 from marketing_cli.services.delivery.tracking import LINK_NOT_FOUND
 from marketing_cli.storage.db import instance_secret
 
-MESSAGE_KIND = "m"  # the token of a message's tracking URLs (services/delivery/handoff.py)
 GONE = "This email is no longer available: its recipient is no longer on the list."
 
 _MESSAGE = ("SELECT m.id, m.campaign_id, m.variant_id, m.contact_id, m.delivered_at, c.workspace_id,"
@@ -48,16 +49,16 @@ _MESSAGE = ("SELECT m.id, m.campaign_id, m.variant_id, m.contact_id, m.delivered
 def view_online_page(conn: sqlite3.Connection, token: str) -> str:
     """The HTML of the message (or test email) a view-online token names; 404 / 410 as above."""
     secret = instance_secret(conn)
-    message_id = read_token(secret, MESSAGE_KIND, token)
+    message_id = read_message_token(conn, VIEW, token, secret)
     if message_id is not None:
-        return _message_page(conn, message_id, token)
+        return _message_page(conn, message_id, MessageTokens.make(secret, message_id))
     test = test_emails.read_view_token(secret, token)
     if test is not None:
         return _test_page(conn, *test)
     raise MktError(404, LINK_NOT_FOUND)
 
 
-def _message_page(conn: sqlite3.Connection, message_id: int, token: str) -> str:
+def _message_page(conn: sqlite3.Connection, message_id: int, tokens: MessageTokens) -> str:
     row = conn.execute(_MESSAGE, (message_id,)).fetchone()
     if row is None:  # the campaign was deleted, and its messages with it
         raise MktError(404, LINK_NOT_FOUND)
@@ -70,7 +71,7 @@ def _message_page(conn: sqlite3.Connection, message_id: int, token: str) -> str:
                                   (row["campaign_id"], row["variant_id"])).fetchall())
         html = add_pixel(rewrite_links(html, links))
     renderer = Renderer(conn, ws, preview_text=row["preview_text"] or "", now=row["delivered_at"])
-    values = renderer.values_for(row, extra=message_urls(tracking_base_url(conn, ws), token))
+    values = renderer.values_for(row, extra=message_urls(tracking_base_url(conn, ws), tokens))
     return compile_template(html, html=True).render(values)
 
 

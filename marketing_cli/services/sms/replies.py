@@ -38,7 +38,7 @@ def _apply(conn: sqlite3.Connection, workspace_id: int, number: str, body: str,
            reading: revocation.Reading, now: str) -> list[str]:
     """The status change a revocation or a resubscription asks for, in the caller's transaction:
     the ids of the contacts it changed (none already in that state)."""
-    from marketing_cli.services.contacts import events
+    from marketing_cli.services.contacts import consents, events
 
     new_status, kind = _STATUS[reading.action]
     last = conn.execute(  # the last campaign handed to the number (not a confirmation): its `unsubscribed`
@@ -49,10 +49,12 @@ def _apply(conn: sqlite3.Connection, workspace_id: int, number: str, body: str,
         "UPDATE contacts SET sms_status = ?, updated_at = ? WHERE workspace_id = ? AND phone = ?"
         " AND COALESCE(sms_status, 'SUBSCRIBED') != ? RETURNING id",
         (new_status, now, workspace_id, number, new_status)).fetchall()]
+    source = consents.Source("sms_keyword", message_text=body, campaign_id=last["campaign_id"] if last else None)
     for contact_id in sorted(changed):
         events.append_event(conn, workspace_id, contact_id, kind,
                             {"channel": "sms", "reply": body.strip()[:160], "rule": reading.rule,
                              "campaign_id": last["campaign_id"] if last else None})
+        consents.append(conn, workspace_id, contact_id, [("sms", new_status)], source, at=now)  # the ledger's row
     if new_status == "UNSUBSCRIBED" and changed and last is not None:
         conn.execute("UPDATE sms_messages SET unsubscribed_at = ? WHERE id = ? AND unsubscribed_at IS NULL",
                      (now, last["id"]))
