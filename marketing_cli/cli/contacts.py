@@ -122,12 +122,12 @@ def contacts_upsert(
     if field or "fields" in request:
         request["fields"] = _fields(field, request)
     for key, value in (("email_address", email), ("phone_number", phone), ("tags", tag_ids(s, tag)),
-                       ("status", status), ("sms_status", sms_status)):
+                       ("status", status), ("sms_status", sms_status), ("consent_text", consent_text)):
         if value:
             request[key] = value
     if partial or replace or "partial_update" not in request:  # the command line merges unless told otherwise
         request["partial_update"] = not replace
-    contact, removed = contacts.upsert_and_report(s.conn(), s.workspace_id(), request)
+    contact, removed = contacts.upsert_and_report(s.conn(), s.workspace_id(), request, source="command")
     emit(contact, as_json, render_contact)
     if removed is not None:
         from marketing_cli.cli.output import err_console
@@ -153,7 +153,6 @@ def _shown(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return ", ".join(map(str, value)) if isinstance(value, list) else str(value)
-    consent_text: ConsentTextOption = None,
 
 
 @app.command("get")
