@@ -24,12 +24,14 @@ import struct
 import subprocess
 import time
 from collections.abc import Callable
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from marketing_cli.kernel.money import cents
 from tests import factories
 from tests.conftest import Server, free_port
 
@@ -194,10 +196,10 @@ def test_the_dashboard_in_chromium_shows_the_apis_numbers(tmp_path: Path, new_db
                                        **{k: n(stats["aggregate"][k]) for k in ("delivered", "opened", "clicked",
                                                                                 "bounced", "unsubscribed")}}
         assert rows[data["sms"]] == {**{k: n(sms[k]) for k in ("sent", "delivered", "failed", "clicked",
-                                                               "unsubscribed")}, "total_cost": sms_cost}
-        cards = tab.value(CARDS)
-        assert cards["spent"] == sms_cost and cards["reserved"] == "0.00"
-        assert float(cards["balance"]) == 50 - float(sms_cost)  # sms_ready's top-up less the campaign's cost
+                                                               "unsubscribed")}, "total_cost": cents(sms_cost)}
+        cards = tab.value(CARDS)  # people read cents; the API's figures keep every digit
+        assert cards["spent"] == cents(sms_cost) and cards["reserved"] == "0.00"
+        assert cards["balance"] == cents(Decimal(50) - Decimal(sms_cost))  # sms_ready's top-up less the cost
         tab.screenshot(shots / "dashboard-campaigns.png")
 
         # One campaign's report, reached by its link.
