@@ -876,12 +876,13 @@ def person_with_everything(conn: sqlite3.Connection, workspace_id: int) -> dict[
     got the same campaigns. Returns {"person", "other", "campaign", "failed_campaign",
     "sms_campaign", "automation"} (ids)."""
     from marketing_cli import jobs, services
-    from marketing_cli.kernel.tokens import make_token
     from marketing_cli.services.automations import triggers
     from marketing_cli.services.contacts import events, records
     from marketing_cli.services.delivery import test_emails, tracking
+    from marketing_cli.services.delivery.path_tokens import MessageTokens
     from marketing_cli.services.email import preparation, schedule, stats
     from marketing_cli.services.sms import links as sms_links
+    from marketing_cli.services.sms import replies
     from marketing_cli.services.sms import schedule as sms_schedule
     from marketing_cli.storage.db import instance_secret, transaction
 
@@ -905,11 +906,11 @@ def person_with_everything(conn: sqlite3.Connection, workspace_id: int) -> dict[
     schedule.schedule_campaign(conn, ws, mail["id"], {"schedule_type": "NOW"})
     assert jobs.run_due(conn)["failed"] == 0
     message_id = conn.execute("SELECT id FROM email_messages WHERE contact_id = ?", (person["id"],)).fetchone()[0]
-    token = make_token(instance_secret(conn), "m", message_id)
+    tokens = MessageTokens.make(instance_secret(conn), message_id)
     link_id = conn.execute("SELECT id FROM email_links WHERE campaign_id = ? AND url LIKE 'https://shop%'",
                            (mail["id"],)).fetchone()[0]
-    tracking.track_open(conn, token, BROWSER, PERSON_IP)
-    tracking.track_click(conn, token, str(link_id), BROWSER, PERSON_IP)
+    tracking.track_open(conn, tokens.open, BROWSER, PERSON_IP)
+    tracking.track_click(conn, tokens.click, str(link_id), BROWSER, PERSON_IP)
     test_emails.send_test_email(conn, ws, mail["id"], {"variant_type": "A", "recipient": PERSON_EMAIL})
     # email: a second campaign whose message to the person failed, the relay quoting the address
     failed = ready_campaign(conn, ws, html=PERSON_HTML, domain="example.net")
@@ -928,6 +929,9 @@ def person_with_everything(conn: sqlite3.Connection, workspace_id: int) -> dict[
                         (text["id"], person["id"])).fetchone()[0]
     short = [url for _, _, url in sms_links.find_urls(body) if "/s/" in url][0]
     sms_links.track_click(conn, short.rsplit("/s/", 1)[1], BROWSER, PERSON_IP)
+    # the person's own words: a reply kept (sms_replies), a revocation in the consent ledger, its
+    # confirmation text queued to the number
+    replies.receive(conn, ws, {"From": PERSON_PHONE, "Body": f"Stop texting me, {PERSON_VALUE} is far"})
     # a flow: enrolled by hand, a webhook call about the person (refused: a private address), then a wait
     flow = automation(conn, ws, {"name": "Welcome", "triggers": [{"type": "manual"}], "steps": [
         {"id": "hook", "type": "webhook", "url": "http://127.0.0.1:9/hook", "next": "pause"},

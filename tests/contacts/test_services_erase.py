@@ -292,7 +292,8 @@ def test_the_export_holds_everything_about_the_person(conn: sqlite3.Connection, 
     assert personal_data.export_person(conn, ws, f.PERSON_PHONE)["contact"]["id"] == world["person"]
     assert (by_id["format"], by_id["version"], by_id["contact"]["id"]) == ("mkt.personal-data", 1, world["person"])
     assert by_id["contact"]["data"]["city"] == f"{f.PERSON_VALUE} Nord" and by_id["contact"]["tags"][0]["name"] == "vip"
-    assert [e["type"] for e in by_id["events"]] == ["CONTACT_SUBSCRIBED_PENDING", "FIELD_UPDATED", "CUSTOM_EVENT"]
+    assert [e["type"] for e in by_id["events"]] == ["CONTACT_SUBSCRIBED_PENDING", "FIELD_UPDATED", "CUSTOM_EVENT",
+                                                    "CONTACT_UNSUBSCRIBED"]  # the SMS reply's revocation
     assert by_id["events"][2]["payload"]["properties"]["ship_to"].startswith(f.PERSON_VALUE)  # decoded JSON
     assert sorted(m["status"] for m in by_id["email_messages"]) == ["delivered", "failed"]
     opened = [m for m in by_id["email_messages"] if m["status"] == "delivered"][0]
@@ -300,26 +301,31 @@ def test_the_export_holds_everything_about_the_person(conn: sqlite3.Connection, 
     clicks = [(k["url"], k["device_type"]) for k in by_id["email_clicks"]]
     assert clicks == [("https://shop.example.org/sale", "mobile")]
     assert f.PERSON_VALUE in by_id["sms_messages"][0]["body"] and by_id["sms_messages"][0]["phone"] == f.PERSON_PHONE
+    assert len(by_id["sms_messages"]) == 2  # the campaign's text and the confirmation of the revocation
     assert by_id["sms_clicks"][0]["url"].startswith(f"https://shop.example.org/?c={f.PERSON_VALUE}")
     assert [e["status"] for e in by_id["automation_enrollments"]] == ["active"]
     assert [r["step_id"] for r in by_id["automation_step_runs"]] == ["hook", "pause"]
     assert by_id["automation_webhooks"][0]["body"]["contact"]["email_address"] == f.PERSON_EMAIL
     assert [t["recipient"] for t in by_id["test_emails"]] == [f.PERSON_EMAIL]
-    assert by_id["suppressions"] == [] and "consents" not in by_id  # no consent ledger in this schema
+    assert by_id["suppressions"] == []
+    assert [(c["channel"], c["consent"], c["source"]) for c in by_id["consents"]][-1] == ("sms", "revoked",
+                                                                                          "sms_keyword")
+    assert [(r["action"], r["body"]) for r in by_id["sms_replies"]] == [
+        ("revoked", f"Stop texting me, {f.PERSON_VALUE} is far")]
     assert _error(lambda: personal_data.export_person(conn, ws, "nobody@example.org")) == (
         404, "We couldn't find a contact with the email address nobody@example.org.")
 
 
-def test_a_table_added_later_is_one_line_in_the_export_and_the_erase(conn: sqlite3.Connection,
-                                                                       workspace: dict[str, Any]) -> None:
-    """A consent ledger (another schema step) appears in the export and goes with the erase, through
-    the line each list already has for it."""
+def test_the_consent_ledger_is_exported_and_goes_with_the_erase(conn: sqlite3.Connection,
+                                                                 workspace: dict[str, Any]) -> None:
+    """The ledger's rows (never changed otherwise) are in the export and go with the erase."""
+    from marketing_cli.services.contacts import records
+
     ws = workspace["id"]
-    ann = f.contact(conn, ws, ANN)
-    conn.execute("CREATE TABLE contact_consents (id INTEGER, contact_id TEXT, channel TEXT, wording TEXT)")
-    conn.execute("INSERT INTO contact_consents VALUES (1, ?, 'email', 'Yes, send me news')", (ann["id"],))
+    ann = records.create_contact(conn, ws, {"fields": {"email_address": ANN}, "status": "SUBSCRIBED",
+                                            "consent_text": "Yes, send me news"})
     exported = personal_data.export_person(conn, ws, ann["id"])
-    assert exported["consents"] == [{"id": 1, "contact_id": ann["id"], "channel": "email",
-                                     "wording": "Yes, send me news"}]
+    assert [(c["channel"], c["consent"], c["consent_text"]) for c in exported["consents"]] == [
+        ("email", "given", "Yes, send me news")]
     erase.delete_contact(conn, ws, ann["id"])
-    assert conn.execute("SELECT count(*) FROM contact_consents").fetchone()[0] == 0
+    assert conn.execute("SELECT count(*) FROM contact_consents WHERE contact_id = ?", (ann["id"],)).fetchone()[0] == 0

@@ -52,6 +52,7 @@ PERSON_ROWS: tuple[tuple[str, str], ...] = (
                          " (SELECT id FROM campaigns WHERE workspace_id = :ws) AND contact_id = :contact"),
     ("test_email_sends", "DELETE FROM test_email_sends WHERE workspace_id = :ws AND lower(recipient) = :email"),
     ("contact_consents", "DELETE FROM contact_consents WHERE contact_id = :contact"),
+    ("sms_replies", "DELETE FROM sms_replies WHERE workspace_id = :ws AND (contact_id = :contact OR phone = :phone)"),
     ("automation_segment_state", "DELETE FROM automation_segment_state WHERE contact_id = :contact"),
     ("contact_tags", "DELETE FROM contact_tags WHERE contact_id = :contact"),
 )

@@ -83,6 +83,9 @@ SECTIONS: tuple[Section, ...] = (
             "SELECT campaign_id, recipient, sent_at FROM test_email_sends WHERE workspace_id = :ws"
             " AND lower(recipient) = :email ORDER BY id"),
     Section("consents", "contact_consents", "SELECT * FROM contact_consents WHERE contact_id = :contact ORDER BY id"),
+    Section("sms_replies", "sms_replies",
+            "SELECT id, phone, body, action, rule, changed, confirmation_id, received_at FROM sms_replies"
+            " WHERE workspace_id = :ws AND (contact_id = :contact OR phone = :phone) ORDER BY id"),
 )
 
 
