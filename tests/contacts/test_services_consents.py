@@ -296,7 +296,7 @@ WRITERS = {
     "services/delivery/tracking.py",     # unsubscribe (page, one-click)
     "services/delivery/confirmation.py",  # double opt-in
     "services/delivery/bounces.py",      # bounces, complaints
-    "services/sms/webhooks.py",          # STOP / START replies
+    "services/sms/replies.py",           # SMS replies: revocations (STOP, phrases), START / UNSTOP
 }
 _WRITES_STATUS = re.compile(r"(UPDATE\s+contacts\s+SET|INSERT\s+INTO\s+contacts\s*\()[^;]*?\b(?:sms_)?status\b",
                             re.IGNORECASE | re.DOTALL)
