@@ -189,7 +189,8 @@ def sms_ws(conn: sqlite3.Connection, workspace: dict[str, Any]) -> int:
 def _queued_sms(conn: sqlite3.Connection, ws: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     """An SMS campaign to both numbers, expanded and charged, every message held by quiet hours."""
     now = clock.utcnow() + timedelta(hours=11)  # France's texting window: one minute, hours away
-    window = f"{now:%H}:{now:%M}-{now:%H}:{now.minute + 1 if now.minute < 59 else 59:02d}"
+    minute = min(now.minute, 58)  # (at minute 59 the window was 08:59-08:59: no window, a broken table)
+    window = f"{now:%H}:{minute:02d}-{now:%H}:{minute + 1:02d}"
     table = tmp_path / "quiet.csv"
     table.write_text(f"region,days,hours,source\nFR,Mon-Sun,{window},a test\n", encoding="utf-8")
     monkeypatch.setenv("MKT_SMS_QUIET_HOURS", str(table))
