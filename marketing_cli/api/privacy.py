@@ -14,6 +14,7 @@ from starlette.routing import Route
 from marketing_cli.api import contacts as _contact_paths  # noqa: F401 - registers the contact_id convertor
 from marketing_cli.api.auth import require_workspace
 from marketing_cli.api.calls import call
+from marketing_cli.api.endpoints import on_id
 from marketing_cli.api.responses import envelope_b, read_json
 from marketing_cli.services.contacts import records, suppressions
 from marketing_cli.services.privacy import erase, personal_data
@@ -46,9 +47,7 @@ async def add_suppression(request: Request) -> Response:
     return envelope_b(await call(request, suppressions.add_suppression, workspace_id, body), 201)
 
 
-async def remove_suppression(request: Request) -> Response:
-    workspace_id = require_workspace(request)
-    return envelope_b(await call(request, suppressions.remove_suppression, workspace_id, request.path_params["id"]))
+remove_suppression = on_id(suppressions.remove_suppression, "id", envelope=envelope_b)
 
 
 routes = [

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from marketing_cli.cli.deletes import DeleteYesOption
+from marketing_cli.cli.deletes import delete_command
 from marketing_cli.cli.output import (
     JsonOption,
     QuietOption,
@@ -437,13 +437,6 @@ def caps_set(ctx: typer.Context, channel: Channel,
     emit(caps.set_caps(s.conn(), s.workspace_id(), {channel: cap}), as_json, render_caps)
 
 
-@app.command("delete")
-def automations_delete(ctx: typer.Context, automation_id: AutomationId,
-        yes: DeleteYesOption = False, as_json: JsonOption = False) -> None:
-    """Delete a DRAFT or ARCHIVED automation (DELETE /v1/automations/:id)."""
-    from marketing_cli.cli.deletes import run
-    from marketing_cli.services.deletion import campaigns
-
-    s = state(ctx)
-    run(f"Delete automation {automation_id} with its versions, enrollments and step messages?", yes,
-        lambda: campaigns.remove_automation(s.conn(), s.workspace_id(), automation_id), as_json)
+delete_command(app, AutomationId, "marketing_cli.services.deletion.campaigns:remove_automation",
+               'Delete automation {id} with its versions, enrollments and step messages?',
+               'Delete a DRAFT or ARCHIVED automation (DELETE /v1/automations/:id).')

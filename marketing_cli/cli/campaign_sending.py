@@ -14,7 +14,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from marketing_cli.cli.deletes import DeleteYesOption
+from marketing_cli.cli.deletes import delete_command
 from marketing_cli.cli.local_time import (
     AtOption,
     LocalTimeOption,
@@ -119,17 +119,6 @@ def campaigns_archive(ctx: typer.Context, campaign_id: CampaignId, as_json: Json
     s = state(ctx)
     emit(email_schedule.archive_campaign(s.conn(), s.workspace_id(), campaign_id), as_json,
          lambda r: f"Campaign {r['id']} archived: `mkt campaigns delete {r['id']}` now deletes it.")
-
-
-def campaigns_delete(ctx: typer.Context, campaign_id: CampaignId, yes: DeleteYesOption = False,
-                     as_json: JsonOption = False) -> None:
-    """Delete an email campaign; one that sent messages once archived (DELETE /v1/campaigns/:id)."""
-    from marketing_cli.cli.deletes import run
-    from marketing_cli.services.deletion import campaigns
-
-    s = state(ctx)
-    run(f"Delete campaign {campaign_id} with its messages and statistics?", yes,
-        lambda: campaigns.remove_campaign(s.conn(), s.workspace_id(), campaign_id), as_json)
 
 
 def campaigns_unschedule(ctx: typer.Context, campaign_id: CampaignId, as_json: JsonOption = False) -> None:
@@ -246,5 +235,7 @@ def register(app: typer.Typer) -> None:
     app.command("cancel")(campaigns_cancel)
     app.command("resume")(campaigns_resume)
     app.command("archive")(campaigns_archive)
-    app.command("delete")(campaigns_delete)
+    delete_command(app, CampaignId, "marketing_cli.services.deletion.campaigns:remove_campaign",
+                   "Delete campaign {id} with its messages and statistics?",
+                   "Delete an email campaign; one that sent messages once archived (DELETE /v1/campaigns/:id).")
     app.command("watch")(campaigns_watch)

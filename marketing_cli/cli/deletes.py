@@ -7,17 +7,24 @@ delete without `--yes` is refused (exit 1, nothing deleted) rather than run unas
 script says what it means. After a delete the command prints what went with the resource
 ("Tag vip removed from 1,204 contacts."), from the service's `Removal.effects`; `--json`
 prints exactly DELETE's `data`, `{"id", "deleted": true}`.
+
+`delete_command` registers the command on a resource's sub-app from its parts (the id
+argument, the service's `remove_*`, the question, the help), so the nine resources' commands
+are one piece of code; the service is named "module:function" and imported when the command
+runs, so `mkt --help` imports no service.
 """
 
 from __future__ import annotations
 
+import importlib
 import sys
 from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
 
-from marketing_cli.cli.output import emit
+from marketing_cli.cli.output import JsonOption, emit
+from marketing_cli.cli.state import state
 from marketing_cli.errors import MktError
 
 DeleteYesOption = Annotated[bool, typer.Option("--yes", "-y", help="Delete without asking (needed without a terminal).")]
@@ -53,3 +60,21 @@ def run(question: str, yes: bool, remove: Callable[[], Any], as_json: bool) -> N
         return Text("\n".join(removal.effects))
 
     emit(removal.data, as_json, human)
+
+
+def delete_command(app: typer.Typer, argument: Any, service: str, question: str, doc: str, *,
+                   resolve: Callable[[Any, str], Any] | None = None) -> None:
+    """Register `delete ID` on `app`: `argument` the id's Annotated type, `service` the
+    "module:function" of its `remove_*(conn, workspace_id, id)`, `question` with `{id}`, `doc`
+    the command's help; `resolve(state, text)` reads the id first (a tag by name)."""
+    def delete(ctx: typer.Context, resource_id: Any, yes: bool = False, as_json: bool = False) -> None:
+        s = state(ctx)
+        target = resolve(s, resource_id) if resolve else resource_id
+        module, _, name = service.partition(":")
+        remove = getattr(importlib.import_module(module), name)
+        run(question.format(id=resource_id), yes, lambda: remove(s.conn(), s.workspace_id(), target), as_json)
+
+    delete.__doc__ = doc
+    delete.__annotations__ = {"ctx": typer.Context, "resource_id": argument, "yes": DeleteYesOption,
+                              "as_json": JsonOption, "return": None}
+    app.command("delete")(delete)

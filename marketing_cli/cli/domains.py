@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from marketing_cli.cli.deletes import DeleteYesOption
+from marketing_cli.cli.deletes import delete_command
 from marketing_cli.cli.output import JsonOption, QuietOption, WideOption, emit
 from marketing_cli.cli.registry import HELP
 from marketing_cli.cli.state import state
@@ -155,13 +155,6 @@ def domains_mark_verified(
     emit(domains.mark_domain_verified(s.conn(), s.workspace_id(), domain_id, undo=undo), as_json, render_domain)
 
 
-@app.command("delete")
-def domains_delete(ctx: typer.Context, domain_id: DomainId,
-        yes: DeleteYesOption = False, as_json: JsonOption = False) -> None:
-    """Delete a sending domain with its DNS records and sender identities (DELETE /v1/domains/:id)."""
-    from marketing_cli.cli.deletes import run
-    from marketing_cli.services.deletion import sending
-
-    s = state(ctx)
-    run(f"Delete domain {domain_id} with its DNS records and its senders?", yes,
-        lambda: sending.remove_domain(s.conn(), s.workspace_id(), domain_id), as_json)
+delete_command(app, DomainId, "marketing_cli.services.deletion.sending:remove_domain",
+               'Delete domain {id} with its DNS records and its senders?',
+               'Delete a sending domain with its DNS records and sender identities (DELETE /v1/domains/:id).')

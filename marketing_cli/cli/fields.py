@@ -6,7 +6,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from marketing_cli.cli.deletes import DeleteYesOption
+from marketing_cli.cli.deletes import delete_command
 from marketing_cli.cli.output import JsonOption, QuietOption, WideOption, emit, pairs, table
 from marketing_cli.cli.registry import HELP
 from marketing_cli.cli.state import state
@@ -108,13 +108,7 @@ def fields_update(
     emit(fields.update_field(conn, workspace_id, field_id, body), as_json, render_field)
 
 
-@app.command("delete")
-def fields_delete(ctx: typer.Context, field_id: Annotated[str, typer.Argument(metavar="ID", help="The field's id (see `mkt fields list`).")],
-        yes: DeleteYesOption = False, as_json: JsonOption = False) -> None:
-    """Delete a custom field, its values on every contact and its index (DELETE /v1/fields/:id)."""
-    from marketing_cli.cli.deletes import run
-    from marketing_cli.services.deletion import audience
-
-    s = state(ctx)
-    run(f"Delete field {field_id} and its value on every contact?", yes,
-        lambda: audience.remove_field(s.conn(), s.workspace_id(), field_id), as_json)
+FieldId = Annotated[str, typer.Argument(metavar='ID', help="The field's id (see `mkt fields list`).")]
+delete_command(app, FieldId, "marketing_cli.services.deletion.audience:remove_field",
+               'Delete field {id} and its value on every contact?',
+               'Delete a custom field, its values on every contact and its index (DELETE /v1/fields/:id).')

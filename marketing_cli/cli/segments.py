@@ -8,7 +8,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from marketing_cli.cli.deletes import DeleteYesOption
+from marketing_cli.cli.deletes import delete_command
 from marketing_cli.cli.output import JsonOption, QuietOption, WideOption, emit, json_option, pairs, table
 from marketing_cli.cli.registry import HELP
 from marketing_cli.cli.state import state
@@ -158,13 +158,6 @@ def segments_refresh(ctx: typer.Context, segment_id: SegmentId, as_json: JsonOpt
                    "`mkt jobs run` (or `mkt serve`) runs it.")
 
 
-@app.command("delete")
-def segments_delete(ctx: typer.Context, segment_id: SegmentId,
-        yes: DeleteYesOption = False, as_json: JsonOption = False) -> None:
-    """Delete a segment; no contact changes (DELETE /v1/segments/:id)."""
-    from marketing_cli.cli.deletes import run
-    from marketing_cli.services.deletion import audience
-
-    s = state(ctx)
-    run(f"Delete segment {segment_id}?", yes,
-        lambda: audience.remove_segment(s.conn(), s.workspace_id(), segment_id), as_json)
+delete_command(app, SegmentId, "marketing_cli.services.deletion.audience:remove_segment",
+               'Delete segment {id}?',
+               'Delete a segment; no contact changes (DELETE /v1/segments/:id).')

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from marketing_cli.cli.deletes import DeleteYesOption
+from marketing_cli.cli.deletes import delete_command
 from marketing_cli.cli.output import JsonOption, QuietOption, WideOption, emit, table
 from marketing_cli.cli.registry import HELP
 from marketing_cli.cli.state import state
@@ -61,13 +61,7 @@ def senders_show(
     emit(senders.show_sender_identity(s.conn(), s.workspace_id(), sender_id), as_json, lambda x: _rows([x]))
 
 
-@app.command("delete")
-def senders_delete(ctx: typer.Context, sender_id: Annotated[str, typer.Argument(metavar="ID", help="The sender identity's id (see `mkt senders list`).")],
-        yes: DeleteYesOption = False, as_json: JsonOption = False) -> None:
-    """Delete a sender identity (DELETE /v1/sender-identities/:id)."""
-    from marketing_cli.cli.deletes import run
-    from marketing_cli.services.deletion import sending
-
-    s = state(ctx)
-    run(f"Delete sender identity {sender_id}?", yes,
-        lambda: sending.remove_sender(s.conn(), s.workspace_id(), sender_id), as_json)
+SenderIdArgument = Annotated[str, typer.Argument(metavar='ID', help="The sender identity's id (see `mkt senders list`).")]
+delete_command(app, SenderIdArgument, "marketing_cli.services.deletion.sending:remove_sender",
+               'Delete sender identity {id}?',
+               'Delete a sender identity (DELETE /v1/sender-identities/:id).')

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from marketing_cli.cli import sms_quiet_hours, sms_replies, sms_stats
-from marketing_cli.cli.deletes import DeleteYesOption
+from marketing_cli.cli.deletes import delete_command
 from marketing_cli.cli.local_time import AtOption, LocalTimeOption, MissedOption, YesOption
 from marketing_cli.cli.output import JsonOption, QuietOption, WideOption, emit, json_option, pairs, table, usage_error
 from marketing_cli.cli.registry import HELP
@@ -429,13 +429,6 @@ sms_quiet_hours.register(app)
 sms_replies.register(app)
 
 
-@app.command("delete")
-def sms_delete(ctx: typer.Context, campaign_id: CampaignId,
-        yes: DeleteYesOption = False, as_json: JsonOption = False) -> None:
-    """Delete an SMS campaign; a completed one once archived (DELETE /v1/sms-campaigns/:id)."""
-    from marketing_cli.cli.deletes import run
-    from marketing_cli.services.deletion import campaigns
-
-    s = state(ctx)
-    run(f"Delete SMS campaign {campaign_id} and its messages?", yes,
-        lambda: campaigns.remove_sms_campaign(s.conn(), s.workspace_id(), campaign_id), as_json)
+delete_command(app, CampaignId, "marketing_cli.services.deletion.campaigns:remove_sms_campaign",
+               'Delete SMS campaign {id} and its messages?',
+               'Delete an SMS campaign; a completed one once archived (DELETE /v1/sms-campaigns/:id).')

@@ -6,8 +6,9 @@ from typing import Annotated
 
 import typer
 
-from marketing_cli.cli.deletes import DeleteYesOption
+from marketing_cli.cli.deletes import delete_command
 from marketing_cli.cli.output import JsonOption, QuietOption, WideOption, emit, table
+from marketing_cli.cli.references import tag_ids
 from marketing_cli.cli.registry import HELP
 from marketing_cli.cli.state import state
 
@@ -39,13 +40,8 @@ def tags_list(ctx: typer.Context, as_json: JsonOption = False, wide: WideOption 
          lambda rows: table(["id", "name"], [(t["id"], t["name"]) for t in rows]), wide=wide, quiet=quiet)
 
 
-@app.command("delete")
-def tags_delete(ctx: typer.Context, tag_id: Annotated[str, typer.Argument(metavar="ID", help="The tag's id (see `mkt tags list`).")],
-        yes: DeleteYesOption = False, as_json: JsonOption = False) -> None:
-    """Delete a tag: it leaves its contacts in one go, no TAG_REMOVED events (DELETE /v1/tags/:id)."""
-    from marketing_cli.cli.deletes import run
-    from marketing_cli.services.deletion import audience
-
-    s = state(ctx)
-    run(f"Delete tag {tag_id} and remove it from all its contacts?", yes,
-        lambda: audience.remove_tag(s.conn(), s.workspace_id(), tag_id), as_json)
+TagRef = Annotated[str, typer.Argument(metavar='TAG', help="The tag: its id or its name (see `mkt tags list`).")]
+delete_command(app, TagRef, "marketing_cli.services.deletion.audience:remove_tag",
+               'Delete tag {id} and remove it from all its contacts?',
+               'Delete a tag: it leaves its contacts in one go, no TAG_REMOVED events (DELETE /v1/tags/:id).',
+               resolve=lambda s, text: tag_ids(s, [text])[0])

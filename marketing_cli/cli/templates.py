@@ -7,7 +7,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from marketing_cli.cli.deletes import DeleteYesOption
+from marketing_cli.cli.deletes import delete_command
 from marketing_cli.cli.output import JsonOption, QuietOption, WideOption, emit, json_option, pairs, table, usage_error
 from marketing_cli.cli.registry import HELP
 from marketing_cli.cli.state import state
@@ -142,13 +142,6 @@ def templates_asset(
         raise usage_error(f"--output: cannot write {output}: {exc.strerror}.") from None
 
 
-@app.command("delete")
-def templates_delete(ctx: typer.Context, template_id: TemplateId,
-        yes: DeleteYesOption = False, as_json: JsonOption = False) -> None:
-    """Delete a template; campaigns and flows made from it keep their copy (DELETE /v1/templates/:id)."""
-    from marketing_cli.cli.deletes import run
-    from marketing_cli.services.deletion import sending
-
-    s = state(ctx)
-    run(f"Delete template {template_id}?", yes,
-        lambda: sending.remove_template(s.conn(), s.workspace_id(), template_id), as_json)
+delete_command(app, TemplateId, "marketing_cli.services.deletion.sending:remove_template",
+               'Delete template {id}?',
+               'Delete a template; campaigns and flows made from it keep their copy (DELETE /v1/templates/:id).')

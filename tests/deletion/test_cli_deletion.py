@@ -103,3 +103,15 @@ def test_segments_update_and_campaigns_archive(conn: Any, workspace: dict[str, A
     f.sent_long_ago(conn, sent)
     result = cli("campaigns", "delete", sent, "--yes")
     assert result.exit_code == 0 and "Campaign Spring sale deleted with 1 message" in result.stdout
+
+
+def test_a_tag_is_deleted_by_its_name_too(conn: Any, workspace: dict[str, Any], cli: Any) -> None:
+    """Tag names are taken wherever a tag id is on the command line (`mkt tags delete vip`)."""
+    ws = workspace["id"]
+    f.tag(conn, ws, "vip")
+    f.contact(conn, ws, "ann@example.com", tags=[conn.execute("SELECT id FROM tags WHERE name = 'vip'").fetchone()[0]])
+    unknown = cli("tags", "delete", "vipp", "--yes")
+    assert unknown.exit_code == 1 and "There is no tag named 'vipp'" in unknown.stderr
+    done = cli("tags", "delete", "vip", "--yes")
+    assert done.exit_code == 0 and "removed from 1 contact" in done.stdout
+    assert conn.execute("SELECT count(*) FROM tags WHERE workspace_id = ?", (ws,)).fetchone()[0] == 0
