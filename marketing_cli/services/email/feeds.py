@@ -36,7 +36,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from marketing_cli.errors import MktError
-from marketing_cli.kernel import clock
+from marketing_cli.kernel import clock, outbound
 from marketing_cli.services.email import template_url
 
 FEED_ACCEPT = "application/rss+xml, application/atom+xml, application/xml;q=0.9, text/xml;q=0.9, */*;q=0.5"
@@ -73,8 +73,12 @@ class Feed:
 
 def fetch_feed(url: str) -> Feed:
     """The feed at `url`; MktError(400) with the template-URL messages, or NOT_A_FEED."""
-    fetched = template_url.fetch_html(url, accept=FEED_ACCEPT)
-    return parse_feed(fetched.html)
+    page = template_url.fetch(url, accept=FEED_ACCEPT)
+    try:
+        text = outbound.decode(page.body, page.charset)
+    except ValueError:
+        raise MktError(400, template_url.NOT_TEXT) from None
+    return parse_feed(text)
 
 
 def parse_feed(text: str) -> Feed:
