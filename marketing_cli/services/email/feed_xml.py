@@ -24,6 +24,10 @@ and at every occurrence (on the job runner), so what reading it may cost is boun
 5. **feedparser's `bozo` flag** is a failure, not a warning: a feed cut short or with crossed
    tags is refused, never sent as an empty item.
 
+The entity check is the standard library's expat with its declaration handlers refusing:
+defusedxml does the same over the same parser, as fast (0.025 s against 0.029 s for a 5 MiB
+feed), and would have been a dependency that still needs the caps added by hand.
+
 feedparser's own HTML sanitizer and relative-URI resolution are off: the item HTML is
 cleaned by html_clean (nh3) where it is rendered, and the sanitizer was the costliest part
 (7.8 s for 4.6 MiB of HTML in CDATA, 0.03 s without it).
