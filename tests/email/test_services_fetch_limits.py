@@ -27,6 +27,7 @@ FEED = factories.rss([("post-1", "First post", "Mon, 23 Nov 2026 10:00:00 GMT")]
 
 @dataclass
 class Caller:
+    kind: str
     call: Callable[[str], Any]
     written: Callable[[], int]
 
@@ -35,11 +36,11 @@ class Caller:
 def caller(request: pytest.FixtureRequest, conn: Any, workspace: dict[str, Any]) -> Caller:
     ws = workspace["id"]
     if request.param == "template":
-        return Caller(lambda url: templates.create_template(conn, ws, {"name": "T", "type": "code",
+        return Caller("template", lambda url: templates.create_template(conn, ws, {"name": "T", "type": "code",
                                                                          "import_format": "url", "url": url}),
                       lambda: conn.execute("SELECT COUNT(*) FROM templates").fetchone()[0])
     campaign = factories.feed_campaign(conn, ws)
-    return Caller(lambda url: series.create_series(conn, ws, campaign["id"], {"rrule": WEEKLY, "feed_url": url}),
+    return Caller("feed", lambda url: series.create_series(conn, ws, campaign["id"], {"rrule": WEEKLY, "feed_url": url}),
                   lambda: conn.execute("SELECT COUNT(*) FROM campaign_series").fetchone()[0])
 
 
@@ -105,3 +106,17 @@ def test_a_redirect_to_a_private_address_is_refused(caller: Caller, monkeypatch:
         _, message = refused(caller, f"http://public.example:{public.port}/feed.xml")
     assert message == "The url points to a private, loopback or reserved network address, which is not allowed."
     assert private.requests == [] and caller.written() == 0
+
+
+@pytest.mark.parametrize("charset", ["unicode_escape", "raw_unicode_escape", "rot13", "x-no-such-charset"])
+def test_a_charset_no_browser_reads_is_a_400(caller: Caller, allow_private: None, charset: str) -> None:
+    """Before: `charset=unicode_escape` turned `\\ud800` into a lone surrogate that could be
+    neither stored nor answered (a 500)."""
+    body = b"<p>\\ud800 \\u0000</p>" if caller.kind == "template" else FEED.replace(b"First", b"\\ud800 First")
+    headers = {"Content-Type": f"text/html; charset={charset}"}
+    with HostileServer("ok", headers=headers, body=body) as server:
+        _, message = refused(caller, server.url("/"))
+    assert message == ("The page at the url is not text in UTF-8 or in the charset it declares."
+                       if caller.kind == "template" else
+                       f"The feed declares the charset '{charset}', which mkt does not read.")
+    assert caller.written() == 0
