@@ -983,3 +983,35 @@ def mailed_before_the_upgrade(conn: sqlite3.Connection) -> None:
     with transaction(conn):
         conn.execute("UPDATE token_cutovers SET last_id = (SELECT COALESCE(MAX(id), 0) FROM email_messages)"
                      " WHERE kind = 'm'")
+
+
+# --- outbound calls and untrusted documents (issue 40) -----------------------------------------
+
+FEED_HTML = ('<p>{{feed.title}}: {{feed.item_count}} new</p>{{#feed.items}}<div class="item"><h2>'
+             '<a href="{{item.url}}">{{item.title}}</a></h2><p>{{item.summary}}</p></div>{{/feed.items}}'
+             '<p><a href="{{unsubscribe_url}}">Unsubscribe</a></p>')
+
+
+def feed_campaign(conn: sqlite3.Connection, workspace_id: int, emails: tuple[str, ...] = ("ann@example.org",)
+                  ) -> dict[str, Any]:
+    """A sendable campaign whose HTML carries a {{#feed.items}} block (a feed series can be made of it)."""
+    from marketing_cli.services.email import campaigns, variant_html
+
+    made = sendable_campaign(conn, workspace_id, list(emails))
+    variant_html.set_variant_html(conn, workspace_id, made["id"], "A", {"html": FEED_HTML})
+    campaigns.configure_campaign(conn, workspace_id, made["id"], {"variants": [
+        {"type": "A", "subject": "New on {{feed.title}}: {{feed.latest_title}}"}]})
+    return made
+
+
+def webhook_flow(conn: sqlite3.Connection, workspace_id: int, url: str) -> dict[str, Any]:
+    """A published flow (manual trigger) whose one step POSTs to `url`, and a contact enrolled in it."""
+    from marketing_cli.services.account import billing
+    from marketing_cli.services.automations import triggers
+
+    billing.set_allowance(conn, workspace_id, "automations", 20)
+    flow = automation(conn, workspace_id, {"name": "Hook", "triggers": [{"type": "manual"}],
+                                           "steps": [{"id": "h", "type": "webhook", "url": url}]})
+    person = contact(conn, workspace_id, "hooked@example.org")
+    triggers.enroll_contact(conn, workspace_id, flow["id"], {"contact_id": person["id"]})
+    return flow

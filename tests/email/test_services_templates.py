@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from marketing_cli.errors import MktError
+from marketing_cli.kernel import outbound
 from marketing_cli.services.email import template_url, template_zip, templates
 from tests import factories
 
@@ -358,7 +359,7 @@ def test_a_redirect_to_a_private_address_is_checked_again(conn, workspace, monke
             return "127.0.0.1"
         raise MktError(400, template_url.PRIVATE)
 
-    monkeypatch.setattr(template_url, "resolve", resolve)
+    monkeypatch.setattr(outbound, "resolve", resolve)
     routes = {"/": (302, {"Location": "http://internal.example/admin"}, b"")}
     with factories.PageServer(routes) as server:
         assert fails(conn, workspace["id"], code("url", url=server.url("/")))[1] == template_url.PRIVATE
@@ -372,7 +373,7 @@ def test_a_redirect_to_a_private_address_is_checked_again(conn, workspace, monke
     ("::ffff:127.0.0.1", False), ("fe80::1%eth0", False), ("fc00::1", False),
 ])
 def test_which_addresses_are_public(address, public) -> None:
-    assert template_url._public(address) is public
+    assert outbound.is_public(address) is public
 
 
 def test_unknown_host_and_refused_connection(conn, workspace, allow_private) -> None:
@@ -438,10 +439,10 @@ def test_https_goes_to_the_checked_address_with_the_host_name_for_tls(conn, work
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     client_context = ssl.create_default_context(cafile=str(tmp_path / "cert.pem"))
-    monkeypatch.setattr(template_url, "_tls", lambda: client_context)
+    monkeypatch.setattr(outbound, "tls", lambda: client_context)
     resolved: list[str] = []
-    real_resolve = template_url.resolve
-    monkeypatch.setattr(template_url, "resolve", lambda host, port: resolved.append(host) or real_resolve(host, port))
+    real_resolve = outbound.resolve
+    monkeypatch.setattr(outbound, "resolve", lambda host, port: resolved.append(host) or real_resolve(host, port))
     try:
         port = server.server_address[1]
         created = create(conn, workspace["id"], code("url", url=f"https://localhost:{port}/t.html"))

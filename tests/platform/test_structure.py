@@ -44,7 +44,7 @@ PACKAGE = ROOT / "marketing_cli"
 DISTRIBUTIONS = {
     "anyio": "anyio", "starlette": "starlette", "uvicorn": "uvicorn", "typer": "typer", "rich": "rich",
     "sqlite_utils": "sqlite-utils", "phonenumbers": "phonenumbers", "nh3": "nh3", "dateutil": "python-dateutil",
-    "platformdirs": "platformdirs", "httpx": "httpx", "email_validator": "email-validator", "dns": "dnspython",
+    "platformdirs": "platformdirs", "httpx": "httpx", "httpcore": "httpcore", "email_validator": "email-validator", "dns": "dnspython",
     "cryptography": "cryptography", "orjson": "orjson", "idna": "idna", "ua_parser": "ua-parser",
     "maxminddb": "maxminddb", "certifi": "certifi", "httptools": "httptools", "tinycss2": "tinycss2",
     "charset_normalizer": "charset-normalizer", "feedparser": "feedparser", "psycopg": "psycopg", "psycopg_pool": "psycopg-pool", "yaml": "pyyaml",

@@ -12,6 +12,11 @@ this module, served at GET /v1/automations/schema):
 `check_document` returns the document normalised (defaults filled in, durations in
 seconds kept beside what was written) or raises MktError(400) naming the member. Which
 templates, tags, fields, segments and senders exist is the publisher's check (validate.py).
+
+A document nests at most MAX_DEPTH levels (the document itself is one: a webhook's payload
+has about 28), checked first, without recursion, so every value a flow stores stays far
+inside what the encoders read back (orjson stops at 255 levels: a payload nested 256 to 990
+deep was stored, then every answer that held it was a 500).
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ MAX_NAME = 255
 MAX_STEPS = 200
 MAX_TRIGGERS = 20
 MAX_DOCUMENT_BYTES = 256 * 1024
+MAX_DEPTH = 32  # levels of objects and arrays in a document, the document itself counted
+TOO_DEEP = "The automation nests objects and arrays more than 32 levels deep (at '{path}')."
 MAX_WAIT_SECONDS = 366 * 86400
 REENTRY = ("once", "every_time", "cooldown")
 
@@ -261,10 +268,36 @@ def _check_step(step: Any, index: int) -> dict[str, Any]:
     return checked
 
 
+def too_deep(value: Any, limit: int = MAX_DEPTH) -> str | None:
+    """The path of the first object or array deeper than `limit` levels in `value`; None
+    when there is none. Walked with a stack, so a value nested thousands deep is no
+    RecursionError."""
+    stack: list[tuple[Any, int, str]] = [(value, 1, "")]
+    while stack:
+        item, depth, path = stack.pop()
+        if isinstance(item, dict):
+            children = [(v, f"{path}.{k}" if path else str(k)) for k, v in item.items()]
+        elif isinstance(item, list):
+            children = [(v, f"{path}[{i}]") for i, v in enumerate(item)]
+        else:
+            continue
+        if depth > limit:
+            return path
+        stack.extend((child, depth + 1, where) for child, where in children if isinstance(child, (dict, list)))
+    return None
+
+
+def _path_for_message(path: str) -> str:
+    return path if len(path) <= 80 else path[:77] + "..."
+
+
 def check_document(doc: Any) -> dict[str, Any]:
     """The document's shape (members, types, ids, pointers to known ids); its normal form."""
     if not isinstance(doc, dict):
         raise _bad("The automation must be a JSON object (docs/automations.md).")
+    deep = too_deep(doc)
+    if deep is not None:
+        raise _bad(TOO_DEEP.format(path=_path_for_message(deep)))
     if len(json.dumps(doc, ensure_ascii=False).encode("utf-8")) > MAX_DOCUMENT_BYTES:
         raise _bad(f"An automation can be at most {MAX_DOCUMENT_BYTES // 1024} KB as JSON.")
     allowed = ("name", "description", "reentry", "cooldown", "triggers", "goal", "start", "steps")
