@@ -10,8 +10,7 @@ from starlette.routing import Route
 
 from marketing_cli.api.auth import require_workspace
 from marketing_cli.api.calls import call
-from marketing_cli.api.contacts import int_param
-from marketing_cli.api.responses import envelope_b
+from marketing_cli.api.responses import envelope_b, int_param
 from marketing_cli.services.contacts import consent_export
 
 

@@ -19,8 +19,7 @@ from marketing_cli.api.calls import call
 from marketing_cli.api.contact_search import search_contacts
 from marketing_cli.api.contacts_io import export_contacts, import_contacts
 from marketing_cli.api.endpoints import on_id
-from marketing_cli.api.responses import envelope_b, read_json
-from marketing_cli.errors import MktError
+from marketing_cli.api.responses import envelope_b, int_param, read_json
 from marketing_cli.services.contacts import consent_export
 from marketing_cli.services.contacts import records as contacts
 
@@ -58,17 +57,6 @@ async def remove_contact_tags(request: Request) -> Response:
     contact_id = contacts.check_contact_id(request.path_params["contact_id"])
     body = await read_json(request, contacts.INVALID_BODY)
     return envelope_b(await call(request, contacts.remove_contact_tags, workspace_id, contact_id, body))
-
-
-def int_param(request: Request, name: str) -> int | None:
-    """An integer query parameter (absent or empty: None); 400 naming it otherwise."""
-    raw = request.query_params.get(name)
-    if raw is None or raw == "":
-        return None
-    try:
-        return int(raw)
-    except ValueError:
-        raise MktError(400, f"The query parameter '{name}' must be an integer.") from None
 
 
 async def list_contact_consents(request: Request) -> Response:

@@ -8,8 +8,7 @@ from starlette.routing import Route
 
 from marketing_cli.api.auth import require_workspace
 from marketing_cli.api.calls import call
-from marketing_cli.api.responses import envelope_b, read_json
-from marketing_cli.errors import MktError
+from marketing_cli.api.responses import envelope_b, int_param, read_json
 from marketing_cli.services.contacts import events
 
 
@@ -19,22 +18,12 @@ async def track_event(request: Request) -> Response:
     return envelope_b(await call(request, events.track_event, workspace_id, body))
 
 
-def _int_param(request: Request, name: str) -> int | None:
-    raw = request.query_params.get(name)
-    if raw is None or raw == "":
-        return None
-    try:
-        return int(raw)
-    except ValueError:
-        raise MktError(400, f"The query parameter '{name}' must be an integer.") from None
-
-
 async def list_events(request: Request) -> Response:
     workspace_id = require_workspace(request)
-    limit = _int_param(request, "limit")
+    limit = int_param(request, "limit")
     return envelope_b(await call(
         request, events.list_events, workspace_id,
-        after_id=_int_param(request, "after_id"),
+        after_id=int_param(request, "after_id"),
         limit=events.DEFAULT_LOG_LIMIT if limit is None else limit,
         type=request.query_params.get("type") or None,
         contact_id=request.query_params.get("contact_id") or None,

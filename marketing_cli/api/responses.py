@@ -208,3 +208,14 @@ class ShutdownGuard:
             log.warning("%s %s stopped by the shutdown", scope["method"], scope["path"])
             if not started:
                 await error_response(503, SHUTTING_DOWN)(scope, receive, send)
+
+
+def int_param(request: Request, name: str) -> int | None:
+    """An integer query parameter (absent or empty: None); 400 naming it otherwise."""
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise MktError(400, f"The query parameter '{name}' must be an integer.") from None
