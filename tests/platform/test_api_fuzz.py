@@ -133,6 +133,8 @@ REFUSALS: dict[str, str] = {
     r"The request body is empty: .*": "the CSV file of an import is the body",
     r"Please provide either html or template_id, not both\.": "one of the two",
     r"Give either a date format .*, not both\.": "date_format or day_first, not both",
+    r"The date format .* must read a day, a month and a year, for example %d\.%m\.%Y or %m/%d/%Y\.": (
+        "what a strftime format means (issue 41: a schema-valid date_format refused 400 failed the run)"),
     r"The type of the field cannot be changed\.": "type must equal the field's own",
     r"The template has no file named .*": NOT_FOUND,
     r"The member 'tags' holds tag IDs that do not exist in this workspace: .*": NOT_FOUND,
