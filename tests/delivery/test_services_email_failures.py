@@ -206,7 +206,9 @@ def test_a_job_that_fails_records_what_it_handed_over_so_its_retry_sends_none_of
         delivered = conn.execute("SELECT email FROM email_messages WHERE status = 'delivered'").fetchall()
         assert Counter(r[0] for r in delivered) == _mailed(server)  # ...with every message it handed over recorded
         if name != "claim_round":  # a failed claim may come before the pool started any of round one
-            assert len(server.messages) >= 3
+            # (how far the pool got depends on its threads' timing: on a loaded machine the failure
+            # came with 2 of round one handed over; it is mid-send as long as something was)
+            assert len(server.messages) >= 1
         assert _run_until_settled(conn, campaign_id) == "SENT"  # ...and its retry finished it
     assert len(calls) > 2
     assert _mailed(server) == Counter(f"r{i}@example.org" for i in range(12))  # nobody twice
