@@ -8,7 +8,9 @@ requests per second). `POST /2010-04-01/Accounts/{SID}/Messages.json` with HTTP 
 auth SID:TOKEN and a form body (To, From, Body, StatusCallback): 201 and Twilio's message
 JSON with a unique `sid`; a wrong account or password: 401 with Twilio's error JSON
 (code 20003); a form without To or Body: 400 (code 21604). `GET /` answers 200 (a probe).
-`GET /count` answers the number of messages taken so far.
+`GET /count` answers the number of messages taken so far; `GET /log` each of them as
+[To, Body, the time it was taken (Unix seconds)], in the order taken (the tests that count who
+was texted, and when, read it).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import itertools
 import json
 import os
 import sys
+import time
 from urllib.parse import parse_qsl
 
 
@@ -27,6 +30,7 @@ def make_app(account_sid: str, auth_token: str):  # noqa: ANN201 - an ASGI calla
     counter = itertools.count(1)
     prefix = f"{os.getpid() & 0xFFFFFFFF:08x}"
     taken = [0]
+    log: list[list] = []
 
     async def send_json(send, status: int, body: dict) -> None:  # noqa: ANN001
         data = json.dumps(body).encode()
@@ -38,7 +42,8 @@ def make_app(account_sid: str, auth_token: str):  # noqa: ANN201 - an ASGI calla
         if scope["type"] != "http":
             return
         if scope["method"] == "GET":
-            await send_json(send, 200, {"count": taken[0]} if scope["path"] == "/count" else {"ok": True})
+            answers = {"/count": {"count": taken[0]}, "/log": log}
+            await send_json(send, 200, answers.get(scope["path"], {"ok": True}))
             return
         chunks = []
         while True:
@@ -57,6 +62,7 @@ def make_app(account_sid: str, auth_token: str):  # noqa: ANN201 - an ASGI calla
                                         "more_info": "https://www.twilio.com/docs/errors/21604"})
             return
         taken[0] += 1
+        log.append([form["To"], form["Body"], time.time()])
         await send_json(send, 201, {
             "sid": f"SM{prefix}{next(counter):024x}", "account_sid": account_sid, "to": form["To"],
             "from": form.get("From"), "body": form["Body"], "status": "queued", "num_segments": "1",

@@ -49,33 +49,6 @@ RATE = 600  # MKT_SEND_RATE and MKT_SMS_RATE: the workspace's, all workers toget
 SID, TOKEN = "AC" + "f" * 32, "fleet-token"
 REPO = Path(__file__).resolve().parents[2]
 
-# The Twilio stand-in of the benchmarks, also counting each number it was asked to text.
-STANDIN = """
-import json, sys, uvicorn
-sys.path.insert(0, sys.argv[4])
-from bench.twilio_standin import make_app
-from urllib.parse import parse_qsl
-inner = make_app(sys.argv[2], sys.argv[3])
-tos = []
-async def app(scope, receive, send):
-    if scope["type"] == "http" and scope["method"] == "GET" and scope["path"] == "/tos":
-        body = json.dumps(tos).encode()
-        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
-        await send({"type": "http.response.body", "body": body})
-        return
-    chunks = []
-    async def replay():
-        message = await receive()
-        chunks.append(message.get("body", b""))
-        return message
-    async def sent(message):
-        if message["type"] == "http.response.start" and message["status"] == 201:
-            tos.append(dict(parse_qsl(b"".join(chunks).decode())).get("To"))
-        await send(message)
-    await inner(scope, replay if scope["type"] == "http" else receive, sent)
-uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning", access_log=False,
-            http="httptools", loop="uvloop", backlog=2048)
-"""
 
 
 def _wait_http(url: str, proc: subprocess.Popen[Any]) -> None:
@@ -260,7 +233,8 @@ def run_fleet(url: str, folder: Path, smtp: SmtpServer) -> None:
     from marketing_cli.storage.db import connect
 
     port = free_port()
-    standin = subprocess.Popen([sys.executable, "-c", STANDIN, str(port), SID, TOKEN, str(REPO)], cwd=REPO)
+    standin = subprocess.Popen([sys.executable, str(REPO / "bench" / "twilio_standin.py"), str(port), SID, TOKEN],
+                               cwd=REPO)
     workers: list[Worker] = []
     servers: list[Serve] = []
     try:
@@ -358,7 +332,7 @@ def run_fleet(url: str, folder: Path, smtp: SmtpServer) -> None:
             # SMS: the same, and the ledger charged each message once.
             import httpx
 
-            texted = Counter(httpx.get(f"http://127.0.0.1:{port}/tos", timeout=10).json())
+            texted = Counter(to for to, _, _ in httpx.get(f"http://127.0.0.1:{port}/log", timeout=10).json())
             rows = conn.execute("SELECT phone, status, uncertain, price_units, claim_token FROM sms_messages"
                                 " WHERE campaign_id = ?", (sms_id,)).fetchall()
             assert len(rows) == RECIPIENTS and {r["status"] for r in rows} == {"sent"}

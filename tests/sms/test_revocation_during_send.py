@@ -40,34 +40,6 @@ REPO = Path(__file__).resolve().parents[2]
 GRACE = 1.0  # seconds after the revocation's answer
 SMS_TEXT = "Big sale today, 20% off everything. Reply STOP to opt out."
 
-# bench/twilio_standin.py's app, also keeping each request's number and arrival time (GET /log).
-STANDIN = """
-import json, sys, time, uvicorn
-sys.path.insert(0, sys.argv[4])
-from bench.twilio_standin import make_app
-from urllib.parse import parse_qsl
-inner = make_app(sys.argv[2], sys.argv[3])
-log = []
-async def app(scope, receive, send):
-    if scope["type"] == "http" and scope["method"] == "GET" and scope["path"] == "/log":
-        body = json.dumps(log).encode()
-        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
-        await send({"type": "http.response.body", "body": body})
-        return
-    chunks = []
-    async def replay():
-        message = await receive()
-        chunks.append(message.get("body", b""))
-        return message
-    async def answer(message):
-        if message["type"] == "http.response.start" and message["status"] == 201:
-            form = dict(parse_qsl(b"".join(chunks).decode()))
-            log.append([form.get("To"), form.get("Body"), time.time()])
-        await send(message)
-    await inner(scope, replay if scope["type"] == "http" else receive, answer)
-uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning", access_log=False,
-            http="httptools", loop="uvloop", backlog=2048)
-"""
 
 
 def _world(conn: Any, standin: str) -> dict[str, Any]:
@@ -155,7 +127,8 @@ def test_a_revocation_stops_every_message_not_yet_handed_over_within_a_second(
     from marketing_cli.storage.db import transaction
 
     port = free_port()
-    standin = subprocess.Popen([sys.executable, "-c", STANDIN, str(port), SID, TOKEN, str(REPO)], cwd=REPO)
+    standin = subprocess.Popen([sys.executable, str(REPO / "bench" / "twilio_standin.py"), str(port), SID, TOKEN],
+                               cwd=REPO)
     stand_url = f"http://127.0.0.1:{port}"
     server = worker = None
     try:
