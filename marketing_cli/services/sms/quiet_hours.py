@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import csv
 import io
-import os
 import re
 from bisect import bisect_right
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from marketing_cli.errors import MktError
+from marketing_cli.kernel.data_tables import DataTable
 from marketing_cli.services.sms.places import Place
 
 TABLE_ENV = "MKT_SMS_QUIET_HOURS"
@@ -152,13 +152,7 @@ def parse_table(text: str, origin: str) -> Table:
     return Table(tuple(rules), origin, {k: tuple(v) for k, v in by_region.items()})
 
 
-@lru_cache(maxsize=8)
-def _load(path: str, stamp: tuple[float, int]) -> Table:
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise MktError(500, f"{TABLE_ENV}: cannot read the quiet-hours table {path} ({exc}).") from None
-    return parse_table(text, "built-in" if Path(path) == BUILT_IN else path)
+TABLE = DataTable(TABLE_ENV, BUILT_IN, parse_table, "quiet-hours table")
 
 
 def current_table() -> Table:
@@ -167,12 +161,7 @@ def current_table() -> Table:
     Read again when the file changes (its modification time and size), so an edit needs no restart.
     A file that cannot be read or parsed raises: nothing is sent on a table nobody can read.
     """
-    path = os.environ.get(TABLE_ENV, "").strip() or str(BUILT_IN)
-    try:
-        st = os.stat(path)
-    except OSError as exc:
-        raise MktError(500, f"{TABLE_ENV}: cannot read the quiet-hours table {path} ({exc.strerror}).") from None
-    return _load(path, (st.st_mtime, st.st_size))
+    return TABLE.current()
 
 
 def check_environment() -> None:
@@ -183,9 +172,7 @@ def check_environment() -> None:
 
 def table_text() -> str:
     """The table in effect as CSV (`mkt sms quiet-hours show --csv`: a copy to edit)."""
-    path = os.environ.get(TABLE_ENV, "").strip() or str(BUILT_IN)
-    current_table()  # refuses an unreadable or broken file first
-    return Path(path).read_text(encoding="utf-8")
+    return TABLE.text()
 
 
 # --- the window ---------------------------------------------------------------------------------

@@ -38,15 +38,14 @@ from __future__ import annotations
 import csv
 import io
 import logging
-import os
 import re
 import unicodedata
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from marketing_cli.errors import MktError
+from marketing_cli.kernel.data_tables import DataTable
 
 log = logging.getLogger("mkt.sms")
 
@@ -170,29 +169,14 @@ def _index(rows: tuple[Row, ...], origin: str) -> Table:
                  negations=by_language("negation"), questions=by_language("question"), confirmations=confirmations)
 
 
-@lru_cache(maxsize=8)
-def _load(path: str, stamp: tuple[float, int]) -> Table:
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise MktError(500, f"{TABLE_ENV}: cannot read the revocation table {path} ({exc}).") from None
-    return parse_table(text, "built-in" if Path(path) == BUILT_IN else path)
-
-
-def _path() -> str:
-    return os.environ.get(TABLE_ENV, "").strip() or str(BUILT_IN)
+TABLE = DataTable(TABLE_ENV, BUILT_IN, parse_table, "revocation table")
 
 
 def current_table() -> Table:
     """The table in effect: the operator's (MKT_SMS_REVOCATION_PHRASES) or the built-in one, read
     again when the file changes (modification time and size). Raises on a file that cannot be read
     or parsed (`check_environment`, `mkt sms revocation-phrases show`)."""
-    path = _path()
-    try:
-        st = os.stat(path)
-    except OSError as exc:
-        raise MktError(500, f"{TABLE_ENV}: cannot read the revocation table {path} ({exc.strerror}).") from None
-    return _load(path, (st.st_mtime, st.st_size))
+    return TABLE.current()
 
 
 def table_for_replies() -> Table:
@@ -202,8 +186,7 @@ def table_for_replies() -> Table:
         return current_table()
     except MktError as exc:
         log.error("%s The built-in revocation table reads the replies meanwhile.", exc.message)
-        st = os.stat(BUILT_IN)
-        return _load(str(BUILT_IN), (st.st_mtime, st.st_size))
+        return TABLE.shipped()
 
 
 def check_environment() -> None:
@@ -213,8 +196,7 @@ def check_environment() -> None:
 
 def table_text() -> str:
     """The table in effect as CSV (`mkt sms revocation-phrases show --csv`: a copy to edit)."""
-    current_table()  # refuses an unreadable or broken file first
-    return Path(_path()).read_text(encoding="utf-8")
+    return TABLE.text()
 
 
 def show_table() -> dict[str, Any]:
