@@ -2,7 +2,8 @@
 
 The API and `--json` answer amounts as exact decimal strings (an SMS charge is priced to 1/1000
 of a cent, `0.00830`); a person reads a balance of `$24.99170` as `$24.99`. Prices per segment
-keep their digits wherever they are shown (they are the exact rate, not a total).
+keep their digits wherever they are shown (they are the exact rate, not a total). Messages that
+quote an amount (the SMS balance errors) write it the same way.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
-from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from marketing_cli.errors import MktError
@@ -28,7 +28,6 @@ from marketing_cli.storage.db import transaction
 DEFAULT_MINIMUM = Decimal("5.00")
 MINIMUM_ENV = "MKT_SMS_MINIMUM_BALANCE"
 UNITS = Decimal("0.00001")       # message charges are integers of this (price_units)
-CENTS = Decimal("0.01")
 MAX_TOP_UP = Decimal("1000000")
 KINDS = ("top_up", "charge", "refund")
 
@@ -45,10 +44,6 @@ def money(value: Decimal) -> str:
 
 def from_units(units: int) -> Decimal:
     return Decimal(units).scaleb(-5)
-
-
-def two_places(value: Decimal) -> str:
-    return f"{value.quantize(CENTS, rounding=ROUND_HALF_UP):.2f}"
 
 
 def scheduling_minimum() -> Decimal:

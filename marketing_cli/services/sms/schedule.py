@@ -14,6 +14,7 @@ from marketing_cli import jobs
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.inputs import member, require_object
+from marketing_cli.kernel.money import cents
 from marketing_cli.services.sms import ledger
 from marketing_cli.services.sms.campaigns import (
     AUDIENCE_BEFORE_SCHEDULING,
@@ -198,14 +199,14 @@ def schedule_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id: 
             raise MktError(400, BALANCE_CHECK_FAILED) from None
         available = balance - reserved
         if available < minimum:
-            raise MktError(400, BALANCE_BELOW_MINIMUM.format(available=ledger.two_places(available),
-                                                             minimum=ledger.two_places(minimum)), detail=TOP_UP)
+            raise MktError(400, BALANCE_BELOW_MINIMUM.format(available=cents(available),
+                                                             minimum=cents(minimum)), detail=TOP_UP)
         estimate, recipients = estimate_cost(conn, workspace_id, row["message"], audience)
         if available < estimate:
-            held = RESERVED.format(reserved=ledger.two_places(reserved), balance=ledger.two_places(balance))
-            raise MktError(400, BALANCE_BELOW_ESTIMATE.format(available=ledger.two_places(available),
+            held = RESERVED.format(reserved=cents(reserved), balance=cents(balance))
+            raise MktError(400, BALANCE_BELOW_ESTIMATE.format(available=cents(available),
                                                               reserved=held if reserved else "",
-                                                              estimate=ledger.two_places(estimate),
+                                                              estimate=cents(estimate),
                                                               recipients=f"{recipients:,} recipient"
                                                                          + ("" if recipients == 1 else "s")))
         try:
