@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import re
 import sqlite3
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
 from typing import Any
@@ -300,11 +300,12 @@ def _fast_email(text: str) -> str | None:
     return text.lower()
 
 
-def normalize_email(raw: Any, *, own_domains: Collection[str] = ()) -> str:
+def normalize_email(raw: Any, *, own_domains: Callable[[], Collection[str]] | None = None) -> str:
     """The address, validated (syntax only, no network) and lower-cased; ValueError if invalid,
     its text saying which part is at fault.
 
-    `own_domains`: the workspace's sending domains. A special-use name (`news.example.test`,
+    `own_domains`: the workspace's sending domains, asked for only when the address is refused.
+    A special-use name (`news.example.test`,
     RFC 6761), which email-validator refuses, is taken when it is one of them: mkt already sends
     from it (a staging setup against a local SMTP catcher), so a reply-to or a test address there
     is as good as the sender's. The local part is then checked on its own, as a sender's is."""
@@ -323,7 +324,7 @@ def normalize_email(raw: Any, *, own_domains: Collection[str] = ()) -> str:
         result = _email_validator.validate_email(text, check_deliverability=False)
     except _email_validator.EmailNotValidError as exc:
         local, _, domain = text.rpartition("@")
-        if local and domain.lower() in {d.lower() for d in own_domains}:
+        if local and own_domains is not None and domain.lower() in {d.lower() for d in own_domains()}:
             try:
                 _email_validator.validate_email(f"{local}@example.com", check_deliverability=False)
             except _email_validator.EmailNotValidError as local_exc:

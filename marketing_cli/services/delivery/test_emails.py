@@ -103,7 +103,7 @@ def _check_limits(conn: sqlite3.Connection, workspace_id: int) -> None:
 def _recipient(conn: sqlite3.Connection, workspace_id: int, body: dict[str, Any]) -> str:
     """The specification's message, and what is wrong with the address in the error's detail."""
     try:
-        return normalize_email(body.get("recipient"), own_domains=domain_names(conn, workspace_id))
+        return normalize_email(body.get("recipient"), own_domains=lambda: domain_names(conn, workspace_id))
     except ValueError as exc:
         raise MktError(400, RECIPIENT_INVALID, detail=str(exc)) from None
 

@@ -297,7 +297,8 @@ def _reply_to(conn: sqlite3.Connection, workspace_id: int, value: Any) -> dict[s
     if any(c in display for c in "\r\n"):
         raise MktError(400, REPLY_TO_INVALID)
     try:
-        address = normalize_email(f"{local.strip()}@{domain.strip()}", own_domains=domain_names(conn, workspace_id))
+        address = normalize_email(f"{local.strip()}@{domain.strip()}",
+                                  own_domains=lambda: domain_names(conn, workspace_id))
     except ValueError as exc:
         raise MktError(400, REPLY_TO_INVALID, detail=str(exc)) from None
     if needs_smtputf8(address):  # it is in every message's header: as for sender identities, ASCII only
