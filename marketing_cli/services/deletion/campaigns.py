@@ -29,7 +29,7 @@ from marketing_cli.kernel import clock
 from marketing_cli.kernel.ids import parse_hex_id, parse_int_id
 from marketing_cli.services.automations import flows
 from marketing_cli.services.deletion import Removal, deleted, in_use, not_found, plural
-from marketing_cli.services.deletion.uses import EMAIL_IN_FLIGHT, SERIES_LIVE, SMS_IN_FLIGHT, WAIT_OR_CANCEL
+from marketing_cli.services.deletion.uses import EMAIL_IN_FLIGHT, SERIES_LIVE, SMS_IN_FLIGHT, WAIT_OR_CANCEL, listed
 from marketing_cli.services.email import campaigns as email_campaigns
 from marketing_cli.services.sms import campaigns as sms_campaigns
 from marketing_cli.storage.db import transaction
@@ -91,7 +91,7 @@ def remove_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id: An
         if row is None:
             raise not_found()
         series = conn.execute(f"SELECT id, status FROM campaign_series WHERE campaign_id = ? AND status IN"
-                              f" ({', '.join(repr(s) for s in SERIES_LIVE)})", (campaign_id,)).fetchone()
+                              f" ({listed(SERIES_LIVE)})", (campaign_id,)).fetchone()
         if series is not None and row["automation_id"] is None:
             raise in_use(SERIES_FIRST.format(id=series["id"], status=series["status"]))
         _refuse(conn, row, "campaign", EMAIL_IN_FLIGHT, "SENT", EMAIL_HANDED, "email_messages")

@@ -36,7 +36,7 @@ SERIES_LIVE = ("ACTIVE", "PAUSED")
 WAIT_OR_CANCEL = "wait for it to finish or cancel it first."
 
 
-def _listed(values: tuple[str, ...]) -> str:
+def listed(values: tuple[str, ...]) -> str:
     return ", ".join(f"'{v}'" for v in values)  # our own constants, never input
 
 
@@ -71,8 +71,8 @@ def _email_campaign(conn: sqlite3.Connection, workspace_id: int, condition: str,
     stays SENDING for the flow's life, only while some of its messages wait to be sent."""
     row = conn.execute(
         "SELECT c.id, c.status, c.automation_id, s.id AS series_id, s.status AS series_status FROM campaigns c"
-        f" LEFT JOIN campaign_series s ON s.campaign_id = c.id AND s.status IN ({_listed(SERIES_LIVE)})"
-        f" WHERE c.workspace_id = :ws AND ((c.automation_id IS NULL AND (c.status IN ({_listed(EMAIL_IN_FLIGHT)})"
+        f" LEFT JOIN campaign_series s ON s.campaign_id = c.id AND s.status IN ({listed(SERIES_LIVE)})"
+        f" WHERE c.workspace_id = :ws AND ((c.automation_id IS NULL AND (c.status IN ({listed(EMAIL_IN_FLIGHT)})"
         " OR s.id IS NOT NULL)) OR (c.automation_id IS NOT NULL AND EXISTS (SELECT 1 FROM email_messages m"
         " WHERE m.campaign_id = c.id AND m.status IN ('queued', 'sending'))))"
         f" AND {condition} ORDER BY c.created_at, c.id LIMIT 1", {"ws": workspace_id, **params}).fetchone()
@@ -90,7 +90,7 @@ def _sms_campaign(conn: sqlite3.Connection, workspace_id: int, condition: str, p
                   what: str) -> str | None:
     row = conn.execute(
         f"SELECT id, status, automation_id FROM sms_campaigns WHERE workspace_id = :ws AND status IN"
-        f" ({_listed(SMS_IN_FLIGHT)}) AND (automation_id IS NULL OR EXISTS (SELECT 1 FROM sms_messages m"
+        f" ({listed(SMS_IN_FLIGHT)}) AND (automation_id IS NULL OR EXISTS (SELECT 1 FROM sms_messages m"
         " WHERE m.campaign_id = sms_campaigns.id AND m.status IN ('pending', 'held', 'sending')))"
         f" AND {condition} ORDER BY created_at, id LIMIT 1", {"ws": workspace_id, **params}).fetchone()
     if row is None:
@@ -156,7 +156,7 @@ def _merge_tag_user(conn: sqlite3.Connection, workspace_id: int, merge_tag: str)
     for row in conn.execute(
             "SELECT c.id, c.status, v.subject, v.preview_text, v.body_html, v.body_json FROM campaigns c"
             " JOIN campaign_variants v ON v.campaign_id = c.id WHERE c.workspace_id = :ws AND c.automation_id IS NULL"
-            f" AND c.status IN ('DRAFT', {_listed(EMAIL_IN_FLIGHT)}) AND (v.subject LIKE :like"
+            f" AND c.status IN ('DRAFT', {listed(EMAIL_IN_FLIGHT)}) AND (v.subject LIKE :like"
             " OR v.preview_text LIKE :like OR v.body_html LIKE :like OR v.body_json LIKE :like)"
             " ORDER BY c.created_at, c.id", like):
         if _mentions(merge_tag, row["subject"], row["preview_text"], row["body_html"], row["body_json"]):
@@ -164,7 +164,7 @@ def _merge_tag_user(conn: sqlite3.Connection, workspace_id: int, merge_tag: str)
             return f"This field is used by campaign {row['id']} ({row['status']}) as {written}: {todo}"
     for row in conn.execute(
             "SELECT id, status, message FROM sms_campaigns WHERE workspace_id = :ws AND automation_id IS NULL"
-            f" AND status IN ('DRAFT', {_listed(SMS_IN_FLIGHT)}) AND message LIKE :like ORDER BY created_at, id", like):
+            f" AND status IN ('DRAFT', {listed(SMS_IN_FLIGHT)}) AND message LIKE :like ORDER BY created_at, id", like):
         if _mentions(merge_tag, row["message"]):
             todo = "remove it from the message first." if row["status"] == "DRAFT" else WAIT_OR_CANCEL
             return f"This field is used by SMS campaign {row['id']} ({row['status']}) as {written}: {todo}"
