@@ -376,6 +376,7 @@ POSTGRESQL_SUITES = (
     "tests/platform/test_api_paths_fuzz.py",
     "tests/platform/test_e2e_dashboard_browser.py",
     "tests/platform/test_e2e_docs_browser.py",
+    "tests/platform/test_e2e_chart_browser.py",
     "tests/platform/test_storage_faults.py",
     "tests/platform/test_database_file.py",
     "tests/platform/test_api_robustness.py",

@@ -658,6 +658,39 @@ def email_timeline_world(conn: sqlite3.Connection, workspace_id: int, first: Any
     return {"id": campaign["id"], "messages": [*a, *b]}
 
 
+SPANS = {"hour": (3, [1, 4, 8, 11, 14, 18, 21, 24, 28, 31, 34, 37]),           # minutes after the start
+         "day": (30, [20 + 95 * i for i in range(12)]),                    # over 18 hours
+         "month": (24 * 32, [60 * 24 * 30 * i // 11 + 45 for i in range(12)])}  # over 30 days
+
+
+def email_span_world(conn: sqlite3.Connection, workspace_id: int, span: str) -> dict[str, Any]:
+    """A sent email campaign whose activity spans SPANS[span] (one hour, one day or one month):
+    twelve recipients delivered when the send started (20 minutes past an hour, that many
+    hours ago), each opening at its offset, clicking a minute later and every third
+    unsubscribing two minutes later; {"id", "start"}."""
+    from marketing_cli.services.email import stats
+    from marketing_cli.storage.db import transaction
+
+    hours_ago, offsets = SPANS[span]
+    start = timeline_start(hours_ago) + timedelta(minutes=20)
+
+    def at(minutes: float) -> str:
+        return clock.format_ts(start + timedelta(minutes=minutes))
+
+    campaign = email_campaign(conn, workspace_id, f"One {span}")
+    ids = email_recipients(conn, workspace_id, campaign, [f"r{i}@example.com" for i in range(len(offsets))])
+    with transaction(conn):
+        conn.execute("UPDATE campaigns SET status = 'SENT', send_started_at = ? WHERE id = ?", (at(0), campaign["id"]))
+    [link] = stats.register_links(conn, campaign["id"], campaign["variants"]["A"], ["https://shop.example/"]).values()
+    for i, (message, offset) in enumerate(zip(ids, offsets, strict=True)):
+        stats.record_delivery(conn, message, at=at(0.5))
+        stats.record_open(conn, message, at=at(offset))
+        stats.record_click(conn, message, link, "desktop", "Windows", "FR", at=at(offset + 1))
+        if i % 3 == 0:
+            stats.record_unsubscribe(conn, message, at=at(offset + 2))
+    return {"id": campaign["id"], "start": start}
+
+
 def sms_timeline_world(conn: sqlite3.Connection, workspace_id: int, first: Any, name: str = "Autumn sale") -> str:
     """An SMS campaign to three US numbers, sent now through the outbox, its start moved to
     `first` + 20 min and its delivery reports, STOP reply and clicks written at known offsets

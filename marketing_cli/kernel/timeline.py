@@ -82,3 +82,52 @@ def fold(start: datetime | None, now: datetime, counts: Iterable[tuple[str, Mapp
     return {"hours": [{"start": iso(at), **b} for at, b in zip(hour_starts, hours, strict=True)],
             "days": [{"start": iso(at), **b} for at, b in zip(day_starts, days, strict=True)],
             "totals": totals}
+
+
+# ------------------------------------------------------------------ the report's chart
+#
+# The API's timeline keeps its fixed hours-then-days shape; the charts of the HTML report and
+# the dashboard draw the activity on a bucket chosen from its span instead, so a small send
+# read the same day (every event in one hour) fills its chart as well as a month-long one:
+# a minute per bucket up to 2 hours, 5 minutes up to 6, 15 up to a day, an hour up to a
+# week, a UTC day beyond. The services count the buckets in SQL and hand the rows to `chart`.
+
+CHART_STEPS = ((timedelta(hours=2), 1), (timedelta(hours=6), 5), (DAY, 15), (7 * DAY, 60))
+DAY_MINUTES = 1440
+CHART_BUCKETS = 400  # at most: a daily chart stops after 400 days (the statistics still count later events)
+
+
+def chart_step(span: timedelta) -> int:
+    """Minutes per bucket of a chart whose activity spans `span` (first to last event)."""
+    return next((minutes for limit, minutes in CHART_STEPS if span <= limit), DAY_MINUTES)
+
+
+def floor_to(moment: datetime, minutes: int) -> datetime:
+    """`moment` (UTC) floored to a bucket of `minutes` (a divisor of an hour, 60, or a day)."""
+    moment = moment.astimezone(timezone.utc).replace(second=0, microsecond=0)
+    if minutes >= DAY_MINUTES:
+        return moment.replace(hour=0, minute=0)
+    of_day = moment.hour * 60 + moment.minute
+    of_day -= of_day % minutes
+    return moment.replace(hour=of_day // 60, minute=of_day % 60)
+
+
+def chart(start: datetime, minutes: int, rows: Iterable[tuple[datetime, Mapping[str, Any]]],
+          names: Iterable[str]) -> dict[str, Any]:
+    """{"minutes", "buckets": [{"start", **one count per name}]}: buckets of `minutes` from the
+    one holding `start` through the last one with an event, empty ones included, so the x axis
+    is time. `rows` are (bucket start, counts) as the SQL grouped them; an event before `start`
+    (a clock step) counts in the first bucket."""
+    names = tuple(names)
+    first, step = floor_to(start, minutes), timedelta(minutes=minutes)
+    counted: dict[int, dict[str, Any]] = {}
+    for at, values in rows:
+        offset = max(0, (at - first) // step)
+        if offset < CHART_BUCKETS and any(values[name] for name in names):  # an hour of other series only
+            bucket = counted.setdefault(offset, dict.fromkeys(names, 0))
+            for name in names:
+                bucket[name] += values[name] or 0
+    size = max(counted, default=0) + 1
+    return {"minutes": minutes,
+            "buckets": [{"start": iso(first + i * step), **counted.get(i, dict.fromkeys(names, 0))}
+                        for i in range(size)]}

@@ -15,10 +15,10 @@ attributes, which a CSP does not govern.
 
 Charts:
 - the funnel: one bar per step, its length the step's share of the first;
-- the timeline: one small chart per series (each scaled to its own maximum), a polyline
-  with one point per bucket of the API's `hours` (x over a fixed 72-hour axis, so a send in
-  progress fills it from the left), then the same for `days` when the send is older than
-  72 hours; the table below each lists the buckets that saw an event;
+- the timeline: one small bar chart per series (each scaled to its own maximum) over the
+  report's `chart`, whose bucket (a minute to a day) follows the span of the activity, so
+  a send whose every event fell in one hour fills its chart as a month-long one does; the
+  table below lists the API's hourly and daily buckets that saw an event;
 - the variants: the rates of A and B side by side as bars.
 """
 
@@ -29,7 +29,6 @@ from html import escape
 from typing import Any
 
 from marketing_cli.kernel.money import cents
-from marketing_cli.kernel.timeline import HOURS
 
 BLUE, GREEN, ORANGE, GREY = "#2563eb", "#16a34a", "#ea580c", "#9ca3af"
 CHART_W, CHART_H, PAD = 640, 120, 36
@@ -127,31 +126,36 @@ def funnel_svg(steps: Sequence[tuple[str, int]], title: str = "Funnel") -> Safe:
     return svg(label_w + bar_w + 140, row_h * len(steps) + 8, title, *bars, class_="funnel")
 
 
-def series_svg(values: Sequence[int], slots: int, label: str, colour: str, unit: str) -> Safe:
-    """A line over a fixed axis of `slots` positions: one point per value (a bucket)."""
+STEP_NAMES = {1: "minute", 5: "5 minutes", 15: "15 minutes", 60: "hour", 1440: "day"}
+
+
+def _tick(start: str, minutes: int) -> str:
+    """A bucket's start as an axis label: '13:05', '11-21 13h' or '11-21'."""
+    return start[11:16] if minutes < 60 else f"{start[5:10]} {start[11:13]}h" if minutes == 60 else start[5:10]
+
+
+def bars_svg(buckets: Sequence[dict[str, Any]], key: str, label: str, colour: str, minutes: int) -> Safe:
+    """One bar per bucket of the report's chart (x is time: empty buckets keep their place), its
+    height the bucket's share of the series' maximum; a bucket with any event is at least 2px
+    high, so a lone event is never invisible."""
+    values = [b[key] for b in buckets]
     top = max(values, default=0)
-    x0, width, height = PAD + 20, CHART_W - PAD - 30, CHART_H - 34
-
-    def x(i: int) -> float:
-        return round(x0 + (i * width / max(1, slots - 1)), 1)
-
-    def y(v: int) -> float:
-        return round(10 + height - (v * height / top if top else 0), 1)
-
-    points = " ".join(f"{x(i)},{y(v)}" for i, v in enumerate(values))
-    # x labels in hours since the start hour: 0h 24h 48h 72h under the hours, 72h 96h ... under the days
-    marks = [(i, f"{i}h") for i in (0, 24, 48)] + [(slots - 1, "72h")] if unit == "h" else \
-        [(i, f"{HOURS + 24 * i}h") for i in range(0, slots, max(1, slots // 6))]
-    ticks = [el("text", label, x=x(i), y=CHART_H - 6, fill="#64748b", font_size=11, text_anchor="middle")
-             for i, label in marks]
-    return svg(CHART_W, CHART_H, f"{label} per {'hour' if unit == 'h' else 'day'}",
+    x0, width, height, top_y = PAD + 20, CHART_W - PAD - 30, CHART_H - 46, 22  # the plot under the title line
+    slot = width / max(1, len(values))
+    bar = max(1.0, slot - 1 if slot >= 4 else slot)
+    bars = [el("rect", x=round(x0 + i * slot, 1), y=round(top_y + height - h, 1), width=round(bar, 1), height=round(h, 1),
+               fill=colour, class_="bar", data_count=v)
+            for i, v in enumerate(values) if v and top
+            for h in [max(2.0, v * height / top)]]
+    marks = sorted({0, len(values) - 1, *range(0, len(values), max(1, len(values) // 4))})
+    ticks = [el("text", _tick(buckets[i]["start"], minutes), x=round(x0 + (i + 0.5) * slot, 1), y=CHART_H - 6,
+                fill="#64748b", font_size=11, text_anchor="middle")
+             for i in marks if i == len(values) - 1 or len(values) - 1 - i >= max(1, len(values) // 8)]
+    return svg(CHART_W, CHART_H, f"{label} per {STEP_NAMES.get(minutes, f'{minutes} minutes')}",
                el("text", label, x=0, y=14, fill="#0f172a", font_size=13, font_weight="bold"),
                el("text", f"max {top:,}", x=CHART_W - 4, y=14, fill="#64748b", font_size=11, text_anchor="end"),
-               el("line", x1=x0, y1=10 + height, x2=x0 + width, y2=10 + height, stroke="#cbd5e1"),
-               *ticks,
-               el("polyline", points=points, fill="none", stroke=colour, stroke_width=2, stroke_linejoin="round",
-                  class_="series", data_series=label, data_points=len(values)),
-               class_="timeline")
+               el("line", x1=x0, y1=top_y + height, x2=x0 + width, y2=top_y + height, stroke="#cbd5e1"),
+               *ticks, *bars, class_="timeline", data_series=label, data_buckets=len(values))
 
 
 # ------------------------------------------------------------------ sections
@@ -190,30 +194,26 @@ def _funnel(report: dict[str, Any]) -> Safe:
 def timeline_series(kind: str) -> list[tuple[str, str, str]]:
     """(bucket member, label, colour) of the series a report draws."""
     if kind == "email":
-        return [("total_opens", "Opens", BLUE), ("total_clicks", "Clicks", GREEN),
+        return [("unique_opens", "First opens", BLUE), ("total_clicks", "Clicks", GREEN),
                 ("unsubscribed", "Unsubscribes", ORANGE)]
     return [("delivered", "Delivered", BLUE), ("total_clicks", "Clicks", GREEN),
             ("unsubscribed", "STOP replies", ORANGE)]
 
 
 def _timeline(report: dict[str, Any]) -> Safe:
-    tl = report["timeline"]
-    if not tl["hours"]:
+    tl, chart = report["timeline"], report.get("chart")
+    if not tl["hours"] or not chart:
         return el("section", el("h2", "Timeline"), el("p", "The send has not started.", class_="empty"))
-    series = timeline_series(report["kind"])
     names = [k for k in tl["totals"]]
+    minutes, buckets = chart["minutes"], chart["buckets"]
+    step = STEP_NAMES.get(minutes, f"{minutes} minutes")
     parts: list[Any] = [el("h2", "Timeline"),
-                        el("p", "Per hour for the first 72 hours after the send started, per day after that (UTC).",
-                           class_="meta"),
-                        el("h3", "Per hour"),
-                        el("div", *(series_svg([b[key] for b in tl["hours"]], HOURS, label, colour, "h")
-                                    for key, label, colour in series), class_="grid")]
-    if tl["days"]:
-        parts += [el("h3", "Per day after the first 72 hours"),
-                  el("div", *(series_svg([b[key] for b in tl["days"]], max(len(tl["days"]), 2), label, colour, "d")
-                              for key, label, colour in series), class_="grid")]
+                        el("p", f"Per {step} from {buckets[0]['start']} to the last event (UTC); the bucket "
+                                "follows the span of the activity.", class_="meta"),
+                        el("div", *(bars_svg(buckets, key, label, colour, minutes)
+                                    for key, label, colour in timeline_series(report["kind"])), class_="grid")]
     busy = [b for b in (*tl["hours"], *tl["days"]) if any(b[n] and b[n] != "0.00" for n in names)]
-    parts.append(el("details", el("summary", f"The numbers: {len(busy)} buckets with events, and the totals"),
+    parts.append(el("details", el("summary", f"The numbers: {len(busy)} hours or days with events, and the totals"),
                     table(["start", *names], [(b["start"], *(b[n] for n in names)) for b in busy]
                           + [("total", *(tl["totals"][n] for n in names))], range(1, len(names) + 1))))
     return el("section", *parts)

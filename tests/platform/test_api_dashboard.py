@@ -199,8 +199,11 @@ def test_every_number_is_the_apis(browser: Any, client: Any, auth: dict, conn: A
 
     report = browser.get(f"/dashboard/campaigns/{email['id']}").text
     timeline = client.get(f"/v1/campaigns/{email['id']}/timeline", headers=auth).json()["data"]
-    points = [int(n) for n in re.findall(r'class="series"[^>]*data-points="(\d+)"', report)]
-    assert points == [len(timeline["hours"])] * 3 + [len(timeline["days"])] * 3
+    buckets = [int(n) for n in re.findall(r'class="timeline" data-series="[^"]*" data-buckets="(\d+)"', report)]
+    assert buckets == [98] * 3  # the chart's hours, from the start to the click at 97 h
+    assert [b["start"] for b in timeline["hours"]][0] in report  # the hourly numbers under it
+    bars = [int(n) for n in re.findall(r'class="bar" data-count="(\d+)"', report)]
+    assert sum(bars) == sum(timeline["totals"][k] for k in ("unique_opens", "total_clicks", "unsubscribed"))
     counts = [int(n) for n in re.findall(r'class="step" data-count="(\d+)"', report)]
     assert counts == [campaign["progress"]["sent"], stats["delivered"], stats["opened"], stats["clicked"]]
 

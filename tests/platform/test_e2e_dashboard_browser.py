@@ -126,8 +126,9 @@ ROWS = """[...document.querySelectorAll('tr.campaign')].map(tr => [tr.dataset.ca
 CARDS = """Object.fromEntries([...document.querySelectorAll('.card [data-stat]')].map(e => [e.dataset.stat, e.textContent]))"""
 REPORT = """({
   steps: [...document.querySelectorAll('rect.step')].map(r => +r.dataset.count),
-  series: [...document.querySelectorAll('polyline.series')].map(p => [p.dataset.series, +p.dataset.points,
-           p.getAttribute('points').trim().split(/\\s+/).length]),
+  series: [...document.querySelectorAll('svg.timeline')].map(g => [g.dataset.series, +g.dataset.buckets,
+           g.querySelectorAll('rect.bar').length]),
+  inked: [...document.querySelectorAll('svg.timeline rect.bar')].filter(r => r.getBBox().height >= 2).length,
   maxima: [...document.querySelectorAll('svg.timeline text')].map(t => t.textContent).filter(t => t.startsWith('max ')),
   tables: [...document.querySelectorAll('main table')].map(t => [...t.rows].map(r => [...r.cells].map(c => c.textContent))),
   styled: getComputedStyle(document.querySelector('header.bar')).display,
@@ -210,10 +211,12 @@ def test_the_dashboard_in_chromium_shows_the_apis_numbers(tmp_path: Path, new_db
         assert page["steps"] == [campaign["progress"]["sent"], agg["delivered"], agg["opened"], agg["clicked"]]
         hours, days = len(timeline["hours"]), len(timeline["days"])
         assert (hours, days) == (72, 2)
-        assert page["series"] == [[label, count, count] for count in (hours, days)
-                                  for label in ("Opens", "Clicks", "Unsubscribes")]
-        maxima = [max(b[key] for b in timeline[part]) for part in ("hours", "days")
-                  for key in ("total_opens", "total_clicks", "unsubscribed")]
+        # the chart: the 98 hours from the start to the click at 97 h, a bar per hour with events
+        # (first opens in 2 hours, clicks in 2, the unsubscribe in 1), each drawn
+        assert page["series"] == [["First opens", 98, 2], ["Clicks", 98, 2], ["Unsubscribes", 98, 1]]
+        assert page["inked"] == 5
+        maxima = [max(b[key] for b in (*timeline["hours"], *timeline["days"]))  # no hour or day holds more
+                  for key in ("unique_opens", "total_clicks", "unsubscribed")]
         assert page["maxima"] == [f"max {m:,}" for m in maxima]
         tables = {tuple(t[0]): t[1:] for t in page["tables"]}
         assert tables[("", "count", "share")][:3] == [

@@ -1,5 +1,6 @@
 """reports/html.py: the page is self-contained (nothing a browser would fetch), every value
-is escaped, and the charts have one point per bucket of the timeline."""
+is escaped, and the charts have one bar per bucket with events (tests/reports/test_chart.py
+has the buckets)."""
 
 from __future__ import annotations
 
@@ -70,16 +71,17 @@ def test_the_email_report_is_self_contained_and_escapes_the_name(email_page: tup
     assert "https://shop.example/a" in "".join(parsed.text)
 
 
-def test_each_chart_has_a_point_per_bucket(email_page: tuple[str, dict[str, Any]]) -> None:
+def test_each_chart_has_a_bar_per_bucket_with_events(email_page: tuple[str, dict[str, Any]]) -> None:
     page, data = email_page
-    lines = [attrs for tag, attrs in parse(page).tags if tag == "polyline"]
-    hours, days = len(data["timeline"]["hours"]), len(data["timeline"]["days"])
-    assert (hours, days) == (72, 2)
-    assert [len(a["points"].split()) for a in lines] == [hours] * 3 + [days] * 3
-    assert [a["data-points"] for a in lines] == [str(hours)] * 3 + [str(days)] * 3
-    # the opens line peaks where the opens were: hours 1 and 2 of the first chart
-    ys = [float(p.split(",")[1]) for p in lines[0]["points"].split()]
-    assert [i for i, y in enumerate(ys) if y == min(ys)] == [1, 2]
+    charts = [attrs for tag, attrs in parse(page).tags if tag == "svg" and attrs.get("class") == "timeline"]
+    bars = [attrs for tag, attrs in parse(page).tags if tag == "rect" and attrs.get("class") == "bar"]
+    # events from 0.5 h to 97 h after the first hour: hourly buckets, 98 of them
+    assert (data["chart"]["minutes"], len(data["chart"]["buckets"])) == (60, 98)
+    assert [(a["data-series"], a["data-buckets"]) for a in charts] == [
+        ("First opens", "98"), ("Clicks", "98"), ("Unsubscribes", "98")]
+    # the first opens in hours 1 and 80, the clicks in 2 (two) and 97, the unsubscribe in 3
+    assert [b["data-count"] for b in bars] == ["1", "1", "2", "1", "1"]
+    assert [b["unique_opens"] for b in data["chart"]["buckets"]].index(1) == 1
     funnel = [attrs["data-count"] for tag, attrs in parse(page).tags if tag == "rect" and attrs.get("class") == "step"]
     assert funnel == ["5", "4", "2", "2"]  # sent, delivered, opened, clicked
 
@@ -88,7 +90,7 @@ def test_a_campaign_not_sent_yet_renders_without_charts(conn: Any, workspace: di
     campaign = factories.email_campaign(conn, workspace["id"], "Draft")
     page = html.render(email_report.campaign_report(conn, workspace["id"], campaign["id"]))
     assert_self_contained(page)
-    assert "The send has not started." in page and "<polyline" not in page
+    assert "The send has not started." in page and 'class="bar"' not in page
 
 
 def test_the_sms_report(conn: Any, workspace: dict) -> None:
@@ -100,8 +102,8 @@ def test_the_sms_report(conn: Any, workspace: dict) -> None:
     assert data["by_country"] == [{"country": "US", "messages": 3, "sent": 3, "delivered": 2,
                                    "charged": data["statistics"]["total_cost"]}]
     assert data["by_provider"] == [{"provider": "outbox", "messages": 3}]
-    lines = [attrs for tag, attrs in parsed.tags if tag == "polyline"]
-    assert [len(a["points"].split()) for a in lines] == [72] * 3 + [2] * 3
+    charts = [attrs for tag, attrs in parsed.tags if tag == "svg" and attrs.get("class") == "timeline"]
+    assert [a["data-buckets"] for a in charts] == ["76"] * 3  # hourly, from the start hour to the click at 75 h
     assert f"Cost: ${cents(data['statistics']['total_cost'])}." in page  # in cents: the data keeps every digit
 
 

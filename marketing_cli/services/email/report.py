@@ -16,13 +16,16 @@ from marketing_cli.services.email import campaigns, stats, timeline
 
 
 def campaign_report(conn: sqlite3.Connection, workspace_id: int, campaign_id: Any) -> dict[str, Any]:
-    """{"kind": "email", "campaign", "statistics", "timeline", "generated_at"}."""
+    """{"kind": "email", "campaign", "statistics", "timeline", "chart", "generated_at"}: `chart` is
+    the timeline on a bucket fitted to the activity's span (timeline.campaign_chart)."""
     campaign = campaigns.get_campaign(conn, workspace_id, campaign_id)
+    hours = timeline.get_campaign_timeline(conn, workspace_id, campaign["id"])
     return {
         "kind": "email",
         "campaign": campaign,
         "statistics": stats.get_campaign_statistics(conn, workspace_id, campaign["id"]),
-        "timeline": timeline.get_campaign_timeline(conn, workspace_id, campaign["id"]),
+        "timeline": hours,
+        "chart": timeline.campaign_chart(conn, campaign["id"], hours["started_at"]),
         "generated_at": clock.now(),
     }
 

@@ -5,6 +5,12 @@ The counts come from `email_campaign_hours` (schema step 16), which triggers on
 `email_messages` and `email_clicks` keep as the events happen, so the read is the campaign
 row and at most a few thousand small rows however many messages the campaign has
 (docs/statistics.md has the figures). The buckets are kernel/timeline.py's.
+
+`campaign_chart` is what the HTML report and the dashboard draw: the same events on a bucket
+chosen from their span (kernel/timeline.py `chart_step`). An hour or longer is counted from
+the hour rows; a finer bucket (the activity spans at most a day) from the events themselves,
+grouped in SQL, which reads every message of the campaign: above FINE_LIMIT messages the
+chart keeps hourly buckets rather than scan them.
 """
 
 from __future__ import annotations
@@ -13,6 +19,8 @@ import sqlite3
 from typing import Any
 
 from marketing_cli.errors import MktError
+from datetime import datetime, timedelta
+
 from marketing_cli.kernel import clock, timeline
 from marketing_cli.services.email import stats
 from marketing_cli.storage.db import read_snapshot
@@ -39,3 +47,40 @@ def get_campaign_timeline(conn: sqlite3.Connection, workspace_id: int, campaign_
     folded = timeline.fold(clock.parse_ts(started) if started else None, clock.utcnow(),
                            ((r["hour"], r) for r in counts), dict.fromkeys(SERIES, 0))
     return {"campaign_id": campaign_id, "status": row["status"], "started_at": started, **folded}
+
+
+CHART = ("unique_opens", "total_clicks", "unsubscribed")
+FINE_LIMIT = 200_000
+_EVENTS = """SELECT opened_at AS at, 1 AS unique_opens, 0 AS total_clicks, 0 AS unsubscribed FROM email_messages
+                WHERE campaign_id = ? AND opened_at IS NOT NULL
+              UNION ALL SELECT k.clicked_at, 0, 1, 0 FROM email_clicks k JOIN email_messages m ON m.id = k.message_id
+                WHERE m.campaign_id = ? AND k.machine = 0
+              UNION ALL SELECT unsubscribed_at, 0, 0, 1 FROM email_messages
+                WHERE campaign_id = ? AND unsubscribed_at IS NOT NULL"""
+_SUMS = ", ".join(f"sum({name}) AS {name}" for name in CHART)
+
+
+def campaign_chart(conn: sqlite3.Connection, campaign_id: str, started: str | None) -> dict[str, Any] | None:
+    """The report's chart of first opens, clicks and unsubscribes (kernel/timeline.py `chart`);
+    None before the send started."""
+    if started is None:
+        return None
+    start = clock.parse_ts(started)
+    last, messages = conn.execute("SELECT max(hour), sum(sent) FROM email_campaign_hours WHERE campaign_id = ?",
+                                  (campaign_id,)).fetchone()
+    end = timeline.hour_of(last) + timeline.HOUR if last else start
+    minutes = timeline.chart_step(end - timeline.floor_hour(start))
+    if minutes < 60 and (messages or 0) > FINE_LIMIT:
+        minutes = 60
+    return timeline.chart(start, minutes, _chart_rows(conn, campaign_id, minutes), CHART)
+
+
+def _chart_rows(conn: sqlite3.Connection, campaign_id: str, minutes: int) -> list[tuple[datetime, Any]]:
+    if minutes < 60:
+        rows = conn.execute(f"SELECT substr(at, 1, 13) AS hour, CAST(substr(at, 15, 2) AS INTEGER) / ? AS part, {_SUMS}"
+                            f" FROM ({_EVENTS}) e GROUP BY 1, 2", (minutes, campaign_id, campaign_id, campaign_id))
+        return [(timeline.hour_of(r["hour"]) + timedelta(minutes=r["part"] * minutes), r) for r in rows]
+    width = 13 if minutes == 60 else 10  # '2026-11-25T17' or '2026-11-25'
+    rows = conn.execute(f"SELECT substr(hour, 1, {width}) AS at, {_SUMS} FROM email_campaign_hours"
+                        " WHERE campaign_id = ? GROUP BY 1", (campaign_id,))
+    return [(timeline.hour_of(r["at"] if minutes == 60 else r["at"] + "T00"), r) for r in rows]

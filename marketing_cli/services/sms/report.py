@@ -37,13 +37,16 @@ def _by_provider(conn: sqlite3.Connection, campaign_id: str) -> list[dict[str, A
 
 
 def campaign_report(conn: sqlite3.Connection, workspace_id: int, campaign_id: Any) -> dict[str, Any]:
-    """{"kind": "sms", "campaign", "statistics", "timeline", "by_country", "by_provider", "generated_at"}."""
+    """{"kind": "sms", "campaign", "statistics", "timeline", "chart", "by_country", "by_provider",
+    "generated_at"}; `chart` as in services/email/report.py."""
     campaign = campaigns.get_campaign(conn, workspace_id, campaign_id)
+    hours = timeline.campaign_timeline(conn, workspace_id, campaign["id"])
     return {
         "kind": "sms",
         "campaign": campaign,
         "statistics": stats.campaign_statistics(conn, workspace_id, campaign["id"]),
-        "timeline": timeline.campaign_timeline(conn, workspace_id, campaign["id"]),
+        "timeline": hours,
+        "chart": timeline.campaign_chart(conn, campaign["id"], hours["started_at"]),
         "by_country": _by_country(conn, campaign["id"]),
         "by_provider": _by_provider(conn, campaign["id"]),
         "generated_at": clock.now(),

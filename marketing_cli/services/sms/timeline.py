@@ -7,11 +7,17 @@ The counts come from `sms_campaign_hours` (schema step 16, kept by triggers on
 refunds, by the hour they were written: one charge per expansion batch), summed as Decimal
 and shown as decimal strings like every SMS amount, so the buckets' costs add up to the
 statistics' `total_cost`. The buckets are kernel/timeline.py's.
+
+`campaign_chart` is what the HTML report and the dashboard draw: delivered messages, clicks
+and STOP replies on a bucket chosen from their span, as services/email/timeline.py explains
+(hour rows for an hour or longer, the events themselves, grouped in SQL, for finer buckets
+up to FINE_LIMIT messages).
 """
 
 from __future__ import annotations
 
 import sqlite3
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -53,3 +59,39 @@ def campaign_timeline(conn: sqlite3.Connection, workspace_id: int, campaign_id: 
     for bucket in (*folded["hours"], *folded["days"], folded["totals"]):
         bucket["cost"] = ledger.money(bucket["cost"])
     return {"campaign_id": row["id"], "status": row["status"], "started_at": started, **folded}
+
+
+CHART = ("delivered", "total_clicks", "unsubscribed")
+FINE_LIMIT = 200_000
+_EVENTS = """SELECT delivered_at AS at, 1 AS delivered, 0 AS total_clicks, 0 AS unsubscribed FROM sms_messages
+                WHERE campaign_id = ? AND delivered_at IS NOT NULL
+              UNION ALL SELECT k.clicked_at, 0, 1, 0 FROM sms_clicks k JOIN sms_messages m ON m.id = k.message_id
+                WHERE m.campaign_id = ?
+              UNION ALL SELECT unsubscribed_at, 0, 0, 1 FROM sms_messages
+                WHERE campaign_id = ? AND unsubscribed_at IS NOT NULL"""
+_SUMS = ", ".join(f"sum({name}) AS {name}" for name in CHART)
+
+
+def campaign_chart(conn: sqlite3.Connection, campaign_id: str, started: str | None) -> dict[str, Any] | None:
+    """The report's chart (kernel/timeline.py `chart`); None before the send started."""
+    if started is None:
+        return None
+    start = clock.parse_ts(started)
+    last, messages = conn.execute("SELECT max(hour), sum(sent) FROM sms_campaign_hours WHERE campaign_id = ?",
+                                  (campaign_id,)).fetchone()
+    end = timeline.hour_of(last) + timeline.HOUR if last else start
+    minutes = timeline.chart_step(end - timeline.floor_hour(start))
+    if minutes < 60 and (messages or 0) > FINE_LIMIT:
+        minutes = 60
+    return timeline.chart(start, minutes, _chart_rows(conn, campaign_id, minutes), CHART)
+
+
+def _chart_rows(conn: sqlite3.Connection, campaign_id: str, minutes: int) -> list[tuple[datetime, Any]]:
+    if minutes < 60:
+        rows = conn.execute(f"SELECT substr(at, 1, 13) AS hour, CAST(substr(at, 15, 2) AS INTEGER) / ? AS part, {_SUMS}"
+                            f" FROM ({_EVENTS}) e GROUP BY 1, 2", (minutes, campaign_id, campaign_id, campaign_id))
+        return [(timeline.hour_of(r["hour"]) + timedelta(minutes=r["part"] * minutes), r) for r in rows]
+    width = 13 if minutes == 60 else 10  # '2026-11-25T17' or '2026-11-25'
+    rows = conn.execute(f"SELECT substr(hour, 1, {width}) AS at, {_SUMS} FROM sms_campaign_hours"
+                        " WHERE campaign_id = ? GROUP BY 1", (campaign_id,))
+    return [(timeline.hour_of(r["at"] if minutes == 60 else r["at"] + "T00"), r) for r in rows]
