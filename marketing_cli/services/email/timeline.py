@@ -16,11 +16,10 @@ chart keeps hourly buckets rather than scan them.
 from __future__ import annotations
 
 import sqlite3
+from datetime import datetime, timedelta
 from typing import Any
 
 from marketing_cli.errors import MktError
-from datetime import datetime, timedelta
-
 from marketing_cli.kernel import clock, timeline
 from marketing_cli.services.email import stats
 from marketing_cli.storage.db import read_snapshot
