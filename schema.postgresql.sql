@@ -1694,3 +1694,12 @@ CREATE TABLE token_cutovers (
 INSERT INTO token_cutovers (kind, last_id, at)
     SELECT 'm', COALESCE(MAX(id), 0), to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
     FROM email_messages;
+
+-- version: 34
+-- A database `mkt db copy --retire-source` retired (schema.sql step 34 says why).
+CREATE TABLE mkt_copy_retired (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    retired_at TEXT NOT NULL,
+    successor TEXT NOT NULL,
+    message TEXT NOT NULL
+);

@@ -1483,3 +1483,17 @@ CREATE TABLE token_cutovers (
 );
 INSERT INTO token_cutovers (kind, last_id, at)
     SELECT 'm', COALESCE(MAX(id), 0), strftime('%Y-%m-%dT%H:%M:%fZ', 'now') FROM email_messages;
+
+-- version: 34
+-- retired-source
+-- A database that `mkt db copy --retire-source` retired once its copy was verified
+-- (marketing_cli/storage/copy/retire.py, docs/deploy.md): one row, when and where its data
+-- went, and the message every refused write carries. `mkt serve` will not start on it, and
+-- the retirement puts on every table a trigger that refuses writes with that message,
+-- whichever program makes them. The copy skips the table (its name starts with mkt_copy_).
+CREATE TABLE mkt_copy_retired (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    retired_at TEXT NOT NULL,
+    successor TEXT NOT NULL,
+    message TEXT NOT NULL
+);

@@ -353,6 +353,7 @@ POSTGRESQL_SUITES = (
     "tests/platform/test_db.py",
     "tests/platform/test_api_calls.py",
     "tests/platform/test_db_copy.py",
+    "tests/platform/test_db_copy_live.py",
     "tests/automations/",
     "tests/reports/",
     "tests/kernel/",

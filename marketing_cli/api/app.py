@@ -106,7 +106,7 @@ def create_app(db_path: str | os.PathLike[str] | None = None, *, worker: bool = 
             MktError: mkt_error_handler,
             HTTPException: http_error_handler,
             ClientDisconnect: client_disconnect_handler,
-            sqlite3.OperationalError: database_error_handler,
+            sqlite3.DatabaseError: database_error_handler,  # a retired SQLite database: an IntegrityError
             Exception: server_error_handler,
         },
     )

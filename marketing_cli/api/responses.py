@@ -157,8 +157,8 @@ async def client_disconnect_handler(request: Request, exc: Exception) -> Respons
 
 
 async def database_error_handler(request: Request, exc: Exception) -> Response:
-    """A read-only database, a full disk or an I/O error: 503 with a message that says which."""
-    assert isinstance(exc, sqlite3.OperationalError)
+    """A read-only or retired database, a full disk or an I/O error: 503 with a message that says which."""
+    assert isinstance(exc, sqlite3.DatabaseError)
     mapped = storage_error(exc)
     if mapped is None:
         raise exc  # any other database error is a bug: the 500 handler logs it

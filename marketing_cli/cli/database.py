@@ -109,7 +109,30 @@ def _copied(value: dict) -> str:
         lines.append(f"{value['rows_touched']} row(s) touched" + (f", listed in {value['report']}."
                                                                    if value["report"] else "."))
     lines.extend(value["notes"])
+    if value.get("source_retired"):
+        lines.append(f"Retired the source: it refuses every write from now on, naming {value['target']}.")
     return "\n".join(lines)
+
+
+def _check_live(source: Any, force: bool, interactive: bool) -> None:
+    """Refuse (or ask, on a terminal) to copy a source that looks live (storage/copy/retire.py)."""
+    import sys
+
+    from marketing_cli.errors import MktError
+    from marketing_cli.storage import copy as dbcopy
+
+    if force:
+        return
+    reasons = dbcopy.live_reasons(source)
+    if not reasons:
+        return
+    text = (f"The source {source} looks live: {'; '.join(reasons)}. What is written to it after the copy's "
+            "snapshot will not be in the copy.")
+    if interactive and sys.stdin.isatty():
+        typer.confirm(text + " Copy anyway?", default=False, abort=True, err=True)
+        return
+    raise MktError(409, text + " Stop the `mkt serve` and `mkt jobs run` that use it (and wait a minute), "
+                               "or give --force.")
 
 
 @app.command("copy")
@@ -128,12 +151,18 @@ def copy(
     restart: Annotated[bool, typer.Option(
         "--restart", help="Drop the staging area a different, unfinished copy left in the target.")] = False,
     yes: Annotated[bool, typer.Option("--yes", help="Copy without asking.")] = False,
+    force: Annotated[bool, typer.Option(
+        "--force", help="Copy even when the source looks live (a job lease, a write in the last minute).")] = False,
+    retire_source: Annotated[bool, typer.Option(
+        "--retire-source", help="Once the copy is verified, make the source refuse every write (naming the "
+                                "target) and `mkt serve` refuse to start on it. Needs --all.")] = False,
     batch_size: Annotated[int, typer.Option("--batch-size", hidden=True, min=1)] = 20_000,
     as_json: JsonOption = False,
 ) -> None:
     """Copy one workspace (--workspace ID) or --all from this database (--db) to another engine: a SQLite
     file to a postgresql:// URL, or back to a new SQLite file. Checks first, loads into a staging area, publishes at
-    once, verifies counts and checksums; a rerun after a kill goes on where it stopped."""
+    once, verifies counts and checksums; a rerun after a kill goes on where it stopped. Refuses a source that
+    looks live (a job lease, a write in the last minute) without --force; --retire-source then retires it."""
     from marketing_cli.errors import MktError
     from marketing_cli.storage import copy as dbcopy
 
@@ -141,8 +170,11 @@ def copy(
     workspace = state(ctx).workspace_option
     if (workspace is None) == (not all_):
         raise MktError(422, "Choose what to copy: --workspace ID or --all (not both).")
+    if retire_source and not all_:
+        raise MktError(422, "--retire-source needs --all: the source would keep workspaces the copy did not take.")
     fixes = dbcopy.parse_fixes(fix or [])
     source = state(ctx).db_path
+    _check_live(source, force, interactive=not as_json)
     if not yes:
         if as_json:
             raise MktError(400, "A copy writes to the target: give --yes to go on.")
@@ -159,4 +191,12 @@ def copy(
     finally:
         if bars is not None:
             bars.bars.stop()
+    value["source_retired"] = False
+    if retire_source:
+        try:
+            dbcopy.retire(source, value["target"])
+        except MktError as exc:
+            raise MktError(exc.status, f"The copy is published and verified, but the source was not retired: "
+                                       f"{exc.message}") from None
+        value["source_retired"] = True
     emit(value, as_json, _copied)

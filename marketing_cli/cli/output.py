@@ -170,7 +170,8 @@ def _storage_error(exc: Exception) -> MktError | None:
 
     from marketing_cli.storage.db import storage_error
 
-    return storage_error(exc) if isinstance(exc, sqlite3.OperationalError) else None
+    # DatabaseError: a retired SQLite database's triggers refuse writes with RAISE(ABORT), an IntegrityError
+    return storage_error(exc) if isinstance(exc, sqlite3.DatabaseError) else None
 
 
 WideOption = Annotated[bool, typer.Option("--wide", help="Show every column, however wide the table gets.")]

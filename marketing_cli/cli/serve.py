@@ -108,7 +108,9 @@ def run_server(db_path: Path, *, host: str, port: int, smtp_url: str | None, out
     import uvicorn
 
     from marketing_cli.api.app import create_app
+    from marketing_cli.storage.serving import check_servable
 
+    check_servable(db_path)  # read-only or retired: one line and exit 1, before anything is logged
     if smtp_url:
         os.environ["MKT_SMTP_URL"] = smtp_url
     if outbox:

@@ -32,7 +32,7 @@ from marketing_cli.jobs.queue import (
 )
 from marketing_cli.jobs.registry import _schedulers, load_handlers
 from marketing_cli.kernel import clock
-from marketing_cli.storage.db import connect
+from marketing_cli.storage.db import RETIRED, connect, storage_error
 
 log = logging.getLogger("mkt.jobs")
 
@@ -136,10 +136,11 @@ def run_forever(conn: sqlite3.Connection, owner: str | None = None, *, lease_sec
                 last_schedule = time.monotonic()
             try:
                 result = run_due(conn, owner, limit=100, lease_seconds=lease_seconds, schedule=schedule, stop=stop)
-            except Exception:  # noqa: BLE001 - keep the worker alive; the error is logged
-                log.exception("job worker pass failed")
+            except Exception as exc:  # noqa: BLE001 - keep the worker alive; the error is logged
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
+                if _log_pass_failure(exc):
+                    break
                 result = {"processed": 0, "failed": 0}
             totals["processed"] += result["processed"]
             totals["failed"] += result["failed"]
@@ -149,6 +150,22 @@ def run_forever(conn: sqlite3.Connection, owner: str | None = None, *, lease_sec
         for signum, handler_ in previous.items():
             signal.signal(signum, handler_)
     return totals
+
+
+def _log_pass_failure(exc: Exception) -> bool:
+    """Log a failed pass; True when the worker should stop. A storage fault (a database turned
+    read-only under a running server, a full disk) is one line per pass, not a traceback: the
+    code is not at fault. A database `mkt db copy --retire-source` retired stops the worker
+    (logged once): its jobs belong to the database that took over. Anything else is a bug."""
+    mapped = storage_error(exc) if isinstance(exc, sqlite3.DatabaseError) else None
+    if mapped is None:
+        log.exception("job worker pass failed")
+        return False
+    if RETIRED in mapped.message:
+        log.error("job worker stopped: %s", mapped.message)
+        return True
+    log.error("job worker pass failed: %s", mapped.message)
+    return False
 
 
 class Worker:
@@ -182,8 +199,9 @@ class Worker:
                         last_schedule = time.monotonic()
                     run_due(conn, self.owner, limit=100, lease_seconds=self.lease_seconds, schedule=schedule,
                             stop=self._stop)
-                except Exception:  # noqa: BLE001 - keep the worker alive; the error is logged
-                    log.exception("job worker pass failed")
+                except Exception as exc:  # noqa: BLE001 - keep the worker alive; the error is logged
+                    if _log_pass_failure(exc):
+                        break
                 self._stop.wait(self.interval)
         finally:
             conn.close()

@@ -164,9 +164,17 @@ STORAGE_ERRORS = (
 )
 
 
+# A write refused by a database that `mkt db copy --retire-source` retired (storage/copy/retire.py):
+# its triggers raise a message holding this phrase, which names the database that took over.
+RETIRED = "was retired by `mkt db copy`"
+
+
 def storage_error(exc: sqlite3.Error) -> MktError | None:
-    """The MktError(503) for a read-only database, a full disk or an I/O error; None for anything else."""
+    """The MktError(503) for a read-only or retired database, a full disk or an I/O error; None for
+    anything else."""
     text = str(exc).lower()
+    if RETIRED.lower() in text:  # the message itself says where the data went
+        return MktError(503, str(exc).strip().splitlines()[0])
     for needle, message in STORAGE_ERRORS:
         if needle in text:
             return MktError(503, message)

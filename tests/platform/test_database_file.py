@@ -191,9 +191,9 @@ def unprivileged() -> Iterator[tuple[Path, Callable[..., subprocess.CompletedPro
         for entry in (folder, *folder.iterdir()):
             os.chown(entry, 65534, 65534)
 
-    def mkt(*args: str, db: Path = path) -> subprocess.CompletedProcess[str]:
+    def mkt(*args: str, db: Path = path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         return subprocess.run([*prefix, sys.executable, "-m", "marketing_cli", "--db", str(db), *args],
-                              env=env, capture_output=True, text=True, timeout=120)
+                              env=env, capture_output=True, text=True, timeout=timeout)
 
     try:
         yield path, mkt
@@ -238,6 +238,28 @@ def test_a_read_only_database_file_reads_refuses_writes_and_leaves_no_files(unpr
     done = mkt("tags", "create", "new", "--json")
     assert done.returncode == 0, done.stderr
     assert sorted(t["name"] for t in json.loads(mkt("tags", "list", "--json").stdout)) == ["new", "vip"]
+
+
+@pytest.mark.sqlite_only(reason="file and folder modes: PostgreSQL's read-only database is in test_storage_faults")
+@pytest.mark.parametrize("what", ["file", "folder"])
+def test_serve_on_a_read_only_database_says_so_in_one_line_and_exits_1(unprivileged: Any, what: str) -> None:
+    """Not a server that answers reads and fills its log with the worker's tracebacks."""
+    from tests.conftest import free_port
+
+    path, mkt = unprivileged
+    (path if what == "file" else path.parent).chmod(0o444 if what == "file" else 0o555)
+    try:
+        out = mkt("serve", "--port", str(free_port()), timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("mkt serve started on a read-only database")
+    assert out.returncode == 1, out.stderr
+    assert out.stderr.splitlines() == [
+        f"mkt serve needs to write {path}, which is read-only: check the permissions of the database file and "
+        "of its folder, and that its file system is not mounted read-only."]
+    assert out.stdout == "" and "Traceback" not in out.stderr
+    path.parent.chmod(0o755)
+    path.chmod(0o600)
+    assert sorted(p.name for p in path.parent.iterdir()) == ["mkt.db"]  # nothing left beside it
 
 
 @pytest.mark.sqlite_only(reason="file and folder modes: PostgreSQL's read-only database is in test_storage_faults")

@@ -88,11 +88,11 @@ def test_sqlite_to_postgresql_and_back_is_equal_row_for_row(tmp_path: Path, db_p
     source, (ws1, _) = _source(tmp_path)
     report = tmp_path / "report.csv"
 
-    stopped = _mkt("--db", str(source), "db", "copy", "--to", db_path, "--all", "--yes", "--json")
+    stopped = _mkt("--db", str(source), "db", "copy", "--force", "--to", db_path, "--all", "--yes", "--json")
     assert stopped.exit_code == 1
     assert "NUL byte in text" in stopped.stderr and "Nothing was copied" in stopped.stderr
 
-    out = _mkt("--db", str(source), "db", "copy", "--to", db_path, "--all", "--yes", "--json",
+    out = _mkt("--db", str(source), "db", "copy", "--force", "--to", db_path, "--all", "--yes", "--json",
                "--fix", "nul=strip,case=keep", "--report", str(report))
     assert out.exit_code == 0, out.stderr
     copied = json.loads(out.stdout)
@@ -119,14 +119,14 @@ def test_sqlite_to_postgresql_and_back_is_equal_row_for_row(tmp_path: Path, db_p
         conn.close()
 
     back = tmp_path / "back.db"
-    out = _mkt("--db", db_path, "db", "copy", "--to", str(back), "--all", "--yes", "--json", "--fix", "case=keep")
+    out = _mkt("--db", db_path, "db", "copy", "--force", "--to", str(back), "--all", "--yes", "--json", "--fix", "case=keep")
     assert out.exit_code == 0, out.stderr
     assert [p["action"] for p in json.loads(out.stdout)["problems"]] == ["kept as it is"]  # the case pair only
     assert oct(back.stat().st_mode & 0o777) == "0o600"
     assert not Path(f"{back}.mkt-copy-partial").exists()
     assert _tables(back) == _stripped(_tables(source))
 
-    again = _mkt("--db", str(source), "db", "copy", "--to", db_path, "--workspace", str(ws1), "--yes",
+    again = _mkt("--db", str(source), "db", "copy", "--force", "--to", db_path, "--workspace", str(ws1), "--yes",
                  "--fix", "nul=strip,case=keep")
     assert again.exit_code == 1 and f"already holds workspace(s) {ws1}" in again.stderr
 
@@ -140,7 +140,7 @@ def test_the_check_stops_before_writing_and_reports_every_row(tmp_path: Path) ->
     conn.close()
     target, report = tmp_path / "copy.db", tmp_path / "report.csv"
 
-    out = _mkt("--db", str(source), "db", "copy", "--to", str(target), "--all", "--yes",
+    out = _mkt("--db", str(source), "db", "copy", "--force", "--to", str(target), "--all", "--yes",
                "--report", str(report))
     assert out.exit_code == 1
     assert "The source has 4 value(s) the target would refuse or change" in out.stderr
@@ -155,9 +155,9 @@ def test_the_check_stops_before_writing_and_reports_every_row(tmp_path: Path) ->
             ("email differs only in case from contacts 0000000000000000000000a2", "stopped"),
     }
 
-    bad = _mkt("--db", str(source), "db", "copy", "--to", str(target), "--all", "--yes", "--fix", "nul=drop")
+    bad = _mkt("--db", str(source), "db", "copy", "--force", "--to", str(target), "--all", "--yes", "--fix", "nul=drop")
     assert bad.exit_code == 1 and "Unknown fix 'nul=drop'" in bad.stderr
-    neither = _mkt("--db", str(source), "db", "copy", "--to", str(target), "--yes")
+    neither = _mkt("--db", str(source), "db", "copy", "--force", "--to", str(target), "--yes")
     assert neither.exit_code == 1 and "--workspace ID or --all" in neither.stderr
 
     assert actions_of(report)[(f"{1000:024x}", "score")] == "stopped"
@@ -168,7 +168,7 @@ def test_the_check_stops_before_writing_and_reports_every_row(tmp_path: Path) ->
     conn.execute("UPDATE dns_records SET priority = 'ten' WHERE id = ?", (record,))
     conn.commit()
     conn.close()
-    out = _mkt("--db", str(source), "db", "copy", "--to", str(target), "--workspace", str(ws1), "--yes", "--json",
+    out = _mkt("--db", str(source), "db", "copy", "--force", "--to", str(target), "--workspace", str(ws1), "--yes", "--json",
                "--fix", "nul=replace", "--fix", "utf8=replace,type=null,case=keep-first", "--report", str(report))
     assert out.exit_code == 0, out.stderr
     assert json.loads(out.stdout)["rows_touched"] == 4
@@ -202,7 +202,7 @@ def test_a_killed_copy_resumes_from_the_staging_area(tmp_path: Path, db_path: st
     ws = conn.execute("SELECT min(id) FROM workspaces").fetchone()[0]
     _add_contacts(conn, _contact_rows(ws, 30_000, start=10_000))
     conn.close()
-    command = [sys.executable, "-m", "marketing_cli", "--db", str(source), "db", "copy", "--to", db_path, "--all",
+    command = [sys.executable, "-m", "marketing_cli", "--db", str(source), "db", "copy", "--force", "--to", db_path, "--all",
                "--yes", "--json", "--batch-size", "500"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     run = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
@@ -241,7 +241,7 @@ def test_a_killed_copy_resumes_from_the_staging_area(tmp_path: Path, db_path: st
 @pytest.mark.postgresql_only
 def test_one_workspace_of_two(tmp_path: Path, db_path: str) -> None:
     source, (ws1, ws2) = _source(tmp_path, odd=False)
-    out = _mkt("--db", str(source), "db", "copy", "--to", db_path, "--workspace", str(ws2), "--yes", "--json")
+    out = _mkt("--db", str(source), "db", "copy", "--force", "--to", db_path, "--workspace", str(ws2), "--yes", "--json")
     assert out.exit_code == 0, out.stderr
     copied = {t["table"]: t["rows"] for t in json.loads(out.stdout)["tables"]}
 
@@ -265,12 +265,13 @@ def test_one_workspace_of_two(tmp_path: Path, db_path: str) -> None:
         instance = {t.name for t in tables if t.instance}
         assert instance == {"plans", "plan_allowances", "addons", "sms_rates", "instance_secrets", "phone_zone_sets",
                             "token_cutovers"}
-        assert {t.name for t in tables} == set(sqlite_utils.Database(src).table_names()) - {"sqlite_sequence"}
+        assert {t.name for t in tables} == set(sqlite_utils.Database(src).table_names()) - {
+            "sqlite_sequence", "mkt_copy_retired"}  # the source's own mark (--retire-source) stays
     finally:
         src.close()
         target.close()
 
-    out = _mkt("--db", str(source), "db", "copy", "--to", db_path, "--workspace", str(ws1), "--yes", "--json")
+    out = _mkt("--db", str(source), "db", "copy", "--force", "--to", db_path, "--workspace", str(ws1), "--yes", "--json")
     assert out.exit_code == 0, out.stderr
     target = db.connect(db_path)
     try:
@@ -284,10 +285,10 @@ def test_a_copy_to_sqlite_makes_a_new_file(tmp_path: Path) -> None:
     source, _ = _source(tmp_path, odd=False)
     taken = tmp_path / "taken.db"
     taken.write_bytes(b"")
-    out = _mkt("--db", str(source), "db", "copy", "--to", str(taken), "--all", "--yes")
+    out = _mkt("--db", str(source), "db", "copy", "--force", "--to", str(taken), "--all", "--yes")
     assert out.exit_code == 1 and "already exists" in out.stderr
     fresh = tmp_path / "fresh.db"
-    out = _mkt("--db", str(source), "db", "copy", "--to", str(fresh), "--all", "--yes")
+    out = _mkt("--db", str(source), "db", "copy", "--force", "--to", str(fresh), "--all", "--yes")
     assert out.exit_code == 0, out.stderr
     assert "Verified: every table's row count and checksum match the source" in out.stdout
     assert _tables(fresh) == _tables(source)

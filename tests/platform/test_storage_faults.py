@@ -98,6 +98,43 @@ def test_http_writes_on_a_read_only_postgresql_database_get_503_and_reads_keep_w
     assert client.get("/v1/workspace", headers=auth).status_code == 200
 
 
+def serve_refused(db_path: Any) -> Any:
+    """A real `mkt serve` on `db_path` that must stop by itself (the test fails if it serves)."""
+    import subprocess
+    import sys
+
+    from tests.conftest import free_port
+
+    try:
+        return subprocess.run([sys.executable, "-m", "marketing_cli", "--db", str(db_path), "serve", "--port",
+                               str(free_port())], capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("mkt serve started on a read-only database")
+
+
+@pytest.mark.postgresql_only
+def test_serve_on_a_read_only_postgresql_database_says_so_in_one_line_and_exits_1(
+        db_path: Any, read_only_postgresql: None) -> None:
+    out = serve_refused(db_path)
+    assert out.returncode == 1, out.stderr
+    assert out.stderr.splitlines() == [
+        f"mkt serve needs to write {db_path}, which is read-only: check that the PostgreSQL server accepts "
+        "writes (not a standby, default_transaction_read_only off)."]
+    assert out.stdout == "" and "Traceback" not in out.stderr
+
+
+@pytest.mark.sqlite_only(reason="PRAGMA query_only; the real read-only file is test_database_file's (as nobody)")
+def test_serve_checks_the_database_with_a_write(db_path: Path, workspace: dict[str, Any],
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from marketing_cli.storage.serving import check_servable
+
+    check_servable(db_path)  # writable: nothing to say
+    _with_pragma(monkeypatch, "PRAGMA query_only = ON")
+    with pytest.raises(MktError) as raised:
+        check_servable(db_path)
+    assert raised.value.status == 503 and raised.value.message.startswith(f"mkt serve needs to write {db_path},")
+
+
 @pytest.mark.postgresql_only
 def test_sessions_ended_by_the_server_cost_a_reconnect_not_an_error(client: Any, auth: dict[str, str],
                                                                      db_path: Any, app: Any) -> None:

@@ -119,7 +119,7 @@ def _note_use(conn: sqlite3.Connection, key_id: int, last_used_at: str | None) -
     conn.execute("PRAGMA busy_timeout = 0")
     try:
         conn.execute("UPDATE api_keys SET last_used_at = ? WHERE id = ?", (clock.format_ts(now), key_id))
-    except sqlite3.OperationalError:
-        pass  # busy: try again on a later request
+    except (sqlite3.OperationalError, sqlite3.IntegrityError):
+        pass  # busy, or read-only or retired (its trigger: IntegrityError on SQLite): reads go on
     finally:
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")

@@ -30,6 +30,9 @@ the source's one read snapshot; each stage is a module of this package:
 
     report.py    What the copy tells as it goes (progress) and at the end: the problems as a
                  CSV (`--report`) and a summary, and the error that stops a copy.
+    retire.py    Before: whether the source looks live (a job lease, a recent write), which
+                 the CLI refuses without --force. After: `--retire-source`, a source that
+                 refuses every write and names the database that took over.
 
 What one workspace's copy holds: each table's rows whose `workspace_id` is that workspace,
 or, for a table without the column, whose parent (a foreign key, followed up) is in it. The
@@ -43,7 +46,8 @@ refuses the copy.
 
 This `__init__` is the face its callers use as `from marketing_cli.storage import copy as dbcopy`
 (cli/database.py, tests/platform/test_db_copy.py, bench/bench_db_copy.py): `copy`, `parse_fixes`,
-`Progress`, and the table reading that the tests compare with (`sqlite_tables`, `ordered`, `scope`).
+`Progress`, `live_reasons`, `retire`, and the table reading that the tests compare with
+(`sqlite_tables`, `ordered`, `scope`).
 """
 
 from __future__ import annotations
@@ -57,11 +61,12 @@ from marketing_cli.storage.copy.fixes import FIXES, Fixer, Problem, parse_fixes
 from marketing_cli.storage.copy.load import BATCH, fits, load
 from marketing_cli.storage.copy.publish import open_target
 from marketing_cli.storage.copy.report import Progress, stopped, summary, write_report
+from marketing_cli.storage.copy.retire import live_reasons, retire
 from marketing_cli.storage.copy.source import open_source, workspaces
 from marketing_cli.storage.copy.tables import Table, ordered, postgresql_tables, scope, sqlite_tables
 
-__all__ = ["BATCH", "FIXES", "Problem", "Progress", "Table", "copy", "ordered", "parse_fixes", "postgresql_tables",
-           "scope", "sqlite_tables"]
+__all__ = ["BATCH", "FIXES", "Problem", "Progress", "Table", "copy", "live_reasons", "ordered", "parse_fixes",
+           "postgresql_tables", "retire", "scope", "sqlite_tables"]
 
 
 def copy(source_target: Any, to: str, *, workspace_ids: list[int] | None, fixes: dict[str, str],
