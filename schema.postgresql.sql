@@ -1698,7 +1698,7 @@ INSERT INTO token_cutovers (kind, last_id, at)
 -- version: 34
 -- A database `mkt db copy --retire-source` retired (schema.sql step 34 says why).
 CREATE TABLE mkt_copy_retired (
-    id INTEGER PRIMARY KEY CHECK (id = 1),
+    id BIGINT PRIMARY KEY CHECK (id = 1),
     retired_at TEXT NOT NULL,
     successor TEXT NOT NULL,
     message TEXT NOT NULL

@@ -179,8 +179,15 @@ def test_a_retired_source_refuses_writes_naming_the_target_and_serve_will_not_st
 
 def test_a_server_still_running_on_the_source_is_refused_writes_once_it_is_retired(
         new_db: Callable[..., Any], tmp_path: Path) -> None:
+    from marketing_cli import jobs
+
     source = new_db("served.db")
     world = _world(source)
+    conn = db.connect(source)
+    try:  # due once the source is retired: the worker's claim is then refused
+        jobs.enqueue(conn, "email.ab_winner", {}, run_at=clock.format_ts(clock.utcnow() + timedelta(seconds=10)))
+    finally:
+        conn.close()
     server = Server(source)
     api = httpx.Client(base_url=server.base, headers={"Authorization": f"Bearer {world['key']}"}, timeout=30)
     try:
@@ -192,8 +199,14 @@ def test_a_server_still_running_on_the_source_is_refused_writes_once_it_is_retir
         status, message = error_of(api.post("/v1/tags", json={"name": "after"}))
         assert status == 503 and RETIRED.fullmatch(message), message
         assert sorted(t["name"] for t in api.get("/v1/tags").json()["data"]) == ["before", "vip"]
+        deadline = time.monotonic() + 40
+        while "job worker stopped" not in server.output() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(1)  # a worker that went on would log again within a pass or two
     finally:
         api.close()
         log = server.output()
         assert server.stop() == 0
+    stopped = [line for line in log.splitlines() if "job worker" in line]
+    assert len(stopped) == 1 and RETIRED.search(stopped[0].split("job worker stopped: ")[1]), stopped
     assert "Traceback" not in log
