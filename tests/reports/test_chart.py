@@ -113,3 +113,15 @@ def test_a_send_not_started_has_no_chart(conn: Any, workspace: dict) -> None:
     campaign = factories.email_campaign(conn, workspace["id"], "Draft")
     data = email_report.campaign_report(conn, workspace["id"], campaign["id"])
     assert data["chart"] is None and charts(html.render(data)) == []
+
+
+def test_above_the_fine_limit_the_chart_keeps_hourly_buckets(conn: Any, workspace: dict,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Finer buckets read every message of the campaign: past FINE_LIMIT messages, hours."""
+    from marketing_cli.services.email import timeline as email_timeline
+
+    world = factories.email_span_world(conn, workspace["id"], "hour")
+    monkeypatch.setattr(email_timeline, "FINE_LIMIT", 11)  # twelve messages sent
+    chart = email_report.campaign_report(conn, workspace["id"], world["id"])["chart"]
+    assert chart["minutes"] == 60 and len(chart["buckets"]) == 1
+    assert (chart["buckets"][0]["unique_opens"], chart["buckets"][0]["total_clicks"]) == (12, 12)

@@ -49,7 +49,7 @@ def get_campaign_timeline(conn: sqlite3.Connection, workspace_id: int, campaign_
 
 
 CHART = ("unique_opens", "total_clicks", "unsubscribed")
-FINE_LIMIT = 200_000
+FINE_LIMIT = 100_000  # bench/bench_timeline.py: ~130 ms per 50,000 messages for the finer buckets
 _EVENTS = """SELECT opened_at AS at, 1 AS unique_opens, 0 AS total_clicks, 0 AS unsubscribed FROM email_messages
                 WHERE campaign_id = ? AND opened_at IS NOT NULL
               UNION ALL SELECT k.clicked_at, 0, 1, 0 FROM email_clicks k JOIN email_messages m ON m.id = k.message_id

@@ -62,7 +62,7 @@ def campaign_timeline(conn: sqlite3.Connection, workspace_id: int, campaign_id: 
 
 
 CHART = ("delivered", "total_clicks", "unsubscribed")
-FINE_LIMIT = 200_000
+FINE_LIMIT = 100_000  # bench/bench_timeline.py: ~130 ms per 50,000 messages for the finer buckets
 _EVENTS = """SELECT delivered_at AS at, 1 AS delivered, 0 AS total_clicks, 0 AS unsubscribed FROM sms_messages
                 WHERE campaign_id = ? AND delivered_at IS NOT NULL
               UNION ALL SELECT k.clicked_at, 0, 1, 0 FROM sms_clicks k JOIN sms_messages m ON m.id = k.message_id
