@@ -8,6 +8,8 @@ asks, on a terminal) when the source looks live, unless `--force`:
 - SQLite: the file or its -wal was modified in the last minute (every commit touches one);
 - PostgreSQL: another session on the database ran a statement in the last minute
   (pg_stat_activity; a serve's job worker polls every second, so an idle serve shows too).
+  PostgreSQL shows when a session of another role last ran a statement only to a role with
+  pg_read_all_stats: the servers are expected to connect as the role the copy uses.
 
 **Retired.** After a verified copy of every workspace, `--retire-source` writes one row in
 `mkt_copy_retired` (schema step 34: when, where the data went, the message) and puts on
