@@ -28,6 +28,7 @@ from datetime import date, datetime, timezone
 from typing import Any
 
 from marketing_cli.kernel.countries import COUNTRY_CODES
+from marketing_cli.services.contacts.e164 import e164
 
 FIELD_TYPES = ("TEXT", "NUMBER", "BOOLEAN", "DATE", "DROPDOWN_SINGLE", "DROPDOWN_MULTIPLE", "COUNTRY")
 DROPDOWN_TYPES = ("DROPDOWN_SINGLE", "DROPDOWN_MULTIPLE")
@@ -359,6 +360,9 @@ def normalize_phone(raw: Any, default_region: str | None) -> str:
     if not isinstance(raw, str) or not raw.strip():
         raise ValueError("A phone number must be a non-empty string.")
     text = raw.strip()
+    fast = e164(text)  # `+` and digits: the same answer without phonenumbers' generic path (e164.py)
+    if fast is not None:
+        return fast
     pn = _phone_module()
     region = None if text.startswith("+") else default_region
     if region is None and not text.startswith("+"):
