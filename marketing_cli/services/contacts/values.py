@@ -289,16 +289,31 @@ def _fast_email(text: str) -> str | None:
     if match is None or len(text) > 254 or len(match.group(1)) > 64:
         return None
     domain = match.group(2).lower()
+    plain = _plain_domains.get(domain)
+    if plain is None:
+        plain = _plain_domain(domain)
+        if len(_plain_domains) < _PLAIN_DOMAINS_KEPT:  # a list has few domains; a hostile one many
+            _plain_domains[domain] = plain
+    return text.lower() if plain else None
+
+
+_plain_domains: dict[str, bool] = {}
+_PLAIN_DOMAINS_KEPT = 10_000
+
+
+def _plain_domain(domain: str) -> bool:
+    """Whether the fast path may take an address at `domain` (lower case): not too long, no
+    IDNA label, not a special-use name. Kept per domain (an import reads a few thousand at most)."""
     if len(domain) > 253:
-        return None
+        return False
     for label in domain.split("."):
         if label[2:4] == "--":  # xn-- and friends: IDNA rules apply, let email-validator decide
-            return None
+            return False
     tld = domain.rsplit(".", 1)[1]
     for special in _SPECIAL_USE:
         if domain == special or domain.endswith("." + special) or tld == special:
-            return None
-    return text.lower()
+            return False
+    return True
 
 
 def normalize_email(raw: Any, *, own_domains: Callable[[], Collection[str]] | None = None) -> str:
