@@ -3,7 +3,9 @@
     python bench/run.py --only import [--quick]
 
 MKT_BENCH_IMPORT_ROWS sets the size (default 200,000; --quick 20,000), MKT_BENCH_IMPORT_ROUNDS
-the rounds (default 3), MKT_BENCH_IMPORT_PARTS=sqlite and/or postgresql (both by default).
+the rounds (default 3), MKT_BENCH_IMPORT_PARTS=sqlite and/or postgresql (both by default), MKT_BENCH_IMPORT_BEFORE
+the folder of another tree of mkt (`git archive COMMIT | tar -x -C DIR`) whose import takes
+its turn in the same SQLite rounds (before and after a change, alternated).
 The list is bench/contact_list.py's (fixed seed): email, accented names, 93 cities, phones
 in five countries on 85% of rows, a signup date, about one bad row in 2,000.
 
@@ -60,14 +62,15 @@ class Run:
     rss_mib: float
     out: bytes
     summary: dict[str, Any]
+    server_cpu: float  # PostgreSQL: the server's CPU seconds during the run
 
 
-def _timed(cmd: list[str], env: dict[str, str] | None = None) -> Run:
+def _timed(cmd: list[str], env: dict[str, str] | None = None, cwd: Path = REPO) -> Run:
     """`cmd` run to its end; os.wait4 gives the child's own CPU time and peak RSS."""
     run = Run()
     run.load = os.getloadavg()[0]
     started = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=REPO, env={**os.environ, **(env or {})}, stdout=subprocess.PIPE,
+    proc = subprocess.Popen(cmd, cwd=cwd, env={**os.environ, **(env or {})}, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
     out, err = proc.stdout.read(), proc.stderr.read()  # type: ignore[union-attr]
     _, status, usage = os.wait4(proc.pid, 0)
@@ -82,8 +85,14 @@ def _timed(cmd: list[str], env: dict[str, str] | None = None) -> Run:
     return run
 
 
-def prepare(url: str) -> None:
-    """A database with one workspace (allowance raised) and the list's fields."""
+def prepare(url: str, repo: Path = REPO) -> None:
+    """A database with one workspace (allowance raised) and the list's fields (made by `repo`'s
+    code when it is another tree: MKT_BENCH_IMPORT_BEFORE)."""
+    if repo != REPO:
+        code = f"import sys; sys.path.insert(0, {str(repo / 'bench')!r}); import bench_import; bench_import.prepare({url!r})"
+        subprocess.run([sys.executable, "-c", code], cwd=repo, env={**os.environ, "PYTHONPATH": str(repo)},
+                       check=True)
+        return
     from marketing_cli.services.account import billing, workspaces
     from marketing_cli.services.contacts import fields
     from marketing_cli.storage.db import connect
@@ -102,9 +111,9 @@ def _fresh_file(path: Path) -> Path:
     return path
 
 
-def mkt_import(url: str, csv_path: Path, expect: int) -> Run:
+def mkt_import(url: str, csv_path: Path, expect: int, repo: Path = REPO) -> Run:
     run = _timed([sys.executable, "-m", "marketing_cli", "contacts", "import", str(csv_path), *MAP, "--json"],
-                 {"MKT_DB": url, "PYTHONPATH": str(REPO), "MKT_WORKSPACE": "1"})
+                 {"MKT_DB": url, "PYTHONPATH": str(repo), "MKT_WORKSPACE": "1"}, cwd=repo)  # -m reads cwd first
     summary = json.loads(run.out)
     assert summary["created"] + summary["skipped"] == expect, {k: summary[k] for k in ("created", "skipped")}
     run.summary = summary
@@ -120,6 +129,13 @@ def _sqlite_rounds(tmp: Path, csv_path: Path, n: int, rounds: int) -> dict[str, 
         return mkt_import(str(db), csv_path, n)
 
     loaders["mkt"] = mkt
+    before = os.environ.get("MKT_BENCH_IMPORT_BEFORE")
+    if before:  # another tree of mkt (an export of an earlier commit), run in the same rounds
+        def mkt_before() -> Run:
+            prepare(str(_fresh_file(db)), Path(before))
+            return mkt_import(str(db), csv_path, n, Path(before))
+
+        loaders["mkt-before"] = mkt_before
     utils = shutil.which("sqlite-utils")
     if utils:
         loaders["sqlite-utils"] = lambda: _timed([utils, "insert", str(_fresh_file(db)), "contacts", str(csv_path),
@@ -163,7 +179,7 @@ def _sqlite_rows(runs: dict[str, list[Run]], n: int) -> list[dict]:
                        "sqlite-utils insert --csv of the same file", n / _median(theirs, "seconds"), ratio,
                        "ratio >= 1.0", ratio >= 1.0))
         cpu = _median(theirs, "cpu") / _median(ours, "cpu")
-        out.append(row("the same, CPU seconds (user + system; the machine's load does not stretch them)",
+        out.append(row("the same, CPU seconds (user + system; a loaded machine stretches them less than wall time)",
                        _median(ours, "cpu"), "s", "sqlite-utils insert --csv", _median(theirs, "cpu"), cpu,
                        "informational", True))
     if "sqlite3" in runs:
@@ -172,6 +188,14 @@ def _sqlite_rows(runs: dict[str, list[Run]], n: int) -> list[dict]:
         out.append(row(f"mkt contacts import, {n:,} rows, SQLite (same runs)", n / _median(ours, "seconds"), "rows/s",
                        "sqlite3 .import --csv (the floor: SQLite's C loader, no index, no check)",
                        n / _median(floor, "seconds"), ratio, "informational", True))
+    if "mkt-before" in runs:
+        old = runs["mkt-before"]
+        out.append(row(f"mkt contacts import, {n:,} rows, SQLite (same runs): this tree, wall", n / _median(ours, "seconds"),
+                       "rows/s", "the tree in MKT_BENCH_IMPORT_BEFORE", n / _median(old, "seconds"),
+                       _median(old, "seconds") / _median(ours, "seconds"), "informational", True))
+        out.append(row(f"the same, CPU seconds; peak RSS {max(r.rss_mib for r in ours):.0f} MiB against "
+                       f"{max(r.rss_mib for r in old):.0f} MiB", _median(ours, "cpu"), "s", "the earlier tree",
+                       _median(old, "cpu"), _median(old, "cpu") / _median(ours, "cpu"), "informational", True))
     rss = max(r.rss_mib for r in ours)
     out.append(row(f"mkt contacts import, {n:,} rows, SQLite: peak RSS (largest of {len(ours)})", rss, "MiB",
                    "goal at 1,000,000 rows", 128.0, rss / 128.0, "under 128 MiB at 1,000,000",
@@ -191,6 +215,30 @@ def _psql_copy(server: Any, csv_path: Path) -> Run:
     return run
 
 
+def _server_cpu(server: Any) -> float:
+    """CPU seconds the PostgreSQL server has used so far: the postmaster's own, its reaped
+    children's (a connection's backend is reaped when the connection closes), and its live
+    children's (checkpointer, WAL writer, ...), from /proc."""
+    tick = os.sysconf("SC_CLK_TCK")
+    postmaster = int((server.data / "postmaster.pid").read_text().split()[0])
+
+    def stat(pid: int) -> list[str]:
+        text = Path(f"/proc/{pid}/stat").read_text()
+        return text[text.rindex(")") + 2:].split()  # fields from the 3rd (state) on
+
+    own = stat(postmaster)
+    total = sum(int(v) for v in own[11:15])  # utime, stime, cutime, cstime
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = stat(int(entry.name))
+            except (OSError, ValueError):
+                continue
+            if int(fields[1]) == postmaster:
+                total += int(fields[11]) + int(fields[12])
+    return total / tick
+
+
 def _postgresql_rows(csv_path: Path, n: int, rounds: int) -> list[dict]:
     server = postgres_server("bench_import")
     if server is None or shutil.which("psql") is None:
@@ -203,7 +251,11 @@ def _postgresql_rows(csv_path: Path, n: int, rounds: int) -> list[dict]:
                 server.drop(urls.pop())
             urls.append(server.fresh())
             prepare(urls[-1])
-            return mkt_import(urls[-1], csv_path, n)
+            before = _server_cpu(server)
+            run = mkt_import(urls[-1], csv_path, n)
+            run.server_cpu = _server_cpu(server) - before
+            print(f"  server CPU {run.server_cpu:.2f} s", file=sys.stderr, flush=True)
+            return run
 
         runs = _alternate({"mkt": mkt, "psql": lambda: _psql_copy(server, csv_path)}, rounds)
     finally:
@@ -220,6 +272,10 @@ def _postgresql_rows(csv_path: Path, n: int, rounds: int) -> list[dict]:
         row(f"PostgreSQL: the import's client CPU, {n:,} rows (same runs)", _median(ours, "cpu"), "s",
             "the import's wall time", _median(ours, "seconds"), _median(ours, "cpu") / _median(ours, "seconds"),
             "informational (1.0: the client is the bound)", True),
+        row(f"PostgreSQL: the server's CPU during the import, {n:,} rows (same runs)", _median(ours, "server_cpu"),
+            "s", "the import's wall time", _median(ours, "seconds"),
+            _median(ours, "server_cpu") / _median(ours, "seconds"),
+            "informational (client + server over 2.0: the 2 cores are the bound)", True),
     ]
 
 

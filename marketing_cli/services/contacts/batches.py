@@ -55,7 +55,7 @@ from marketing_cli.services.contacts.values import EMAIL_TAG, PHONE_TAG, FieldMa
 from marketing_cli.storage import dialect, field_sql
 from marketing_cli.storage.db import transaction
 
-# 20,000 rows per transaction and a 256 MiB page cache while importing: at a million
+# 20,000 rows per transaction and a larger page cache while importing: at a million
 # contacts each row lands on a random leaf of five expression indexes and the email
 # index, so a batch's dirty pages must fit the cache (the default 2 MiB spills them to the
 # WAL over and over) and bigger batches write each touched page once for more rows.
@@ -73,6 +73,12 @@ BATCH_SIZE = 20_000
 # longer than about a second.
 MAX_BATCH_SIZE = 20_000
 BATCH_SIZE_RANGE = f"The batch size must be between 1 and {MAX_BATCH_SIZE:,} rows (one write transaction each)."
+# The import's page cache (the connection's default is 2 MiB). It was 256 MiB, for the reasons
+# above; but it fills and stays (a million contacts are 824 MB on disk), and it made the
+# import's peak RSS 379 MiB at 1,000,000 rows. At 32 MiB, with each batch written in email
+# order (the email index's pages touched in order, once a batch), the import peaks at 122
+# MiB at 1,000,000 rows and its CPU was 86 s against 104 s before (issue 42's list, with the
+# temporary-table batches and the phone fast path; docs/performance.md).
 IMPORT_CACHE_KIB = 32_768
 
 # One statement per batch, its rows a source of these columns (dialect.contacts_batch_source:
