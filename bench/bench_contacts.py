@@ -11,7 +11,8 @@ each) and every loader gets the import's page cache (256 MiB).
 Rows:
 - import: `import_contacts` on the CSV file (parsing, validation with values.py, lookups,
   upsert) against a bare `executemany` of the same upsert statement on rows already
-  parsed into tuples (only executemany and commit are timed). Target: ratio >= 0.40.
+  parsed into tuples (only executemany and commit are timed). Informational since issue
+  42 (a weak baseline): bench_import.py holds the import to sqlite-utils on a realistic list.
 - search x3 (email EQUALS, custom TEXT EQUALS, custom NUMBER GREATER_THAN): the search
   service (compile, count, page, render) against the hand-written indexed SQL for the same
   page and total. Target: service time / hand SQL time <= 5.
@@ -176,9 +177,10 @@ def run(quick: bool) -> list[dict]:
         import_seconds = time.perf_counter() - started
         assert summary["created"] == n and summary["skipped"] == 0, summary
         bare_rate, import_rate = n / bare_seconds, n / import_seconds
+        # informational since issue 42: a per-row upsert into mkt's own schema is a weak baseline;
+        # bench_import.py sets the import against sqlite-utils and sqlite3 .import on a realistic list
         out.append(row(f"contacts import, {n:,} rows x 5 custom fields", import_rate, "rows/s",
-                       "bare executemany upsert", bare_rate, import_rate / bare_rate, "ratio >= 0.40",
-                       import_rate / bare_rate >= 0.40))
+                       "bare executemany upsert", bare_rate, import_rate / bare_rate, "informational", True))
 
         # Search at n contacts: the service against hand-written SQL for the same answer.
         out.extend(_search_rows(conn, ws, ids, n, repeat=15 if quick else 9))

@@ -10,7 +10,7 @@ the services keep one code path and name no engine.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -113,20 +113,33 @@ def contacts_json_merge(conn: Any, target: str, patch: str) -> str:
     return f"{function}({target}, {patch})"
 
 
+def _encoded(rows: Iterable[tuple[Any, ...]], i: int, dumps: Callable[[Any], str]) -> Iterator[tuple[Any, ...]]:
+    return ((*r[:i], dumps(r[i]), *r[i + 1:]) for r in rows)
+
+
 def contacts_batch_source(conn: Any, table: str, columns: tuple[tuple[str, str], ...], rows: list[tuple[Any, ...]],
                           dumps: Callable[[Any], str]) -> tuple[str, list[Any]]:
     """One import batch's rows as a SQL source (`SELECT <columns> FROM ...`) and its parameters,
     for one set-based INSERT ... SELECT. `columns`: (name, PostgreSQL type), where JSON marks a
     cell that is a dict (JSON text in the source).
 
-    SQLite: the rows as one JSON array parameter read by json_each (one statement per batch:
-    see services/contacts/batches.py). PostgreSQL: the rows go through COPY into a temporary
-    table dropped at the end of the batch's transaction (no session state outlives it), and
-    the source reads that table (`table`, our own name, never user text)."""
+    The rows go into a temporary table of this connection (`table`, our own name, never user
+    text), and the source reads that table. SQLite: one executemany into a TEMP table (no
+    index, no trigger), made again for each batch. It replaced one JSON array parameter read
+    by json_each, which parsed every row's array once per column (`value->>i`) and held the
+    batch's text several times over (Python's, SQLite's copy, its parse). A batch of 20,000
+    new contacts (issue 42's list, CPU): the upsert 0.33 s that way, 0.22 s + 0.04 s to fill
+    the table this way; its consent rows 0.10 s, now 0.056 s + 0.026 s. PostgreSQL: COPY into a temporary table dropped at the end of the
+    batch's transaction (no session state outlives it)."""
     if not postgresql(conn):
-        cells = ", ".join(f"value{'->' if kind == 'JSON' else '->>'}{i} AS {name}"
-                          for i, (name, kind) in enumerate(columns))
-        return f"SELECT {cells} FROM json_each(?)", [dumps(rows)]
+        names = ", ".join(name for name, _ in columns)
+        cells: Iterable[tuple[Any, ...]] = rows
+        for i in (i for i, (_, kind) in enumerate(columns) if kind == "JSON"):
+            cells = _encoded(cells, i, dumps)  # as they are written, not a second list
+        conn.execute(f"DROP TABLE IF EXISTS temp.{table}")  # the previous batch's
+        conn.execute(f"CREATE TEMP TABLE {table} ({names})")
+        conn.executemany(f"INSERT INTO temp.{table} VALUES ({', '.join('?' * len(columns))})", cells)
+        return f"SELECT {names} FROM temp.{table}", []
     if not conn.in_transaction:
         raise RuntimeError("a batch is loaded inside its transaction (its table is dropped at COMMIT)")
     names = ", ".join(name for name, _ in columns)

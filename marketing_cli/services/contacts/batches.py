@@ -4,10 +4,10 @@ importer.py reads and checks the file; the rows it parsed come here in batches:
 
 - Rows are applied in batches (default 20,000, at most MAX_BATCH_SIZE), each batch one
   `BEGIN IMMEDIATE` transaction: one lookup of the batch's keys, then ONE statement for
-  the whole batch, `INSERT ... SELECT ... FROM json_each(:rows) ON CONFLICT(workspace_id,
+  the whole batch, `INSERT ... SELECT ... FROM <the batch> ON CONFLICT(workspace_id,
   email) DO UPDATE SET data = json_patch(...)` (see _UPSERT_COLUMNS for why not
-  executemany; on PostgreSQL the batch's rows reach it through COPY into a temporary
-  table, dialect.contacts_batch_source). A row the batch cannot take (a required field is
+  executemany into contacts; the batch's rows reach it through a temporary table,
+  dialect.contacts_batch_source), its rows in email order (see IMPORT_CACHE_KIB). A row the batch cannot take (a required field is
   missing, the allowance is used up) is rejected with its reason, each file row it stands
   for reported on its own line; the other rows still go in. A phone number that is another
   contact's is left out of the row when bad cells are left out (rows.py), else it rejects
@@ -55,7 +55,7 @@ from marketing_cli.services.contacts.values import EMAIL_TAG, PHONE_TAG, FieldMa
 from marketing_cli.storage import dialect, field_sql
 from marketing_cli.storage.db import transaction
 
-# 20,000 rows per transaction and a 256 MiB page cache while importing: at a million
+# 20,000 rows per transaction and a larger page cache while importing: at a million
 # contacts each row lands on a random leaf of five expression indexes and the email
 # index, so a batch's dirty pages must fit the cache (the default 2 MiB spills them to the
 # WAL over and over) and bigger batches write each touched page once for more rows.
@@ -73,11 +73,16 @@ BATCH_SIZE = 20_000
 # longer than about a second.
 MAX_BATCH_SIZE = 20_000
 BATCH_SIZE_RANGE = f"The batch size must be between 1 and {MAX_BATCH_SIZE:,} rows (one write transaction each)."
-IMPORT_CACHE_KIB = 262_144
+# The import's page cache (the connection's default is 2 MiB). It was 256 MiB, for the reasons
+# above; but it fills and stays (a million contacts are 824 MB on disk), and it made the
+# import's peak RSS 379 MiB at 1,000,000 rows. At 32 MiB, with each batch written in email
+# order (the email index's pages touched in order, once a batch), the import peaks at 122
+# MiB at 1,000,000 rows and its CPU was 86 s against 104 s before (issue 42's list, with the
+# temporary-table batches and the phone fast path; docs/performance.md).
+IMPORT_CACHE_KIB = 32_768
 
 # One statement per batch, its rows a source of these columns (dialect.contacts_batch_source:
-# on SQLite one JSON array parameter, [[id, email, phone, status, sms_status, {data}], ...]
-# read by json_each; on PostgreSQL a table loaded by COPY). A single INSERT ... SELECT
+# a temporary table, loaded by executemany on SQLite and by COPY on PostgreSQL). A single INSERT ... SELECT
 # (rather than executemany) matters because contacts has an AFTER INSERT trigger (the usage
 # counter): with a trigger every statement execution opens a statement journal, which made a
 # per-row executemany 2.5x slower than the same load without the trigger. One statement per
@@ -139,6 +144,10 @@ def _update_by_id(conn: sqlite3.Connection, field_id: int | None) -> str:
         "   THEN ?5 ELSE updated_at END"
         " WHERE id = ?1 AND workspace_id = ?6"
     )
+
+
+def _by_email(row: tuple[Any, ...]) -> str:
+    return row[1] or ""  # a new contact without email (the workspace allows it) has none
 
 
 OVER_ALLOWANCE = (f"{BILLING_LIMIT}: the workspace's contacts allowance is used up (an operator raises it with "
@@ -411,6 +420,7 @@ class BatchWriter:
 
     def _write(self, plan: _BatchPlan) -> None:
         if plan.upserts:
+            plan.upserts.sort(key=_by_email)  # in index order: see IMPORT_CACHE_KIB
             source, params = dialect.contacts_batch_source(self.conn, "mkt_batch_contacts", _UPSERT_COLUMNS,
                                                            plan.upserts, _dumps)
             self.conn.execute(_upsert_batch(self.conn, source, self.zone_field_id),

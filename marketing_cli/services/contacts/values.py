@@ -28,6 +28,7 @@ from datetime import date, datetime, timezone
 from typing import Any
 
 from marketing_cli.kernel.countries import COUNTRY_CODES
+from marketing_cli.services.contacts.e164 import e164
 
 FIELD_TYPES = ("TEXT", "NUMBER", "BOOLEAN", "DATE", "DROPDOWN_SINGLE", "DROPDOWN_MULTIPLE", "COUNTRY")
 DROPDOWN_TYPES = ("DROPDOWN_SINGLE", "DROPDOWN_MULTIPLE")
@@ -288,16 +289,31 @@ def _fast_email(text: str) -> str | None:
     if match is None or len(text) > 254 or len(match.group(1)) > 64:
         return None
     domain = match.group(2).lower()
+    plain = _plain_domains.get(domain)
+    if plain is None:
+        plain = _plain_domain(domain)
+        if len(_plain_domains) < _PLAIN_DOMAINS_KEPT:  # a list has few domains; a hostile one many
+            _plain_domains[domain] = plain
+    return text.lower() if plain else None
+
+
+_plain_domains: dict[str, bool] = {}
+_PLAIN_DOMAINS_KEPT = 10_000
+
+
+def _plain_domain(domain: str) -> bool:
+    """Whether the fast path may take an address at `domain` (lower case): not too long, no
+    IDNA label, not a special-use name. Kept per domain (an import reads a few thousand at most)."""
     if len(domain) > 253:
-        return None
+        return False
     for label in domain.split("."):
         if label[2:4] == "--":  # xn-- and friends: IDNA rules apply, let email-validator decide
-            return None
+            return False
     tld = domain.rsplit(".", 1)[1]
     for special in _SPECIAL_USE:
         if domain == special or domain.endswith("." + special) or tld == special:
-            return None
-    return text.lower()
+            return False
+    return True
 
 
 def normalize_email(raw: Any, *, own_domains: Callable[[], Collection[str]] | None = None) -> str:
@@ -359,6 +375,9 @@ def normalize_phone(raw: Any, default_region: str | None) -> str:
     if not isinstance(raw, str) or not raw.strip():
         raise ValueError("A phone number must be a non-empty string.")
     text = raw.strip()
+    fast = e164(text)  # `+` and digits: the same answer without phonenumbers' generic path (e164.py)
+    if fast is not None:
+        return fast
     pn = _phone_module()
     region = None if text.startswith("+") else default_region
     if region is None and not text.startswith("+"):
