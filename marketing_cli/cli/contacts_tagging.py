@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import sys
 from contextlib import ExitStack
+from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
@@ -48,7 +49,7 @@ def _search(items: list[str]) -> dict[str, Any]:
 
 def _listed(file: str) -> dict[str, Any]:
     try:
-        text = sys.stdin.read() if file == "-" else open(file, encoding="utf-8-sig").read()  # noqa: SIM115
+        text = sys.stdin.read() if file == "-" else Path(file).read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise usage_error(f"--file: cannot read {file}: {getattr(exc, 'strerror', None) or exc}.") from None
     entries = [line.strip() for line in text.splitlines()]
