@@ -52,10 +52,10 @@ def tag_contacts(conn: sqlite3.Connection, workspace_id: int, tag_id: Any, body:
     changed = enrolled = 0
     while True:
         with transaction(conn):
-            ids = selection.next_batch(conn, batch)
-            if ids is None:
+            source = selection.next_batch(conn, batch)
+            if source is None:
                 break
-            count, before, last = tagging.change_tag(conn, workspace_id, tag, ids, add=add)
+            count, before, last = tagging.change_tag(conn, workspace_id, tag, *source, add=add)
             if count:
                 triggers.read_until(conn, workspace_id, before)  # a writer's events between two batches
                 made = triggers.read_until(conn, workspace_id, last)["enrolled"]

@@ -43,7 +43,7 @@ from marketing_cli.services.contacts.checks import (
 )
 from marketing_cli.services.contacts.events import append_events
 from marketing_cli.services.contacts.suppressions import refuse_suppressed
-from marketing_cli.services.contacts.tagging import change_tag
+from marketing_cli.services.contacts.tagging import change_tag, one_contact
 from marketing_cli.services.contacts.tags import tags_by_id
 from marketing_cli.services.contacts.values import EMAIL_TAG, PHONE_TAG, FieldMap, is_empty, load_fields
 from marketing_cli.services.contacts.view import render_contact, render_contacts
@@ -390,7 +390,7 @@ def _change_tags(conn: sqlite3.Connection, workspace_id: int, contact_id: Any, b
         row = _row(conn, workspace_id, contact_id)
         names = tags_by_id(conn, workspace_id, tag_ids)
         # The bulk path's writer with a one-contact set, tag by tag in the order given (tagging.py).
-        one = json.dumps([row["id"]])
+        source, params = one_contact(row["id"])
         for t in tag_ids:
-            change_tag(conn, workspace_id, {"id": t, "name": names[t]}, one, add=add)
+            change_tag(conn, workspace_id, {"id": t, "name": names[t]}, source, params, add=add)
         return render_contact(conn, workspace_id, row["id"], "full")

@@ -1,12 +1,12 @@
 """A tag put on (or taken off) many contacts at once, in set-based SQL, with its events.
 
-One writer for both paths: `change_tag` tags or untags a set of contact ids (a JSON array,
-read by json_each) in three statements, whatever the set's size:
+One writer for both paths: `change_tag` tags or untags the contacts a SELECT names in four
+statements, whatever their number:
 
 1. one TAG_ADDED (TAG_REMOVED) event per contact whose tags change, that is only those that
    did not have the tag (that had it), appended in contact id order;
 2. the contact_tags rows inserted (deleted);
-3. those contacts' `updated_at` moved.
+3. those contacts' `updated_at` moved (the fourth reads the newest event id before and after).
 
 The per-contact endpoints (records.add_contact_tags / remove_contact_tags) call it with a
 one-id set per tag; the bulk path (services/automations/tagging.py, which also enrolls the
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,22 +61,22 @@ def tag_row(conn: sqlite3.Connection, workspace_id: int, tag_id: Any) -> sqlite3
 
 # --- the writer ----------------------------------------------------------------------------
 
-_HAS_TAG = "EXISTS (SELECT 1 FROM contact_tags ct WHERE ct.contact_id = j.value AND ct.tag_id = ?)"
+_HAS_TAG = "EXISTS (SELECT 1 FROM contact_tags ct WHERE ct.contact_id = s.id AND ct.tag_id = ?)"
 
 
-def change_tag(conn: sqlite3.Connection, workspace_id: int, tag: Mapping[str, Any], ids_json: str, *,
-               add: bool) -> tuple[int, int, int]:
-    """Tag (untag) the contacts of `ids_json` (a JSON array of ids of the workspace's contacts,
-    no duplicates), inside the caller's transaction: (changed, first event id - 1, last event id).
-    Events go only to the contacts whose tags change."""
+def change_tag(conn: sqlite3.Connection, workspace_id: int, tag: Mapping[str, Any], source: str,
+               params: Sequence[Any], *, add: bool) -> tuple[int, int, int]:
+    """Tag (untag) the contacts that `source` selects (a SELECT of the workspace's contact ids as
+    column `id`, each once, with its `params`), inside the caller's transaction: (changed,
+    first event id - 1, last event id). Events go only to the contacts whose tags change."""
     kind = "TAG_ADDED" if add else "TAG_REMOVED"
     payload = json.dumps({"tag_id": tag["id"], "tag_name": tag["name"]}, ensure_ascii=False, separators=(",", ":"))
     now = clock.now()
     before = _newest_event(conn, workspace_id)
     changed = conn.execute(
         "INSERT INTO contact_events (workspace_id, contact_id, type, payload, created_at)"
-        f" SELECT ?, j.value, ?, ?, ? FROM json_each(?) j WHERE {'NOT ' if add else ''}{_HAS_TAG} ORDER BY j.value",
-        (workspace_id, kind, payload, now, ids_json, tag["id"])).rowcount
+        f" SELECT ?, s.id, ?, ?, ? FROM ({source}) AS s WHERE {'NOT ' if add else ''}{_HAS_TAG} ORDER BY s.id",
+        (workspace_id, kind, payload, now, *params, tag["id"])).rowcount
     if not changed:
         return 0, before, before
     last = _newest_event(conn, workspace_id)
@@ -92,6 +92,11 @@ def change_tag(conn: sqlite3.Connection, workspace_id: int, tag: Mapping[str, An
     return changed, before, last
 
 
+def one_contact(contact_id: str) -> tuple[str, list[Any]]:
+    """change_tag's source for one contact (the per-contact endpoints)."""
+    return "SELECT id FROM contacts WHERE id = ?", [contact_id]
+
+
 def _newest_event(conn: sqlite3.Connection, workspace_id: int) -> int:
     return conn.execute("SELECT coalesce(max(id), 0) FROM contact_events WHERE workspace_id = ?",
                         (workspace_id,)).fetchone()[0]
@@ -101,36 +106,41 @@ def _newest_event(conn: sqlite3.Connection, workspace_id: int) -> int:
 
 @dataclass
 class Selection:
-    """Which contacts. A search or a segment: `sql` selects their ids (column `id`) after `?`
-    (the last id of the batch before, read in id order) with `params` before that one. A
-    list: `chunks` of at most BATCH distinct entries as JSON arrays, `sql` selecting the
-    contacts of the chunk in `?`. `listed` counts a list's distinct entries (None for a
-    search or a segment); `selected` the contacts read so far."""
+    """Which contacts. A search or a segment: `sql` selects their ids (column `id`, written
+    `key` in its conditions) after `?` (the last id of the batch before), with `params`
+    before that one. A list: `chunks` of at most BATCH distinct entries as JSON arrays, `sql`
+    selecting the contacts of the chunk in `?`. `listed` counts a list's distinct entries
+    (None for a search or a segment); `selected` the contacts read so far."""
 
     sql: str
     params: list[Any]
+    key: str = "id"
     chunks: list[str] | None = None
     listed: int | None = None
     last: str = ""
     selected: int = 0
 
-    def next_batch(self, conn: sqlite3.Connection, size: int = BATCH) -> str | None:
-        """The next contact ids (at most `size`, a list's chunk) as a JSON array, None when the
-        selection is done; call inside the batch's transaction, so the batch is read and
-        written at one moment."""
-        ids: list[str] = []
-        while not ids:
+    def next_batch(self, conn: sqlite3.Connection, size: int = BATCH) -> tuple[str, list[Any]] | None:
+        """change_tag's source for the next `size` contacts in id order (a list's next chunk), None
+        when the selection is done. Call inside the batch's transaction, so the batch is read and
+        written at one moment. A search's or a segment's batch is the id range it spans, its
+        conditions evaluated again by the statements (no list of ids goes through Python or JSON)."""
+        while True:
             if self.chunks is None:
-                ids = [r[0] for r in conn.execute(f"{self.sql} ORDER BY id LIMIT ?", [*self.params, self.last, size])]
-                if not ids:
+                count, upto = conn.execute(f"SELECT count(*), max(id) FROM ({self.sql} ORDER BY id LIMIT ?) AS b",
+                                           [*self.params, self.last, size]).fetchone()
+                if not count:
                     return None
+                source, params = f"{self.sql} AND {self.key} <= ?", [*self.params, self.last, upto]
+                self.last = upto
             elif self.chunks:
-                ids = [r[0] for r in conn.execute(f"{self.sql} ORDER BY id", [*self.params, self.chunks.pop(0)])]
+                source, params = self.sql, [*self.params, self.chunks.pop(0)]
+                count = conn.execute(f"SELECT count(*) FROM ({source}) AS b", params).fetchone()[0]
             else:
                 return None
-        self.last = ids[-1]
-        self.selected += len(ids)
-        return json.dumps(ids)
+            if count:
+                self.selected += count
+                return source, params
 
     @property
     def not_found(self) -> int:
@@ -172,7 +182,7 @@ def _segment(conn: sqlite3.Connection, workspace_id: int, segment_id: Any) -> Se
 
     segment = get_segment(conn, workspace_id, segment_id)
     query = member_query(conn, workspace_id, segment["filters"], "c.id AS id")
-    return Selection(f"{query.sql} AND c.id > ?", list(query.params))
+    return Selection(f"{query.sql} AND c.id > ?", list(query.params), key="c.id")
 
 
 def _listed(conn: sqlite3.Connection, workspace_id: int, kind: str, entries: list[Any]) -> Selection:
