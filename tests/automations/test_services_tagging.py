@@ -127,12 +127,13 @@ def _history(conn: Any, w: dict[str, Any], made: dict[str, int]) -> None:
     past = clock.format_ts(clock.utcnow() - timedelta(days=3))
     for name, email, status, at in (("every", "p0", "active", now), ("once", "p1", "completed", now),
                                     ("cool", "p2", "completed", past)):
-        version = conn.execute("SELECT id FROM automation_versions WHERE automation_id = ?", (made[name],)).fetchone()[0]
-        conn.execute("INSERT INTO automation_enrollments (automation_id, version_id, workspace_id, contact_id, entry_key,"
-                     " entry_event_id, status, step_id, seq, next_run_at, entered_at, updated_at)"
+        version = conn.execute("SELECT id FROM automation_versions WHERE automation_id = ?",
+                               (made[name],)).fetchone()[0]
+        key = "once" if name == "once" else "manual:x"
+        conn.execute("INSERT INTO automation_enrollments (automation_id, version_id, workspace_id, contact_id,"
+                     " entry_key, entry_event_id, status, step_id, seq, next_run_at, entered_at, updated_at)"
                      " VALUES (?, ?, ?, ?, ?, 0, ?, 'w', 0, ?, ?, ?)",
-                     (made[name], version, w["ws"], ids[f"{email}@example.com"], "once" if name == "once" else "manual:x",
-                      status, at, at, at))
+                     (made[name], version, w["ws"], ids[f"{email}@example.com"], key, status, at, at, at))
     records.add_contact_tags(conn, w["ws"], ids["p3@example.com"], {"tag_ids": [w["vip"]]})
     triggers.read_all_events(conn)
 

@@ -203,5 +203,6 @@ def _listed(conn: sqlite3.Connection, workspace_id: int, kind: str, entries: lis
     distinct = sorted(set(values))
     chunks = [json.dumps(distinct[i:i + BATCH]) for i in range(0, len(distinct), BATCH)]
     column = "email" if kind == "emails" else "id"
-    sql = f"SELECT c.id AS id FROM contacts c WHERE c.workspace_id = ? AND c.{column} IN (SELECT value FROM json_each(?))"
+    sql = (f"SELECT c.id AS id FROM contacts c WHERE c.workspace_id = ?"
+           f" AND c.{column} IN (SELECT value FROM json_each(?))")
     return Selection(sql, [workspace_id], chunks=chunks, listed=len(distinct))
