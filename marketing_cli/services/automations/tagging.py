@@ -15,9 +15,9 @@ set-based statements whatever its size:
    the same flows in the same way: the second only waits for the next automations pass.
 
 The events before the selection's (other writers') are read first, in their own
-transactions, so the log is still read in order. Here rather than in contacts/ because the
-enrollment is the automations' (contacts sits below automations and never imports it).
-This sits in the automations layer only for that: nothing here is about a flow.
+transactions, so the log is still read in order. The function lives here rather than in
+contacts/ because reading the log into enrollments is the automations' (contacts sits below
+automations and never imports it).
 
 Batches of contacts/tagging.BATCH contacts keep each transaction short on SQLite (one writer
 at a time: a concurrent `mkt serve` waits at most one batch; docs/performance.md).

@@ -9,7 +9,7 @@ statements, whatever their number:
 3. those contacts' `updated_at` moved (the fourth reads the newest event id before and after).
 
 The per-contact endpoints (records.add_contact_tags / remove_contact_tags) call it with a
-one-id set per tag; the bulk path (services/automations/tagging.py, which also enrolls the
+one-contact source per tag (`one_contact`); the bulk path (services/automations/tagging.py, which also enrolls the
 flows those events trigger, in the same transaction) with batches of a selection.
 
 A selection is one of a contact search's filters (`search`: its `fields`, `tags` and `status`,
