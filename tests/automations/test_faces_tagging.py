@@ -116,3 +116,11 @@ def test_one_contact_keeps_its_command(cli_json: Any, cli: Any, world: dict[str,
     assert [t["name"] for t in shown["tags"]] == ["vip"]
     alone = cli("contacts", "tag", "p0@example.com")
     assert alone.exit_code == 2 and "at least one TAG" in alone.stderr
+
+
+def test_a_list_of_100000_addresses_fits_in_a_body(client: Any, auth: dict[str, str], world: dict[str, Any]) -> None:
+    listed = [f"someone.with.a.longer.name{i}@example.com" for i in range(99_999)] + EMAILS[:1]
+    answer = client.post(f"/v1/tags/{world['vip']}/contacts", headers=auth, json={"emails": listed})
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["data"] == {"tag_id": world["vip"], "selected": 1, "tagged": 1, "already_tagged": 0,
+                                     "not_found": 99_999, "enrolled": 1}
