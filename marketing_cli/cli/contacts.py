@@ -180,7 +180,7 @@ def contacts_by_phone(
 
 
 TagArgs = Annotated[list[str], typer.Argument(
-    metavar="[CONTACT] TAG...",
+    metavar="[CONTACT] TAG",
     help="The contact (its id, email address or phone number), then tags by name or id; with --search,"
          " --segment or --file only the one tag.")]
 
