@@ -10,7 +10,9 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from marketing_cli.cli import contacts_tagging
 from marketing_cli.cli.contacts_io import ConsentTextOption
+from marketing_cli.cli.contacts_tagging import FileOption, SearchOption, SegmentOption
 from marketing_cli.cli.output import JsonOption, emit, json_option, pairs, usage_error
 from marketing_cli.cli.references import contact_id, tag_ids
 from marketing_cli.cli.registry import HELP
@@ -31,7 +33,6 @@ BodyOption = Annotated[Optional[str], typer.Option(
     "--body", metavar="JSON", help="The whole request body as JSON ('-' reads stdin); other options override it.")]
 ContactId = Annotated[str, typer.Argument(metavar="CONTACT", help="The contact: its id (24 hex characters), "
                                                                    "email address or phone number.")]
-TagRefs = Annotated[list[str], typer.Argument(metavar="TAG...", help="Tags, by name or id.")]
 
 
 def _body(body: Optional[str]) -> dict[str, Any]:
@@ -178,36 +179,53 @@ def contacts_by_phone(
     emit(contacts.get_contact_by_phone(s.conn(), s.workspace_id(), phone_number), as_json, render_contact)
 
 
+TagArgs = Annotated[list[str], typer.Argument(
+    metavar="[CONTACT] TAG",
+    help="The contact (its id, email address or phone number), then tags by name or id; with --search,"
+         " --segment or --file only the one tag.")]
+
+
 @app.command("tag")
 def contacts_tag(
     ctx: typer.Context,
-    contact: ContactId,
-    tags: TagRefs,
+    args: TagArgs,
+    search: SearchOption = None,
+    segment: SegmentOption = None,
+    file: FileOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Add tags to a contact; tags it already has are ignored (POST /v1/contacts/:id/tags/add)."""
-    from marketing_cli.services.contacts import records as contacts
-
-    s = state(ctx)
-    body = {"tag_ids": tag_ids(s, tags)}
-    emit(contacts.add_contact_tags(s.conn(), s.workspace_id(), contact_id(s, contact), body), as_json,
-         render_contact)
+    """Add tags to a contact (POST /v1/contacts/:id/tags/add), or one tag to the contacts of a search, a segment or
+    a file (POST /v1/tags/:id/contacts); tags already there are ignored, the rest fire TAG_ADDED."""
+    _tag(ctx, args, search, segment, file, as_json, add=True)
 
 
 @app.command("untag")
 def contacts_untag(
     ctx: typer.Context,
-    contact: ContactId,
-    tags: TagRefs,
+    args: TagArgs,
+    search: SearchOption = None,
+    segment: SegmentOption = None,
+    file: FileOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Remove tags from a contact (POST /v1/contacts/:id/tags/remove)."""
+    """Remove tags from a contact (POST /v1/contacts/:id/tags/remove), or one tag from the contacts of a search, a
+    segment or a file (POST /v1/tags/:id/contacts/remove); each removal fires TAG_REMOVED."""
+    _tag(ctx, args, search, segment, file, as_json, add=False)
+
+
+def _tag(ctx: typer.Context, args: list[str], search: Optional[list[str]], segment: Optional[int],
+         file: Optional[str], as_json: bool, *, add: bool) -> None:
     from marketing_cli.services.contacts import records as contacts
 
     s = state(ctx)
-    body = {"tag_ids": tag_ids(s, tags)}
-    emit(contacts.remove_contact_tags(s.conn(), s.workspace_id(), contact_id(s, contact), body), as_json,
-         render_contact)
+    if contacts_tagging.selected(search, segment, file):
+        contacts_tagging.run(s, args, search, segment, file, add=add, as_json=as_json)
+        return
+    if len(args) < 2:
+        raise usage_error("Give the contact and at least one TAG (or --search, --segment or --file and one TAG).")
+    change = contacts.add_contact_tags if add else contacts.remove_contact_tags
+    body = {"tag_ids": tag_ids(s, args[1:])}
+    emit(change(s.conn(), s.workspace_id(), contact_id(s, args[0]), body), as_json, render_contact)
 
 
 def render_consents(rows: list[dict[str, Any]]) -> Any:

@@ -21,6 +21,7 @@ AUDIENCE_ENTRIES = 10  # Audience objects in one audience list
 AUDIENCE_IDS = 100  # ids in one include/exclude list of an Audience object
 AUDIENCE_SEGMENTS = 10  # segments (included and excluded) used by one audience in all
 IMPORT_TAG_IDS = 100  # --tag / tag= ids given to every imported contact
+TAG_LIST = 100_000  # emails or contact ids in one bulk tag or untag (POST /v1/tags/{id}/contacts)
 CONSENT_TEXT = 1_000  # characters of the wording a consent was collected with (consent_text, --consent-text)
 
 

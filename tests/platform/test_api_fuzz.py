@@ -168,6 +168,11 @@ REFUSALS: dict[str, str] = {
     r"Contact [0-9a-f]{24} holds this (email address|phone number): .*": "a contact is erased, not suppressed",
     r"'.*' (is not a (valid )?phone number|has no country code .*)\.?": "a dialable number",
     r"This person asked to be erased: a new double opt-in confirmation is needed\.": "the suppression list",
+    # Bulk tagging (docs/api.md "Tags"): which contacts, said by exactly one selector.
+    r"We couldn't find a tag with that ID in this workspace\.": NOT_FOUND,
+    r"Please provide exactly one of 'search', 'segment_id', 'emails' or 'contact_ids' .*": "exactly one selector"
+                                                                                         " (null is absent)",
+    r"The member 'emails' holds an entry that is not an email address: .*": "email syntax and domain",
 }
 
 

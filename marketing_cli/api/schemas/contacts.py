@@ -73,6 +73,31 @@ CONSENT_EXPORT = obj({**CONSENT_ROW, "email_address": _NULLABLE_TEXT, "phone_num
                      consent_export.EXPORT_COLUMNS)
 CONSENT_PAGE = {"limit": OR_EMPTY({"type": "integer", "minimum": 1, "maximum": consent_export.MAX_LIMIT}),
                 "after_id": OR_EMPTY({"type": "integer", "minimum": 0})}
+_SEARCH_FIELDS = {"type": ["array", "null"], "items": obj({
+    "merge_tag": {"type": "string", "minLength": 1},
+    "operator": enum(contact_search.OPERATORS),
+    "value": ANY}, ("merge_tag", "operator"))}
+_COUNT = {"type": "integer", "minimum": 0}
+# POST /v1/tags/{tag_id}/contacts and .../remove: exactly one selector (the service says so when not).
+TAG_SELECTION = obj({
+    "search": obj(type=["object", "null"], properties={
+        "fields": _SEARCH_FIELDS, "tags": {"type": ["array", "null"], "items": INT_ID},
+        "status": enum(contact_search.STATUSES)},
+        description="The contacts a search with these filters finds (all of them, not a page); {} selects every"
+                    " contact."),
+    "segment_id": {**INT_ID, "description": "The members of this segment now."},
+    "emails": array({"type": "string"}, minItems=1, maxItems=limits.TAG_LIST,
+                    description="Email addresses; those of no contact are counted in not_found."),
+    "contact_ids": array(HEX_ID, minItems=1, maxItems=limits.TAG_LIST,
+                         description="Contact ids; those of no contact are counted in not_found."),
+})
+
+
+def _tagging_result(done: str, kept: str) -> dict[str, Any]:
+    return obj({"tag_id": INT_ID, "selected": _COUNT, done: _COUNT, kept: _COUNT, "not_found": _COUNT,
+                "enrolled": _COUNT}, ("tag_id", "selected", done, kept, "not_found", "enrolled"))
+
+
 _MOMENT = {"anyOf": [{"type": "string", "format": "date"}, {"type": "string", "format": "date-time"}],
            "description": "A date (YYYY-MM-DD, midnight UTC) or an RFC 3339 timestamp."}
 
@@ -109,10 +134,7 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                                                    "maximum": contact_search.MAX_PAGE},
                                           "sort_by": enum(contact_search.SORT_COLUMNS),
                                           "sort_order": enum(contact_search.SORT_ORDERS),
-                                          "fields": {"type": ["array", "null"], "items": obj({
-                                              "merge_tag": {"type": "string", "minLength": 1},
-                                              "operator": enum(contact_search.OPERATORS),
-                                              "value": ANY}, ("merge_tag", "operator"))},
+                                          "fields": _SEARCH_FIELDS,
                                           "tags": {"type": ["array", "null"], "items": INT_ID},
                                       }),
                                       "data": ANY},
@@ -170,6 +192,12 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                            "data": TAG},
     ("DELETE", "/v1/tags/{tag_id}"): {**deleted(INT_ID, "a tag (removed from its contacts, no TAG_REMOVED events)"),
                                       "envelope": "B"},
+    ("POST", "/v1/tags/{tag_id}/contacts"): {
+        "summary": "Tag the contacts of a search, a segment or a list (extension): one TAG_ADDED each, flows enroll",
+        "envelope": "B", "body": TAG_SELECTION, "data": _tagging_result("tagged", "already_tagged")},
+    ("POST", "/v1/tags/{tag_id}/contacts/remove"): {
+        "summary": "Untag the contacts of a search, a segment or a list (extension): one TAG_REMOVED each",
+        "envelope": "B", "body": TAG_SELECTION, "data": _tagging_result("untagged", "not_tagged")},
     # events
     ("POST", "/v1/events"): {"summary": "Track a custom event for a contact", "envelope": "B",
                              "body": obj({"event_name": {"type": "string"}, "email_address": {"type": "string"},

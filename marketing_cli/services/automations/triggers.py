@@ -174,13 +174,41 @@ def read_events(conn: sqlite3.Connection, workspace_id: int, batch: int = EVENT_
                            " AND id > ? ORDER BY id LIMIT ?) AS batch", (workspace_id, after, batch)).fetchone()
         if not row[0]:
             return {"events": 0, "enrolled": 0, "goals": 0, "waits": 0}
-        params = {"ws": workspace_id, "after": after, "upto": row[1], "now": clock.now()}
-        enrolled = conn.execute(_engine_sql(conn, _ENROLL), params).rowcount + _segment_changes(conn, params)
-        conn.execute(_engine_sql(conn, _GOAL_RUNS), params)
-        goals = conn.execute(_engine_sql(conn, _GOALS), params).rowcount
-        waits = conn.execute(_engine_sql(conn, _WAITS), params).rowcount
-        conn.execute("UPDATE automation_cursors SET last_event_id = ? WHERE workspace_id = ?", (row[1], workspace_id))
-        return {"events": row[0], "enrolled": enrolled, "goals": goals, "waits": waits}
+        return _read(conn, workspace_id, after, row[1], row[0])
+
+
+def _read(conn: sqlite3.Connection, workspace_id: int, after: int, upto: int, events: int) -> dict[str, int]:
+    """The events after `after` up to `upto` (the cursor's next ones), read, and the cursor moved to `upto`."""
+    params = {"ws": workspace_id, "after": after, "upto": upto, "now": clock.now()}
+    enrolled = conn.execute(_engine_sql(conn, _ENROLL), params).rowcount + _segment_changes(conn, params)
+    conn.execute(_engine_sql(conn, _GOAL_RUNS), params)
+    goals = conn.execute(_engine_sql(conn, _GOALS), params).rowcount
+    waits = conn.execute(_engine_sql(conn, _WAITS), params).rowcount
+    conn.execute("UPDATE automation_cursors SET last_event_id = ? WHERE workspace_id = ?", (upto, workspace_id))
+    return {"events": events, "enrolled": enrolled, "goals": goals, "waits": waits}
+
+
+def read_until(conn: sqlite3.Connection, workspace_id: int, event_id: int,
+               batch: int = EVENT_BATCH) -> dict[str, int]:
+    """The workspace's log read as `read_events` reads it, batch after batch, up to and
+    including `event_id` (no further), inside the caller's transaction: how a change that
+    appended events (a bulk tag) has the flows they trigger take their contacts in at once,
+    by the very statements the cursor runs later for any other change. Nothing when the
+    workspace has no cursor (no flow was ever published) or the cursor is already past it."""
+    total = {"events": 0, "enrolled": 0, "goals": 0, "waits": 0}
+    with transaction(conn):
+        while True:
+            cursor = conn.execute("SELECT last_event_id FROM automation_cursors WHERE workspace_id = ?",
+                                  (workspace_id,)).fetchone()
+            if cursor is None or cursor[0] >= event_id:
+                return total
+            row = conn.execute("SELECT count(*), max(id) FROM (SELECT id FROM contact_events WHERE workspace_id = ?"
+                               " AND id > ? AND id <= ? ORDER BY id LIMIT ?) AS batch",
+                               (workspace_id, cursor[0], event_id, batch)).fetchone()
+            if not row[0]:
+                return total
+            for key, value in _read(conn, workspace_id, cursor[0], row[1], row[0]).items():
+                total[key] += value
 
 
 def _segment_changes(conn: sqlite3.Connection, p: dict[str, Any]) -> int:

@@ -43,6 +43,7 @@ from marketing_cli.services.contacts.checks import (
 )
 from marketing_cli.services.contacts.events import append_events
 from marketing_cli.services.contacts.suppressions import refuse_suppressed
+from marketing_cli.services.contacts.tagging import change_tag, one_contact
 from marketing_cli.services.contacts.tags import tags_by_id
 from marketing_cli.services.contacts.values import EMAIL_TAG, PHONE_TAG, FieldMap, is_empty, load_fields
 from marketing_cli.services.contacts.view import render_contact, render_contacts
@@ -388,13 +389,8 @@ def _change_tags(conn: sqlite3.Connection, workspace_id: int, contact_id: Any, b
     with transaction(conn):
         row = _row(conn, workspace_id, contact_id)
         names = tags_by_id(conn, workspace_id, tag_ids)
-        present = {r[0] for r in conn.execute("SELECT tag_id FROM contact_tags WHERE contact_id = ?", (row["id"],))}
-        changed = [t for t in tag_ids if (t not in present) == add]
-        if changed:
-            sql = ("INSERT INTO contact_tags (contact_id, tag_id) VALUES (?, ?)" if add
-                   else "DELETE FROM contact_tags WHERE contact_id = ? AND tag_id = ?")
-            conn.executemany(sql, [(row["id"], t) for t in changed])
-            conn.execute("UPDATE contacts SET updated_at = ? WHERE id = ?", (clock.now(), row["id"]))
-            kind = "TAG_ADDED" if add else "TAG_REMOVED"
-            append_events(conn, workspace_id, row["id"], [(kind, {"tag_id": t, "tag_name": names[t]}) for t in changed])
+        # The bulk path's writer with a one-contact set, tag by tag in the order given (tagging.py).
+        source, params = one_contact(row["id"])
+        for t in tag_ids:
+            change_tag(conn, workspace_id, {"id": t, "name": names[t]}, source, params, add=add)
         return render_contact(conn, workspace_id, row["id"], "full")
