@@ -1694,3 +1694,8 @@ CREATE TABLE token_cutovers (
 INSERT INTO token_cutovers (kind, last_id, at)
     SELECT 'm', COALESCE(MAX(id), 0), to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
     FROM email_messages;
+
+-- version: 34
+-- Bounce classes (schema.sql step 34 says why).
+ALTER TABLE email_messages ADD COLUMN bounce_class TEXT;
+CREATE INDEX email_messages_bounce_class ON email_messages(campaign_id, bounce_class) WHERE bounce_class IS NOT NULL;
