@@ -60,11 +60,20 @@ _SPACE = re.compile(r"\s+")
 
 @dataclass(frozen=True)
 class Group:
-    """Consecutive rows of one class and one code: one compiled alternation (None: code only)."""
+    """Consecutive rows of one class and one code: the patterns that are plain text (searched
+    with `in`, C's substring search) and one compiled alternation of the others; a group with
+    neither matches on its code alone."""
 
     cls: str
     code: re.Pattern[str] | None
+    literals: tuple[str, ...]
     pattern: re.Pattern[str] | None
+
+    def matches(self, text: str) -> bool:
+        if not self.literals and self.pattern is None:
+            return True
+        return any(literal in text for literal in self.literals) or (
+            self.pattern is not None and self.pattern.search(text) is not None)
 
 
 @dataclass(frozen=True)
@@ -84,6 +93,14 @@ def _code_pattern(code: str) -> re.Pattern[str]:
         else:
             parts.append(re.escape(part))
     return re.compile(r"\.".join(parts) + "$")
+
+
+def _literal(pattern: str) -> str | None:
+    """The text a pattern matches when it is plain text (metacharacters only escaped), else None."""
+    plain = re.sub(r"\\([^A-Za-z0-9])", r"\1", pattern)
+    if re.search(r"[.^$*+?{}\[\]|()\\]", re.sub(r"\\[^A-Za-z0-9]", "", pattern)):
+        return None
+    return plain
 
 
 def parse_table(text: str, origin: str) -> Table:
@@ -118,8 +135,10 @@ def parse_table(text: str, origin: str) -> Table:
         if i == len(rows) or rows[i][:2] != rows[start][:2] or not rows[i][2] or not rows[start][2]:
             cls, code, _ = rows[start]
             patterns = [r[2] for r in rows[start:i] if r[2]]
-            groups.append(Group(cls, _code_pattern(code) if code else None,
-                                re.compile("|".join(f"(?:{p})" for p in patterns)) if patterns else None))
+            literals = tuple(_literal(p) for p in patterns if _literal(p) is not None)
+            others = [p for p in patterns if _literal(p) is None]
+            groups.append(Group(cls, _code_pattern(code) if code else None, literals,
+                                re.compile("|".join(f"(?:{p})" for p in others)) if others else None))
             start = i
     return Table(tuple(groups), len(rows), origin)
 
@@ -145,7 +164,7 @@ def classify(text: str | None, status: str | None = None, table: Table | None = 
     for group in (table or TABLE.current()).groups:
         if group.code is not None and (status is None or not group.code.match(status)):
             continue
-        if group.pattern is not None and not group.pattern.search(text):
+        if not group.matches(text):
             continue
         return group.cls
     return "other_transient" if status and status.startswith("4") else "other_permanent"
