@@ -72,6 +72,9 @@ def campaigns_schedule(
     ab = {k: v for k, v in {"test_percentage": test_percentage, "winner_criterion": winner_criterion,
                             "wait_minutes": wait_minutes}.items() if v is not None}
     if every is not None:
+        if override_compliance:
+            raise usage_error("--override-compliance goes with --now or --at: a series is not scheduled around the "
+                              "compliance gate.")
         if ab:
             raise usage_error("The A/B options go with --now or --at: the copies of a series use the default test.")
         if local_time is not None or missed is not None:
@@ -99,6 +102,7 @@ def _schedule_every(ctx: typer.Context, campaign_id: str, every: str, feed: str 
                     as_json: bool) -> None:
     from marketing_cli.cli.campaign_series import render_series
     from marketing_cli.cli.output import table
+    from marketing_cli.services.delivery import sender_gate
     from marketing_cli.services.email import series
 
     s = state(ctx)
@@ -109,7 +113,7 @@ def _schedule_every(ctx: typer.Context, campaign_id: str, every: str, feed: str 
                                       title=f"Next {len(r['occurrences'])} occurrence(s) of {r['rrule']}"))
         return
     body: dict[str, Any] = {"rrule": every, **({"feed_url": feed} if feed is not None else {})}
-    emit(series.create_series(s.conn(), s.workspace_id(), campaign_id, body), as_json, render_series)
+    emit(sender_gate.create_series(s.conn(), s.workspace_id(), campaign_id, body), as_json, render_series)
 
 
 def campaigns_cancel(ctx: typer.Context, campaign_id: CampaignId, as_json: JsonOption = False) -> None:

@@ -82,3 +82,14 @@ def test_once_the_records_are_published_the_campaign_schedules(client: Any, auth
     answer = client.post(f"/v1/campaigns/{failing['campaign']}/schedule", headers=auth, json={"schedule_type": "NOW"})
     assert answer.status_code == 200, answer.text
     assert answer.json()["data"] == {"id": failing["campaign"], "status": "QUEUED"}
+
+
+def test_a_recurring_series_is_gated_too_and_has_no_override(cli: Any, client: Any, auth: dict[str, str],
+                                                             failing: dict[str, Any]) -> None:
+    status, message = error_of(client.post(f"/v1/campaigns/{failing['campaign']}/series", headers=auth,
+                                           json={"rrule": "FREQ=WEEKLY;BYDAY=MO;BYHOUR=9"}))
+    assert status == 400 and "recurring campaign" in message and "dmarc:" in message
+    refused = cli("campaigns", "schedule", failing["campaign"], "--every", "FREQ=WEEKLY;BYDAY=MO;BYHOUR=9")
+    assert refused.exit_code == 1 and "dmarc:" in refused.stderr
+    usage = cli("campaigns", "schedule", failing["campaign"], "--every", "FREQ=WEEKLY", "--override-compliance")
+    assert usage.exit_code == 2

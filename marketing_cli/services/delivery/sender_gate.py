@@ -2,6 +2,7 @@
 activating a flow that sends email (docs/deliverability.md "The compliance gate").
 
     schedule_campaign(conn, ws, id, body, override=False)   # POST /v1/campaigns/{id}/schedule
+    create_series(conn, ws, id, body)                       # POST /v1/campaigns/{id}/series
     require_flow_senders(conn, ws, flow)                    # publish / resume of a flow
 
 The DNS lookups run before the scheduling transaction (a slow DNS server must not hold the
@@ -12,8 +13,9 @@ first). A campaign whose sender changed between the two is refused: schedule it 
 `override` is the operator's `mkt campaigns schedule ID --override-compliance` (CLI only: no
 API key can send around the gate): the campaign is scheduled although rules fail, and the
 override is written to the operator log (who, when, which campaign, which rules), in the
-scheduling transaction, as the SMS quiet hours' switch is. A flow has no override: fix the
-domain, or send from one that passes.
+scheduling transaction, as the SMS quiet hours' switch is. A recurring series is gated when it
+is created (its copies are then scheduled by the series' job without the gate); neither a
+series nor a flow has an override: fix the domain, or send from one that passes.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from typing import Any
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.services.delivery import compliance
-from marketing_cli.services.email import campaigns, senders
+from marketing_cli.services.email import campaigns, senders, series
 from marketing_cli.services.email import schedule as email_schedule
 
 log = logging.getLogger("mkt.compliance")
@@ -75,6 +77,17 @@ def schedule_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id: 
     if overridden:
         answer["compliance_override"] = overridden
     return answer
+
+
+def create_series(conn: sqlite3.Connection, workspace_id: int, campaign_id: Any, body: Any) -> dict[str, Any]:
+    """POST /v1/campaigns/:id/series (and `mkt campaigns schedule --every`): the gate for the
+    campaign's sender (no override), then services/email/series.create_series."""
+    domain_id, rows = _precheck(conn, workspace_id, campaign_id)
+    failed = compliance.failures(rows)
+    if failed:
+        name = conn.execute("SELECT domain_name FROM domains WHERE id = ?", (domain_id,)).fetchone()[0]
+        raise compliance.refusal(name, domain_id, "recurring campaign", failed)
+    return series.create_series(conn, workspace_id, campaign_id, body)
 
 
 def _send_steps(node: Any) -> Iterator[Mapping[str, Any]]:
