@@ -30,7 +30,7 @@ or a plain relay on a loopback or private address, the outbox (nothing leaves th
 a relay whose certificate is not checked. A DNS lookup that fails (timeout, SERVFAIL) fails its
 rule: what cannot be checked is not vouched for.
 
-Why dnspython and not checkdmarc or pyspf (measured on this machine, bench/compliance.md):
+Why dnspython and not checkdmarc or pyspf (measured on this machine, 2026-11-28; docs/deliverability.md):
 checkdmarc 6.0.4 gives the same DMARC and SPF verdicts against the test DNS server (through
 dns.nameserver objects) but costs 0.76 s of import on every `mkt campaigns schedule` (dnspython's
 resolver: 0.05 s) and 14 more packages (requests, httpx2, pyleri, publicsuffixlist ...); pyspf
