@@ -1703,3 +1703,8 @@ CREATE TABLE mkt_copy_retired (
     successor TEXT NOT NULL,
     message TEXT NOT NULL
 );
+
+-- version: 35
+-- Bounce classes (schema.sql step 35 says why).
+ALTER TABLE email_messages ADD COLUMN bounce_class TEXT;
+CREATE INDEX email_messages_bounce_class ON email_messages(campaign_id, bounce_class) WHERE bounce_class IS NOT NULL;

@@ -1497,3 +1497,14 @@ CREATE TABLE mkt_copy_retired (
     successor TEXT NOT NULL,
     message TEXT NOT NULL
 );
+
+-- version: 35
+-- Bounce classes (services/delivery/bounce_classes.py; docs/deliverability.md "Bounce
+-- classes"): the class of a message's synchronous refusal or of its bounce report
+-- (unknown_user, unknown_domain, mailbox_full, message_too_large, policy_block,
+-- reputation_block, authentication_failure, rate_limit, other_transient, other_permanent);
+-- NULL when nothing failed, or for a bounce recorded by hand (`POST /v1/bounces` says only
+-- hard or soft). Blocks and authentication failures count against the sending domain
+-- (bounces.domain_bounce_classes reads them by campaign), never against the recipient.
+ALTER TABLE email_messages ADD COLUMN bounce_class TEXT;
+CREATE INDEX email_messages_bounce_class ON email_messages(campaign_id, bounce_class) WHERE bounce_class IS NOT NULL;

@@ -304,9 +304,10 @@ class LocalDNS:
 
     It answers from `records` ({(host, TYPE): [value, ...]}; a TXT value may be a list of
     strings, sent as several character-strings); a host it has no record for at all is
-    NXDOMAIN, a host in `failing` gets SERVFAIL. `publish(domain)` serves every record of
-    a Domain as the API lists it, TXT values longer than 255 bytes split into several
-    strings the way DNS providers publish them.
+    NXDOMAIN, a host in `failing` gets SERVFAIL. A question about a host that has a CNAME is
+    answered as a recursive resolver does: the CNAME, then the target's records (one level).
+    `publish(domain)` serves every record of a Domain as the API lists it, TXT values longer
+    than 255 bytes split into several strings the way DNS providers publish them.
     """
 
     def __init__(self) -> None:
@@ -350,6 +351,11 @@ class LocalDNS:
         if not any(known == host for known, _ in self.records):
             reply.header.rcode = RCODE.NXDOMAIN
             return reply
+        owner = request.q.qname
+        aliases = self.records.get((host, "CNAME"), [])
+        if rtype != "CNAME" and aliases:  # a recursive resolver's answer: the CNAME, then its target's records
+            reply.add_answer(RR(owner, QTYPE.CNAME, rdata=CNAME(aliases[0]), ttl=60))
+            host, owner = aliases[0].rstrip(".").lower(), aliases[0]
         for value in self.records.get((host, rtype), []):
             if rtype == "TXT":
                 rdata = TXT(value if isinstance(value, list) else [value])
@@ -357,7 +363,7 @@ class LocalDNS:
                 rdata = MX(value[1], value[0])
             else:
                 rdata = CNAME(value)
-            reply.add_answer(RR(request.q.qname, request.q.qtype, rdata=rdata, ttl=60))
+            reply.add_answer(RR(owner, request.q.qtype, rdata=rdata, ttl=60))
         return reply
 
     @property

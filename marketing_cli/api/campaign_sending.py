@@ -5,9 +5,11 @@ from __future__ import annotations
 from starlette.routing import Route
 
 from marketing_cli.api.endpoints import on_id
+from marketing_cli.services.delivery import sender_gate
 from marketing_cli.services.email import schedule as email_schedule
 
-schedule_campaign = on_id(email_schedule.schedule_campaign, "campaign_id", body=email_schedule.INVALID_BODY)
+# The compliance gate stands before scheduling (services/delivery/sender_gate.py); no API key can override it.
+schedule_campaign = on_id(sender_gate.schedule_campaign, "campaign_id", body=email_schedule.INVALID_BODY)
 preview_schedule = on_id(email_schedule.preview_schedule, "campaign_id", body=email_schedule.INVALID_BODY)
 cancel_campaign = on_id(email_schedule.cancel_campaign, "campaign_id")
 archive_campaign = on_id(email_schedule.archive_campaign, "campaign_id")

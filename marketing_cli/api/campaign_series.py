@@ -14,6 +14,7 @@ from marketing_cli.api.auth import require_workspace
 from marketing_cli.api.calls import call
 from marketing_cli.api.endpoints import on_id
 from marketing_cli.api.responses import envelope_a, read_json
+from marketing_cli.services.delivery import sender_gate
 from marketing_cli.services.email import campaigns, series
 
 
@@ -21,7 +22,8 @@ async def create_series(request: Request) -> Response:
     workspace_id = require_workspace(request)
     campaign_id = campaigns.check_campaign_id(request.path_params["campaign_id"])
     body = await read_json(request, series.INVALID_BODY)
-    return envelope_a(await call(request, series.create_series, workspace_id, campaign_id, body), 201)
+    # the compliance gate first (services/delivery/sender_gate.py)
+    return envelope_a(await call(request, sender_gate.create_series, workspace_id, campaign_id, body), 201)
 
 
 async def preview_series(request: Request) -> Response:

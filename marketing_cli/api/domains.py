@@ -1,4 +1,5 @@
-"""/v1/domains: GET (list), POST (add), GET /v1/domains/{id}, POST /v1/domains/{id}/verify.
+"""/v1/domains: GET (list), POST (add), GET /v1/domains/{id}, POST /v1/domains/{id}/verify,
+GET /v1/domains/{id}/compliance (the compliance gate's rules, services/delivery/compliance.py).
 
 Get Domain is the specification's (envelope A); the list, add and verify endpoints are
 extensions in the same style (CONTRACT sections 5 and 7). Verification looks the records
@@ -18,6 +19,7 @@ from marketing_cli.api.calls import call
 from marketing_cli.api.endpoints import on_id
 from marketing_cli.api.responses import envelope_a, read_json
 from marketing_cli.services.deletion import sending as deletion
+from marketing_cli.services.delivery import compliance
 from marketing_cli.services.email import domains
 
 
@@ -34,6 +36,7 @@ async def create_domain(request: Request) -> Response:
 
 get_domain = on_id(domains.get_domain, "domain_id")
 verify_domain = on_id(domains.verify_domain, "domain_id")
+check_compliance = on_id(compliance.check_domain, "domain_id")
 
 
 delete_domain = on_id(deletion.delete_domain, "domain_id")
@@ -45,4 +48,5 @@ routes = [
     Route("/v1/domains/{domain_id}", get_domain, methods=["GET"]),
     Route("/v1/domains/{domain_id}", delete_domain, methods=["DELETE"]),
     Route("/v1/domains/{domain_id}/verify", verify_domain, methods=["POST"]),
+    Route("/v1/domains/{domain_id}/compliance", check_compliance, methods=["GET"]),
 ]

@@ -47,11 +47,11 @@ def bounces_import(
     result = bounces.import_report_files(s.conn(), s.workspace_id(), files)
 
     def human(r: dict) -> object:
-        rows = [(f["file"], e.get("email_address") or "-", e.get("type", "-"),
+        rows = [(f["file"], e.get("email_address") or "-", e.get("type", "-"), e.get("bounce_class") or "-",
                  e.get("contact_status", e.get("reason", "")) if e.get("applied") else e.get("reason", ""))
                 for f in r["files"] for e in (f["entries"] or [{"reason": _file_result(f)}])]
         title = f"{r['applied']} applied: {r['hard']} hard, {r['soft']} soft, {r['complaints']} complaints"
-        return table(["file", "address", "type", "result"], rows,
+        return table(["file", "address", "type", "class", "result"], rows,
                      title=title + (f"; {r['failed']} of {len(r['files'])} files failed" if r.get("failed") else ""))
 
     emit(result, as_json, human)

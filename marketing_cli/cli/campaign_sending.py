@@ -55,10 +55,14 @@ def campaigns_schedule(
     local_time: LocalTimeOption = None,
     missed: MissedOption = None,
     yes: YesOption = False,
+    override_compliance: Annotated[bool, typer.Option(
+        "--override-compliance", help="Operator only: schedule although the sender's domain fails the compliance "
+                                      "gate (`mkt domains check`); recorded in the operator log.")] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Queue a DRAFT campaign for sending, now, later or every time a rule recurs (POST
     /v1/campaigns/:id/schedule; --every: POST /v1/campaigns/:id/series)."""
+    from marketing_cli.services.delivery import sender_gate
     from marketing_cli.services.email import schedule as email_schedule
 
     if sum((now, at is not None, every is not None)) != 1:
@@ -68,6 +72,9 @@ def campaigns_schedule(
     ab = {k: v for k, v in {"test_percentage": test_percentage, "winner_criterion": winner_criterion,
                             "wait_minutes": wait_minutes}.items() if v is not None}
     if every is not None:
+        if override_compliance:
+            raise usage_error("--override-compliance goes with --now or --at: a series is not scheduled around the "
+                              "compliance gate.")
         if ab:
             raise usage_error("The A/B options go with --now or --at: the copies of a series use the default test.")
         if local_time is not None or missed is not None:
@@ -81,15 +88,21 @@ def campaigns_schedule(
         body["ab_test"] = ab
     if local_time is not None:
         confirm_zones(lambda: email_schedule.preview_schedule(conn, workspace_id, campaign_id, body), yes)
-    emit(email_schedule.schedule_campaign(conn, workspace_id, campaign_id, body), as_json,
-         lambda r: understood(r) + ("" if r.get("scheduled_at") or r.get("local_time") else
-                                    " `mkt jobs run` (or `mkt serve`'s worker) sends it."))
+    result = sender_gate.schedule_campaign(conn, workspace_id, campaign_id, body, override=override_compliance)
+    if result.get("compliance_override"):
+        from marketing_cli.cli.output import err_console
+
+        err_console.print(f"Warning: scheduled with --override-compliance although the sender's domain fails "
+                          f"{', '.join(result['compliance_override'])}: recorded in the operator log.", markup=False)
+    emit(result, as_json, lambda r: understood(r) + ("" if r.get("scheduled_at") or r.get("local_time") else
+                                                     " `mkt jobs run` (or `mkt serve`'s worker) sends it."))
 
 
 def _schedule_every(ctx: typer.Context, campaign_id: str, every: str, feed: str | None, preview: int | None,
                     as_json: bool) -> None:
     from marketing_cli.cli.campaign_series import render_series
     from marketing_cli.cli.output import table
+    from marketing_cli.services.delivery import sender_gate
     from marketing_cli.services.email import series
 
     s = state(ctx)
@@ -100,7 +113,7 @@ def _schedule_every(ctx: typer.Context, campaign_id: str, every: str, feed: str 
                                       title=f"Next {len(r['occurrences'])} occurrence(s) of {r['rrule']}"))
         return
     body: dict[str, Any] = {"rrule": every, **({"feed_url": feed} if feed is not None else {})}
-    emit(series.create_series(s.conn(), s.workspace_id(), campaign_id, body), as_json, render_series)
+    emit(sender_gate.create_series(s.conn(), s.workspace_id(), campaign_id, body), as_json, render_series)
 
 
 def campaigns_cancel(ctx: typer.Context, campaign_id: CampaignId, as_json: JsonOption = False) -> None:

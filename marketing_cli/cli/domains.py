@@ -140,6 +140,22 @@ def domains_verify(ctx: typer.Context, domain_id: DomainId, as_json: JsonOption 
     emit(report["domain"], as_json, lambda domain: render_domain(domain, report["checks"]))
 
 
+def render_compliance(rows: list[dict[str, Any]]) -> Any:
+    from marketing_cli.cli.output import table
+
+    return table(["rule", "status", "found", "fix"], [(r["rule"], r["status"], r["found"], r["fix"] or "") for r in rows],
+                 title="Sender requirements (a fail refuses scheduling)")
+
+
+@app.command("check")
+def domains_check(ctx: typer.Context, domain_id: DomainId, as_json: JsonOption = False) -> None:
+    """Check the domain against the mailbox providers' sender rules (GET /v1/domains/:id/compliance)."""
+    from marketing_cli.services.delivery import compliance
+
+    s = state(ctx)
+    emit(compliance.check_domain(s.conn(), s.workspace_id(), domain_id), as_json, render_compliance)
+
+
 @app.command("mark-verified")
 def domains_mark_verified(
     ctx: typer.Context,

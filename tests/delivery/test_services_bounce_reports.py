@@ -91,7 +91,7 @@ def test_yahoo_like_abuse_report_is_a_complaint() -> None:
     result = parse_report(load("yahoo_arf.eml"))
     assert result["report_type"] == "feedback-report"
     assert only(result) == {"email_address": "reader@yahoo.example", "type": "complaint", "status": None,
-                            "diagnostic": None, "original_message_id": "<66f0c2a1e4b0a1b2c3d4e5f6.7@example.com>",
+                            "diagnostic": None, "bounce_class": None, "original_message_id": "<66f0c2a1e4b0a1b2c3d4e5f6.7@example.com>",
                             "mkt_message_token": "d4735e3a265e16eee03f59718b9b5d03"}
 
 

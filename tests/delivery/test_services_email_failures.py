@@ -74,7 +74,7 @@ def _mailed(server: SmtpServer) -> Counter[str]:
 
 
 def _message(conn: sqlite3.Connection, address: str) -> sqlite3.Row:
-    return conn.execute("SELECT status, attempts, failure_reason FROM email_messages WHERE email = ?",
+    return conn.execute("SELECT status, attempts, failure_reason, bounce_class FROM email_messages WHERE email = ?",
                         (address,)).fetchone()
 
 
@@ -100,6 +100,11 @@ CASES = {
                  "the SMTP server refused the recipient: 451 4.3.0 Mailbox busy"),
 }
 
+# The class each failure is recorded with: a refusal by its reply, a failure without one by
+# whether the transport gave up for good (compose) or after its retries (smtp).
+BOUNCE_CLASSES = {"compose": "other_permanent", "smtp": "other_transient", "refused": "unknown_user",
+                  "deferred": "other_transient"}
+
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_one_failing_recipient_fails_alone_and_the_campaign_ends_sent(
@@ -120,6 +125,7 @@ def test_one_failing_recipient_fails_alone_and_the_campaign_ends_sent(
     failed = _message(conn, address)
     assert (failed["status"], failed["attempts"]) == ("failed", attempts)
     assert failed["failure_reason"].startswith(reason), failed["failure_reason"]
+    assert failed["bounce_class"] == BOUNCE_CLASSES[case]  # what the refusal says (bounce_classes.py)
     view = campaigns.get_campaign(conn, ws, campaign_id)
     assert (view["progress"]["delivered"], view["progress"]["failed"]) == (8, 1)
     assert view["status_detail"].startswith(f"1 of 9 messages failed: {reason}")

@@ -30,6 +30,14 @@ DOMAIN = obj({
                                      "no one can publish its DNS records, so mail from it can never be delivered "
                                      "publicly. For staging against a local SMTP catcher."},
 }, ("id", "domain_name", "verified", "dns_records", "verified_by", "reserved_name"))
+COMPLIANCE_ROW = obj({
+    "rule": {"type": "string", "enum": ["spf", "dkim", "dmarc", "dmarc_aligned", "one_click", "https_unsubscribe",
+                                        "relay_tls", "free_mail_from"]},
+    "status": {"type": "string", "enum": ["pass", "warn", "fail"],
+               "description": "fail refuses scheduling; warn marks what suits staging only (docs/deliverability.md)"},
+    "found": {"type": "string", "description": "What was found (in DNS, in the settings)."},
+    "fix": {"type": ["string", "null"], "description": "What to change; null when the rule passes."},
+}, ("rule", "status", "found", "fix"))
 SENDER = obj({"id": INT_ID, "display_name": {"type": "string"}, "local_part": {"type": "string"},
               "domain_name": {"type": "string"}}, ("id", "display_name", "local_part", "domain_name"))
 
@@ -46,6 +54,9 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                                             "envelope": "A"},
     ("POST", "/v1/domains/{domain_id}/verify"): {"summary": "Check a domain's DNS records", "envelope": "A",
                                                  "data": DOMAIN},
+    ("GET", "/v1/domains/{domain_id}/compliance"): {
+        "summary": "Whether mail from the domain meets the mailbox providers' sender requirements", "envelope": "A",
+        "data": array(COMPLIANCE_ROW)},
     ("GET", "/v1/sender-identities"): {"summary": "The workspace's sender identities", "envelope": "A",
                                        "data": array(SENDER)},
     ("POST", "/v1/sender-identities"): {"links": [("GET", "/v1/sender-identities/{sender_id}", {"sender_id": "id"})],

@@ -26,6 +26,7 @@ from marketing_cli.kernel.ids import parse_int_id
 from marketing_cli.services.account import billing
 from marketing_cli.services.automations import validate
 from marketing_cli.services.automations.format import ANNIVERSARY, SEGMENT_KINDS, TRIGGER_EVENTS, check_document
+from marketing_cli.services.delivery import sender_gate
 from marketing_cli.storage.db import transaction
 
 NOT_FOUND = "We could not find the automation you are looking for."
@@ -170,7 +171,12 @@ def _current_version(conn: sqlite3.Connection, row: sqlite3.Row) -> sqlite3.Row:
 
 
 def publish_automation(conn: sqlite3.Connection, workspace_id: int, automation_id: Any) -> dict[str, Any]:
-    """POST /v1/automations/:id/publish: validate the draft, store it as the next version."""
+    """POST /v1/automations/:id/publish: validate the draft, store it as the next version. A draft
+    or active flow becomes (stays) active: the senders of its email steps must pass the
+    compliance gate (services/delivery/sender_gate.py; DNS looked up before the transaction)."""
+    row = automation_row(conn, workspace_id, automation_id)
+    if row["status"] in ("DRAFT", "ACTIVE"):
+        sender_gate.require_flow_senders(conn, workspace_id, row["draft"])
     with transaction(conn):
         row = automation_row(conn, workspace_id, automation_id)
         if row["status"] == "ARCHIVED":
@@ -207,7 +213,11 @@ def pause_automation(conn: sqlite3.Connection, workspace_id: int, automation_id:
 
 
 def resume_automation(conn: sqlite3.Connection, workspace_id: int, automation_id: Any) -> dict[str, Any]:
-    """POST /v1/automations/:id/resume: entries again; held contacts go on (overdue steps run now)."""
+    """POST /v1/automations/:id/resume: entries again; held contacts go on (overdue steps run now).
+    The senders of its email steps must pass the compliance gate, as on publish."""
+    row = automation_row(conn, workspace_id, automation_id)
+    if row["status"] == "PAUSED" and row["current_version"]:
+        sender_gate.require_flow_senders(conn, workspace_id, _current_version(conn, row)["flow"])
     with transaction(conn):
         row = automation_row(conn, workspace_id, automation_id)
         if row["status"] != "PAUSED":

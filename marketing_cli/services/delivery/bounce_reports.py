@@ -31,7 +31,8 @@ or its own `In-Reply-To` header, which MTAs that set it point at the bounced mes
 
 Each entry: {"email_address": str | None (lower case), "type": "hard" | "soft" |
 "complaint", "status": "5.1.1" | None (complaints), "diagnostic": str | None,
-"original_message_id": str | None, "mkt_message_token": str | None}.
+"bounce_class": the class of the Diagnostic-Code and Status (bounce_classes.py; None for a
+complaint), "original_message_id": str | None, "mkt_message_token": str | None}.
 
 Anything else (an ordinary message, a plain-text bounce without a delivery-status part,
 an abuse report of another Feedback-Type, bytes that are not a message) is not an error:
@@ -58,6 +59,7 @@ from email.utils import getaddresses
 from typing import Any
 
 from marketing_cli.errors import MktError
+from marketing_cli.services.delivery.bounce_classes import classify
 
 MKT_MESSAGE_HEADER = "X-Mkt-Message"
 
@@ -205,7 +207,8 @@ def _recipient(block: Message) -> dict[str, Any] | None:
     address = _typed_address(block.get("Original-Recipient")) or _typed_address(block.get("Final-Recipient"))
     if address is None and block.get("Original-Recipient") is None and block.get("Final-Recipient") is None:
         return None
-    return {"email_address": address, "type": kind, "status": status, "diagnostic": diagnostic}
+    return {"email_address": address, "type": kind, "status": status, "diagnostic": diagnostic,
+            "bounce_class": classify(diagnostic, status)}
 
 
 def _feedback(report: Message, original: Message | None) -> dict[str, Any]:
@@ -220,7 +223,7 @@ def _feedback(report: Message, original: Message | None) -> dict[str, Any]:
     address = _address(_text(block.get("Original-Rcpt-To")))
     if address is None and original is not None:
         address = next(filter(None, (_address(a) for _, a in getaddresses(original.get_all("To", [])))), None)
-    entry = {"email_address": address, "type": "complaint", "status": None, "diagnostic": None}
+    entry = {"email_address": address, "type": "complaint", "status": None, "diagnostic": None, "bounce_class": None}
     return _result(report_type, [{**entry, **_attribution(original)}], None)
 
 

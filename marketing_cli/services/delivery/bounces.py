@@ -1,8 +1,21 @@
 """Bounces and complaints: POST /v1/bounces and `mkt bounces import` (CONTRACT section 7).
 
-    hard bounce   the contact's status becomes CLEANED
-    soft bounce   counted; the SOFT_BOUNCE_LIMIT-th soft bounce in a row of campaigns cleans it too
+    hard bounce   the contact's status becomes CLEANED when its class says the address is gone
+    soft bounce   counted; the SOFT_BOUNCE_LIMIT-th in a row of campaigns cleans it too, when
+                  it is a full mailbox (or unclassified: recorded by hand)
     complaint     the contact's status becomes COMPLAINED
+
+The class (services/delivery/bounce_classes.py: a report's Diagnostic-Code and Status; none
+for a bounce recorded by hand, which only says hard or soft) decides the cleaning:
+
+    unknown_user, unknown_domain        CLEANED at once
+    mailbox_full                        CLEANED at the SOFT_BOUNCE_LIMIT-th in a row, hard or soft
+    policy_block, reputation_block,     never: they say the sending domain was refused, not that
+    authentication_failure, rate_limit  the address is bad; counted against the domain
+                                        (domain_bounce_classes) and not in the contact's
+                                        total_bounces
+    message_too_large, other_*          never (the next campaign may go through)
+    none (by hand)                      as the caller says: hard cleans; soft counts in a row
 
 Each counts in the campaign's `bounced` / `complained` (and its variant's) when it can be
 attributed to a message: by the original Message-ID or the `X-Mkt-Message` token of a
@@ -25,6 +38,7 @@ from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.inputs import member, require_object
 from marketing_cli.services.contacts import consents
+from marketing_cli.services.delivery.bounce_classes import AGAINST_DOMAIN, CLEANS, REPEATED
 from marketing_cli.services.delivery.path_tokens import REPORT, read_message_token
 from marketing_cli.services.email import campaigns, stats
 from marketing_cli.storage.db import instance_secret, transaction
@@ -53,16 +67,29 @@ def _message_for(conn: sqlite3.Connection, workspace_id: int, contact_id: str, c
     return None if row is None else row[0]
 
 
+def _new_status(conn: sqlite3.Connection, contact_id: str, kind: str, bounce_class: str | None) -> str | None:
+    """The status the bounce gives the contact (the table of the module docstring), None: unchanged."""
+    if kind == "complaint":
+        return "COMPLAINED"
+    if bounce_class is None:
+        if kind == "hard":
+            return "CLEANED"
+    elif bounce_class in CLEANS:
+        return "CLEANED"
+    elif bounce_class not in REPEATED:
+        return None
+    return "CLEANED" if _repeated_in_a_row(conn, contact_id) >= SOFT_BOUNCE_LIMIT else None
+
+
 def apply_bounce(conn: sqlite3.Connection, workspace_id: int, contact: sqlite3.Row, kind: str,
-                 message_id: int | None) -> dict[str, Any]:
+                 message_id: int | None, bounce_class: str | None = None) -> dict[str, Any]:
     """Record one bounce or complaint (inside the caller's transaction); the answer of POST /v1/bounces."""
     counted = False
     if message_id is not None:
         counted = (stats.record_complaint(conn, message_id) if kind == "complaint"
-                   else stats.record_bounce(conn, message_id, kind))
-    new_status = {"hard": "CLEANED", "complaint": "COMPLAINED"}.get(kind)
-    if kind == "soft" and _soft_in_a_row(conn, contact["id"]) >= SOFT_BOUNCE_LIMIT:
-        new_status = "CLEANED"
+                   else stats.record_bounce(conn, message_id, kind, bounce_class=bounce_class,
+                                            recipient=bounce_class not in AGAINST_DOMAIN))
+    new_status = _new_status(conn, contact["id"], kind, bounce_class)
     campaign = None if message_id is None else conn.execute(
         "SELECT campaign_id FROM email_messages WHERE id = ?", (message_id,)).fetchone()[0]
     if new_status and contact["status"] != new_status:
@@ -75,12 +102,13 @@ def apply_bounce(conn: sqlite3.Connection, workspace_id: int, contact: sqlite3.R
             "counted": counted}
 
 
-def _soft_in_a_row(conn: sqlite3.Connection, contact_id: str) -> int:
-    """Soft bounces of the contact's latest messages, up to the first one that did not bounce."""
+def _repeated_in_a_row(conn: sqlite3.Connection, contact_id: str) -> int:
+    """Bounces that count in a row (a full mailbox, or a soft bounce recorded by hand) of the
+    contact's latest messages, up to the first one that did not bounce so."""
     count = 0
-    for row in conn.execute("SELECT bounce_type FROM email_messages WHERE contact_id = ?"
+    for row in conn.execute("SELECT bounce_type, bounce_class FROM email_messages WHERE contact_id = ?"
                             " ORDER BY id DESC LIMIT ?", (contact_id, SOFT_BOUNCE_LIMIT)):
-        if row["bounce_type"] != "soft":
+        if not (row["bounce_class"] in REPEATED or (row["bounce_class"] is None and row["bounce_type"] == "soft")):
             break
         count += 1
     return count
@@ -186,7 +214,27 @@ def _import_entry(conn: sqlite3.Connection, workspace_id: int, secret: bytes, en
         contact = _contact(conn, workspace_id, email) if email else None
         message_id = None if contact is None else _message_for(conn, workspace_id, contact["id"], None)
     if contact is None:
-        return {"email_address": email, "type": entry["type"], "applied": False,
-                "reason": "no contact with this address in the workspace"}
-    return {"email_address": email, "applied": True, **apply_bounce(conn, workspace_id, contact, entry["type"],
-                                                                     message_id)}
+        return {"email_address": email, "type": entry["type"], "bounce_class": entry.get("bounce_class"),
+                "applied": False, "reason": "no contact with this address in the workspace"}
+    return {"email_address": email, "applied": True, "bounce_class": entry.get("bounce_class"),
+            **apply_bounce(conn, workspace_id, contact, entry["type"], message_id, entry.get("bounce_class"))}
+
+
+def domain_bounce_classes(conn: sqlite3.Connection, workspace_id: int, since: str | None = None) -> list[dict[str, Any]]:
+    """Failures and bounces of the workspace's messages by sending domain and class (since
+    `since`, RFC 3339, when given): [{"domain_id", "domain_name", "bounce_class", "messages",
+    "against_domain"}], what a deliverability report reads. `against_domain` marks the
+    classes that say the domain was refused (blocks, authentication, rate), not the address."""
+    params: list[Any] = [workspace_id]
+    window = ""
+    if since is not None:
+        window = " AND coalesce(m.bounced_at, m.failed_at) >= ?"
+        params.append(since)
+    rows = conn.execute(
+        "SELECT d.id AS domain_id, d.domain_name, m.bounce_class, count(*) AS messages"
+        " FROM email_messages m JOIN campaigns c ON c.id = m.campaign_id"
+        " JOIN sender_identities s ON s.id = c.sender_identity_id JOIN domains d ON d.id = s.domain_id"
+        f" WHERE c.workspace_id = ? AND m.bounce_class IS NOT NULL{window}"
+        " GROUP BY d.id, d.domain_name, m.bounce_class ORDER BY d.id, m.bounce_class", params).fetchall()
+    return [{"domain_id": r["domain_id"], "domain_name": r["domain_name"], "bounce_class": r["bounce_class"],
+             "messages": r["messages"], "against_domain": r["bounce_class"] in AGAINST_DOMAIN} for r in rows]

@@ -23,6 +23,7 @@ from datetime import timedelta
 
 from marketing_cli.kernel import clock
 from marketing_cli.services.account import billing
+from marketing_cli.services.delivery.bounce_classes import classify_reply
 from marketing_cli.services.delivery.handoff import HALTED, Send
 from marketing_cli.services.delivery.reservations import settle
 from marketing_cli.services.email import stats
@@ -87,7 +88,7 @@ def _record_once(conn: sqlite3.Connection, run: Send, row_of: dict[int, sqlite3.
             elif error is None:
                 accepted[message_id] = run.smtp_id(row_of[message_id])
             elif permanent or row_of[message_id]["attempts"] + 1 >= MAX_ATTEMPTS:
-                stats.record_failure(conn, message_id, error[:500])
+                stats.record_failure(conn, message_id, error[:500], bounce_class=classify_reply(error, permanent))
             else:
                 temporary += 1
                 delay = RETRY_DELAYS[min(row_of[message_id]["attempts"], len(RETRY_DELAYS) - 1)]

@@ -129,7 +129,7 @@ def _spf_terms(value: str) -> set[str]:
     return {term.lower() for term in value.split()[1:] if term.lower().lstrip("+-~?") != "all"}
 
 
-def _is_spf(value: str) -> bool:
+def is_spf(value: str) -> bool:
     return value.lower().split()[:1] == ["v=spf1"]
 
 
@@ -139,7 +139,7 @@ def matches(record: dict[str, Any], found: list[str]) -> bool:
     if rtype == "TXT" and purpose == "dkim":
         return any(_dkim_matches(expected, value) for value in found)
     if rtype == "TXT" and purpose == "spf":
-        spf = [value for value in found if _is_spf(value)]
+        spf = [value for value in found if is_spf(value)]
         return len(spf) == 1 and _spf_terms(expected) <= _spf_terms(spf[0])
     if rtype == "TXT" and purpose == "dmarc":
         dmarc = [value for value in found if re.match(r"\s*v\s*=\s*DMARC1\s*(;|$)", value, re.IGNORECASE)]

@@ -143,6 +143,11 @@ def domain_view(conn: sqlite3.Connection, row: sqlite3.Row) -> dict[str, Any]:
     }
 
 
+def domain_row(conn: sqlite3.Connection, workspace_id: int, domain_id: Any) -> sqlite3.Row:
+    """The domains row: 400 for an id that is not a positive integer, 404 outside the workspace."""
+    return _row(conn, workspace_id, domain_id)
+
+
 def _row(conn: sqlite3.Connection, workspace_id: int, domain_id: Any) -> sqlite3.Row:
     domain_id = parse_int_id(domain_id, INVALID_ID)
     row = conn.execute("SELECT * FROM domains WHERE id = ? AND workspace_id = ?", (domain_id, workspace_id)).fetchone()

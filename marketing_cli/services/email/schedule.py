@@ -8,7 +8,8 @@
 Scheduling checks everything a send needs before anything is queued, so a scheduled
 campaign fails only for reasons that arise later (a transport that refuses). The checks
 run in this order, each with its message: campaign id, body, schedule type and time
-(the Schedule SMS Campaign messages), DRAFT, sender, verified sending domain, audience,
+(the Schedule SMS Campaign messages), DRAFT, sender, verified sending domain, the sender's
+compliance (services/delivery/compliance.py, given as `sender_check`), audience,
 each variant's subject and HTML, each variant's content (merge tags the workspace does
 not define, no `{{unsubscribe_url}}`, links that do not parse), the A/B test settings,
 recipients, and the `monthly_emails` and `hourly_emails` allowances. The jobs live in
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -79,6 +81,7 @@ SERIES_DEFINITION = ("This campaign defines recurring series {id}: each occurren
                      "Stop the series (mkt campaigns series stop {id}) to schedule the campaign itself.")
 AB_LOCAL_TIME = "Local-time delivery is not available for A/B testing campaigns: schedule it without local_time."
 ACTIVE = ("QUEUED", "PREPROCESSING", "IN_REVIEW", "SENDING", "PAUSED")
+SenderCheck = Callable[[Mapping[str, Any]], None]
 
 
 def _scheduled_at(body: dict[str, Any]) -> str | None:
@@ -162,17 +165,20 @@ def _ab_test(row: sqlite3.Row, value: Any) -> dict[str, Any] | None:
 
 
 def check_ready(conn: sqlite3.Connection, workspace_id: int, row: sqlite3.Row,
-                variants: list[Any] | None = None) -> int:
+                variants: list[Any] | None = None, sender_check: SenderCheck | None = None) -> int:
     """Every check on the campaign's own settings; returns the number of recipients.
 
     `variants` replaces the stored ones (a recurring feed campaign checks its variants as a
-    copy will carry them, feed block rendered)."""
+    copy will carry them, feed block rendered). `sender_check` is called with the sender once
+    its domain is known verified (the compliance gate of services/delivery/sender_gate.py)."""
     sender = senders.get_sender_identity(conn, workspace_id, row["sender_identity_id"]) \
         if row["sender_identity_id"] is not None else None
     if sender is None:
         raise MktError(400, NO_SENDER)
     if not sender["domain_verified"]:
         raise MktError(400, UNVERIFIED.format(domain=sender["domain_name"], domain_id=sender["domain_id"]))
+    if sender_check is not None:
+        sender_check(sender)
     if not row["audience"]:
         raise MktError(400, NO_AUDIENCE)
     if variants is None:
@@ -203,8 +209,11 @@ def _check_allowances(conn: sqlite3.Connection, workspace_id: int, count: int) -
         raise billing.limit_error(conn, workspace_id, "hourly_emails", HOURLY_LIMIT)
 
 
-def schedule_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id: Any, body: Any) -> dict[str, Any]:
-    """POST /v1/campaigns/:id/schedule: DRAFT -> QUEUED, the preprocess job due at the time."""
+def schedule_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id: Any, body: Any, *,
+                      sender_check: SenderCheck | None = None) -> dict[str, Any]:
+    """DRAFT -> QUEUED, the preprocess job due at the time. The faces call it through
+    services/delivery/sender_gate.schedule_campaign, which gives the compliance gate as
+    `sender_check` (its DNS lookups done before this transaction)."""
     with transaction(conn):
         row = campaigns.campaign_row(conn, workspace_id, campaign_id)
         body = require_object(body, INVALID_BODY)
@@ -212,7 +221,7 @@ def schedule_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id: 
         if row["status"] != "DRAFT":
             raise MktError(400, ONLY_DRAFT)
         _check_not_series(conn, row["id"])
-        count = check_ready(conn, workspace_id, row)
+        count = check_ready(conn, workspace_id, row, sender_check=sender_check)
         ab_test = _ab_test(row, body.get("ab_test"))
         local = local_time.read_local_time(conn, workspace_id, body, scheduled_at)
         if local is not None and row["type"] == "AB_TESTING":

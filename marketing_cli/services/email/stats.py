@@ -262,12 +262,15 @@ def _deliver(conn: sqlite3.Connection, message_id: int, provider: str | None, sm
     return True
 
 
-def record_failure(conn: sqlite3.Connection, message_id: int, reason: str, *, at: str | None = None) -> bool:
-    """The transport refused the message for good (5xx): failed, never delivered."""
+def record_failure(conn: sqlite3.Connection, message_id: int, reason: str, *, at: str | None = None,
+                   bounce_class: str | None = None) -> bool:
+    """The transport refused the message for good (5xx): failed, never delivered; `bounce_class`
+    is what the refusal says (services/delivery/bounce_classes.py)."""
     with transaction(conn):
         cursor = conn.execute(
-            "UPDATE email_messages SET failed_at = ?, status = 'failed', failure_reason = ?"
-            " WHERE id = ? AND delivered_at IS NULL AND failed_at IS NULL", (at or clock.now(), reason, message_id))
+            "UPDATE email_messages SET failed_at = ?, status = 'failed', failure_reason = ?, bounce_class = ?"
+            " WHERE id = ? AND delivered_at IS NULL AND failed_at IS NULL",
+            (at or clock.now(), reason, bounce_class, message_id))
     return cursor.rowcount == 1
 
 
@@ -353,18 +356,24 @@ def record_unsubscribe(conn: sqlite3.Connection, message_id: int, *, at: str | N
         return _first(conn, "unsubscribed_at", message_id, at) is not None
 
 
-def record_bounce(conn: sqlite3.Connection, message_id: int, kind: str, *, at: str | None = None) -> bool:
+def record_bounce(conn: sqlite3.Connection, message_id: int, kind: str, *, at: str | None = None,
+                  bounce_class: str | None = None, recipient: bool = True) -> bool:
     """A bounce report for the message: counts once in bounced; a hard bounce after a soft
-    one turns the message's bounce_type to hard without counting again."""
+    one turns the message's bounce_type to hard without counting again. `bounce_class` (None:
+    recorded by hand, unclassified) is kept on the message, the latest report's; a bounce that
+    says nothing about the recipient (`recipient` False: a block, an authentication failure)
+    is not added to the contact's total_bounces."""
     if kind not in ("hard", "soft"):
         raise MktError(400, BOUNCE_KIND_INVALID)
     with transaction(conn):
-        contact = _first(conn, "bounced_at", message_id, at, ", status = 'bounced', bounce_type = ?", (kind,))
+        contact = _first(conn, "bounced_at", message_id, at, ", status = 'bounced', bounce_type = ?, bounce_class = ?",
+                         (kind, bounce_class))
         if contact is None:
-            if kind == "hard":
-                conn.execute("UPDATE email_messages SET bounce_type = 'hard' WHERE id = ?", (message_id,))
+            conn.execute("UPDATE email_messages SET bounce_type = CASE WHEN ? = 'hard' THEN 'hard' ELSE bounce_type END,"
+                         " bounce_class = coalesce(?, bounce_class) WHERE id = ?", (kind, bounce_class, message_id))
             return False
-        conn.execute("UPDATE contacts SET total_bounces = total_bounces + 1 WHERE id = ?", (contact,))
+        if recipient:
+            conn.execute("UPDATE contacts SET total_bounces = total_bounces + 1 WHERE id = ?", (contact,))
     return True
 
 
