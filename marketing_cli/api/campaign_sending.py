@@ -6,9 +6,10 @@ from starlette.routing import Route
 
 from marketing_cli.api.endpoints import on_id
 from marketing_cli.services.email import schedule as email_schedule
+from marketing_cli.services.estimates import views as estimates
 
 schedule_campaign = on_id(email_schedule.schedule_campaign, "campaign_id", body=email_schedule.INVALID_BODY)
-preview_schedule = on_id(email_schedule.preview_schedule, "campaign_id", body=email_schedule.INVALID_BODY)
+preview_schedule = on_id(estimates.email_schedule_preview, "campaign_id", body=email_schedule.INVALID_BODY)
 cancel_campaign = on_id(email_schedule.cancel_campaign, "campaign_id")
 archive_campaign = on_id(email_schedule.archive_campaign, "campaign_id")
 unschedule_campaign = on_id(email_schedule.unschedule_campaign, "campaign_id")

@@ -186,7 +186,7 @@ def test_long_headers_and_merge_tags_stay_whole(world: dict[str, Any], runner: A
 
 def test_narrow_campaigns_list_says_what_it_hid(world: dict[str, Any], runner: Any, db_path: Path,
                                                 narrow: None) -> None:
-    human = run(runner, db_path, "campaigns", "list")
+    human = " ".join(run(runner, db_path, "campaigns", "list").split())  # the note wraps at the width
     assert "Hidden to fit the terminal:" in human and "--wide shows every column" in human
 
 
