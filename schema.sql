@@ -1483,3 +1483,10 @@ CREATE TABLE token_cutovers (
 );
 INSERT INTO token_cutovers (kind, last_id, at)
     SELECT 'm', COALESCE(MAX(id), 0), strftime('%Y-%m-%dT%H:%M:%fZ', 'now') FROM email_messages;
+
+-- version: 34
+-- The estimate of a campaign's audience (services/estimates/cache.py): the groups last computed
+-- from the audience, with the campaign's state then and the moment, as JSON; a list of
+-- campaigns reads it instead of counting every campaign's audience again. NULL: none kept.
+ALTER TABLE campaigns ADD COLUMN estimate_cache TEXT;
+ALTER TABLE sms_campaigns ADD COLUMN estimate_cache TEXT;

@@ -18,7 +18,7 @@ from datetime import date, datetime
 from typing import Any
 
 from marketing_cli.kernel import clock
-from marketing_cli.services.estimates import caps
+from marketing_cli.services.estimates import cache, caps
 from marketing_cli.services.estimates.groups import Part, estimate, zone_list
 
 FINAL = ("SENT", "CANCELLED", "ARCHIVED")
@@ -32,9 +32,11 @@ def local_reason(hhmm: str, zones: list[str]) -> str:
     return f"{hhmm} local time in {zone_list(zones)}"
 
 
-def campaign_estimate(conn: sqlite3.Connection, row: sqlite3.Row, series_next: str | None = None) -> dict[str, Any]:
+def campaign_estimate(conn: sqlite3.Connection, row: sqlite3.Row, series_next: str | None = None, *,
+                      mark: str | None = None) -> dict[str, Any]:
     """The estimate of a stored campaign in its present state; `series_next`: the next
-    occurrence of the live series it defines (a copy of it goes then)."""
+    occurrence of the live series it defines (a copy of it goes then). `mark`: the workspace's
+    contacts (cache.contacts_mark) when a list may use a kept estimate; None computes afresh."""
     if row["status"] in FINAL:
         return estimate([])
     if row["status"] in FROZEN:
@@ -48,7 +50,10 @@ def campaign_estimate(conn: sqlite3.Connection, row: sqlite3.Row, series_next: s
             local = {"time": row["local_time"], "date": row["local_date"],
                      "missed": row["local_time_missed"] or "next_day",
                      "starts_at": row["local_starts_at"] or clock.now()}
-        parts = audience_parts(conn, row["workspace_id"], json.loads(row["audience"]), at, local)
+        fresh = mark is None
+        state = cache.state_of(row, series_next, mark or cache.contacts_mark(conn, row["workspace_id"]))
+        parts = cache.parts(conn, "campaigns", row, state, fresh, lambda: audience_parts(
+            conn, row["workspace_id"], json.loads(row["audience"]), at, local))
     return estimate(caps.apply(parts, caps.caps_for(conn, row["workspace_id"], "email")))
 
 

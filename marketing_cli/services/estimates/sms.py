@@ -25,6 +25,7 @@ from typing import Any
 
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
+from marketing_cli.services.estimates import cache
 from marketing_cli.services.estimates.email import LOCAL_SKIPPED, local_reason
 from marketing_cli.services.estimates.groups import Part, estimate
 from marketing_cli.services.sms import ledger
@@ -40,8 +41,8 @@ def money(units: int) -> str:
     return ledger.money(ledger.from_units(units))
 
 
-def campaign_estimate(conn: sqlite3.Connection, row: sqlite3.Row) -> dict[str, Any]:
-    """The estimate of a stored SMS campaign in its present state."""
+def campaign_estimate(conn: sqlite3.Connection, row: sqlite3.Row, *, mark: str | None = None) -> dict[str, Any]:
+    """The estimate of a stored SMS campaign in its present state; `mark` as email.py's."""
     if row["status"] in FINAL:
         return estimate([], money)
     if row["status"] == "QUEUED" and row["expanded_at"]:
@@ -53,13 +54,20 @@ def campaign_estimate(conn: sqlite3.Connection, row: sqlite3.Row) -> dict[str, A
     if row["local_time"] and row["status"] != "DRAFT":
         local = {"time": row["local_time"], "date": row["local_date"], "missed": row["local_time_missed"] or "next_day",
                  "starts_at": row["local_starts_at"] or clock.now()}
-    return preview_estimate(conn, row["workspace_id"], row["message"] or "", audience, row["scheduled_at"], local)
+    state = cache.state_of(row, row["message"], mark or cache.contacts_mark(conn, row["workspace_id"]))
+    return estimate(cache.parts(conn, "sms_campaigns", row, state, mark is None, lambda: audience_parts(
+        conn, row["workspace_id"], row["message"] or "", audience, row["scheduled_at"], local)), money)
 
 
 def preview_estimate(conn: sqlite3.Connection, workspace_id: int, message: str, audience: Any,
                      scheduled_at: str | None, local: dict[str, str] | None) -> dict[str, Any]:
     """The estimate of sending `message` to `audience` at `scheduled_at` (None: now), or in
     each recipient's local time (`local`, as the schedule call reads it)."""
+    return estimate(audience_parts(conn, workspace_id, message, audience, scheduled_at, local), money)
+
+
+def audience_parts(conn: sqlite3.Connection, workspace_id: int, message: str, audience: Any,
+                   scheduled_at: str | None, local: dict[str, str] | None) -> list[Part]:
     rows, due = _audience_groups(conn, workspace_id, message, audience, local)
     now = clock.utcnow()
     start = clock.parse_ts(scheduled_at) if scheduled_at else now
@@ -75,7 +83,7 @@ def preview_estimate(conn: sqlite3.Connection, workspace_id: int, message: str, 
             parts.append(Part("skipped", count, reason=LOCAL_SKIPPED))
             continue
         timed.append((phone, zone, count, units, clock.parse_ts(at)))
-    return estimate(parts + _gated(conn, workspace_id, timed, local["time"] if local else None, now), money)
+    return parts + _gated(conn, workspace_id, timed, local["time"] if local else None, now)
 
 
 def _audience_groups(conn: sqlite3.Connection, workspace_id: int, message: str, audience: Any,
@@ -181,25 +189,23 @@ def _gated(conn: sqlite3.Connection, workspace_id: int, timed: list[tuple[str, s
     on = gate.enabled(conn, workspace_id)
     table = quiet_hours.current_table() if on else None
     verdicts: dict[tuple[Any, datetime], Any] = {}
-    waiting: dict[datetime, list[Any]] = {}
-    parts: list[Part] = []
+    sums: dict[tuple[str, datetime | None, str | None], list[Any]] = {}  # summed here: one Part per group
     for phone, zone, count, units, at in timed:
         at = max(at, now)
+        key: tuple[str, datetime | None, str | None]
         if on:
             place = places.place_of(phone)
             verdict = verdicts.get((place, at))
             if verdict is None:
                 verdict = verdicts[(place, at)] = quiet_hours.verdict(place, at, table)
             if not verdict.open:
-                parts.append(Part("held", count, verdict.until, verdict.reason, units))
-                continue
-        if at > now and hhmm:
-            entry = waiting.setdefault(at, [0, 0, []])
-            entry[0] += count
-            entry[1] += units
-            entry[2].append(zone)
-        else:
-            parts.append(Part("now", count, at if at > now else None, units=units))
-    for at, (count, units, zones) in waiting.items():
-        parts.append(Part("waiting", count, at, local_reason(hhmm or "", [z for z in zones if z]), units))
-    return parts
+                key = ("held", verdict.until, verdict.reason)
+        if not on or verdict.open:
+            key = ("waiting", at, None) if at > now and hhmm else ("now", at if at > now else None, None)
+        entry = sums.setdefault(key, [0, 0, set()])
+        entry[0] += count
+        entry[1] += units
+        if zone:
+            entry[2].add(zone)
+    return [Part(state, count, until, local_reason(hhmm or "", list(zones)) if state == "waiting" else reason, units)
+            for (state, until, reason), (count, units, zones) in sums.items()]

@@ -9,7 +9,8 @@ counts the messages waiting for their zone and held by quiet hours (groups.eta_s
 
 Lists: one query for the page's series, then one estimate per item; a finished campaign's
 estimate reads nothing, a frozen one's is a GROUP BY over its queued messages, a DRAFT's or
-a QUEUED one's counts its audience (bench/estimates_list.py measures a page of 50).
+a QUEUED one's is its audience's, kept per campaign and state (cache.py) so a page reads
+the kept ones (bench/bench_estimates.py measures a page of 50).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
+from marketing_cli.services.estimates import cache
 from marketing_cli.services.estimates import email as email_estimates
 from marketing_cli.services.estimates import sms as sms_estimates
 from marketing_cli.services.estimates.groups import eta_seconds, next_release
@@ -73,9 +75,10 @@ def email_campaigns(conn: sqlite3.Connection, workspace_id: int, **query: Any) -
     listed = campaigns.list_campaigns(conn, workspace_id, **query)
     ids = [c["id"] for c in listed["campaigns"]]
     rows, series = _rows(conn, "campaigns", ids), _series_next(conn, ids)
+    mark = cache.contacts_mark(conn, workspace_id)
     for view in listed["campaigns"]:
         row = rows[view["id"]]
-        est = email_estimates.campaign_estimate(conn, row, series.get(row["id"]))
+        est = email_estimates.campaign_estimate(conn, row, series.get(row["id"]), mark=mark)
         _with_estimate(view, est, row, ACTIVE_LOCAL, series.get(row["id"]))
     return listed
 
@@ -170,9 +173,10 @@ def sms_campaigns(conn: sqlite3.Connection, workspace_id: int, **query: Any) -> 
 
     listed = campaigns.list_campaigns(conn, workspace_id, **query)
     rows = _rows(conn, "sms_campaigns", [c["id"] for c in listed["campaigns"]])
+    mark = cache.contacts_mark(conn, workspace_id)
     for view in listed["campaigns"]:
         row = rows[view["id"]]
-        _with_estimate(view, sms_estimates.campaign_estimate(conn, row), row, ("QUEUED",))
+        _with_estimate(view, sms_estimates.campaign_estimate(conn, row, mark=mark), row, ("QUEUED",))
     return listed
 
 
