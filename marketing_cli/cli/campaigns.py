@@ -113,10 +113,11 @@ def campaigns_list(
     result = views.email_campaigns(s.conn(), s.workspace_id(), page=page, limit=limit, status=status)
     p = result["pagination"]
     from marketing_cli.cli.estimates import cell
+    from marketing_cli.cli.times import when_cell
 
     emit(result, as_json, lambda r: table(
         ["id", "name", "type", "status", "scheduled", "to come", "sender", "variants", "created"],
-        [(c["id"], c["name"], c["type"], _status(c), c["scheduled_at"] or "", cell(c.get("estimate")),
+        [(c["id"], c["name"], c["type"], _status(c), when_cell(c["scheduled_at"]), cell(c.get("estimate")),
           _address(c["sender_identity"]),
           ", ".join(f"{v['type']}: {v['subject'] or '-'}" for v in c["variants"]), c["created_at"])
          for c in r["campaigns"]],

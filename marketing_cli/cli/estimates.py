@@ -58,7 +58,8 @@ def next_line(est: dict[str, Any]) -> str | None:
     if upcoming is None:
         return None
     what = upcoming["reason"] or WORDS[upcoming["state"]]
-    return f"next: {what} at {_time(upcoming['until'])}, {upcoming['recipients']:,} recipients"
+    count = upcoming["recipients"]
+    return f"next: {what} at {_time(upcoming['until'])}, {count:,} recipient{'' if count == 1 else 's'}"
 
 
 def cell(est: dict[str, Any] | None) -> str:

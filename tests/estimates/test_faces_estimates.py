@@ -96,7 +96,7 @@ def test_a_local_time_send_shows_its_waiting_messages_next_zone_and_eta(
     assert [(c["scheduled_at"], c["estimate"]) for c in listed] == [(view["scheduled_at"], view["estimate"])]
     watched = cli("campaigns", "watch", campaign, "--once").stdout
     assert "3 will get the message: 3 waiting for local time." in watched
-    assert "next: 09:00 local time in Europe/Paris at 2027-03-28 07:00" in watched and "1 recipients" in watched
+    assert "next: 09:00 local time in Europe/Paris at 2027-03-28 07:00" in watched and "UTC, 1 recipient" in watched
     assert re.search(r"about (\d[\d,]*) s left", watched) and \
         int(re.search(r"about (\d[\d,]*) s left", watched).group(1).replace(",", "")) >= 14 * 3600
     shown = cli("campaigns", "show", campaign).stdout
