@@ -33,10 +33,10 @@ def local_reason(hhmm: str, zones: list[str]) -> str:
 
 
 def campaign_estimate(conn: sqlite3.Connection, row: sqlite3.Row, series_next: str | None = None, *,
-                      mark: str | None = None) -> dict[str, Any]:
+                      budget: cache.Budget | None = None) -> dict[str, Any]:
     """The estimate of a stored campaign in its present state; `series_next`: the next
-    occurrence of the live series it defines (a copy of it goes then). `mark`: the workspace's
-    contacts (cache.contacts_mark) when a list may use a kept estimate; None computes afresh."""
+    occurrence of the live series it defines (a copy of it goes then). `budget`: a list's
+    (cache.py), which may use a kept estimate; None computes afresh."""
     if row["status"] in FINAL:
         return estimate([])
     if row["status"] in FROZEN:
@@ -50,9 +50,9 @@ def campaign_estimate(conn: sqlite3.Connection, row: sqlite3.Row, series_next: s
             local = {"time": row["local_time"], "date": row["local_date"],
                      "missed": row["local_time_missed"] or "next_day",
                      "starts_at": row["local_starts_at"] or clock.now()}
-        fresh = mark is None
-        state = cache.state_of(row, series_next, mark or cache.contacts_mark(conn, row["workspace_id"]))
-        parts = cache.parts(conn, "campaigns", row, state, fresh, lambda: audience_parts(
+        mark = budget.mark if budget else cache.contacts_mark(conn, row["workspace_id"])
+        state = cache.state_of(row, series_next, mark)
+        parts = cache.parts(conn, "campaigns", row, state, budget, lambda: audience_parts(
             conn, row["workspace_id"], json.loads(row["audience"]), at, local))
     return estimate(caps.apply(parts, caps.caps_for(conn, row["workspace_id"], "email")))
 

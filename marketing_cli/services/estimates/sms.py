@@ -41,8 +41,9 @@ def money(units: int) -> str:
     return ledger.money(ledger.from_units(units))
 
 
-def campaign_estimate(conn: sqlite3.Connection, row: sqlite3.Row, *, mark: str | None = None) -> dict[str, Any]:
-    """The estimate of a stored SMS campaign in its present state; `mark` as email.py's."""
+def campaign_estimate(conn: sqlite3.Connection, row: sqlite3.Row, *,
+                      budget: cache.Budget | None = None) -> dict[str, Any]:
+    """The estimate of a stored SMS campaign in its present state; `budget` as email.py's."""
     if row["status"] in FINAL:
         return estimate([], money)
     if row["status"] == "QUEUED" and row["expanded_at"]:
@@ -54,8 +55,9 @@ def campaign_estimate(conn: sqlite3.Connection, row: sqlite3.Row, *, mark: str |
     if row["local_time"] and row["status"] != "DRAFT":
         local = {"time": row["local_time"], "date": row["local_date"], "missed": row["local_time_missed"] or "next_day",
                  "starts_at": row["local_starts_at"] or clock.now()}
-    state = cache.state_of(row, row["message"], mark or cache.contacts_mark(conn, row["workspace_id"]))
-    return estimate(cache.parts(conn, "sms_campaigns", row, state, mark is None, lambda: audience_parts(
+    mark = budget.mark if budget else cache.contacts_mark(conn, row["workspace_id"])
+    state = cache.state_of(row, row["message"], mark)
+    return estimate(cache.parts(conn, "sms_campaigns", row, state, budget, lambda: audience_parts(
         conn, row["workspace_id"], row["message"] or "", audience, row["scheduled_at"], local)), money)
 
 
@@ -159,7 +161,8 @@ def _message_parts(conn: sqlite3.Connection, row: sqlite3.Row) -> list[Part]:
     rows = conn.execute(
         f"SELECT m.status, CASE WHEN m.status = 'held' THEN m.held_until END,"
         f" CASE WHEN m.status = 'held' THEN m.held_reason END, CASE WHEN m.status = 'pending' THEN {key} END,"
-        " min(m.phone), CASE WHEN m.status = 'pending' THEN m.due_at END, CASE WHEN m.status = 'pending' THEN m.zone END,"
+        " min(m.phone), CASE WHEN m.status = 'pending' THEN m.due_at END,"
+        " CASE WHEN m.status = 'pending' THEN m.zone END,"
         " CASE WHEN m.status = 'suppressed' THEN m.country END, count(*), coalesce(sum(m.price_units), 0)"
         " FROM sms_messages m WHERE m.campaign_id = ? AND m.status IN ('pending', 'held', 'sending', 'suppressed')"
         " GROUP BY 1, 2, 3, 4, 6, 7, 8", (row["id"],)).fetchall()

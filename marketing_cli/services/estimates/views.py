@@ -75,10 +75,10 @@ def email_campaigns(conn: sqlite3.Connection, workspace_id: int, **query: Any) -
     listed = campaigns.list_campaigns(conn, workspace_id, **query)
     ids = [c["id"] for c in listed["campaigns"]]
     rows, series = _rows(conn, "campaigns", ids), _series_next(conn, ids)
-    mark = cache.contacts_mark(conn, workspace_id)
+    budget = cache.Budget(conn, workspace_id)
     for view in listed["campaigns"]:
         row = rows[view["id"]]
-        est = email_estimates.campaign_estimate(conn, row, series.get(row["id"]), mark=mark)
+        est = email_estimates.campaign_estimate(conn, row, series.get(row["id"]), budget=budget)
         _with_estimate(view, est, row, ACTIVE_LOCAL, series.get(row["id"]))
     return listed
 
@@ -173,10 +173,10 @@ def sms_campaigns(conn: sqlite3.Connection, workspace_id: int, **query: Any) -> 
 
     listed = campaigns.list_campaigns(conn, workspace_id, **query)
     rows = _rows(conn, "sms_campaigns", [c["id"] for c in listed["campaigns"]])
-    mark = cache.contacts_mark(conn, workspace_id)
+    budget = cache.Budget(conn, workspace_id)
     for view in listed["campaigns"]:
         row = rows[view["id"]]
-        _with_estimate(view, sms_estimates.campaign_estimate(conn, row, mark=mark), row, ("QUEUED",))
+        _with_estimate(view, sms_estimates.campaign_estimate(conn, row, budget=budget), row, ("QUEUED",))
     return listed
 
 
