@@ -14,7 +14,8 @@ and the moment. `show`, the API's GET of one campaign, its create and update ans
 previews and statistics compute afresh and keep what they computed. A list (a `Budget`):
 
 - uses a kept estimate of the same state younger than MAX_AGE seconds;
-- else computes afresh, at most FRESH_PER_LIST of them per page;
+- else computes afresh, at most FRESH_PER_LIST of them per page, the oldest kept first (`oldest_first`),
+  so lists that follow each other refresh them all in turn;
 - past that budget, uses a kept estimate of the same campaign state even if the contacts
   changed or it is older (the next list, or the campaign's own page, refreshes it), and
   computes only for a campaign that has none of its state at all (one never read since it
@@ -38,7 +39,7 @@ from marketing_cli.kernel import clock
 from marketing_cli.services.estimates.groups import Part, merge
 
 MAX_AGE = 120  # seconds a list trusts a kept estimate of the same state
-FRESH_PER_LIST = 5  # estimates a list computes afresh, at most, past those it may reuse
+FRESH_PER_LIST = 2  # estimates a list computes afresh, at most, past those it may reuse (oldest first)
 log = logging.getLogger("mkt.estimates")
 
 
@@ -56,6 +57,14 @@ class Budget:
     def __init__(self, conn: sqlite3.Connection, workspace_id: int) -> None:
         self.mark = contacts_mark(conn, workspace_id)
         self.left = FRESH_PER_LIST
+
+
+def oldest_first(rows: list[sqlite3.Row]) -> list[sqlite3.Row]:
+    """The order a list spends its budget in: campaigns with nothing kept, then the oldest kept."""
+    def kept_at(row: sqlite3.Row) -> str:
+        return json.loads(row["estimate_cache"]).get("at", "") if row["estimate_cache"] else ""
+
+    return sorted(rows, key=kept_at)
 
 
 def state_of(row: sqlite3.Row, series_next: str | None, mark: str) -> str:

@@ -76,10 +76,10 @@ def email_campaigns(conn: sqlite3.Connection, workspace_id: int, **query: Any) -
     ids = [c["id"] for c in listed["campaigns"]]
     rows, series = _rows(conn, "campaigns", ids), _series_next(conn, ids)
     budget = cache.Budget(conn, workspace_id)
-    for view in listed["campaigns"]:
-        row = rows[view["id"]]
+    views = {v["id"]: v for v in listed["campaigns"]}
+    for row in cache.oldest_first(list(rows.values())):
         est = email_estimates.campaign_estimate(conn, row, series.get(row["id"]), budget=budget)
-        _with_estimate(view, est, row, ACTIVE_LOCAL, series.get(row["id"]))
+        _with_estimate(views[row["id"]], est, row, ACTIVE_LOCAL, series.get(row["id"]))
     return listed
 
 
@@ -174,9 +174,9 @@ def sms_campaigns(conn: sqlite3.Connection, workspace_id: int, **query: Any) -> 
     listed = campaigns.list_campaigns(conn, workspace_id, **query)
     rows = _rows(conn, "sms_campaigns", [c["id"] for c in listed["campaigns"]])
     budget = cache.Budget(conn, workspace_id)
-    for view in listed["campaigns"]:
-        row = rows[view["id"]]
-        _with_estimate(view, sms_estimates.campaign_estimate(conn, row, budget=budget), row, ("QUEUED",))
+    views = {v["id"]: v for v in listed["campaigns"]}
+    for row in cache.oldest_first(list(rows.values())):
+        _with_estimate(views[row["id"]], sms_estimates.campaign_estimate(conn, row, budget=budget), row, ("QUEUED",))
     return listed
 
 
