@@ -1508,3 +1508,10 @@ CREATE TABLE mkt_copy_retired (
 -- (bounces.domain_bounce_classes reads them by campaign), never against the recipient.
 ALTER TABLE email_messages ADD COLUMN bounce_class TEXT;
 CREATE INDEX email_messages_bounce_class ON email_messages(campaign_id, bounce_class) WHERE bounce_class IS NOT NULL;
+
+-- version: 36
+-- The estimate of a campaign's audience (services/estimates/cache.py): the groups last computed
+-- from the audience, with the campaign's state then and the moment, as JSON; a list of
+-- campaigns reads it instead of counting every campaign's audience again. NULL: none kept.
+ALTER TABLE campaigns ADD COLUMN estimate_cache TEXT;
+ALTER TABLE sms_campaigns ADD COLUMN estimate_cache TEXT;

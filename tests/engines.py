@@ -343,6 +343,7 @@ def dump(conn: object) -> str:
 POSTGRESQL_SUITES = (
     "tests/account/",
     "tests/email/",
+    "tests/estimates/",
     "tests/delivery/",
     "tests/contacts/",
     "tests/sms/",

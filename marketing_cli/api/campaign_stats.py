@@ -11,13 +11,14 @@ from marketing_cli.api.auth import require_workspace
 from marketing_cli.api.calls import call
 from marketing_cli.api.responses import envelope_a
 from marketing_cli.reports import html
-from marketing_cli.services.email import report, stats, timeline
+from marketing_cli.services.email import report, timeline
+from marketing_cli.services.estimates import views as estimates
 
 
 async def get_campaign_statistics(request: Request) -> Response:
     workspace_id = require_workspace(request)
     campaign_id = request.path_params["campaign_id"]
-    return envelope_a(await call(request, stats.get_campaign_statistics, workspace_id, campaign_id))
+    return envelope_a(await call(request, estimates.email_statistics, workspace_id, campaign_id))
 
 
 async def get_campaign_timeline(request: Request) -> Response:

@@ -18,25 +18,26 @@ from marketing_cli.api.responses import envelope_a, read_json
 from marketing_cli.services.deletion import campaigns as deletion
 from marketing_cli.services.delivery import test_emails
 from marketing_cli.services.email import campaigns, variant_html
+from marketing_cli.services.estimates import views as estimates
 
 
 async def create_campaign(request: Request) -> Response:
     workspace_id = require_workspace(request)
     body = await read_json(request, campaigns.CREATE_INVALID_BODY)
-    return envelope_a(await call(request, campaigns.create_campaign, workspace_id, body), 201)
+    return envelope_a(await call(request, estimates.email_create, workspace_id, body), 201)
 
 
-duplicate_campaign = on_id(campaigns.duplicate_campaign, "campaign_id", status=201)
+duplicate_campaign = on_id(estimates.email_duplicate, "campaign_id", status=201)
 
 
 async def list_campaigns(request: Request) -> Response:
     workspace_id = require_workspace(request)
     query = request.query_params
-    return envelope_a(await call(request, campaigns.list_campaigns, workspace_id, page=query.get("page", 1),
+    return envelope_a(await call(request, estimates.email_campaigns, workspace_id, page=query.get("page", 1),
                                  limit=query.get("limit", campaigns.DEFAULT_LIMIT), status=query.get("status")))
 
 
-get_campaign = on_id(campaigns.get_campaign, "campaign_id")
+get_campaign = on_id(estimates.email_campaign, "campaign_id")
 
 
 async def configure_campaign(request: Request) -> Response:

@@ -41,6 +41,7 @@ from marketing_cli.reports.html import Safe, el
 from marketing_cli.services.account import keys, workspaces
 from marketing_cli.services.email import report as email_report
 from marketing_cli.services.email import variant_html
+from marketing_cli.services.estimates import views as estimates
 from marketing_cli.services.sms import ledger
 from marketing_cli.services.sms import report as sms_report
 
@@ -194,8 +195,8 @@ async def sign_out(request: Request) -> Response:
 def overview_data(conn: Any, workspace_id: int, page_number: Any) -> dict[str, Any]:
     """Everything the campaigns page shows, read in one worker thread."""
     return {"workspace": _workspace_name(conn, workspace_id),
-            "email": email_report.campaign_summaries(conn, workspace_id, page=page_number, limit=PER_PAGE),
-            "sms": sms_report.campaign_summaries(conn, workspace_id, page=page_number, limit=PER_PAGE),
+            "email": estimates.email_summaries(conn, workspace_id, page=page_number, limit=PER_PAGE),
+            "sms": estimates.sms_summaries(conn, workspace_id, page=page_number, limit=PER_PAGE),
             "money": ledger.spending(conn, workspace_id)}
 
 
@@ -211,13 +212,35 @@ def _cell(value: Any, stat: str) -> Safe:
     return el("td", value, class_="n", data_stat=stat)
 
 
+def _future(c: dict[str, Any]) -> tuple[Safe, Safe]:
+    """The scheduled and "to come" cells: the next occurrence (a series', the next zone's) and
+    the estimate's summary, as GET /v1/campaigns answers them (services/estimates)."""
+    from marketing_cli.services.estimates.groups import next_release
+
+    est = c.get("estimate") or {"recipients": 0, "groups": []}
+    parts = []
+    for state, word in (("now", "now"), ("waiting", "waiting"), ("held", "held"), ("over_cap", "over cap"),
+                        ("skipped", "skipped")):
+        count = sum(g["recipients"] for g in est["groups"] if g["state"] == state)
+        if count:
+            parts.append(f"{count:,} {word}")
+    upcoming = next_release(est) if est["groups"] else None
+    text = ", ".join(parts) + (f"; next {upcoming['until']}" if upcoming else "") if parts else "-"
+    return el("td", c.get("scheduled_at") or "-", data_stat="scheduled_at"), el("td", text, data_stat="estimate")
+
+
+def _status(c: dict[str, Any]) -> str:
+    return "DRAFT (series)" if c["status"] == "DRAFT" and c.get("scheduled_at") else c["status"]
+
+
 def _email_table(listed: dict[str, Any]) -> Safe:
     if not listed["campaigns"]:
         return el("p", "No email campaigns.", class_="empty")
-    head = el("thead", el("tr", el("th", "campaign"), el("th", "status"),
+    head = el("thead", el("tr", el("th", "campaign"), el("th", "status"), el("th", "scheduled"), el("th", "to come"),
                           *(el("th", h, class_="n") for h in ("sent", "delivered", "opened", "clicked", "bounced",
                                                                "unsubscribed"))))
-    rows = [el("tr", el("td", el("a", c["name"], href=f"{BASE}/campaigns/{c['id']}")), el("td", c["status"]),
+    rows = [el("tr", el("td", el("a", c["name"], href=f"{BASE}/campaigns/{c['id']}")), el("td", _status(c)),
+               *_future(c),
                _cell(_count(c["sent"]), "sent"),
                *(_cell(_count(c[k]), k) for k in ("delivered", "opened", "clicked", "bounced", "unsubscribed")),
                data_campaign=c["id"], class_="campaign") for c in listed["campaigns"]]
@@ -227,10 +250,11 @@ def _email_table(listed: dict[str, Any]) -> Safe:
 def _sms_table(listed: dict[str, Any]) -> Safe:
     if not listed["campaigns"]:
         return el("p", "No SMS campaigns.", class_="empty")
-    head = el("thead", el("tr", el("th", "campaign"), el("th", "status"),
+    head = el("thead", el("tr", el("th", "campaign"), el("th", "status"), el("th", "scheduled"), el("th", "to come"),
                           *(el("th", h, class_="n") for h in ("sent", "delivered", "failed", "clicked", "STOP",
                                                                "cost ($)"))))
     rows = [el("tr", el("td", el("a", c["name"], href=f"{BASE}/sms-campaigns/{c['id']}")), el("td", c["status"]),
+               *_future(c),
                *(_cell(_count(c[k]), k) for k in ("sent", "delivered", "failed", "clicked", "unsubscribed")),
                _cell(cents(c["total_cost"]), "total_cost"), data_campaign=c["id"], class_="campaign")
             for c in listed["campaigns"]]

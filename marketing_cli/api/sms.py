@@ -19,7 +19,8 @@ from marketing_cli.api.endpoints import on_id
 from marketing_cli.api.responses import envelope_a, read_json
 from marketing_cli.reports import html
 from marketing_cli.services.deletion import campaigns as deletion
-from marketing_cli.services.sms import campaigns, report, schedule, stats, timeline
+from marketing_cli.services.estimates import views as estimates
+from marketing_cli.services.sms import campaigns, report, schedule, timeline
 
 
 def _id(request: Request) -> str:
@@ -29,20 +30,20 @@ def _id(request: Request) -> str:
 async def create_campaign(request: Request) -> Response:
     workspace_id = require_workspace(request)
     body = await read_json(request, campaigns.INVALID_BODY)
-    return envelope_a(await call(request, campaigns.create_campaign, workspace_id, body), 201)
+    return envelope_a(await call(request, estimates.sms_create, workspace_id, body), 201)
 
 
 async def list_campaigns(request: Request) -> Response:
     workspace_id = require_workspace(request)
     q = request.query_params
-    return envelope_a(await call(request, campaigns.list_campaigns, workspace_id, page=q.get("page"), limit=q.get("limit"),
+    return envelope_a(await call(request, estimates.sms_campaigns, workspace_id, page=q.get("page"), limit=q.get("limit"),
                                  status=q.get("status")))
 
 
-get_campaign = on_id(campaigns.get_campaign, "campaign_id")
-update_campaign = on_id(campaigns.update_campaign, "campaign_id", body=campaigns.INVALID_BODY)
+get_campaign = on_id(estimates.sms_campaign, "campaign_id")
+update_campaign = on_id(estimates.sms_update, "campaign_id", body=campaigns.INVALID_BODY)
 schedule_campaign = on_id(schedule.schedule_campaign, "campaign_id", body=campaigns.SCHEDULE_INVALID_BODY)
-preview_schedule = on_id(schedule.preview_schedule, "campaign_id", body=campaigns.SCHEDULE_INVALID_BODY)
+preview_schedule = on_id(estimates.sms_schedule_preview, "campaign_id", body=campaigns.SCHEDULE_INVALID_BODY)
 cancel_campaign = on_id(campaigns.cancel_campaign, "campaign_id")
 
 
@@ -53,11 +54,11 @@ async def campaign_reach(request: Request) -> Response:
     return envelope_a(await call(request, reach.campaign_reach, workspace_id, _id(request)))
 
 
-unschedule_campaign = on_id(campaigns.unschedule_campaign, "campaign_id")
-duplicate_campaign = on_id(campaigns.duplicate_campaign, "campaign_id", status=201)
+unschedule_campaign = on_id(estimates.sms_unschedule, "campaign_id")
+duplicate_campaign = on_id(estimates.sms_duplicate, "campaign_id", status=201)
 archive_campaign = on_id(campaigns.archive_campaign, "campaign_id")
 delete_sms_campaign = on_id(deletion.delete_sms_campaign, "campaign_id")
-campaign_statistics = on_id(stats.campaign_statistics, "campaign_id")
+campaign_statistics = on_id(estimates.sms_statistics, "campaign_id")
 campaign_timeline = on_id(timeline.campaign_timeline, "campaign_id")
 
 

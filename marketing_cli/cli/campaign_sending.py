@@ -64,6 +64,7 @@ def campaigns_schedule(
     /v1/campaigns/:id/schedule; --every: POST /v1/campaigns/:id/series)."""
     from marketing_cli.services.delivery import sender_gate
     from marketing_cli.services.email import schedule as email_schedule
+    from marketing_cli.services.estimates import views
 
     if sum((now, at is not None, every is not None)) != 1:
         raise usage_error("Give exactly one of --now or --at TIME (or --every RRULE for a recurring campaign).")
@@ -87,15 +88,16 @@ def campaigns_schedule(
     if ab:
         body["ab_test"] = ab
     if local_time is not None:
-        confirm_zones(lambda: email_schedule.preview_schedule(conn, workspace_id, campaign_id, body), yes)
+        confirm_zones(lambda: views.email_schedule_preview(conn, workspace_id, campaign_id, body), yes)
     result = sender_gate.schedule_campaign(conn, workspace_id, campaign_id, body, override=override_compliance)
     if result.get("compliance_override"):
         from marketing_cli.cli.output import err_console
 
         err_console.print(f"Warning: scheduled with --override-compliance although the sender's domain fails "
                           f"{', '.join(result['compliance_override'])}: recorded in the operator log.", markup=False)
-    emit(result, as_json, lambda r: understood(r) + ("" if r.get("scheduled_at") or r.get("local_time") else
-                                                     " `mkt jobs run` (or `mkt serve`'s worker) sends it."))
+    emit(result, as_json,
+         lambda r: understood(r, views.email_estimate(conn, workspace_id, r["id"]))
+         + ("" if r.get("scheduled_at") or r.get("local_time") else " `mkt jobs run` (or `mkt serve`'s worker) sends it."))
 
 
 def _schedule_every(ctx: typer.Context, campaign_id: str, every: str, feed: str | None, preview: int | None,
@@ -153,14 +155,20 @@ def campaigns_resume(ctx: typer.Context, campaign_id: CampaignId, as_json: JsonO
 
 
 def progress_line(view: dict[str, Any]) -> str:
+    """The send's progress and, from the campaign's estimate, what is still to come: the
+    messages waiting for their zone or held by quiet hours, and the next release."""
+    from marketing_cli.cli.estimates import estimate_lines
+
     p = view.get("progress")
+    coming = estimate_lines(view.get("estimate"))
+    more = f"\n{coming}" if coming else ""
     if not p:
-        return f"{view['status']}: not started."
-    eta = f", about {p['eta_seconds']} s left" if p.get("eta_seconds") is not None else ""
+        return f"{view['status']}: not started." + more
+    eta = f", about {p['eta_seconds']:,} s left" if p.get("eta_seconds") is not None else ""
     outbox = p.get("outbox")
     where = f" ({outbox['delivered']:,} of them to the outbox at {outbox['path']}, not to recipients)" if outbox else ""
     return (f"{view['status']}: {p['sent']:,}/{p['total']:,} sent ({p['delivered']:,} delivered{where}, "
-            f"{p['failed']:,} failed), {p['rate_per_second']}/s{eta}.")
+            f"{p['failed']:,} failed), {p['rate_per_second']}/s{eta}." + more)
 
 
 def watch_report(view: dict[str, Any]) -> str:
@@ -174,10 +182,10 @@ def campaigns_watch(ctx: typer.Context, campaign_id: CampaignId,
                     once: Annotated[bool, typer.Option("--once", help="Print the progress once and exit.")] = False,
                     as_json: JsonOption = False) -> None:
     """Follow a send with a progress bar (sent / total, rate, ETA, errors) and the opens and clicks per hour until it ends."""
-    from marketing_cli.services.email import campaigns
+    from marketing_cli.services.estimates import views
 
     s = state(ctx)
-    view = campaigns.get_campaign(s.conn(), s.workspace_id(), campaign_id)
+    view = views.email_campaign(s.conn(), s.workspace_id(), campaign_id)
     if once or as_json or view["status"] in FINAL:
         emit(view.get("progress"), as_json, lambda _: _with_chart(s, view))
         return
@@ -203,19 +211,19 @@ def campaigns_watch(ctx: typer.Context, campaign_id: CampaignId,
             if view["status"] in FINAL:
                 break
             time.sleep(POLL_SECONDS)
-            view = campaigns.get_campaign(s.conn(), s.workspace_id(), campaign_id)
+            view = views.email_campaign(s.conn(), s.workspace_id(), campaign_id)
     typer.echo(watch_report(view))
 
 
 def _watch_lines(s: Any, campaign_id: str, view: dict[str, Any]) -> None:
     """`watch` in a pipe or a log: one progress line per tick (a live bar would print nothing
     until the end), then the last line and the status detail once the send ends."""
-    from marketing_cli.services.email import campaigns
+    from marketing_cli.services.estimates import views
 
     while view["status"] not in FINAL:
         typer.echo(progress_line(view))
         time.sleep(POLL_SECONDS)
-        view = campaigns.get_campaign(s.conn(), s.workspace_id(), campaign_id)
+        view = views.email_campaign(s.conn(), s.workspace_id(), campaign_id)
     typer.echo(watch_report(view))
 
 

@@ -36,14 +36,12 @@ BREAKDOWNS = (
 def campaigns_stats(ctx: typer.Context, campaign_id: CampaignId, as_json: JsonOption = False) -> None:
     """Show an email campaign's statistics: funnel, opens and clicks per hour, breakdowns, links, variants."""
     s = state(ctx)
+    from marketing_cli.services.estimates import views
+
     if as_json:
-        from marketing_cli.services.email import stats as campaign_stats
-
-        emit(campaign_stats.get_campaign_statistics(s.conn(), s.workspace_id(), campaign_id), True)
+        emit(views.email_statistics(s.conn(), s.workspace_id(), campaign_id), True)
         return
-    from marketing_cli.services.email import report
-
-    data = report.campaign_report(s.conn(), s.workspace_id(), campaign_id)
+    data = views.email_report(s.conn(), s.workspace_id(), campaign_id)
     emit(data, False, lambda r: render(r["statistics"], r["timeline"], r["campaign"]))
 
 
@@ -95,6 +93,12 @@ def render(data: dict[str, Any], timeline: dict[str, Any] | None = None,
     parts = [Panel(_aggregate(data["aggregate"], sent), title="Campaign statistics", expand=False)]
     if data.get("outbox"):
         parts.append(outbox_note(data["outbox"]))
+    if data.get("estimate") and data["estimate"]["groups"]:
+        from marketing_cli.cli.estimates import estimate_table, next_line, summary
+
+        following = next_line(data["estimate"])
+        parts.append(estimate_table(data["estimate"], "Still to come: " + summary(data["estimate"])
+                                    + (f" {following[0].upper()}{following[1:]}." if following else "")))
     if timeline is not None:
         parts += [Rule("Opens and clicks per hour", align="left"), TimelineChart(timeline, CHART_SERIES)]
     for key, label_key, count_key, title in BREAKDOWNS:

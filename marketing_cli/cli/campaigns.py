@@ -41,12 +41,17 @@ def _audience(entries: list[dict[str, Any]]) -> str:
     return "; ".join(described)
 
 
+def _status(c: dict[str, Any]) -> str:
+    """A live series' definition is a DRAFT with its next occurrence: say it is scheduled."""
+    return "DRAFT (series)" if c["status"] == "DRAFT" and c.get("scheduled_at") else c["status"]
+
+
 def render_campaign(c: dict[str, Any]) -> Any:
     from rich.console import Group
 
     head = {"id": c["id"], "name": c["name"], "type": c["type"]}
     if "status" in c:
-        head["status"] = c["status"]
+        head["status"] = _status(c)
     if c.get("status_detail"):
         head["status detail"] = c["status_detail"]
     if "scheduled_at" in c:
@@ -59,6 +64,10 @@ def render_campaign(c: dict[str, Any]) -> Any:
         from marketing_cli.cli.campaign_sending import progress_line
 
         head["progress"] = progress_line(c)
+    if c.get("estimate") is not None:
+        from marketing_cli.cli.estimates import estimate_lines
+
+        head["to come"] = estimate_lines(c["estimate"]) or "nothing"
     ab = c.get("ab_test")
     if ab:
         head["A/B test"] = (f"{ab['test_percentage']}% test, winner by {ab['winner_criterion'].lower()} "
@@ -80,10 +89,10 @@ def campaigns_create(
     as_json: JsonOption = False,
 ) -> None:
     """Create an email campaign in DRAFT with its empty variant(s) (POST /v1/campaigns)."""
-    from marketing_cli.services.email import campaigns
+    from marketing_cli.services.estimates import views
 
     s = state(ctx)
-    emit(campaigns.create_campaign(s.conn(), s.workspace_id(), {"name": name, "type": campaign_type}), as_json,
+    emit(views.email_create(s.conn(), s.workspace_id(), {"name": name, "type": campaign_type}), as_json,
          render_campaign)
 
 
@@ -98,39 +107,41 @@ def campaigns_list(
     quiet: QuietOption = False,
 ) -> None:
     """List the workspace's email campaigns, newest first (GET /v1/campaigns)."""
-    from marketing_cli.services.email import campaigns
+    from marketing_cli.services.estimates import views
 
     s = state(ctx)
-    result = campaigns.list_campaigns(s.conn(), s.workspace_id(), page=page, limit=limit, status=status)
+    result = views.email_campaigns(s.conn(), s.workspace_id(), page=page, limit=limit, status=status)
     p = result["pagination"]
+    from marketing_cli.cli.estimates import cell
     from marketing_cli.cli.times import when_cell
 
     emit(result, as_json, lambda r: table(
-        ["id", "name", "type", "status", "scheduled", "sender", "variants", "created"],
-        [(c["id"], c["name"], c["type"], c["status"], when_cell(c["scheduled_at"]), _address(c["sender_identity"]),
+        ["id", "name", "type", "status", "scheduled", "to come", "sender", "variants", "created"],
+        [(c["id"], c["name"], c["type"], _status(c), when_cell(c["scheduled_at"]), cell(c.get("estimate")),
+          _address(c["sender_identity"]),
           ", ".join(f"{v['type']}: {v['subject'] or '-'}" for v in c["variants"]), c["created_at"])
          for c in r["campaigns"]],
         title=f"Page {p['current_page']} of {p['total_pages']} ({p['total_count']} campaign(s))",
-        drop=("variants", "sender", "type")),
+        drop=("variants", "sender", "type", "to come")),
          wide=wide, quiet=quiet)
 
 
 @app.command("show")
 def campaigns_show(ctx: typer.Context, campaign_id: CampaignId, as_json: JsonOption = False) -> None:
-    """Show one campaign's configuration and status (GET /v1/campaigns/:id)."""
-    from marketing_cli.services.email import campaigns
+    """Show one campaign's configuration, status and what will happen to its recipients (GET /v1/campaigns/:id)."""
+    from marketing_cli.services.estimates import views
 
     s = state(ctx)
-    emit(campaigns.get_campaign(s.conn(), s.workspace_id(), campaign_id), as_json, render_campaign)
+    emit(views.email_campaign(s.conn(), s.workspace_id(), campaign_id), as_json, render_campaign)
 
 
 @app.command("duplicate")
 def campaigns_duplicate(ctx: typer.Context, campaign_id: CampaignId, as_json: JsonOption = False) -> None:
     """Copy a campaign as a new DRAFT, "Copy of NAME" (POST /v1/campaigns/:id/duplicate)."""
-    from marketing_cli.services.email import campaigns
+    from marketing_cli.services.estimates import views
 
     s = state(ctx)
-    emit(campaigns.duplicate_campaign(s.conn(), s.workspace_id(), campaign_id), as_json, render_campaign)
+    emit(views.email_duplicate(s.conn(), s.workspace_id(), campaign_id), as_json, render_campaign)
 
 
 def _reply_to(text: str) -> dict[str, str]:

@@ -8,8 +8,6 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from marketing_cli.cli.output import table
-
 AtOption = Annotated[Optional[str], typer.Option(
     "--at", metavar="TIME",
     help="Send later: '2026-12-01 09:00' (in the workspace's time zone, `mkt workspace update --timezone`), "
@@ -39,22 +37,25 @@ def schedule_body(conn: Any, workspace_id: int, now: bool, at: str | None, local
 
 
 def confirm_zones(preview: Callable[[], dict[str, Any]], yes: bool) -> None:
-    """Show the count per zone (on stderr: stdout is --json's) and ask before scheduling."""
+    """Show the preview's estimate (on stderr: stdout is --json's): who goes now, who waits for
+    their zone (until when), who quiet hours hold, who is skipped and why; ask unless `yes`."""
+    from marketing_cli.cli.estimates import estimate_table, summary
     from marketing_cli.cli.output import err_console
 
     plan = preview()
-    local = plan["local_time"]
-    err_console.print(table(
-        ["time zone", "recipients", "sends at (UTC)"],
-        [(z["zone"], f"{z['recipients']:,}", z["send_at"] or "skipped (time passed)") for z in plan["zones"]],
-        title=f"{plan['recipients']:,} recipients at {local['time']} local time on {local['date']}"))
+    local, est = plan["local_time"], plan["estimate"]
+    title = summary(est)
+    if local:
+        title = f"At {local['time']} local time on {local['date']}: " + title
+    err_console.print(estimate_table(est, title))
     if not yes and not typer.confirm("Schedule it?", err=True):
         err_console.print("Not scheduled.")
         raise typer.Exit(1)
 
 
-def understood(result: dict[str, Any]) -> str:
-    """The sentence a person reads after scheduling: the UTC instant, the local-time plan."""
+def understood(result: dict[str, Any], estimate: dict[str, Any] | None = None) -> str:
+    """The sentence a person reads after scheduling: the UTC instant, the local-time plan, and
+    the estimate's summary (the same numbers as the preview, `show` and the API)."""
     text = f"Campaign {result['id']} queued"
     if result.get("scheduled_at"):
         text += f" for {result['scheduled_at']} (UTC)"
@@ -62,4 +63,8 @@ def understood(result: dict[str, Any]) -> str:
     if local:
         text += (f", each recipient at {local['time']} their time on {local['date']}; sending starts "
                  f"{local['starts_at']} (UTC)")
+    if estimate is not None:
+        from marketing_cli.cli.estimates import summary
+
+        text += ". " + summary(estimate)[:-1]
     return text + "."

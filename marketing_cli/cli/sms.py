@@ -36,6 +36,7 @@ def _stats_line(s: dict[str, int]) -> str:
 def render_campaign(c: dict[str, Any]) -> Any:
     import json
 
+    from marketing_cli.cli.estimates import estimate_lines
     from marketing_cli.cli.times import when_line
 
     return pairs({
@@ -45,6 +46,7 @@ def render_campaign(c: dict[str, Any]) -> Any:
         "statistics": _stats_line(c["statistics"]),
         **({"held by quiet hours": f"{c['quiet_hours']['held']:,} (the first until {c['quiet_hours']['next_release_at']})"}
            if c.get("quiet_hours", {}).get("held") else {}),
+        **({"to come": estimate_lines(c["estimate"]) or "nothing"} if c.get("estimate") is not None else {}),
         "created_at": c["created_at"], "updated_at": c["updated_at"],
     }, title=f"SMS campaign {c['id']}")
 
@@ -53,10 +55,10 @@ def render_campaign(c: dict[str, Any]) -> Any:
 def sms_create(ctx: typer.Context, name: Annotated[str, typer.Argument(help="The campaign's name (1-255 characters).")],
                as_json: JsonOption = False) -> None:
     """Create an SMS campaign in DRAFT (POST /v1/sms-campaigns)."""
-    from marketing_cli.services.sms import campaigns
+    from marketing_cli.services.estimates import views
 
     s = state(ctx)
-    emit(campaigns.create_campaign(s.conn(), s.workspace_id(), {"name": name}), as_json, render_campaign)
+    emit(views.sms_create(s.conn(), s.workspace_id(), {"name": name}), as_json, render_campaign)
 
 
 @app.command("list")
@@ -69,19 +71,21 @@ def sms_list(
     wide: WideOption = False,
     quiet: QuietOption = False,
 ) -> None:
-    """List SMS campaigns, newest first (GET /v1/sms-campaigns)."""
-    from marketing_cli.services.sms import campaigns
+    """List SMS campaigns, newest first, with what is still to come (GET /v1/sms-campaigns)."""
+    from marketing_cli.services.estimates import views
 
     s = state(ctx)
-    result = campaigns.list_campaigns(s.conn(), s.workspace_id(), page=page, limit=limit, status=status)
+    result = views.sms_campaigns(s.conn(), s.workspace_id(), page=page, limit=limit, status=status)
 
     def human(r: dict[str, Any]) -> Any:
         p = r["pagination"]
+        from marketing_cli.cli.estimates import cell
         from marketing_cli.cli.times import when_cell
 
-        return table(["id", "name", "status", "scheduled", "sent", "suppressed", "created_at"],
-                     [(c["id"], c["name"], c["status"], when_cell(c["scheduled_at"]), c["statistics"]["sent"],
-                       c["statistics"]["suppressed"], c["created_at"]) for c in r["campaigns"]],
+        return table(["id", "name", "status", "scheduled", "to come", "sent", "suppressed", "created_at"],
+                     [(c["id"], c["name"], c["status"], when_cell(c["scheduled_at"]), cell(c.get("estimate")),
+                       c["statistics"]["sent"], c["statistics"]["suppressed"], c["created_at"])
+                      for c in r["campaigns"]],
                      title=f"Page {p['current_page']} of {p['total_pages']} ({p['total_count']} campaigns)")
 
     emit(result, as_json, human, wide=wide, quiet=quiet)
@@ -89,11 +93,11 @@ def sms_list(
 
 @app.command("show")
 def sms_show(ctx: typer.Context, campaign_id: CampaignId, as_json: JsonOption = False) -> None:
-    """Show an SMS campaign (GET /v1/sms-campaigns/:id)."""
-    from marketing_cli.services.sms import campaigns
+    """Show an SMS campaign and what will happen to its recipients (GET /v1/sms-campaigns/:id)."""
+    from marketing_cli.services.estimates import views
 
     s = state(ctx)
-    emit(campaigns.get_campaign(s.conn(), s.workspace_id(), campaign_id), as_json, render_campaign)
+    emit(views.sms_campaign(s.conn(), s.workspace_id(), campaign_id), as_json, render_campaign)
 
 
 @app.command("update")
@@ -107,7 +111,7 @@ def sms_update(
     as_json: JsonOption = False,
 ) -> None:
     """Change a DRAFT campaign's name, message or audience (PATCH /v1/sms-campaigns/:id)."""
-    from marketing_cli.services.sms import campaigns
+    from marketing_cli.services.estimates import views
 
     body: dict[str, Any] = {}
     if name is not None:
@@ -119,7 +123,7 @@ def sms_update(
     if not body:
         raise usage_error("Give at least one of --name, --message and --audience.")
     s = state(ctx)
-    emit(campaigns.update_campaign(s.conn(), s.workspace_id(), campaign_id, body), as_json, render_campaign)
+    emit(views.sms_update(s.conn(), s.workspace_id(), campaign_id, body), as_json, render_campaign)
 
 
 def _warn_without_opt_out(s: Any, campaign_id: str) -> None:
@@ -148,6 +152,7 @@ def sms_schedule(
 ) -> None:
     """Queue a DRAFT campaign, now or later (POST /v1/sms-campaigns/:id/schedule)."""
     from marketing_cli.cli.local_time import confirm_zones, schedule_body, understood
+    from marketing_cli.services.estimates import views
     from marketing_cli.services.sms import schedule
 
     if now == (at is not None):
@@ -159,9 +164,9 @@ def sms_schedule(
         print_reach(s, campaign_id)
         _warn_without_opt_out(s, campaign_id)
     if local_time is not None:
-        confirm_zones(lambda: schedule.preview_schedule(conn, workspace_id, campaign_id, body), yes)
+        confirm_zones(lambda: views.sms_schedule_preview(conn, workspace_id, campaign_id, body), yes)
     emit(schedule.schedule_campaign(conn, workspace_id, campaign_id, body), as_json,
-         lambda r: understood(r) + ("" if r.get("scheduled_at") or r.get("local_time") else
+         lambda r: understood(r, views.sms_estimate(conn, workspace_id, r["id"])) + ("" if r.get("scheduled_at") or r.get("local_time") else
                                     " Run `mkt jobs run` (or `mkt serve`) to send it."))
 
 
@@ -209,20 +214,20 @@ def sms_reach(ctx: typer.Context, campaign_id: CampaignId, as_json: JsonOption =
 @app.command("unschedule")
 def sms_unschedule(ctx: typer.Context, campaign_id: CampaignId, as_json: JsonOption = False) -> None:
     """Return a QUEUED campaign to DRAFT before it starts sending (POST /v1/sms-campaigns/:id/unschedule)."""
-    from marketing_cli.services.sms import campaigns
+    from marketing_cli.services.estimates import views
 
     s = state(ctx)
-    emit(campaigns.unschedule_campaign(s.conn(), s.workspace_id(), campaign_id), as_json,
+    emit(views.sms_unschedule(s.conn(), s.workspace_id(), campaign_id), as_json,
          lambda r: f"Campaign {r['id']} is a DRAFT again: change it, then `mkt sms schedule {r['id']}`.")
 
 
 @app.command("duplicate")
 def sms_duplicate(ctx: typer.Context, campaign_id: CampaignId, as_json: JsonOption = False) -> None:
     """Copy a campaign as a new DRAFT, "Copy of NAME" (POST /v1/sms-campaigns/:id/duplicate)."""
-    from marketing_cli.services.sms import campaigns
+    from marketing_cli.services.estimates import views
 
     s = state(ctx)
-    emit(campaigns.duplicate_campaign(s.conn(), s.workspace_id(), campaign_id), as_json, render_campaign)
+    emit(views.sms_duplicate(s.conn(), s.workspace_id(), campaign_id), as_json, render_campaign)
 
 
 @app.command("archive")

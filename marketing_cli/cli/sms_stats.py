@@ -43,6 +43,12 @@ def render_stats(r: dict[str, Any], timeline: dict[str, Any] | None = None) -> A
     if r["quiet_hours"]["held"]:
         lines.append(Text(f"{'held':<13}{r['quiet_hours']['held']:>10,}  by quiet hours, the first until "
                           f"{r['quiet_hours']['next_release_at']}"))
+    if r.get("estimate") and r["estimate"]["groups"]:
+        from marketing_cli.cli.estimates import estimate_table, next_line, summary
+
+        following = next_line(r["estimate"])
+        lines.append(estimate_table(r["estimate"], "Still to come: " + summary(r["estimate"])
+                                    + (f" {following[0].upper()}{following[1:]}." if following else "")))
     if timeline is not None:
         lines += [Rule("Deliveries and clicks per hour", align="left"), TimelineChart(timeline, CHART_SERIES)]
     for name, key, label in (("clicks_by_country", "country", "Clicks by country"),
@@ -59,10 +65,10 @@ def render_stats(r: dict[str, Any], timeline: dict[str, Any] | None = None) -> A
 
 def sms_stats(ctx: typer.Context, campaign_id: CampaignId, as_json: JsonOption = False) -> None:
     """A campaign's statistics and real cost, with its deliveries and clicks per hour (GET /v1/sms-campaigns/:id/statistics)."""
-    from marketing_cli.services.sms import stats
+    from marketing_cli.services.estimates import views
 
     s = state(ctx)
-    figures = stats.campaign_statistics(s.conn(), s.workspace_id(), campaign_id)
+    figures = views.sms_statistics(s.conn(), s.workspace_id(), campaign_id)
     if as_json:
         emit(figures, True)
         return

@@ -68,7 +68,7 @@ def test_cli_shows_the_count_per_zone_and_asks(cli: Any, client: Any, auth: dict
     refused = cli("campaigns", "schedule", campaign, "--at", "2027-03-28 00:00", "--local-time", "09:00",
                   input="n\n")
     assert refused.exit_code == 1
-    for zone in ("Australia/Sydney", "Europe/Paris", "America/New_York", "2027-03-27T22:00:00.000Z"):
+    for zone in ("Australia/Sydney", "Europe/Paris", "America/New_York", "2027-03-27 22:00 UTC"):
         assert zone in refused.stderr
     assert client.get(f"/v1/campaigns/{campaign}", headers=auth).json()["data"]["status"] == "DRAFT"
     done = cli("campaigns", "schedule", campaign, "--at", "2027-03-28 00:00", "--local-time", "09:00",

@@ -193,11 +193,13 @@ def test_the_dashboard_in_chromium_shows_the_apis_numbers(tmp_path: Path, new_db
         assert tab.value(REPORT.replace("main table", "nothing"))["styled"] == "flex"  # dashboard.css applied
         rows = dict(tab.value(ROWS))
         assert set(rows) == {data["email"], data["sms"]}
-        assert rows[data["email"]] == {"sent": n(campaign["progress"]["sent"]),
+        # sent and completed: no next occurrence, nothing still to come (services/estimates)
+        assert rows[data["email"]] == {"sent": n(campaign["progress"]["sent"]), "scheduled_at": "-", "estimate": "-",
                                        **{k: n(stats["aggregate"][k]) for k in ("delivered", "opened", "clicked",
                                                                                 "bounced", "unsubscribed")}}
         assert rows[data["sms"]] == {**{k: n(sms[k]) for k in ("sent", "delivered", "failed", "clicked",
-                                                               "unsubscribed")}, "total_cost": cents(sms_cost)}
+                                                               "unsubscribed")}, "total_cost": cents(sms_cost),
+                                 "scheduled_at": "-", "estimate": "-"}
         cards = tab.value(CARDS)  # people read cents; the API's figures keep every digit
         assert cards["spent"] == cents(sms_cost) and cards["reserved"] == "0.00"
         assert cards["balance"] == cents(Decimal(50) - Decimal(sms_cost))  # sms_ready's top-up less the cost

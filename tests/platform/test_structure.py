@@ -8,6 +8,7 @@ The layers (docs/architecture.md draws them), each allowed to import only those 
     presentation reports/: what both faces render (the HTML report); imported only by the faces
     deletion     services/deletion               (what uses a resource, and its delete: reads every domain)
     privacy      services/privacy                (a person erased or exported: reads every domain; beside deletion)
+    estimates    services/estimates              (a campaign's future per group of recipients: reads email, sms, delivery)
     automations  services/automations            (flows over contacts, email, delivery and sms)
     delivery     services/delivery               (a message, for a person, now -> the relay's answer)
     domains      services/email, services/sms    (never each other)
@@ -66,6 +67,7 @@ LAYER_OF = {
     "marketing_cli.services.automations": "automations",
     "marketing_cli.services.deletion": "deletion",
     "marketing_cli.services.privacy": "privacy",
+    "marketing_cli.services.estimates": "estimates",
     "marketing_cli.api": "api",
     "marketing_cli.cli": "cli",
     "marketing_cli": "root",  # __init__ (the version) and __main__
@@ -84,12 +86,13 @@ ALLOWED = {
     "automations": _BELOW_DOMAINS | {"account", "contacts", "email", "sms", "delivery"},
     "deletion": _BELOW_DOMAINS | {"account", "contacts", "email", "sms", "delivery", "automations"},
     "privacy": _BELOW_DOMAINS | {"account", "contacts", "email", "sms", "delivery", "automations"},
-    "reports": _BELOW_DOMAINS | {"account", "contacts", "email", "sms", "delivery", "automations"},
+    "estimates": _BELOW_DOMAINS | {"account", "contacts", "email", "sms", "delivery", "automations"},
+    "reports": _BELOW_DOMAINS | {"account", "contacts", "email", "sms", "delivery", "automations", "estimates"},
     "api": _BELOW_DOMAINS | {"account", "contacts", "email", "sms", "delivery", "automations", "deletion", "privacy",
-                             "reports",
+                             "estimates", "reports",
                              "root"},
     "cli": _BELOW_DOMAINS | {"account", "contacts", "email", "sms", "delivery", "automations", "deletion", "privacy",
-                             "reports",
+                             "estimates", "reports",
                              "api", "root"},
     "root": set(LAYER_OF.values()),
 }

@@ -50,7 +50,7 @@ def future(hours: int = 2) -> str:
 def test_create_answers_a_draft_in_envelope_a(client: Any, auth: dict[str, str], workspace: dict[str, Any]) -> None:
     data = create(client, auth, "  Spring  ")
     assert set(data) == {"id", "workspace_id", "name", "message", "audience", "status", "status_detail", "scheduled_at",
-                         "statistics", "quiet_hours", "created_at", "updated_at"}
+                         "statistics", "quiet_hours", "created_at", "updated_at", "estimate"}
     assert data["status_detail"] is None
     assert data["quiet_hours"] == {"held": 0, "next_release_at": None}
     assert (data["name"], data["message"], data["audience"], data["status"]) == ("Spring", "", [], "DRAFT")
@@ -331,7 +331,8 @@ def test_statistics_in_envelope_a(client: Any, auth: dict[str, str], ready: int,
     assert body["error"] is None
     assert body["data"] == {"aggregate": {**dict.fromkeys(STATS_KEYS, 0), "sent": 2}, "clicks_by_country": [],
                             "clicks_by_device_type": [], "clicks_by_os": [], "link_activity": [],
-                            "total_cost": "0.0166", "quiet_hours": {"held": 0, "next_release_at": None}}
+                            "total_cost": "0.0166", "quiet_hours": {"held": 0, "next_release_at": None},
+                            "estimate": {"recipients": 0, "cost": "0.00", "groups": []}}  # nothing more to come
     assert client.get(f"/v1/sms-campaigns/{c['id']}", headers=auth).json()["data"]["status"] == "COMPLETED"
     assert error_of(client.get("/v1/sms-campaigns//statistics", headers=auth)) == (400, "Please provide a campaign ID.")
     assert error_of(client.get("/v1/sms-campaigns/zz/statistics", headers=auth)) == (400, campaigns.NOT_FOUND)

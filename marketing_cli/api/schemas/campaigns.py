@@ -13,9 +13,11 @@ from marketing_cli.api.schemas.audience import AUDIENCE
 from marketing_cli.api.schemas.common import (
     ANY,
     EMPTY_OR,
+    ESTIMATE,
     HEX_ID,
     INT_ID,
     LATER_NEEDS_TIME,
+    NULLABLE_TIMESTAMP,
     REPORT_PAGE,
     SCHEDULE,
     SCHEDULE_PREVIEW,
@@ -44,9 +46,14 @@ CAMPAIGN = obj({"id": HEX_ID, "name": {"type": "string"}, "type": enum(campaigns
                 "progress": obj({"total": {"type": "integer"}, "sent": {"type": "integer"},
                                  "delivered": {"type": "integer"}, "failed": {"type": "integer"},
                                  "outbox": OUTBOX_DELIVERIES}),
+                "scheduled_at": {**NULLABLE_TIMESTAMP, "description": "The scheduled instant; for a live series' "
+                                 "definition and a local-time send, the next occurrence (the series' next run, the "
+                                 "next zone's instant)."},
+                "estimate": ESTIMATE,
                 "created_at": TIMESTAMP, "updated_at": TIMESTAMP}, ("id", "name", "type", "status", "variants"))
 # PATCH .../configure answers the configuration view: the campaign without its status.
 CAMPAIGN_CONFIGURATION = {**CAMPAIGN, "required": ["id", "name", "type", "variants"]}
+CAMPAIGN_WITH_ESTIMATE = {**CAMPAIGN, "required": ["id", "name", "type", "status", "variants", "estimate"]}
 EMAIL_SCHEDULE = obj({**SCHEDULE["properties"],
                       "ab_test": obj({"test_percentage": {"type": "integer", "minimum": 1, "maximum": 100},
                                       "winner_criterion": enum(("OPENS", "CLICKS")),
@@ -61,12 +68,13 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                                     ("POST", "/v1/campaigns/{campaign_id}/schedule"))],
                                 "summary": "Create an email campaign (DRAFT)", "envelope": "A", "status": 201,
                                 "body": obj({"name": name(255), "type": enum(campaigns.TYPES)}, ("name",)),
-                                "data": CAMPAIGN},
+                                "data": CAMPAIGN_WITH_ESTIMATE},
     ("GET", "/v1/campaigns"): {"summary": "The workspace's email campaigns", "envelope": "A",
                                "query": {**lenient_page_query(campaigns.DEFAULT_LIMIT, campaigns.MAX_LIMIT),
                                          "status": EMPTY_OR(campaigns.STATUSES)},
-                               "data": ANY},
-    ("GET", "/v1/campaigns/{campaign_id}"): {"summary": "An email campaign", "envelope": "A", "data": CAMPAIGN},
+                               "data": obj({"campaigns": array(CAMPAIGN_WITH_ESTIMATE)}, ("campaigns",))},
+    ("GET", "/v1/campaigns/{campaign_id}"): {"summary": "An email campaign", "envelope": "A",
+                                             "data": CAMPAIGN_WITH_ESTIMATE},
     ("PATCH", "/v1/campaigns/{campaign_id}/configure"): {
         "summary": "Configure a DRAFT campaign: sender, audience, variants", "envelope": "A",
         "body": obj({"sender": obj({"sender_identity_id": INT_ID, "reply_to": obj({
@@ -97,7 +105,8 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                                                        "when the workspace's mail transport is the outbox.")}},
     ("GET", "/v1/campaigns/{campaign_id}/statistics"): {"summary": "An email campaign's statistics",
                                                         "envelope": "A",
-                                                        "data": obj({"outbox": OUTBOX_DELIVERIES}, ("outbox",))},
+                                                        "data": obj({"outbox": OUTBOX_DELIVERIES,
+                                                                     "estimate": ESTIMATE}, ("outbox", "estimate"))},
     ("GET", "/v1/campaigns/{campaign_id}/timeline"): {
         "summary": "An email campaign's events per hour for 72 hours after the send started, then per day",
         "envelope": "A", "data": timeline_schema(email_timeline.SERIES)},
@@ -122,5 +131,5 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         "data": obj({"id": HEX_ID, "status": enum(("DRAFT",))}, ("id", "status"))},
     ("POST", "/v1/campaigns/{campaign_id}/duplicate"): {
         "summary": "Copy a campaign as a new DRAFT named 'Copy of <name>' (statistics not copied)",
-        "envelope": "A", "status": 201, "data": CAMPAIGN},
+        "envelope": "A", "status": 201, "data": CAMPAIGN_WITH_ESTIMATE},
 }

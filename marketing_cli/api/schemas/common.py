@@ -157,13 +157,34 @@ LOCAL_TIME_MEMBERS: dict[str, Schema] = {
 }
 LOCAL_TIME_PLAN = obj({"time": {"type": "string"}, "date": {"type": "string", "format": "date"},
                        "missed": enum(("next_day", "send_now", "skip")), "starts_at": TIMESTAMP})
+# CONTRACT section 12 (services/estimates; docs/campaigns.md "What will happen: the estimate")
+_MONEY_OR_NULL: Schema = {"type": ["string", "null"], "pattern": r"^-?\d+\.\d{2,5}$",
+                          "description": "USD as a decimal string (SMS); null for email, which has no price per message."}
+ESTIMATE: Schema = obj({
+    "recipients": {"type": "integer", "minimum": 0,
+                   "description": "Who will get the message: every group but the skipped ones."},
+    "cost": _MONEY_OR_NULL,
+    "groups": array(obj({
+        "state": enum(("now", "waiting", "held", "skipped", "over_cap")),
+        "recipients": {"type": "integer", "minimum": 1},
+        "until": {**NULLABLE_TIMESTAMP, "description": "When the group goes (UTC): the scheduled instant, the "
+                                                       "zone's local time, the end of quiet hours, the cap's next "
+                                                       "period; null: now, or never (skipped)."},
+        "reason": {"type": ["string", "null"], "description": "Why it waits, is held, skipped or over a cap."},
+        "cost": _MONEY_OR_NULL}, ("state", "recipients", "until", "reason", "cost")),
+        description="Ordered by when each group goes; skipped last."),
+}, ("recipients", "cost", "groups"), description=(
+    "Extension: what will happen to the campaign's recipients still to go, per group: now, waiting for their "
+    "local time, held by SMS quiet hours, skipped, or over an allowance or a warm-up cap, with the cost. Every "
+    "face (preview, schedule, show, watch, stats, lists, the dashboard) reads this one estimate."))
 SCHEDULE_PREVIEW = obj({
     "scheduled_at": NULLABLE_TIMESTAMP, "local_time": {**LOCAL_TIME_PLAN, "type": ["object", "null"]},
     "recipients": {"type": "integer"},
     "zones": {"type": ["array", "null"], "items": obj({
         "zone": {"type": "string", "description": "IANA time zone name"}, "recipients": {"type": "integer"},
         "send_at": {**NULLABLE_TIMESTAMP, "description": "When this zone gets it (UTC); null: skipped."}})},
-}, ("scheduled_at", "local_time", "recipients", "zones"))
+    "estimate": ESTIMATE,
+}, ("scheduled_at", "local_time", "recipients", "zones", "estimate"))
 # LATER needs its time (the spec's "Scheduled date and time is required when schedule type is 'LATER'.").
 LATER_NEEDS_TIME: Schema = {"if": {"properties": {"schedule_type": {"const": "LATER"}}},
                             "then": {"required": ["scheduled_at"], "properties": {"scheduled_at": TIMESTAMP}}}

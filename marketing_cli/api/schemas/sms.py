@@ -13,6 +13,7 @@ from marketing_cli.api.schemas.audience import AUDIENCE
 from marketing_cli.api.schemas.common import (
     ANY,
     EMPTY_OR,
+    ESTIMATE,
     HEX_ID,
     NULLABLE_TIMESTAMP,
     REPORT_PAGE,
@@ -59,6 +60,8 @@ def _sms_operations() -> dict[tuple[str, str], dict[str, Any]]:
                     "status": enum(sms.STATUSES), "status_detail": {"type": ["string", "null"]},
                     "scheduled_at": NULLABLE_TIMESTAMP, "quiet_hours": quiet_hours,
                     "created_at": TIMESTAMP}, ("id", "status"))
+    with_estimate = {**campaign, "properties": {**campaign["properties"], "estimate": ESTIMATE},
+                     "required": ["id", "status", "estimate"]}
     message = obj({"id": {"type": "integer"}, "phone": {"type": "string"}, "status": {"type": "string"},
                    "held_until": {**NULLABLE_TIMESTAMP, "description": "Extension: until when SMS quiet hours hold "
                                   "(or held) the message, UTC; kept after it is sent."},
@@ -86,14 +89,15 @@ def _sms_operations() -> dict[tuple[str, str], dict[str, Any]]:
                                             ("POST", "/v1/sms-campaigns/{campaign_id}/archive"))],
                                         "summary": "Create an SMS campaign (DRAFT)", "envelope": "A", "status": 201,
                                         "body": obj({"name": name(sms.MAX_NAME)}, ("name",)),  # the rest: PATCH
-                                        "data": campaign},
+                                        "data": with_estimate},
         ("GET", "/v1/sms-campaigns"): {"summary": "The workspace's SMS campaigns", "envelope": "A",
                                        "query": {**lenient_page_query(sms.DEFAULT_LIMIT, sms.MAX_LIMIT),
                                                  "status": EMPTY_OR(sms.STATUSES)},
-                                       "data": ANY},
-        ("GET", "/v1/sms-campaigns/{campaign_id}"): {"summary": "An SMS campaign", "envelope": "A", "data": campaign},
+                                       "data": obj({"campaigns": array(with_estimate)}, ("campaigns",))},
+        ("GET", "/v1/sms-campaigns/{campaign_id}"): {"summary": "An SMS campaign", "envelope": "A",
+                                                     "data": with_estimate},
         ("PATCH", "/v1/sms-campaigns/{campaign_id}"): {"summary": "Update a DRAFT SMS campaign", "envelope": "A",
-                                                       "body": body, "data": campaign},
+                                                       "body": body, "data": with_estimate},
         ("POST", "/v1/sms-campaigns/{campaign_id}/schedule"): {"summary": "Schedule an SMS campaign",
                                                                "envelope": "A", "body": SCHEDULE, "data": ANY},
         ("POST", "/v1/sms-campaigns/{campaign_id}/schedule/preview"): {
@@ -118,13 +122,15 @@ def _sms_operations() -> dict[tuple[str, str], dict[str, Any]]:
                         ("id", "audience", "recipients", "skipped", "skipped_total"))},
         ("POST", "/v1/sms-campaigns/{campaign_id}/unschedule"): {
             "summary": "Return a QUEUED SMS campaign whose expansion has not begun to DRAFT", "envelope": "A",
-            "data": campaign},
+            "data": with_estimate},
         ("POST", "/v1/sms-campaigns/{campaign_id}/duplicate"): {
             "summary": "Copy an SMS campaign as a new DRAFT named 'Copy of <name>'", "envelope": "A", "status": 201,
-            "data": campaign},
+            "data": with_estimate},
         ("GET", "/v1/sms-campaigns/{campaign_id}/statistics"): {"summary": "An SMS campaign's statistics",
                                                                 "envelope": "A",
-                                                                "data": obj({"quiet_hours": quiet_hours})},
+                                                                "data": obj({"quiet_hours": quiet_hours,
+                                                                             "estimate": ESTIMATE},
+                                                                            ("estimate",))},
         ("GET", "/v1/sms-campaigns/{campaign_id}/timeline"): {
             "summary": "An SMS campaign's messages, clicks, STOP replies and cost per hour for 72 hours, then per day",
             "envelope": "A", "data": timeline_schema(sms_timeline.SERIES, ("cost",))},

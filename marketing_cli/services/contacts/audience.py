@@ -182,9 +182,10 @@ def resolve_audience(conn: sqlite3.Connection, workspace_id: int, audience: Any,
 
 
 def resolve_whole_audience(conn: sqlite3.Connection, workspace_id: int, audience: Any,
-                           select: str = "c.id") -> Compiled:
-    """Every contact the audience names, eligible on a channel or not (to say why some are not)."""
-    return _resolve(conn, workspace_id, audience, "TRUE", select)
+                           select: str = "c.id", join: str = "") -> Compiled:
+    """Every contact the audience names, eligible on a channel or not (to say why some are not);
+    `join` as resolve_audience's."""
+    return _resolve(conn, workspace_id, audience, "TRUE", select, join)
 
 
 def _resolve(conn: sqlite3.Connection, workspace_id: int, audience: Any, eligible: str, select: str,

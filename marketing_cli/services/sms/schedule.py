@@ -111,7 +111,8 @@ def estimate_cost(conn: sqlite3.Connection, workspace_id: int, message: str,
     """(estimated cost, recipients): each eligible recipient with a price x the segments of the
     message rendered for that recipient, in SQL as expansion renders it (each merge tag's value,
     default or fallback). A charge differs only when the audience or the contacts change before
-    expansion, or when link tracking replaces the message's links by short links."""
+    expansion, or when link tracking replaces the message's links by short links. The recipients
+    are those with a price (the others are suppressed, never sent): the estimate's count."""
     from marketing_cli.services.contacts.audience import resolve_audience
 
     renderer = Renderer(conn, workspace_id, message)
@@ -120,7 +121,7 @@ def estimate_cost(conn: sqlite3.Connection, workspace_id: int, message: str,
         pricing.resolve(numbers.sql, numbers.params)
         units, join = pricing.units("a.phone"), pricing.join("a.phone")
         if not renderer.has_tags:  # one text for all
-            recipients, total = conn.execute(f"SELECT COUNT(*), COALESCE(SUM({units}), 0) FROM ({numbers.sql}) a{join}",
+            recipients, total = conn.execute(f"SELECT COUNT({units}), COALESCE(SUM({units}), 0) FROM ({numbers.sql}) a{join}",
                                              numbers.params).fetchone()
             return ledger.from_units(total * count_segments(renderer.text).segments), recipients
         register_renderer(conn, renderer)
@@ -129,7 +130,7 @@ def estimate_cost(conn: sqlite3.Connection, workspace_id: int, message: str,
         measure = renderer.rendered_sql("b")[1]
         recipients, total = conn.execute(
             f"WITH b AS MATERIALIZED (SELECT {units} AS units, {renderer.texts_sql('a')} FROM ({query.sql}) a{join})"
-            f" SELECT COUNT(*), COALESCE(SUM(b.units * (({measure}) >> 1)), 0) FROM b", query.params).fetchone()
+            f" SELECT COUNT(b.units), COALESCE(SUM(b.units * (({measure}) >> 1)), 0) FROM b", query.params).fetchone()
     return ledger.from_units(total), recipients
 
 
