@@ -1694,3 +1694,29 @@ CREATE TABLE token_cutovers (
 INSERT INTO token_cutovers (kind, last_id, at)
     SELECT 'm', COALESCE(MAX(id), 0), to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
     FROM email_messages;
+-- version: 34
+-- Provider lanes (schema.sql step 34 says why).
+ALTER TABLE email_messages ADD COLUMN lane TEXT;
+ALTER TABLE email_messages ADD COLUMN deferred_since TEXT;
+CREATE TABLE email_lane_marks (
+    campaign_id TEXT PRIMARY KEY REFERENCES campaigns(id) ON DELETE CASCADE,
+    through BIGINT NOT NULL
+);
+CREATE TABLE mail_domain_lanes (
+    domain TEXT PRIMARY KEY,
+    lane TEXT NOT NULL,
+    mx TEXT,
+    expires_at TEXT NOT NULL
+);
+CREATE TABLE lane_state (
+    workspace_id BIGINT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    lane TEXT NOT NULL,
+    rate DOUBLE PRECISION NOT NULL DEFAULT 0,
+    next_at BIGINT NOT NULL DEFAULT 0,
+    suspended_until TEXT,
+    reason TEXT,
+    reason_at TEXT,
+    cut_at TEXT,
+    grown_at TEXT,
+    PRIMARY KEY (workspace_id, lane)
+);

@@ -70,17 +70,19 @@ def again_at(conn: sqlite3.Connection, row: sqlite3.Row, run_at: str, job: str =
                  dedupe_key=f"{job}:{row['id']}", run_at=run_at)
 
 
-def finish_or_wait(conn: sqlite3.Connection, row: sqlite3.Row, *, helper: bool = False) -> None:
+def finish_or_wait(conn: sqlite3.Connection, row: sqlite3.Row, *, helper: bool = False,
+                   held: dict[str, float] | None = None) -> None:
     """No message is due now: wait for retries, for the next zone of a local-time send, for
     messages other workers hold, for the A/B winner, or end the send (SENT). Checked in the
     finishing transaction, so whichever job finds nothing queued or claimed finishes the
     campaign, exactly once (the status is read under the write lock). A helper that finds
-    work left ends without queueing anything: the send job waits for it."""
+    work left ends without queueing anything: the send job waits for it. `held`: the provider
+    lanes held now (lane -> seconds until it opens, shaping.py); their messages wait for them."""
     with transaction(conn):
         current = conn.execute("SELECT status, automation_id FROM campaigns WHERE id = ?", (row["id"],)).fetchone()
         if current is None or current["status"] != "SENDING":
             return
-        retry = _next_instant(conn, row)
+        retry = _lanes_instant(conn, row, held) if held else _next_instant(conn, row)
         claimed = conn.execute("SELECT min(coalesce(claim_expires_at, '')) FROM email_messages WHERE campaign_id = ?"
                                " AND status = 'sending'", (row["id"],)).fetchone()[0]
         if retry is not None or claimed is not None:  # claimed by another worker: back when its claim would expire
@@ -114,6 +116,19 @@ def _next_instant(conn: sqlite3.Connection, row: sqlite3.Row) -> str | None:
                          f" AND status = 'queued' AND due_at IS NOT NULL{before} AND retry_at IS NOT NULL",
                          (row["id"], *(zone or ()))).fetchone()[0]
     return min(filter(None, (zone and zone[0], retry)), default=None)
+
+
+def _lanes_instant(conn: sqlite3.Connection, row: sqlite3.Row, held: dict[str, float]) -> str | None:
+    """`_next_instant` when some provider lanes are held: a held lane's messages not before it opens."""
+    moment = clock.utcnow()
+    instants = []
+    for lane, at in conn.execute("SELECT coalesce(lane, 'other'), min(max(coalesce(retry_at, ''), coalesce(due_at, '')))"
+                                 " FROM email_messages WHERE campaign_id = ? AND status = 'queued'"
+                                 " GROUP BY coalesce(lane, 'other')", (row["id"],)).fetchall():
+        if lane in held:
+            at = max(at, clock.format_ts(moment + timedelta(seconds=held[lane])))
+        instants.append(at)
+    return min(instants, default=None)
 
 
 def failure_summary(conn: sqlite3.Connection, campaign_id: str) -> str | None:
