@@ -56,14 +56,18 @@ _CLAIM_EXPIRED = (_COLUMNS + " WHERE m.campaign_id = :campaign AND m.status = 's
                   " OR (m.claim_token LIKE :earlier AND m.claim_token <> :token)) ORDER BY m.id LIMIT :size")
 
 
-def _without_lanes(sql: str, held: list[str]) -> str:
-    """A queued claim's SQL leaving out the `held` lanes (shaping.py: suspended, or paced beyond
-    its horizon) so that the other lanes' messages fill the round; `sql` itself when none is."""
-    if not held:
+def _without_lanes(sql: str, held: list[str], taken: int = 0) -> str:
+    """A queued claim's SQL leaving out the `held` lanes (shaping.py: suspended, or whose next
+    start has not come) so that the other lanes' messages fill the round, and the `taken` rows
+    already in the round (:taken0, ...); `sql` itself when there is nothing to leave out."""
+    if not held and not taken:
         return sql
     where, order = sql.rsplit(" ORDER BY ", 1)
-    lanes = ", ".join(f":held{i}" for i in range(len(held)))
-    return f"{where} AND coalesce(m.lane, 'other') NOT IN ({lanes}) ORDER BY {order}"
+    if held:
+        where += f" AND coalesce(m.lane, 'other') NOT IN ({', '.join(f':held{i}' for i in range(len(held)))})"
+    if taken:
+        where += f" AND m.id NOT IN ({', '.join(f':taken{i}' for i in range(taken))})"
+    return f"{where} ORDER BY {order}"
 
 
 def _claim(conn: sqlite3.Connection, campaign_id: str, size: int, local: bool = False,
@@ -120,7 +124,8 @@ def claim_round(conn: sqlite3.Connection, campaign_id: str, size: int, local: bo
                     rows += conn.execute(_CLAIM_EXPIRED + lock, {**params, "size": size - len(rows)}).fetchall()
                 rows, dropped = _drop_revoked(conn, workspace_id, rows)
             if shaper is not None:
-                rows = shaper.book(conn, rows)
+                rows = _book_lanes(conn, shaper, rows, held, _CLAIM_LOCAL if local else _CLAIM, lock, params,
+                                   size, workspace_id)
             short, hour = None, None
             if rows and workspace_id is not None:
                 rows, short, hour = reserve(conn, workspace_id, rows)
@@ -137,6 +142,22 @@ def claim_round(conn: sqlite3.Connection, campaign_id: str, size: int, local: bo
         log.warning("campaign %s: %d message(s) of a worker whose claim expired taken over (recorded uncertain)",
                     campaign_id, taken)
     return rows, short
+
+
+def _book_lanes(conn: sqlite3.Connection, shaper: Shaper, rows: list[sqlite3.Row], held: list[str], sql: str,
+                lock: str, params: dict[str, object], size: int, workspace_id: int | None) -> list[sqlite3.Row]:
+    """The rows the lanes let through (shaping.Shaper.book), and once, when a lane was found full
+    (another worker booked its start first), as many of the other lanes' queued messages."""
+    kept = shaper.book(conn, rows)
+    if len(kept) == len(rows):
+        return kept
+    full = sorted(set(held) | {r["lane"] or "other" for r in rows} - {r["lane"] or "other" for r in kept})
+    ids = [r["id"] for r in kept]
+    more = conn.execute(_without_lanes(sql, full, len(ids)) + lock,
+                        {**params, "size": size - len(kept), **{f"held{i}": lane for i, lane in enumerate(full)},
+                         **{f"taken{i}": taken for i, taken in enumerate(ids)}}).fetchall()
+    more, _ = _drop_revoked(conn, workspace_id, more)
+    return kept + shaper.book(conn, more)
 
 
 def _drop_revoked(conn: sqlite3.Connection, workspace_id: int | None, rows: list[sqlite3.Row]

@@ -4,8 +4,7 @@
 `Send` is everything one send job needs, built once: each variant compiled (compose.py) with
 its tracked links registered, the workspace's merge-tag values, the DKIM signer, the
 transport as this process sees it, the pace (kernel/pacing.py) and the workspace's shared
-pacer (services/account/pace.py), and the provider lanes' (shaping.py: a slowed lane's message
-waits here for the start its claim booked). The send loop hands each claimed message to `deliver` in
+pacer (services/account/pace.py), and the provider lanes' (shaping.py). The send loop hands each claimed message to `deliver` in
 a pool of `concurrency` threads: each builds the message for its contact (merge tags, its own
 URLs), signs it and hands it to its own thread's transport session, so one message's
 rendering and signing overlaps the others' network waits.
@@ -125,7 +124,6 @@ class Send:
         except Exception as exc:  # noqa: BLE001 - this recipient's message only
             log.exception("message %s of campaign %s could not be composed", message["id"], self.campaign_id)
             return message["id"], f"{COMPOSE_FAILED}: {type(exc).__name__}: {exc}", True
-        self.shaper.wait(message["id"])  # a slowed lane's message: its booked start
         try:
             self.transport().send(raw, self.envelope_from, [message["email"]])
         except TransportError as exc:

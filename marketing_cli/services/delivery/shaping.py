@@ -11,12 +11,15 @@ duration has passed. A round whose messages of a slowed lane were all delivered 
 by `increase` at most once per `every` seconds, back to its ceiling (none: the lane is free again).
 
 The state is one row of lane_state per workspace and lane, the pacer's clock in it as in
-services/account/pace.py: a claim (claim.py, in its transaction) books the starts of the
-messages of a slowed lane it takes, at most HORIZON seconds ahead, and leaves the others queued;
-each message waits for its start in the pool's thread before it is handed over (handoff.py).
-A claim leaves out the lanes that are suspended or whose pacer is booked beyond the horizon, so
-the other lanes' messages fill the rounds. Each worker reads the rows at most every FRESH
-seconds; with nothing throttled that is one small query per FRESH seconds and nothing else.
+services/account/pace.py: a claim (claim.py, in its transaction) books the starts of a slowed
+lane's messages that have come (one every 1/rate seconds; those left unused for SLACK seconds
+lapse) and leaves the others queued. No message waits inside a round for a start to come: a
+round is recorded when its slowest message is answered, so a sleeper would hold the other
+lanes' messages back. A claim leaves out the lanes that are suspended or whose next start has
+not come, so the other lanes' messages fill the rounds (claim.py tops a round up once when a lane turns out
+full). Each worker reads the rows at most every FRESH seconds while no lane is slowed or
+suspended: with nothing throttled that is one small query per FRESH seconds and nothing else;
+while one is, at every claim.
 
 `held_back` says what a campaign's held lanes hold and why, for `campaigns show`, `watch` and
 GET /v1/campaigns/:id (`held_back`).
@@ -28,7 +31,6 @@ import csv
 import io
 import math
 import sqlite3
-import threading
 import time
 from dataclasses import dataclass
 from datetime import timedelta
@@ -46,7 +48,7 @@ from marketing_cli.storage.db import transaction
 
 RATES_ENV = "MKT_LANE_RATES"
 BUILT_IN = Path(__file__).with_name("lane_rates.csv")
-HORIZON = 1.0   # seconds: how far ahead a claim books a slowed lane's starts
+SLACK = 0.25    # seconds: the starts of a slowed lane that went unused this long ago may still be booked
 FRESH = 0.5     # seconds a worker reuses its reading of the lanes' rows
 _DB_NOW_US = "CAST(extract(epoch FROM statement_timestamp()) * 1000000 AS BIGINT)"
 RATE_COLUMNS = ("lane", "rate", "start", "floor", "decrease", "increase", "every")
@@ -123,12 +125,11 @@ class Shaper:
         self.workspace_id = workspace_id
         self._states: dict[str, State] = {}
         self._read_at = float("-inf")
-        self._lock = threading.Lock()
-        self.starts: dict[int, float] = {}   # message id -> time.monotonic() of its booked start
 
     def states(self, conn: sqlite3.Connection) -> dict[str, State]:
-        """The lanes with a rate or a suspension (read again after FRESH seconds)."""
-        if time.monotonic() - self._read_at < FRESH:
+        """The lanes with a rate or a suspension: read again after FRESH seconds, or at every call
+        while some lane has one (a claim then sees the starts the other workers booked)."""
+        if not self._states and time.monotonic() - self._read_at < FRESH:
             return self._states
         rates = RATES.current()
         found = {r[0]: State(r[0], r[1] or lane_rate(r[0], rates).rate, r[2], r[3], r[4]) for r in conn.execute(
@@ -156,15 +157,15 @@ class Shaper:
             wait = 0.0
             if s.suspended_until and s.suspended_until > clock.format_ts(now):
                 wait = (clock.parse_ts(s.suspended_until) - now).total_seconds()
-            if s.rate > 0 and s.next_at > us + HORIZON * 1e6:
-                wait = max(wait, (s.next_at - us) / 1e6 - HORIZON)
+            if s.rate > 0 and s.next_at > us:
+                wait = max(wait, (s.next_at - us) / 1e6)
             if wait > 0:
                 held[s.lane] = wait
         return held
 
     def book(self, conn: sqlite3.Connection, rows: list[sqlite3.Row]) -> list[sqlite3.Row]:
         """In a claim's transaction: the `rows` a claim keeps. A slowed lane's are booked on its
-        pacer (HORIZON seconds ahead at most; the others stay queued), a suspended lane's stay queued."""
+        pacer as far as its starts have come (the others stay queued), a suspended lane's stay queued."""
         states = self.states(conn)
         if not states or not rows:
             return rows
@@ -187,34 +188,22 @@ class Shaper:
         return [r for r in rows if r["id"] not in dropped]
 
     def _book_lane(self, conn: sqlite3.Connection, lane: str, rate: float, rows: list[sqlite3.Row]) -> int:
-        """Book up to len(rows) starts of `lane` within HORIZON; how many were booked."""
+        """Book up to len(rows) of `lane`'s starts that have come (SLACK seconds back at most);
+        how many were booked. A message never waits in a round for its start: a round waits
+        for its slowest message, so one sleeper would hold the other lanes' messages back."""
         conn.execute("INSERT INTO lane_state (workspace_id, lane, rate, next_at) VALUES (?, ?, 0, 0)"
                      " ON CONFLICT (workspace_id, lane) DO NOTHING", (self.workspace_id, lane))
         now_sql = _DB_NOW_US if dialect.postgresql(conn) else str(now_us())
         row = conn.execute(f"SELECT rate, next_at, {now_sql} FROM lane_state WHERE workspace_id = ? AND lane = ?"
                            f"{dialect.for_update(conn)}", (self.workspace_id, lane)).fetchone()
-        rate = row[0] or rate
-        interval = 1e6 / rate
-        first = max(row[1], row[2])
-        room = int((row[2] + HORIZON * 1e6 - first) // interval) + 1 if first <= row[2] + HORIZON * 1e6 else 0
-        count = max(0, min(len(rows), room))
-        if count:
-            conn.execute("UPDATE lane_state SET next_at = ? WHERE workspace_id = ? AND lane = ?",
-                         (round(first + count * interval), self.workspace_id, lane))
-            base = time.monotonic() + (first - row[2]) / 1e6
-            with self._lock:
-                for i, r in enumerate(rows[:count]):
-                    self.starts[r["id"]] = base + i * interval / 1e6
+        interval = 1e6 / (row[0] or rate)
+        if row[1] > row[2]:
+            return 0
+        first = max(row[1], row[2] - SLACK * 1e6)
+        count = min(len(rows), int((row[2] - first) // interval) + 1)
+        conn.execute("UPDATE lane_state SET next_at = ? WHERE workspace_id = ? AND lane = ?",
+                     (round(first + count * interval), self.workspace_id, lane))
         return count
-
-    def wait(self, message_id: int) -> None:
-        """Sleep until the booked start of a slowed lane's message (no booking: at once)."""
-        with self._lock:
-            start = self.starts.pop(message_id, None)
-        if start is not None:
-            delay = start - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
 
     def observe(self, conn: sqlite3.Connection, throttled: dict[str, Reply], clean: set[str]) -> None:
         """After a round was recorded, in a transaction of its own: cut the throttled lanes (and
