@@ -16,7 +16,7 @@ from marketing_cli.api.calls import call
 from marketing_cli.api.endpoints import on_id
 from marketing_cli.api.responses import envelope_a, read_json
 from marketing_cli.services.deletion import campaigns as deletion
-from marketing_cli.services.delivery import test_emails
+from marketing_cli.services.delivery import lane_view, test_emails
 from marketing_cli.services.email import campaigns, variant_html
 
 
@@ -36,7 +36,7 @@ async def list_campaigns(request: Request) -> Response:
                                  limit=query.get("limit", campaigns.DEFAULT_LIMIT), status=query.get("status")))
 
 
-get_campaign = on_id(campaigns.get_campaign, "campaign_id")
+get_campaign = on_id(lane_view.campaign_view, "campaign_id")  # (with `held_back`: services/delivery/lane_view.py)
 
 
 async def configure_campaign(request: Request) -> Response:

@@ -154,17 +154,18 @@ def watch_report(view: dict[str, Any]) -> str:
     """The progress line, then the status_detail (why the send paused or went back to DRAFT,
     what failed) on a line of its own when the campaign has one."""
     detail = view.get("status_detail")
-    return progress_line(view) + (f"\n{detail}" if detail else "")
+    held = "".join(f"\n{item['line']}" for item in view.get("held_back") or ())  # services/delivery/lane_view.py
+    return progress_line(view) + held + (f"\n{detail}" if detail else "")
 
 
 def campaigns_watch(ctx: typer.Context, campaign_id: CampaignId,
                     once: Annotated[bool, typer.Option("--once", help="Print the progress once and exit.")] = False,
                     as_json: JsonOption = False) -> None:
     """Follow a send with a progress bar (sent / total, rate, ETA, errors) and the opens and clicks per hour until it ends."""
-    from marketing_cli.services.email import campaigns
+    from marketing_cli.services.delivery import lane_view
 
     s = state(ctx)
-    view = campaigns.get_campaign(s.conn(), s.workspace_id(), campaign_id)
+    view = lane_view.campaign_view(s.conn(), s.workspace_id(), campaign_id)
     if once or as_json or view["status"] in FINAL:
         emit(view.get("progress"), as_json, lambda _: _with_chart(s, view))
         return
@@ -190,19 +191,19 @@ def campaigns_watch(ctx: typer.Context, campaign_id: CampaignId,
             if view["status"] in FINAL:
                 break
             time.sleep(POLL_SECONDS)
-            view = campaigns.get_campaign(s.conn(), s.workspace_id(), campaign_id)
+            view = lane_view.campaign_view(s.conn(), s.workspace_id(), campaign_id)
     typer.echo(watch_report(view))
 
 
 def _watch_lines(s: Any, campaign_id: str, view: dict[str, Any]) -> None:
     """`watch` in a pipe or a log: one progress line per tick (a live bar would print nothing
     until the end), then the last line and the status detail once the send ends."""
-    from marketing_cli.services.email import campaigns
+    from marketing_cli.services.delivery import lane_view
 
     while view["status"] not in FINAL:
         typer.echo(progress_line(view))
         time.sleep(POLL_SECONDS)
-        view = campaigns.get_campaign(s.conn(), s.workspace_id(), campaign_id)
+        view = lane_view.campaign_view(s.conn(), s.workspace_id(), campaign_id)
     typer.echo(watch_report(view))
 
 

@@ -59,6 +59,8 @@ def render_campaign(c: dict[str, Any]) -> Any:
         from marketing_cli.cli.campaign_sending import progress_line
 
         head["progress"] = progress_line(c)
+    if c.get("held_back"):  # a provider lane's push-back (services/delivery/lane_view.py)
+        head["held back"] = "\n".join(item["line"] for item in c["held_back"])
     ab = c.get("ab_test")
     if ab:
         head["A/B test"] = (f"{ab['test_percentage']}% test, winner by {ab['winner_criterion'].lower()} "
@@ -118,10 +120,10 @@ def campaigns_list(
 @app.command("show")
 def campaigns_show(ctx: typer.Context, campaign_id: CampaignId, as_json: JsonOption = False) -> None:
     """Show one campaign's configuration and status (GET /v1/campaigns/:id)."""
-    from marketing_cli.services.email import campaigns
+    from marketing_cli.services.delivery import lane_view
 
     s = state(ctx)
-    emit(campaigns.get_campaign(s.conn(), s.workspace_id(), campaign_id), as_json, render_campaign)
+    emit(lane_view.campaign_view(s.conn(), s.workspace_id(), campaign_id), as_json, render_campaign)
 
 
 @app.command("duplicate")

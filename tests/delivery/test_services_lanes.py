@@ -19,7 +19,7 @@ from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.ids import new_id
 from marketing_cli.services.account import billing
-from marketing_cli.services.delivery import lanes, record, replies, sender, shaping
+from marketing_cli.services.delivery import lane_view, lanes, record, replies, sender, shaping
 from marketing_cli.services.email import domains, preparation
 from marketing_cli.services.email import schedule as email_schedule
 from marketing_cli.storage import db
@@ -228,13 +228,14 @@ def test_held_back_says_what_waits_and_why(conn: sqlite3.Connection, workspace: 
     ws = workspace["id"]
     campaign_id = _sending_campaign(conn, ws, [f"g{i}@gmail.com" for i in range(1204)] + ["o@shop.example"])
     lanes.assign_lanes(conn, campaign_id)
-    assert shaping.held_back(conn, ws, campaign_id) == []
+    assert lane_view.held_back(conn, ws, campaign_id) == []
     until = clock.utcnow() + timedelta(minutes=30)
     conn.execute("INSERT INTO lane_state (workspace_id, lane, rate, next_at, suspended_until, reason) VALUES"
                  " (?, 'gmail', 0, 0, ?, ?)", (ws, clock.format_ts(until), "421 4.7.28 unusual rate"))
-    [item] = shaping.held_back(conn, ws, campaign_id)
-    assert {k: item[k] for k in ("lane", "messages", "state", "until")} == {
-        "lane": "gmail", "messages": 1204, "state": "suspended", "until": clock.format_ts(until)}
+    [item] = lane_view.held_back(conn, ws, campaign_id)
+    assert {k: item[k] for k in ("lane", "messages", "state", "opens_at", "until")} == {
+        "lane": "gmail", "messages": 1204, "state": "suspended", "opens_at": clock.format_ts(until),
+        "until": clock.format_ts(until)}  # (no rate of its own: all of them when it opens)
     assert item["line"] == (f"1,204 messages held back by the Gmail lane until {until:%H:%M} UTC: "
                             "421 4.7.28 unusual rate from the relay")
 
@@ -312,3 +313,29 @@ def test_gmail_throttled_nothing_fails_nothing_twice_and_the_other_lanes_do_not_
     last = {domain: max(at for at, d in accepted if d == domain) for domain in providers}
     assert max(last["yahoo.com"], last["hotmail.com"], last["icloud.com"]) < last["gmail.com"]  # no waiting for Gmail
     assert max(at for at, _, _ in pushed) < last["gmail.com"]
+
+
+def test_show_watch_and_the_api_say_what_waits_and_why(conn: sqlite3.Connection, workspace: dict[str, Any],
+                                                      verified_dns: None, client: Any, auth: dict[str, str],
+                                                      cli: Any, cli_json: Any) -> None:
+    ws = workspace["id"]
+    campaign_id = _sending_campaign(conn, ws, [f"g{i}@gmail.com" for i in range(12)] + ["o@shop.example"])
+    lanes.assign_lanes(conn, campaign_id)
+    plain = client.get(f"/v1/campaigns/{campaign_id}", headers=auth).json()["data"]
+    assert "held_back" not in plain
+    until = clock.utcnow() + timedelta(minutes=20)
+    conn.execute("INSERT INTO lane_state (workspace_id, lane, rate, next_at, suspended_until, reason) VALUES"
+                 " (?, 'gmail', 0.5, 0, ?, '421 4.7.28 unusual rate')", (ws, clock.format_ts(until)))
+    line = f"12 messages held back by the Gmail lane until {until:%H:%M} UTC: 421 4.7.28 unusual rate from the relay"
+    data = client.get(f"/v1/campaigns/{campaign_id}", headers=auth).json()["data"]
+    assert [(h["lane"], h["messages"], h["state"], h["line"]) for h in data["held_back"]] == [
+        ("gmail", 12, "suspended", line)]
+    item = data["held_back"][0]
+    assert item["opens_at"] == clock.format_ts(until)
+    assert clock.parse_ts(item["until"]) - clock.parse_ts(item["opens_at"]) == timedelta(seconds=24)  # 12 at 0.5/s
+    shown = cli("campaigns", "show", campaign_id)
+    assert shown.exit_code == 0 and "held back" in shown.stdout and "12 messages held back by the Gmail" in \
+        shown.stdout.replace("\n", " ")
+    assert cli_json("campaigns", "show", campaign_id)["held_back"] == data["held_back"]
+    watched = cli("campaigns", "watch", campaign_id, "--once")
+    assert watched.exit_code == 0 and line in watched.stdout

@@ -21,8 +21,7 @@ full). Each worker reads the rows at most every FRESH seconds while no lane is s
 suspended: with nothing throttled that is one small query per FRESH seconds and nothing else;
 while one is, at every claim.
 
-`held_back` says what a campaign's held lanes hold and why, for `campaigns show`, `watch` and
-GET /v1/campaigns/:id (`held_back`).
+lane_view.py says what a campaign's held lanes hold and why (`held_back`).
 """
 
 from __future__ import annotations
@@ -35,13 +34,12 @@ import time
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.data_tables import DataTable
 from marketing_cli.services.account.pace import now_us
-from marketing_cli.services.delivery.lanes import NAMES, OTHER
+from marketing_cli.services.delivery.lanes import OTHER
 from marketing_cli.services.delivery.replies import LANES, Reply
 from marketing_cli.storage import dialect
 from marketing_cli.storage.db import transaction
@@ -244,35 +242,3 @@ class Shaper:
                     {"inc": limits.increase, "top": top, "free": limits.rate, "now": now, "ws": self.workspace_id,
                      "lane": lane, "before": clock.format_ts(moment - timedelta(seconds=limits.every))})
         self.forget()
-
-
-def held_back(conn: sqlite3.Connection, workspace_id: int, campaign_id: str) -> list[dict[str, Any]]:
-    """What the workspace's held lanes hold of a campaign's queued messages, and why: one item
-    per lane suspended or slowed that has some, `until` when they should all be out (RFC 3339 UTC)."""
-    states = Shaper(workspace_id).states(conn)
-    if not states:
-        return []
-    counts = dict(conn.execute("SELECT coalesce(lane, 'other'), count(*) FROM email_messages WHERE campaign_id = ?"
-                               " AND status = 'queued' GROUP BY coalesce(lane, 'other')", (campaign_id,)).fetchall())
-    moment = clock.utcnow()
-    now = clock.format_ts(moment)
-    items = []
-    for lane in sorted(states):
-        state, count = states[lane], counts.get(lane, 0)
-        if not count:
-            continue
-        suspended = state.suspended_until if state.suspended_until and state.suspended_until > now else None
-        opens = clock.parse_ts(suspended) if suspended else moment
-        until = opens + timedelta(seconds=count / state.rate) if state.rate > 0 else opens
-        items.append({"lane": lane, "messages": count, "state": "suspended" if suspended else "slowed",
-                      "until": clock.format_ts(until), "rate": round(state.rate, 3), "reason": state.reason,
-                      "line": held_back_line(lane, count, until, state.reason, None if suspended else state.rate)})
-    return items
-
-
-def held_back_line(lane: str, count: int, until: Any, reason: str | None, rate: float | None) -> str:
-    """"1,204 messages held back by the Gmail lane until 14:05 UTC: 421 4.7.28 from the relay"."""
-    pace = f" at {rate:g}/s" if rate else ""
-    why = f": {reason} from the relay" if reason else ""
-    return (f"{count:,} message{'s' if count != 1 else ''} held back by the {NAMES.get(lane, lane)} lane{pace}"
-            f" until {until:%H:%M} UTC{why}")
