@@ -339,3 +339,52 @@ def test_show_watch_and_the_api_say_what_waits_and_why(conn: sqlite3.Connection,
     assert cli_json("campaigns", "show", campaign_id)["held_back"] == data["held_back"]
     watched = cli("campaigns", "watch", campaign_id, "--once")
     assert watched.exit_code == 0 and line in watched.stdout
+
+
+def test_a_send_whose_lanes_are_all_suspended_comes_back_when_one_opens(
+        conn: sqlite3.Connection, workspace: dict[str, Any], verified_dns: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    from marketing_cli import jobs
+
+    ws = workspace["id"]
+    campaign_id = _sending_campaign(conn, ws, [f"g{i}@gmail.com" for i in range(5)])
+    until = clock.utcnow() + timedelta(hours=1)
+    conn.execute("INSERT INTO lane_state (workspace_id, lane, rate, next_at, suspended_until, reason) VALUES"
+                 " (?, 'gmail', 0, 0, ?, '421 4.7.28 unusual rate')", (ws, clock.format_ts(until)))
+    with SmtpServer() as server:
+        monkeypatch.setenv("MKT_SMTP_URL", server.url)
+        jobs.run_due(conn)  # (a send that came back at once would run again here, and again)
+    assert server.messages == []
+    [job] = [j for j in jobs.list_jobs(conn, job_type="email.send") if j["status"] == "queued"]
+    assert abs((clock.parse_ts(job["run_at"]) - until).total_seconds()) < 2  # not before, and no busy loop
+    assert conn.execute("SELECT count(*) FROM email_messages WHERE status = 'queued' AND attempts = 0").fetchone()[0] == 5
+
+
+def test_a_deferred_message_backs_off_and_is_not_failed_after_three_attempts(
+        conn: sqlite3.Connection, workspace: dict[str, Any], verified_dns: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = workspace["id"]
+    campaign_id = _sending_campaign(conn, ws, ["busy@example.net", "ok@example.net"])
+    with SmtpServer(defer=("busy@example.net",)) as server:
+        monkeypatch.setenv("MKT_SMTP_URL", server.url)
+        for attempt in range(5):
+            started = clock.utcnow()
+            sender.send(conn, {"campaign_id": campaign_id})
+            row = conn.execute("SELECT status, attempts, retry_at, deferred_since, failure_reason FROM email_messages"
+                               " WHERE email = 'busy@example.net'").fetchone()
+            assert (row["status"], row["attempts"]) == ("queued", attempt + 1)
+            wait = (clock.parse_ts(row["retry_at"]) - started).total_seconds()
+            assert 60 * 2 ** attempt * 0.8 - 1 <= wait <= 60 * 2 ** attempt * 1.2 + 1, (attempt, wait)
+            assert row["failure_reason"].endswith("451 4.3.0 Mailbox busy, try again later")
+            conn.execute("UPDATE email_messages SET retry_at = NULL WHERE email = 'busy@example.net'")
+        conn.execute("UPDATE email_messages SET deferred_since = ? WHERE email = 'busy@example.net'",
+                     (clock.format_ts(clock.utcnow() - timedelta(hours=72)),))
+        sender.send(conn, {"campaign_id": campaign_id})
+    assert conn.execute("SELECT status FROM email_messages WHERE email = 'busy@example.net'").fetchone()[0] == "failed"
+    assert conn.execute("SELECT status FROM campaigns WHERE id = ?", (campaign_id,)).fetchone()[0] == "SENT"
+
+
+def test_jobs_run_refuses_a_broken_rules_table(cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    broken = tmp_path / "replies.csv"
+    broken.write_text("lane,code,status,text,class,action,duration,source\n*,421,4.7.28,,throttle,,,x\n")
+    monkeypatch.setenv(replies.TABLE_ENV, str(broken))
+    result = cli("jobs", "run")
+    assert result.exit_code == 1 and f"{broken} line 2: a throttle's action is slow or suspend" in result.stderr

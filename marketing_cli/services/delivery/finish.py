@@ -5,6 +5,8 @@
   send, for messages other workers hold (until their claim would expire), for the A/B
   winner (email.ab_winner after `wait_minutes`, ab_winner.py), or end the send: SENT, once,
   by whichever job finds nothing queued or claimed. An automation's campaign stays SENDING.
+  Messages of a provider lane held for longer than the worker waits (shaping.py: suspended,
+  or slowed) are due when their lane opens, not before (`_lanes_instant`).
 - The hour's allowance used up (hourly_emails): the send waits for the next hour.
 - The month's allowance used up (monthly_emails), and none of it still reserved (a
   reservation given back makes room again): the campaign is PAUSED, its `status_detail`
