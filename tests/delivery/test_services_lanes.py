@@ -357,6 +357,7 @@ def test_a_send_whose_lanes_are_all_suspended_comes_back_when_one_opens(
     [job] = [j for j in jobs.list_jobs(conn, job_type="email.send") if j["status"] == "queued"]
     assert abs((clock.parse_ts(job["run_at"]) - until).total_seconds()) < 2  # not before, and no busy loop
     assert conn.execute("SELECT count(*) FROM email_messages WHERE status = 'queued' AND attempts = 0").fetchone()[0] == 5
+    assert conn.execute("SELECT status FROM campaigns WHERE id = ?", (campaign_id,)).fetchone()[0] == "SENDING"
 
 
 def test_a_deferred_message_backs_off_and_is_not_failed_after_three_attempts(
