@@ -293,7 +293,7 @@ def test_gmail_throttled_nothing_fails_nothing_twice_and_the_other_lanes_do_not_
     providers = ("gmail.com", "yahoo.com", "hotmail.com", "icloud.com")
     emails = [f"r{i}@{providers[i % 4]}" for i in range(240)]
     campaign_id = _sending_campaign(conn, ws, emails)
-    with SmtpServer(push_back={"gmail.com": (UNUSUAL, 3.0)}) as server:
+    with SmtpServer(push_back={"gmail.com": (UNUSUAL, 6.0)}) as server:
         monkeypatch.setenv("MKT_SMTP_URL", server.url)
         for _ in range(20):  # the send job comes back when a held lane opens (here: at once)
             assert _two_workers(db_path, campaign_id) == []
