@@ -146,7 +146,10 @@ class Shaper:
 
     def held(self, conn: sqlite3.Connection) -> dict[str, float]:
         """The lanes a claim leaves out now: lane -> seconds until it may be claimed again."""
-        states = self.states(conn)
+        return self._held(self.states(conn))
+
+    @staticmethod
+    def _held(states: dict[str, State]) -> dict[str, float]:
         if not states:
             return {}
         now, us = clock.utcnow(), now_us()
@@ -164,13 +167,13 @@ class Shaper:
     def book(self, conn: sqlite3.Connection, rows: list[sqlite3.Row]) -> list[sqlite3.Row]:
         """In a claim's transaction: the `rows` a claim keeps. A slowed lane's are booked on its
         pacer as far as its starts have come (the others stay queued), a suspended lane's stay queued."""
-        states = self.states(conn)
+        states = self._states  # (as the claim's `held` read them)
         if not states or not rows:
             return rows
         lanes = {r["lane"] or OTHER for r in rows} & states.keys()
         if not lanes:
             return rows
-        held = self.held(conn)
+        held = self._held(states)
         now = clock.now()
         dropped: set[int] = set()
         for lane in sorted(lanes):
