@@ -59,12 +59,18 @@ _CLAIM_EXPIRED = (_COLUMNS + " WHERE m.campaign_id = :campaign AND m.status = 's
 def _without_lanes(sql: str, held: list[str], taken: int = 0) -> str:
     """A queued claim's SQL leaving out the `held` lanes (shaping.py: suspended, or whose next
     start has not come) so that the other lanes' messages fill the round, and the `taken` rows
-    already in the round (:taken0, ...); `sql` itself when there is nothing to leave out."""
+    already in the round (:taken0, ...); `sql` itself when there is nothing to leave out.
+
+    A held lane's messages gather at the head of the queue (the other lanes' go out), and the
+    lane is not in the index the claim reads: a claim that left them out would read past all
+    of them every time. So it starts at the worker's cursor for that set of held lanes
+    (:after, shaping.Shaper.cursor: the first message it found there last time)."""
     if not held and not taken:
         return sql
     where, order = sql.rsplit(" ORDER BY ", 1)
     if held:
         where += f" AND coalesce(m.lane, 'other') NOT IN ({', '.join(f':held{i}' for i in range(len(held)))})"
+        where += " AND m.id >= :after"
     if taken:
         where += f" AND m.id NOT IN ({', '.join(f':taken{i}' for i in range(taken))})"
     return f"{where} ORDER BY {order}"
@@ -113,13 +119,17 @@ def claim_round(conn: sqlite3.Connection, campaign_id: str, size: int, local: bo
             if conn.execute("SELECT status FROM campaigns WHERE id = ?", (campaign_id,)).fetchone()[0] != "SENDING":
                 return [], NOT_SENDING
             params = {"campaign": campaign_id, "now": clock.now(), "size": size, "earlier": claim.earlier,
-                      "token": claim.token, **{f"held{i}": lane for i, lane in enumerate(held)}}
+                      "token": claim.token, **{f"held{i}": lane for i, lane in enumerate(held)},
+                      "after": shaper.cursor(held, local) if shaper is not None else 0}
             lock = dialect.skip_locked(conn, "m")
             dropped = True
             while dropped:  # (a round whose every row was dropped claims again: the send goes on)
                 rows = conn.execute(_CLAIM_EXPIRED + lock, params).fetchall() if expired else []
                 if len(rows) < size:
-                    rows += conn.execute(queued_sql + lock, {**params, "size": size - len(rows)}).fetchall()
+                    queued = conn.execute(queued_sql + lock, {**params, "size": size - len(rows)}).fetchall()
+                    if queued and held:
+                        shaper.advance(held, local, queued[0]["id"])  # type: ignore[union-attr]
+                    rows += queued
                 if not expired and len(rows) < size:
                     rows += conn.execute(_CLAIM_EXPIRED + lock, {**params, "size": size - len(rows)}).fetchall()
                 rows, dropped = _drop_revoked(conn, workspace_id, rows)
@@ -155,7 +165,10 @@ def _book_lanes(conn: sqlite3.Connection, shaper: Shaper, rows: list[sqlite3.Row
     ids = [r["id"] for r in kept]
     more = conn.execute(_without_lanes(sql, full, len(ids)) + lock,
                         {**params, "size": size - len(kept), **{f"held{i}": lane for i, lane in enumerate(full)},
-                         **{f"taken{i}": taken for i, taken in enumerate(ids)}}).fetchall()
+                         **{f"taken{i}": taken for i, taken in enumerate(ids)},
+                         "after": shaper.cursor(full, sql is _CLAIM_LOCAL)}).fetchall()
+    if more:
+        shaper.advance(full, sql is _CLAIM_LOCAL, min(r["id"] for r in more))
     more, _ = _drop_revoked(conn, workspace_id, more)
     return kept + shaper.book(conn, more)
 

@@ -48,6 +48,7 @@ RATES_ENV = "MKT_LANE_RATES"
 BUILT_IN = Path(__file__).with_name("lane_rates.csv")
 SLACK = 0.25    # seconds: the starts of a slowed lane that went unused this long ago may still be booked
 FRESH = 0.5     # seconds a worker reuses its reading of the lanes' rows
+CURSOR_FRESH = 5.0  # seconds a worker's claim cursors hold (claim.py `_without_lanes`)
 _DB_NOW_US = "CAST(extract(epoch FROM statement_timestamp()) * 1000000 AS BIGINT)"
 RATE_COLUMNS = ("lane", "rate", "start", "floor", "decrease", "increase", "every")
 
@@ -123,6 +124,8 @@ class Shaper:
         self.workspace_id = workspace_id
         self._states: dict[str, State] = {}
         self._read_at = float("-inf")
+        self._cursors: dict[tuple[str, ...], int] = {}
+        self._cursors_at = time.monotonic()
 
     def states(self, conn: sqlite3.Connection) -> dict[str, State]:
         """The lanes with a rate or a suspension: read again after FRESH seconds, or at every call
@@ -143,6 +146,22 @@ class Shaper:
 
     def forget(self) -> None:
         self._read_at = float("-inf")
+
+    def cursor(self, held: list[str], local: bool) -> int:
+        """Where a claim that leaves the `held` lanes out starts (claim.py `_without_lanes`): the
+        first message it found there last time, 0 for a local-time send (its claim goes by due
+        time) and every CURSOR_FRESH seconds (a message that came back to the queue below the
+        cursor, a retry now due, is found again then, and at the latest when the send job
+        runs again)."""
+        if local:
+            return 0
+        if time.monotonic() - self._cursors_at >= CURSOR_FRESH:
+            self._cursors, self._cursors_at = {}, time.monotonic()
+        return self._cursors.get(tuple(held), 0)
+
+    def advance(self, held: list[str], local: bool, first: int) -> None:
+        if not local:
+            self._cursors[tuple(held)] = max(first, self._cursors.get(tuple(held), 0))
 
     def held(self, conn: sqlite3.Connection) -> dict[str, float]:
         """The lanes a claim leaves out now: lane -> seconds until it may be claimed again."""
@@ -209,7 +228,7 @@ class Shaper:
     def observe(self, conn: sqlite3.Connection, throttled: dict[str, Reply], clean: set[str]) -> None:
         """After a round was recorded, in a transaction of its own: cut the throttled lanes (and
         suspend them where a rule says so), grow the slowed lanes whose replies were clean."""
-        if not throttled and not (clean & self.states(conn).keys()):
+        if not throttled and not (clean & self._states.keys()):  # (as the last claim read them)
             return
         rates = RATES.current()
         moment = clock.utcnow()
