@@ -389,3 +389,27 @@ def test_jobs_run_refuses_a_broken_rules_table(cli: Any, tmp_path: Path, monkeyp
     monkeypatch.setenv(replies.TABLE_ENV, str(broken))
     result = cli("jobs", "run")
     assert result.exit_code == 1 and f"{broken} line 2: a throttle's action is slow or suspend" in result.stderr
+
+
+def test_a_claim_leaving_a_lane_out_starts_where_it_found_the_others_last(
+        conn: sqlite3.Connection, workspace: dict[str, Any], verified_dns: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    from marketing_cli import jobs
+    from marketing_cli.services.delivery import claim
+
+    ws = workspace["id"]
+    emails = [f"g{i}@gmail.com" for i in range(30)] + [f"o{i}@shop.example" for i in range(6)]
+    campaign_id = _sending_campaign(conn, ws, emails)
+    lanes.assign_lanes(conn, campaign_id)
+    conn.execute("INSERT INTO lane_state (workspace_id, lane, rate, next_at, suspended_until) VALUES"
+                 " (?, 'gmail', 0, 0, ?)", (ws, clock.format_ts(clock.utcnow() + timedelta(hours=1))))
+    others = [r[0] for r in conn.execute("SELECT id FROM email_messages WHERE campaign_id = ? AND lane IS NULL"
+                                         " ORDER BY id", (campaign_id,))]
+    shaper, run = shaping.Shaper(ws), jobs.Run("a", 30)
+    first, _ = claim.claim_round(conn, campaign_id, 2, claim=run, workspace_id=ws, shaper=shaper)
+    assert [r["id"] for r in first] == others[:2]
+    assert shaper.cursor(["gmail"], False) == others[0]  # the Gmail messages before it: not read again
+    conn.execute("UPDATE email_messages SET status = 'queued' WHERE id = ?", (others[1],))  # back (a retry)
+    second, _ = claim.claim_round(conn, campaign_id, 2, claim=run, workspace_id=ws, shaper=shaper)
+    assert [r["id"] for r in second] == [others[1], others[2]]
+    monkeypatch.setattr(shaping, "CURSOR_FRESH", 0.0)  # after a while, from the head again
+    assert shaper.cursor(["gmail"], False) == 0 and shaper.cursor(["gmail"], True) == 0
