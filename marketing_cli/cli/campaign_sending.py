@@ -154,8 +154,12 @@ def watch_report(view: dict[str, Any]) -> str:
     """The progress line, then the status_detail (why the send paused or went back to DRAFT,
     what failed) on a line of its own when the campaign has one."""
     detail = view.get("status_detail")
-    held = "".join(f"\n{item['line']}" for item in view.get("held_back") or ())  # services/delivery/lane_view.py
-    return progress_line(view) + held + (f"\n{detail}" if detail else "")
+    return progress_line(view) + held_lines(view) + (f"\n{detail}" if detail else "")
+
+
+def held_lines(view: dict[str, Any]) -> str:
+    """What the provider lanes hold back and why, a line each after a newline (services/delivery/lane_view.py)."""
+    return "".join(f"\n{item['line']}" for item in view.get("held_back") or ())
 
 
 def campaigns_watch(ctx: typer.Context, campaign_id: CampaignId,
@@ -174,8 +178,10 @@ def campaigns_watch(ctx: typer.Context, campaign_id: CampaignId,
     if not console.is_terminal:
         _watch_lines(s, campaign_id, view)
         return
+    from rich.console import Group
     from rich.live import Live
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    from rich.text import Text
 
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("{task.fields[rate]}/s, {task.fields[failed]} failed"), TimeRemainingColumn())
@@ -187,7 +193,8 @@ def campaigns_watch(ctx: typer.Context, campaign_id: CampaignId,
             where = " to the outbox, not to recipients" if p.get("outbox") else ""
             bar.update(task, description=view["status"] + where, completed=p["sent"], total=p["total"],
                        rate=p["rate_per_second"], failed=p["failed"])
-            live.update(_chart_below(s, view, bar))
+            held = held_lines(view)
+            live.update(_chart_below(s, view, Group(bar, Text(held.lstrip("\n"))) if held else bar))
             if view["status"] in FINAL:
                 break
             time.sleep(POLL_SECONDS)
@@ -201,7 +208,7 @@ def _watch_lines(s: Any, campaign_id: str, view: dict[str, Any]) -> None:
     from marketing_cli.services.delivery import lane_view
 
     while view["status"] not in FINAL:
-        typer.echo(progress_line(view))
+        typer.echo(progress_line(view) + held_lines(view))
         time.sleep(POLL_SECONDS)
         view = lane_view.campaign_view(s.conn(), s.workspace_id(), campaign_id)
     typer.echo(watch_report(view))
