@@ -120,7 +120,7 @@ def _normal_rate(code: Path, prepared: Path, port: int, count: int) -> tuple[flo
 
 
 def normal_send(folder: Path, quick: bool) -> dict:
-    count, rounds = (3_000, 3) if quick else (20_000, 3)
+    count, rounds = (3_000, 3) if quick else (20_000, 4)
     emails = [f"user{i}@{PROVIDERS[i % 5] if i % 5 < 4 else f'example{i % 50}.org'}" for i in range(count)]
     codes = {"base": _base(folder), "lanes": REPO}
     prepared = {}

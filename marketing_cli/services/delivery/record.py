@@ -8,9 +8,9 @@ failure ...) -> not a failure and not an attempt: back to `queued`, and the lane
 or a connection problem) -> tried again after an exponential backoff with jitter (`backoff`:
 1 minute, doubling, at most BACKOFF_MAX), failed once the message has been deferred for
 MKT_SEND_GIVE_UP_HOURS (default 72). A message never handed over (HALTED) goes back to
-`queued`, or to `cancelled` with its campaign. A round's answers are written in one transaction, right
-after the server answered, so a message the server accepted and whose round was recorded
-is never sent again; each message's reservation of the workspace's allowances is settled
+`queued`, or to `cancelled` with its campaign. A round's answers are written in one
+transaction, right after the server answered, so a message the server accepted and whose
+round was recorded is never sent again; each message's reservation of the workspace's allowances is settled
 in the same transaction (reservations.py).
 
 Fencing: only rows still claimed under our token are written (`_owned` locks them till the
