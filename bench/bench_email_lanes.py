@@ -12,7 +12,8 @@ DKIM) to recipients at gmail.com, yahoo.com, hotmail.com, icloud.com and 50 othe
 prepares its own database once; every run sends a copy of it. Runs alternate (base, lanes,
 lanes, base, ...) and the medians are compared: target within 5 % (ratio >= 0.95). On a
 shared machine the wall clock moves by 10-20 % between identical runs: stderr also gives the
-CPU time (user + sys) per message of each run's `mkt jobs run`, the steadier comparison.
+ratio of each back-to-back pair (their median follows the machine's load less) and the CPU
+time (user + sys) per message of each run's `mkt jobs run`, the steadier comparisons.
 
 Row 2, the four-lane throttled send: 2,000 recipients at each of the four providers (quick:
 600), two `mkt jobs run --forever` workers (MKT_SEND_WORKERS=2) on SQLite, to
@@ -140,6 +141,9 @@ def normal_send(folder: Path, quick: bool) -> dict:
         sink.terminate()
         sink.wait(10)
     base, lanes = statistics.median(rates["base"]), statistics.median(rates["lanes"])
+    pairs = statistics.median(b / a for a, b in zip(rates["base"], rates["lanes"]))  # (each pair ran back to back)
+    print(f"email_lanes normal send: medians {lanes / base:.3f}x, median of the pairs' ratios {pairs:.3f}x, CPU a "
+          f"message {statistics.median(cpu['lanes']) / statistics.median(cpu['base']):.3f}x", file=sys.stderr)
     print(f"email_lanes normal send: base {[round(r) for r in rates['base']]} msg/s "
           f"{[round(c, 2) for c in cpu['base']]} CPU ms/msg; lanes {[round(r) for r in rates['lanes']]} msg/s "
           f"{[round(c, 2) for c in cpu['lanes']]} CPU ms/msg", file=sys.stderr)
