@@ -1715,3 +1715,30 @@ CREATE INDEX email_messages_bounce_class ON email_messages(campaign_id, bounce_c
 -- campaigns reads it instead of counting every campaign's audience again. NULL: none kept.
 ALTER TABLE campaigns ADD COLUMN estimate_cache TEXT;
 ALTER TABLE sms_campaigns ADD COLUMN estimate_cache TEXT;
+
+-- version: 37
+-- Provider lanes (schema.sql step 37 says why).
+ALTER TABLE email_messages ADD COLUMN lane TEXT;
+ALTER TABLE email_messages ADD COLUMN deferred_since TEXT;
+CREATE TABLE email_lane_marks (
+    campaign_id TEXT PRIMARY KEY REFERENCES campaigns(id) ON DELETE CASCADE,
+    through BIGINT NOT NULL
+);
+CREATE TABLE mail_domain_lanes (
+    domain TEXT PRIMARY KEY,
+    lane TEXT NOT NULL,
+    mx TEXT,
+    expires_at TEXT NOT NULL
+);
+CREATE TABLE lane_state (
+    workspace_id BIGINT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    lane TEXT NOT NULL,
+    rate DOUBLE PRECISION NOT NULL DEFAULT 0,
+    next_at BIGINT NOT NULL DEFAULT 0,
+    suspended_until TEXT,
+    reason TEXT,
+    reason_at TEXT,
+    cut_at TEXT,
+    grown_at TEXT,
+    PRIMARY KEY (workspace_id, lane)
+);

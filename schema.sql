@@ -1515,3 +1515,40 @@ CREATE INDEX email_messages_bounce_class ON email_messages(campaign_id, bounce_c
 -- campaigns reads it instead of counting every campaign's audience again. NULL: none kept.
 ALTER TABLE campaigns ADD COLUMN estimate_cache TEXT;
 ALTER TABLE sms_campaigns ADD COLUMN estimate_cache TEXT;
+
+-- version: 37
+-- Provider lanes (services/delivery/lanes.py, shaping.py; docs/deliverability.md "Provider
+-- lanes"). email_messages.lane is the recipient's mailbox provider lane (gmail, yahoo,
+-- microsoft, apple; NULL is `other`), set by the send job for the messages queued since its
+-- last pass (email_lane_marks.through: the highest message id it looked at), from the
+-- domains table lanes.csv and, for the other domains, the lane of their MX hosts, cached in
+-- mail_domain_lanes for every worker until expires_at. deferred_since: when a message was
+-- first deferred (a 4xx that is not a throttle); it gives up MKT_SEND_GIVE_UP_HOURS later.
+-- lane_state: one row per workspace and lane that a relay has pushed back on: its rate now
+-- (messages per second, 0 = no rate of its own), the pacer's next start (next_at, in
+-- microseconds since 1970, as pace_slots), a suspension, the reply that caused them, and
+-- when the rate was last cut or grown (one change per interval, whichever worker sees it).
+ALTER TABLE email_messages ADD COLUMN lane TEXT;
+ALTER TABLE email_messages ADD COLUMN deferred_since TEXT;
+CREATE TABLE email_lane_marks (
+    campaign_id TEXT PRIMARY KEY REFERENCES campaigns(id) ON DELETE CASCADE,
+    through INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE mail_domain_lanes (
+    domain TEXT PRIMARY KEY,
+    lane TEXT NOT NULL,
+    mx TEXT,                               -- the MX host that decided it (NULL: none, or the lookup failed)
+    expires_at TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE lane_state (
+    workspace_id INTEGER NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    lane TEXT NOT NULL,
+    rate REAL NOT NULL DEFAULT 0,
+    next_at INTEGER NOT NULL DEFAULT 0,
+    suspended_until TEXT,
+    reason TEXT,
+    reason_at TEXT,
+    cut_at TEXT,
+    grown_at TEXT,
+    PRIMARY KEY (workspace_id, lane)
+) WITHOUT ROWID;

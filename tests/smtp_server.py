@@ -10,6 +10,10 @@
     SmtpServer(refuse=(addr,))    RCPT TO addr answered 550 (refused for good)
     SmtpServer(defer=(addr,))     RCPT TO addr answered 451 (try again later)
     SmtpServer(smtputf8=False)    no SMTPUTF8 (RFC 6531) offered; aiosmtpd's Controller offers it by default
+    SmtpServer(push_back={"gmail.com": ("421 4.7.28 ...", 60.0)})
+                                  RCPT TO any address at gmail.com answered with that reply for 60 s from
+                                  the first one (a relay passing a provider's throttle on);
+                                  `answers` keeps every (time.monotonic(), address, code) given to RCPT TO
 
 The certificate is a self-signed one made with `cryptography` for 127.0.0.1; the URL
 names it as the CA file to trust. A helper module, not a test module.
@@ -22,6 +26,7 @@ import email
 import ipaddress
 import socket
 import ssl
+import time
 from dataclasses import dataclass
 from email import policy
 from email.message import EmailMessage
@@ -76,10 +81,14 @@ class _Handler:
         self.server = server
 
     async def handle_RCPT(self, smtp: Any, session: Any, envelope: Any, address: str, options: Any) -> str:
+        reply = self.server.pushed_back(address)
+        if reply is not None:
+            return reply
         if address in self.server.refuse:
             return "550 5.1.1 No such user here"
         if address in self.server.defer:
             return "451 4.3.0 Mailbox busy, try again later"
+        self.server.answers.append((time.monotonic(), address, 250))
         envelope.rcpt_tos.append(address)
         return "250 OK"
 
@@ -91,8 +100,12 @@ class _Handler:
 
 class SmtpServer:
     def __init__(self, *, tls_dir: Path | None = None, users: dict[str, str] | None = None,
-                 refuse: tuple[str, ...] = (), defer: tuple[str, ...] = (), smtputf8: bool = True) -> None:
+                 refuse: tuple[str, ...] = (), defer: tuple[str, ...] = (), smtputf8: bool = True,
+                 push_back: dict[str, tuple[str, float]] | None = None) -> None:
         self.messages: list[Received] = []
+        self.push_back = push_back or {}
+        self.push_back_began: dict[str, float] = {}
+        self.answers: list[tuple[float, str, int]] = []
         self.logins: list[str] = []
         self.refuse = refuse
         self.defer = defer
@@ -111,6 +124,18 @@ class SmtpServer:
         from aiosmtpd.controller import Controller
 
         self.controller = Controller(_Handler(self), hostname="127.0.0.1", port=self.port, **kwargs)
+
+    def pushed_back(self, address: str) -> str | None:
+        """The push-back reply for `address` while its domain's window lasts, else None."""
+        domain = address.rpartition("@")[2].lower()
+        if domain not in self.push_back:
+            return None
+        reply, seconds = self.push_back[domain]
+        now = time.monotonic()
+        if now - self.push_back_began.setdefault(domain, now) >= seconds:
+            return None
+        self.answers.append((now, address, int(reply[:3])))
+        return reply
 
     def _authenticate(self, server: Any, session: Any, envelope: Any, mechanism: str, auth_data: Any) -> Any:
         from aiosmtpd.smtp import AuthResult

@@ -63,7 +63,6 @@ def campaigns_schedule(
     """Queue a DRAFT campaign for sending, now, later or every time a rule recurs (POST
     /v1/campaigns/:id/schedule; --every: POST /v1/campaigns/:id/series)."""
     from marketing_cli.services.delivery import sender_gate
-    from marketing_cli.services.email import schedule as email_schedule
     from marketing_cli.services.estimates import views
 
     if sum((now, at is not None, every is not None)) != 1:
@@ -175,7 +174,12 @@ def watch_report(view: dict[str, Any]) -> str:
     """The progress line, then the status_detail (why the send paused or went back to DRAFT,
     what failed) on a line of its own when the campaign has one."""
     detail = view.get("status_detail")
-    return progress_line(view) + (f"\n{detail}" if detail else "")
+    return progress_line(view) + held_lines(view) + (f"\n{detail}" if detail else "")
+
+
+def held_lines(view: dict[str, Any]) -> str:
+    """What the provider lanes hold back and why, a line each after a newline (services/delivery/lane_view.py)."""
+    return "".join(f"\n{item['line']}" for item in view.get("held_back") or ())
 
 
 def campaigns_watch(ctx: typer.Context, campaign_id: CampaignId,
@@ -194,8 +198,10 @@ def campaigns_watch(ctx: typer.Context, campaign_id: CampaignId,
     if not console.is_terminal:
         _watch_lines(s, campaign_id, view)
         return
+    from rich.console import Group
     from rich.live import Live
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    from rich.text import Text
 
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("{task.fields[rate]}/s, {task.fields[failed]} failed"), TimeRemainingColumn())
@@ -207,7 +213,8 @@ def campaigns_watch(ctx: typer.Context, campaign_id: CampaignId,
             where = " to the outbox, not to recipients" if p.get("outbox") else ""
             bar.update(task, description=view["status"] + where, completed=p["sent"], total=p["total"],
                        rate=p["rate_per_second"], failed=p["failed"])
-            live.update(_chart_below(s, view, bar))
+            held = held_lines(view)
+            live.update(_chart_below(s, view, Group(bar, Text(held.lstrip("\n"))) if held else bar))
             if view["status"] in FINAL:
                 break
             time.sleep(POLL_SECONDS)
@@ -221,7 +228,7 @@ def _watch_lines(s: Any, campaign_id: str, view: dict[str, Any]) -> None:
     from marketing_cli.services.estimates import views
 
     while view["status"] not in FINAL:
-        typer.echo(progress_line(view))
+        typer.echo(progress_line(view) + held_lines(view))
         time.sleep(POLL_SECONDS)
         view = views.email_campaign(s.conn(), s.workspace_id(), campaign_id)
     typer.echo(watch_report(view))

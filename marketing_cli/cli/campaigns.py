@@ -68,6 +68,8 @@ def render_campaign(c: dict[str, Any]) -> Any:
         from marketing_cli.cli.estimates import estimate_lines
 
         head["to come"] = estimate_lines(c["estimate"]) or "nothing"
+    if c.get("held_back"):  # a provider lane's push-back (services/delivery/lane_view.py)
+        head["held back"] = "\n".join(item["line"] for item in c["held_back"])
     ab = c.get("ab_test")
     if ab:
         head["A/B test"] = (f"{ab['test_percentage']}% test, winner by {ab['winner_criterion'].lower()} "

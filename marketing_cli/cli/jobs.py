@@ -39,6 +39,9 @@ def jobs_run(
     pacing.check_environment()  # a bad MKT_SEND_* / MKT_SMS_* value: exit 1 before any job runs
     quiet_hours.check_environment()  # an unreadable MKT_SMS_QUIET_HOURS table: exit 1 here, not in every job
     revocation.check_environment()  # an unreadable MKT_SMS_REVOCATION_PHRASES table: exit 1 here too
+    from marketing_cli.services.delivery import record
+
+    record.check_environment()  # MKT_SEND_GIVE_UP_HOURS, the lanes, lane rates and reply rules tables
     services.load_job_handlers()
     conn = state(ctx).conn()
     banner = Console(stderr=True, highlight=False)  # stderr: stdout stays the result (--json for cron)

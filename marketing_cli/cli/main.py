@@ -160,6 +160,9 @@ def serve(
     pacing.check_environment()  # a bad MKT_SEND_* / MKT_SMS_* value: exit 1 before serving
     quiet_hours.check_environment()  # an unreadable MKT_SMS_QUIET_HOURS table: exit 1 here, not in every job
     revocation.check_environment()  # an unreadable MKT_SMS_REVOCATION_PHRASES table: exit 1 here too
+    from marketing_cli.services.delivery import record
+
+    record.check_environment()  # MKT_SEND_GIVE_UP_HOURS, the lanes, lane rates and reply rules tables
     if geoip:
         os.environ["MKT_GEOIP"] = geoip
     run_server(state(ctx).db_path, host=host, port=port, smtp_url=smtp_url, outbox=outbox,

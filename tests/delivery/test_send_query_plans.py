@@ -74,14 +74,22 @@ def test_a_round_in_steady_state_costs_ten_statements(conn: Any, sending: str, w
     Ten statements
     but the transactions' BEGIN and COMMIT: one more is a cost for every round of every send
     (it was thirteen: the expired claims looked for on every round, the allowance read with
-    every resource's, and the send loop's read of the campaign's status after each record)."""
+    every resource's, and the send loop's read of the campaign's status after each record).
+    The provider lanes cost nothing more while no relay pushes back: a worker reads their rows
+    at most every shaping.FRESH seconds, not in a steady round."""
     from types import SimpleNamespace
 
-    recording = Recording(conn)
+    from marketing_cli.services.delivery import shaping
+
     current, ws = jobs.current_run(), workspace["id"]
-    rows, spent = claim.claim_round(recording, sending, 10, claim=current, workspace_id=ws, expired=False)
+    shaper = shaping.Shaper(ws)
+    assert shaper.states(conn) == {}  # (read before the round: a steady round reuses the reading)
+    recording = Recording(conn)
+    rows, spent = claim.claim_round(recording, sending, 10, claim=current, workspace_id=ws, expired=False,
+                                    shaper=shaper)
     assert len(rows) == 10 and spent is None
-    run = SimpleNamespace(claim=current, campaign_id=sending, outbox=None, smtp_id=lambda m: f"<{m['id']}@x>")
+    run = SimpleNamespace(claim=current, campaign_id=sending, outbox=None, smtp_id=lambda m: f"<{m['id']}@x>",
+                          shaper=shaper)
     answers = [(m["id"], None, False) for m in rows]
     assert record.record_round(recording, run, {m["id"]: m for m in rows}, answers, ws) == 0
     statements = [" ".join(sql.split()[:3]) for sql, _ in recording.seen

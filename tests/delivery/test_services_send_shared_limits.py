@@ -24,7 +24,7 @@ from marketing_cli import jobs
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.ids import new_id
 from marketing_cli.services.account import billing
-from marketing_cli.services.delivery import claim, handoff, record, reservations, sender
+from marketing_cli.services.delivery import claim, handoff, record, reservations, sender, shaping
 from marketing_cli.services.email import domains, preparation
 from marketing_cli.services.email import schedule as email_schedule
 from marketing_cli.storage import db
@@ -214,7 +214,7 @@ def test_a_taken_over_claim_keeps_one_reservation_and_the_late_answer_settles_no
 
     def run(token: str) -> Any:
         return SimpleNamespace(claim=SimpleNamespace(token=token), campaign_id=campaign_id, outbox=None,
-                               smtp_id=lambda m: f"<{m['id']}@example.com>")
+                               smtp_id=lambda m: f"<{m['id']}@example.com>", shaper=shaping.Shaper(ws))
 
     late = record.record_round(conn, run("worker-a"), {m["id"]: m for m in claimed},
                                [(m["id"], None, False) for m in claimed], ws)
@@ -242,7 +242,7 @@ def test_a_claim_of_an_earlier_hour_gives_that_hours_reservation_back(
     assert len(taken) == 3
     assert _hour(conn, ws, "2031-05-06T10") == (0, 0) and _hour(conn, ws, "2031-05-06T11") == (0, 3)
     run = SimpleNamespace(claim=SimpleNamespace(token="alive"), campaign_id=campaign_id, outbox=None,
-                          smtp_id=lambda m: f"<{m['id']}@example.com>")
+                          smtp_id=lambda m: f"<{m['id']}@example.com>", shaper=shaping.Shaper(ws))
     record.record_round(conn, run, {m["id"]: m for m in taken}, [(m["id"], None, False) for m in taken], ws)
     assert _hour(conn, ws, "2031-05-06T11") == (3, 0)
 

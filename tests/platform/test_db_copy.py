@@ -264,7 +264,7 @@ def test_one_workspace_of_two(tmp_path: Path, db_path: str) -> None:
         assert copied["contacts"] == 21 and copied["automation_enrollments"] == 1
         instance = {t.name for t in tables if t.instance}
         assert instance == {"plans", "plan_allowances", "addons", "sms_rates", "instance_secrets", "phone_zone_sets",
-                            "token_cutovers"}
+                            "token_cutovers", "mail_domain_lanes"}
         assert {t.name for t in tables} == set(sqlite_utils.Database(src).table_names()) - {
             "sqlite_sequence", "mkt_copy_retired"}  # the source's own mark (--retire-source) stays
     finally:

@@ -40,6 +40,15 @@ OUTBOX_DELIVERIES: Schema = {
     "properties": {"delivered": {"type": "integer", "minimum": 1}, "path": {"type": "string"}},
     "description": "Extension: how many of the delivered messages were written to the server's outbox folder "
                    "(at `path`) rather than sent to their recipients; null when none was."}
+# While a provider lane holds some of a sending campaign's messages (services/delivery/lane_view.py).
+HELD_BACK: Schema = {**array(obj({
+    "lane": enum(("gmail", "yahoo", "microsoft", "apple", "other")), "messages": {"type": "integer", "minimum": 1},
+    "state": enum(("suspended", "slowed")), "opens_at": NULLABLE_TIMESTAMP, "until": TIMESTAMP,
+    "rate": {"type": "number"},
+    "reason": {"type": ["string", "null"]}, "line": {"type": "string"}},
+    ("lane", "messages", "state", "until", "line"))),
+    "description": "Extension: the campaign's queued messages a provider lane holds back after the relay's "
+                   "push-back (421 4.7.28, 454 Throttling failure ...), until when, and why; only while some are."}
 CAMPAIGN = obj({"id": HEX_ID, "name": {"type": "string"}, "type": enum(campaigns.TYPES),
                 "status": enum(campaigns.STATUSES), "status_detail": {"type": ["string", "null"]},
                 "variants": array(obj({"id": HEX_ID, "type": enum(campaigns.VARIANT_TYPES)}, ("id", "type"))),
@@ -50,6 +59,7 @@ CAMPAIGN = obj({"id": HEX_ID, "name": {"type": "string"}, "type": enum(campaigns
                                  "definition and a local-time send, the next occurrence (the series' next run, the "
                                  "next zone's instant)."},
                 "estimate": ESTIMATE,
+                "held_back": HELD_BACK,
                 "created_at": TIMESTAMP, "updated_at": TIMESTAMP}, ("id", "name", "type", "status", "variants"))
 # PATCH .../configure answers the configuration view: the campaign without its status.
 CAMPAIGN_CONFIGURATION = {**CAMPAIGN, "required": ["id", "name", "type", "variants"]}

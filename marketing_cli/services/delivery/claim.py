@@ -20,6 +20,7 @@ import sqlite3
 from marketing_cli import jobs
 from marketing_cli.kernel import clock
 from marketing_cli.services.delivery.reservations import give_back, reserve
+from marketing_cli.services.delivery.shaping import Shaper
 from marketing_cli.storage import dialect
 from marketing_cli.storage.db import marks
 from marketing_cli.storage.postgres.errors import retry_conflicts
@@ -28,7 +29,8 @@ NOT_SENDING = "not SENDING"  # `claim_round`'s answer for a campaign no longer S
 
 log = logging.getLogger("mkt.email.send")
 
-_COLUMNS = ("SELECT m.id, m.variant_id, m.email, m.attempts, m.status, m.reserved_hour, c.email AS contact_email,"
+_COLUMNS = ("SELECT m.id, m.variant_id, m.email, m.attempts, m.status, m.reserved_hour, m.lane, m.deferred_since,"
+            " c.email AS contact_email,"
             " c.phone, c.data, c.status AS contact_status"
             " FROM email_messages m LEFT JOIN contacts c ON c.id = m.contact_id")
 # A contact who revoked (one-click unsubscribe, a complaint) since the send was prepared: its
@@ -54,6 +56,26 @@ _CLAIM_EXPIRED = (_COLUMNS + " WHERE m.campaign_id = :campaign AND m.status = 's
                   " OR (m.claim_token LIKE :earlier AND m.claim_token <> :token)) ORDER BY m.id LIMIT :size")
 
 
+def _without_lanes(sql: str, held: list[str], taken: int = 0) -> str:
+    """A queued claim's SQL leaving out the `held` lanes (shaping.py: suspended, or whose next
+    start has not come) so that the other lanes' messages fill the round, and the `taken` rows
+    already in the round (:taken0, ...); `sql` itself when there is nothing to leave out.
+
+    A held lane's messages gather at the head of the queue (the other lanes' go out), and the
+    lane is not in the index the claim reads: a claim that left them out would read past all
+    of them every time. So it starts at the worker's cursor for that set of held lanes
+    (:after, shaping.Shaper.cursor: the first message it found there last time)."""
+    if not held and not taken:
+        return sql
+    where, order = sql.rsplit(" ORDER BY ", 1)
+    if held:
+        where += f" AND coalesce(m.lane, 'other') NOT IN ({', '.join(f':held{i}' for i in range(len(held)))})"
+        where += " AND m.id >= :after"
+    if taken:
+        where += f" AND m.id NOT IN ({', '.join(f':taken{i}' for i in range(taken))})"
+    return f"{where} ORDER BY {order}"
+
+
 def _claim(conn: sqlite3.Connection, campaign_id: str, size: int, local: bool = False,
            claim: jobs.Run | None = None, workspace_id: int | None = None) -> list[sqlite3.Row]:
     """Up to `size` messages due now moved to `sending` under `claim`'s token (`local`: a
@@ -66,8 +88,8 @@ def _claim(conn: sqlite3.Connection, campaign_id: str, size: int, local: bool = 
 
 
 def claim_round(conn: sqlite3.Connection, campaign_id: str, size: int, local: bool = False,
-                claim: jobs.Run | None = None, workspace_id: int | None = None, *, expired: bool = True
-                ) -> tuple[list[sqlite3.Row], str | None]:
+                claim: jobs.Run | None = None, workspace_id: int | None = None, *, expired: bool = True,
+                shaper: Shaper | None = None) -> tuple[list[sqlite3.Row], str | None]:
     """`_claim`, and which allowance stopped it short: (rows, short), where short is None when
     nothing did, "monthly_emails" or "hourly_emails" (reservations.ALLOWANCES) for the
     allowance that bound the claim below `size` (billing.reserve), and NOT_SENDING when the
@@ -83,25 +105,37 @@ def claim_round(conn: sqlite3.Connection, campaign_id: str, size: int, local: bo
     message keeps the hour of its reservation (its month is the hour's)
     (reserved_hour) until its answer is recorded (record.py settles it). A message whose
     claim expired brings the reservation of its dead or paused worker along: kept when it is
-    of this hour, given back (to its hour) otherwise and taken anew."""
+    of this hour, given back (to its hour) otherwise and taken anew.
+
+    With `shaper` (the send's provider lanes, shaping.py), the lanes held now are left out of the
+    queued claim, and the messages of a slowed lane are booked on its pacer in the claim's
+    transaction (those beyond its horizon stay queued)."""
     claim = claim or jobs.current_run()
+    held = sorted(shaper.held(conn)) if shaper is not None else []
+    queued_sql = _without_lanes(_CLAIM_LOCAL if local else _CLAIM, held)
 
     def attempt() -> tuple[list[sqlite3.Row], str | None]:
         with dialect.row_claim(conn):
             if conn.execute("SELECT status FROM campaigns WHERE id = ?", (campaign_id,)).fetchone()[0] != "SENDING":
                 return [], NOT_SENDING
             params = {"campaign": campaign_id, "now": clock.now(), "size": size, "earlier": claim.earlier,
-                      "token": claim.token}
+                      "token": claim.token, **{f"held{i}": lane for i, lane in enumerate(held)},
+                      "after": shaper.cursor(held, local) if shaper is not None else 0}
             lock = dialect.skip_locked(conn, "m")
             dropped = True
             while dropped:  # (a round whose every row was dropped claims again: the send goes on)
                 rows = conn.execute(_CLAIM_EXPIRED + lock, params).fetchall() if expired else []
                 if len(rows) < size:
-                    rows += conn.execute((_CLAIM_LOCAL if local else _CLAIM) + lock,
-                                         {**params, "size": size - len(rows)}).fetchall()
+                    queued = conn.execute(queued_sql + lock, {**params, "size": size - len(rows)}).fetchall()
+                    if queued and held:
+                        shaper.advance(held, local, queued[0]["id"])  # type: ignore[union-attr]
+                    rows += queued
                 if not expired and len(rows) < size:
                     rows += conn.execute(_CLAIM_EXPIRED + lock, {**params, "size": size - len(rows)}).fetchall()
                 rows, dropped = _drop_revoked(conn, workspace_id, rows)
+            if shaper is not None:
+                rows = _book_lanes(conn, shaper, rows, held, _CLAIM_LOCAL if local else _CLAIM, lock, params,
+                                   size, workspace_id)
             short, hour = None, None
             if rows and workspace_id is not None:
                 rows, short, hour = reserve(conn, workspace_id, rows)
@@ -118,6 +152,25 @@ def claim_round(conn: sqlite3.Connection, campaign_id: str, size: int, local: bo
         log.warning("campaign %s: %d message(s) of a worker whose claim expired taken over (recorded uncertain)",
                     campaign_id, taken)
     return rows, short
+
+
+def _book_lanes(conn: sqlite3.Connection, shaper: Shaper, rows: list[sqlite3.Row], held: list[str], sql: str,
+                lock: str, params: dict[str, object], size: int, workspace_id: int | None) -> list[sqlite3.Row]:
+    """The rows the lanes let through (shaping.Shaper.book), and once, when a lane was found full
+    (another worker booked its start first), as many of the other lanes' queued messages."""
+    kept = shaper.book(conn, rows)
+    if len(kept) == len(rows):
+        return kept
+    full = sorted(set(held) | {r["lane"] or "other" for r in rows} - {r["lane"] or "other" for r in kept})
+    ids = [r["id"] for r in kept]
+    more = conn.execute(_without_lanes(sql, full, len(ids)) + lock,
+                        {**params, "size": size - len(kept), **{f"held{i}": lane for i, lane in enumerate(full)},
+                         **{f"taken{i}": taken for i, taken in enumerate(ids)},
+                         "after": shaper.cursor(full, sql is _CLAIM_LOCAL)}).fetchall()
+    if more:
+        shaper.advance(full, sql is _CLAIM_LOCAL, min(r["id"] for r in more))
+    more, _ = _drop_revoked(conn, workspace_id, more)
+    return kept + shaper.book(conn, more)
 
 
 def _drop_revoked(conn: sqlite3.Connection, workspace_id: int | None, rows: list[sqlite3.Row]

@@ -5,6 +5,8 @@
   send, for messages other workers hold (until their claim would expire), for the A/B
   winner (email.ab_winner after `wait_minutes`, ab_winner.py), or end the send: SENT, once,
   by whichever job finds nothing queued or claimed. An automation's campaign stays SENDING.
+  Messages of a provider lane held for longer than the worker waits (shaping.py: suspended,
+  or slowed) are due when their lane opens, not before (`_lanes_instant`).
 - The hour's allowance used up (hourly_emails): the send waits for the next hour.
 - The month's allowance used up (monthly_emails), and none of it still reserved (a
   reservation given back makes room again): the campaign is PAUSED, its `status_detail`
@@ -70,17 +72,19 @@ def again_at(conn: sqlite3.Connection, row: sqlite3.Row, run_at: str, job: str =
                  dedupe_key=f"{job}:{row['id']}", run_at=run_at)
 
 
-def finish_or_wait(conn: sqlite3.Connection, row: sqlite3.Row, *, helper: bool = False) -> None:
+def finish_or_wait(conn: sqlite3.Connection, row: sqlite3.Row, *, helper: bool = False,
+                   held: dict[str, float] | None = None) -> None:
     """No message is due now: wait for retries, for the next zone of a local-time send, for
     messages other workers hold, for the A/B winner, or end the send (SENT). Checked in the
     finishing transaction, so whichever job finds nothing queued or claimed finishes the
     campaign, exactly once (the status is read under the write lock). A helper that finds
-    work left ends without queueing anything: the send job waits for it."""
+    work left ends without queueing anything: the send job waits for it. `held`: the provider
+    lanes held now (lane -> seconds until it opens, shaping.py); their messages wait for them."""
     with transaction(conn):
         current = conn.execute("SELECT status, automation_id FROM campaigns WHERE id = ?", (row["id"],)).fetchone()
         if current is None or current["status"] != "SENDING":
             return
-        retry = _next_instant(conn, row)
+        retry = _lanes_instant(conn, row, held) if held else _next_instant(conn, row)
         claimed = conn.execute("SELECT min(coalesce(claim_expires_at, '')) FROM email_messages WHERE campaign_id = ?"
                                " AND status = 'sending'", (row["id"],)).fetchone()[0]
         if retry is not None or claimed is not None:  # claimed by another worker: back when its claim would expire
@@ -114,6 +118,19 @@ def _next_instant(conn: sqlite3.Connection, row: sqlite3.Row) -> str | None:
                          f" AND status = 'queued' AND due_at IS NOT NULL{before} AND retry_at IS NOT NULL",
                          (row["id"], *(zone or ()))).fetchone()[0]
     return min(filter(None, (zone and zone[0], retry)), default=None)
+
+
+def _lanes_instant(conn: sqlite3.Connection, row: sqlite3.Row, held: dict[str, float]) -> str | None:
+    """`_next_instant` when some provider lanes are held: a held lane's messages not before it opens."""
+    moment = clock.utcnow()
+    instants = []
+    for lane, at in conn.execute("SELECT coalesce(lane, 'other'), min(max(coalesce(retry_at, ''), coalesce(due_at, '')))"
+                                 " FROM email_messages WHERE campaign_id = ? AND status = 'queued'"
+                                 " GROUP BY coalesce(lane, 'other')", (row["id"],)).fetchall():
+        if lane in held:
+            at = max(at, clock.format_ts(moment + timedelta(seconds=held[lane])))
+        instants.append(at)
+    return min(instants, default=None)
 
 
 def failure_summary(conn: sqlite3.Connection, campaign_id: str) -> str | None:

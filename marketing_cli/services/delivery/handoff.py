@@ -4,7 +4,7 @@
 `Send` is everything one send job needs, built once: each variant compiled (compose.py) with
 its tracked links registered, the workspace's merge-tag values, the DKIM signer, the
 transport as this process sees it, the pace (kernel/pacing.py) and the workspace's shared
-pacer (services/account/pace.py). The send loop hands each claimed message to `deliver` in
+pacer (services/account/pace.py), and the provider lanes' (shaping.py). The send loop hands each claimed message to `deliver` in
 a pool of `concurrency` threads: each builds the message for its contact (merge tags, its own
 URLs), signs it and hands it to its own thread's transport session, so one message's
 rendering and signing overlaps the others' network waits.
@@ -36,6 +36,7 @@ from marketing_cli.services.delivery import transport_settings
 from marketing_cli.services.delivery.compose import CompiledVariant, Recipient, compile_variant
 from marketing_cli.services.delivery.dkim import DkimSigner
 from marketing_cli.services.delivery.path_tokens import MessageTokens
+from marketing_cli.services.delivery.shaping import Shaper
 from marketing_cli.services.delivery.transport import TransportError
 from marketing_cli.services.email import domains, senders, stats
 from marketing_cli.services.email.preparation import load_variants
@@ -75,6 +76,7 @@ class Send:
         self.envelope_from = f"bounces@{code}.{sender['domain_name']}"
         rate = pacing.read_pace(pacing.EMAIL)
         self.concurrency, self.pacer = rate.concurrency, pace.SharedPacer(ws, pace.EMAIL, rate.rate)
+        self.shaper = Shaper(ws)  # the provider lanes' rates (shaping.py)
         self._local = threading.local()
         self._transports: list[Any] = []
         self._lock = threading.Lock()

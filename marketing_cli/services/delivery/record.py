@@ -1,12 +1,16 @@
 """Recording the answers of a round of an email send (services/delivery/sender.py runs the
 rounds, handoff.py hands the messages over).
 
-Transport answers: 250 -> delivered; 5xx -> failed at once (the campaign goes on); 4xx or
-a connection problem -> tried again after a backoff (RETRY_DELAYS: 30 s, 2 min), failed
-after MAX_ATTEMPTS. A message never handed over (HALTED) goes back to `queued`, or to
-`cancelled` with its campaign. A round's answers are written in one transaction, right
-after the server answered, so a message the server accepted and whose round was recorded
-is never sent again; each message's reservation of the workspace's allowances is settled
+Transport answers (replies.py reads each against the reply rules): 250 -> delivered;
+permanent (5xx) -> failed at once (the campaign goes on); throttle (421 4.7.28, 454 Throttling
+failure ...) -> not a failure and not an attempt: back to `queued`, and the lane's rate is cut
+(shaping.py, after the round is written, in a transaction of its own); transient (another 4xx,
+or a connection problem) -> tried again after an exponential backoff with jitter (`backoff`:
+1 minute, doubling, at most BACKOFF_MAX), failed once the message has been deferred for
+MKT_SEND_GIVE_UP_HOURS (default 72). A message never handed over (HALTED) goes back to
+`queued`, or to `cancelled` with its campaign. A round's answers are written in one
+transaction, right after the server answered, so a message the server accepted and whose
+round was recorded is never sent again; each message's reservation of the workspace's allowances is settled
 in the same transaction (reservations.py).
 
 Fencing: only rows still claimed under our token are written (`_owned` locks them till the
@@ -17,22 +21,70 @@ worker; its late answers are refused and logged, and the other worker's result s
 from __future__ import annotations
 
 import logging
+import os
+import random
 import sqlite3
 from collections import Counter
-from datetime import timedelta
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
+from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.services.account import billing
+from marketing_cli.services.delivery import lanes, replies, shaping
 from marketing_cli.services.delivery.bounce_classes import classify_reply
 from marketing_cli.services.delivery.handoff import HALTED, Send
+from marketing_cli.services.delivery.lanes import OTHER
 from marketing_cli.services.delivery.reservations import settle
 from marketing_cli.services.email import stats
 from marketing_cli.storage import dialect
 from marketing_cli.storage.db import marks
 from marketing_cli.storage.postgres.errors import retry_conflicts
 
-MAX_ATTEMPTS = 3
-RETRY_DELAYS = (30, 120)
+GIVE_UP_ENV = "MKT_SEND_GIVE_UP_HOURS"
+GIVE_UP_HOURS = 72.0     # RFC 5321 section 4.5.4.1: give up after at least 4-5 days; providers' relays 72 h
+BACKOFF_FIRST = 60.0     # seconds: the first deferral's wait
+BACKOFF_MAX = 4 * 3600.0
+JITTER = 0.2             # each wait drawn within +-20 % of its step, so deferred messages do not come back together
+
+
+def give_up_hours() -> float:
+    """MKT_SEND_GIVE_UP_HOURS: hours of deferrals after which a message fails (default 72)."""
+    raw = os.environ.get(GIVE_UP_ENV, "").strip()
+    if not raw:
+        return GIVE_UP_HOURS
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= 24 * 30:
+        raise MktError(400, f"{GIVE_UP_ENV} must be a number of hours from 0 to 720, not '{raw}'.")
+    return value
+
+
+def check_environment() -> None:
+    """`mkt jobs run` and `mkt serve` refuse to start on a bad MKT_SEND_GIVE_UP_HOURS or an
+    unreadable lanes, lane rates or reply rules table (exit 1 with the file and line)."""
+    give_up_hours()
+    replies.check_environment()
+    lanes.check_environment()
+    shaping.check_environment()
+
+
+def backoff(deferrals: int) -> float:
+    """Seconds before a message deferred `deferrals` times before (0 for the first) is tried again."""
+    step = min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** min(deferrals, 20))
+    return max(BACKOFF_FIRST * (1 - JITTER), step * random.uniform(1 - JITTER, 1 + JITTER))
+
+
+@dataclass
+class Outcome:
+    """What a round's answers say about its lanes: the first throttle of each throttled lane,
+    and the lanes with a delivery and no throttle (shaping.Shaper.observe)."""
+
+    temporary: int = 0
+    throttled: dict[str, replies.Reply] = field(default_factory=dict)
+    delivered: set[str] = field(default_factory=set)
 
 log = logging.getLogger("mkt.email.send")
 
@@ -51,13 +103,16 @@ def record_round(conn: sqlite3.Connection, run: Send, row_of: dict[int, sqlite3.
                  results: list[tuple[int, str | None, bool]], workspace_id: int) -> int:
     """Write a round's answers in one transaction; returns the number of temporary errors.
     Only rows still claimed under our token are written (fencing): the others were taken over
-    by another worker while this one was paused past its claim; they are refused and logged."""
-    return retry_conflicts(lambda: _record_once(conn, run, row_of, results, workspace_id),
-                           f"recording messages of campaign {run.campaign_id}")
+    by another worker while this one was paused past its claim; they are refused and logged.
+    The lanes are told what the round said afterwards (cut, suspended or grown: shaping.py)."""
+    outcome = retry_conflicts(lambda: _record_once(conn, run, row_of, results, workspace_id),
+                              f"recording messages of campaign {run.campaign_id}")
+    run.shaper.observe(conn, outcome.throttled, outcome.delivered - outcome.throttled.keys())
+    return outcome.temporary
 
 
 def _record_once(conn: sqlite3.Connection, run: Send, row_of: dict[int, sqlite3.Row],
-                 results: list[tuple[int, str | None, bool]], workspace_id: int) -> int:
+                 results: list[tuple[int, str | None, bool]], workspace_id: int) -> Outcome:
     """One round's answers in one transaction. On PostgreSQL it is a READ COMMITTED writer
     without the advisory write lock (dialect.row_claim): what it writes is the rows of our
     claim (locked by _owned), per-contact counters, and counter rows the other workers of the
@@ -67,7 +122,7 @@ def _record_once(conn: sqlite3.Connection, run: Send, row_of: dict[int, sqlite3.
     (stats.record_deliveries: the trigger locks the campaign's counter row first), the usage,
     COMMIT. A round of several variants (an A/B test) locks the campaign's counter rows first,
     in variant order, so two workers' rounds never wait for each other's (no deadlock)."""
-    temporary = 0
+    outcome = Outcome()
     now = clock.utcnow()
     released: Counter[str] = Counter()  # per hour: reservations settled, and those delivered
     used: Counter[str] = Counter()
@@ -87,14 +142,9 @@ def _record_once(conn: sqlite3.Connection, run: Send, row_of: dict[int, sqlite3.
                              " ELSE 'queued' END WHERE id = ? AND status = 'sending'", (message_id,))
             elif error is None:
                 accepted[message_id] = run.smtp_id(row_of[message_id])
-            elif permanent or row_of[message_id]["attempts"] + 1 >= MAX_ATTEMPTS:
-                stats.record_failure(conn, message_id, error[:500], bounce_class=classify_reply(error, permanent))
+                outcome.delivered.add(row_of[message_id]["lane"] or OTHER)
             else:
-                temporary += 1
-                delay = RETRY_DELAYS[min(row_of[message_id]["attempts"], len(RETRY_DELAYS) - 1)]
-                conn.execute("UPDATE email_messages SET status = 'queued', failure_reason = ?, retry_at = ?"
-                             " WHERE id = ? AND status = 'sending'",
-                             (error[:500], clock.format_ts(now + timedelta(seconds=delay)), message_id))
+                _record_error(conn, row_of[message_id], error, permanent, now, outcome)
         if len({row_of[i]["variant_id"] for i in accepted}) > 1:  # (one variant: its counter row is the first lock)
             conn.execute("SELECT 1 FROM email_campaign_counters WHERE campaign_id = ? ORDER BY variant_id"
                          f"{dialect.for_update(conn)}", (run.campaign_id,)).fetchall()
@@ -117,4 +167,26 @@ def _record_once(conn: sqlite3.Connection, run: Send, row_of: dict[int, sqlite3.
             conn.execute(f"UPDATE email_messages SET reserved_hour = NULL WHERE id IN ({marks(reserved)})", reserved)
         if delivered and run.outbox is not None:
             stats.count_outbox_deliveries(conn, run.campaign_id, delivered, run.outbox)
-    return temporary
+    return outcome
+
+
+def _record_error(conn: sqlite3.Connection, row: sqlite3.Row, error: str, permanent: bool, now: datetime,
+                  outcome: Outcome) -> None:
+    """One message's refusal, read by the reply rules (the module docstring)."""
+    lane = row["lane"] or OTHER
+    reply = replies.classify(error, lane, permanent)
+    if reply.cls == replies.THROTTLE:  # not an attempt: its claim is undone, its lane slowed
+        outcome.throttled.setdefault(lane, reply)
+        conn.execute("UPDATE email_messages SET status = 'queued', attempts = attempts - 1 WHERE id = ?"
+                     " AND status = 'sending'", (row["id"],))
+        return
+    since = clock.parse_ts(row["deferred_since"]) if row["deferred_since"] else now
+    if reply.cls == replies.PERMANENT or now - since >= timedelta(hours=give_up_hours()):
+        permanent = reply.cls == replies.PERMANENT
+        stats.record_failure(conn, row["id"], error[:500], bounce_class=classify_reply(error, permanent))
+        return
+    outcome.temporary += 1
+    conn.execute("UPDATE email_messages SET status = 'queued', failure_reason = ?, retry_at = ?,"
+                 " deferred_since = coalesce(deferred_since, ?) WHERE id = ? AND status = 'sending'",
+                 (error[:500], clock.format_ts(now + timedelta(seconds=backoff(row["attempts"]))),
+                  clock.format_ts(now), row["id"]))

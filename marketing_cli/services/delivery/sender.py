@@ -31,10 +31,19 @@ sent again.
 A cancel is seen after each round: the messages of a claimed round not yet handed to the
 transport are given back (cancelled), so at most the round in the transport's hands goes out.
 
-Transport answers: 250 -> delivered; 5xx -> failed at once (the campaign goes on); 4xx or
-a connection problem -> tried again after a backoff (30 s, 2 min), failed after
-MAX_ATTEMPTS (record.py). After PAUSE_AFTER_ERRORS consecutive transport errors the
-campaign is PAUSED (`mkt campaigns resume`). Rate (messages per second) and concurrency are
+Transport answers (record.py, by the reply rules of replies.py): 250 -> delivered; permanent
+(5xx) -> failed at once (the campaign goes on); throttle (421 4.7.28, 454 Throttling failure)
+-> back to the queue, not an attempt, and its provider lane slowed or suspended (shaping.py);
+transient (another 4xx, a connection problem) -> tried again after an exponential backoff,
+failed after 72 hours of deferrals. After PAUSE_AFTER_ERRORS consecutive transient errors the
+campaign is PAUSED (`mkt campaigns resume`).
+
+Provider lanes (lanes.py, shaping.py): the send job gives the messages queued since its last
+pass their lane (gmail, yahoo, microsoft, apple, other) before it calls its helpers; each
+claim leaves out the lanes held now (suspended, or paced beyond their horizon) and books a
+slowed lane's starts, so one provider's push-back slows that provider only. When only held
+lanes have messages left, a worker waits for the nearest one (LANE_NAP seconds at most) and
+goes on; a longer hold ends the job, to run again when the lane opens (finish.py). Rate (messages per second) and concurrency are
 MKT_SEND_RATE (default 0: as fast as the transport takes them) and MKT_SEND_CONCURRENCY
 (default 10), read and checked by kernel/pacing.py (shared with SMS). The rate is the
 workspace's, whatever number of workers send: each round books its starts in the database
@@ -68,6 +77,7 @@ from typing import Any
 
 from marketing_cli import jobs
 from marketing_cli.kernel import clock
+from marketing_cli.services.delivery import lanes
 from marketing_cli.services.delivery.claim import NOT_SENDING, claim_round, keep_claimed
 from marketing_cli.services.delivery.finish import again_at, finish_or_wait, month_used_up, next_hour
 from marketing_cli.services.delivery.handoff import Send
@@ -75,11 +85,12 @@ from marketing_cli.services.delivery.record import record_round
 from marketing_cli.services.delivery.reservations import ALLOWANCES, give_back
 from marketing_cli.services.email import campaigns
 from marketing_cli.services.email.preparation import load_campaign
-from marketing_cli.storage.db import transaction
+from marketing_cli.storage.db import marks, transaction
 
 HELPER_JOB = "email.send_helper"
 PAUSE_AFTER_ERRORS = 20
 ROUNDS_IN_FLIGHT = 2  # claimed and queued at once, `concurrency` messages between them (the crash window)
+LANE_NAP = 5.0  # seconds: a lane held no longer than this is waited for by the worker, not by a new job
 EXPIRED_EVERY = 1.0  # seconds: how often a claim looks for expired claims before queued messages
 SEND_GAVE_UP = ("Sending stopped: the send job failed for good ({error}). Fix the cause, then resume the "
                 "campaign (mkt campaigns resume {id}).")
@@ -129,6 +140,7 @@ def _send(conn: sqlite3.Connection, campaign_id: str, *, helper: bool) -> None:
     # A runner that died mid-round left its messages in `sending`: they are claimed again once
     # their claim expires (at most `concurrency` messages, each recorded uncertain).
     if not helper:
+        lanes.assign_lanes(conn, row["id"])  # (before the helpers: they claim by lane too)
         _call_helpers(conn, row)
     run = Send(conn, row)
     run.claim.keep(keep_claimed)
@@ -180,7 +192,7 @@ def _send_rounds(conn: sqlite3.Connection, row: sqlite3.Row, run: Send, *, helpe
                         break
                     expired = time.monotonic() - expired_at >= EXPIRED_EVERY
                     claimed, short = claim_round(conn, row["id"], size, bool(row["local_time"]),
-                                                 run.claim, ws, expired=expired)
+                                                 run.claim, ws, expired=expired, shaper=run.shaper)
                     expired_at = time.monotonic() if expired else expired_at
                     if not claimed:
                         stop = short if short in ALLOWANCES else "done"
@@ -195,7 +207,14 @@ def _send_rounds(conn: sqlite3.Connection, row: sqlite3.Row, run: Send, *, helpe
                     elif stop == "monthly_emails":
                         month_used_up(conn, row)
                     else:
-                        finish_or_wait(conn, row, helper=helper)
+                        held = run.shaper.held(conn)
+                        nap = _lane_nap(conn, row["id"], held) if stop == "done" and not run.halt.is_set() else None
+                        if nap is not None:  # only a lane held for a moment has messages due: wait for it
+                            time.sleep(nap)
+                            run.shaper.forget()
+                            stop = None
+                            continue
+                        finish_or_wait(conn, row, helper=helper, held=held)
                     return
                 results, temporary = record_oldest()
                 if stop is not None:  # (else the next claim reads the status first)
@@ -215,6 +234,19 @@ def _send_rounds(conn: sqlite3.Connection, row: sqlite3.Row, run: Send, *, helpe
             run.halt.set()  # what the pool has not started is given back, not sent
             _record_handed_over(conn, in_flight, record_oldest)
             raise
+
+
+def _lane_nap(conn: sqlite3.Connection, campaign_id: str, held: dict[str, float]) -> float | None:
+    """Seconds to sleep before claiming again when a lane held for LANE_NAP seconds at most has
+    messages due now (at most one second at a time, so the job's lease is renewed); else None."""
+    soon = [lane for lane, wait in held.items() if wait <= LANE_NAP]
+    if not soon:
+        return None
+    now = clock.now()
+    due = conn.execute("SELECT 1 FROM email_messages WHERE campaign_id = ? AND status = 'queued'"
+                       f" AND coalesce(lane, 'other') IN ({marks(soon)}) AND (retry_at IS NULL OR retry_at <= ?)"
+                       " AND (due_at IS NULL OR due_at <= ?) LIMIT 1", (campaign_id, *soon, now, now)).fetchone()
+    return None if due is None else max(0.01, min(1.0, *(held[lane] for lane in soon)))
 
 
 def _record_handed_over(conn: sqlite3.Connection, in_flight: deque[Any], record_oldest: Any) -> None:

@@ -4,7 +4,7 @@ An estimate before the freeze (email) or the expansion (SMS) counts the whole au
 SMS one grouped query over it plus a quiet-hours verdict per place, 0.1-0.3 s at 10,000
 contacts. A list of 50 such campaigns must not run 50 of them (bench/bench_estimates.py).
 So the parts computed from the audience (before the caps, which are applied afresh each
-time) are kept in the campaign's `estimate_cache` (schema step 34) with the state they were
+time) are kept in the campaign's `estimate_cache` (schema step 36) with the state they were
 computed in:
 
     the campaign's status, updated_at, scheduled_at and local-time plan, the next run of the

@@ -18,6 +18,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
+from marketing_cli.services.delivery import lane_view
 from marketing_cli.services.estimates import cache
 from marketing_cli.services.estimates import email as email_estimates
 from marketing_cli.services.estimates import sms as sms_estimates
@@ -65,7 +66,8 @@ def email_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id: Any
     view = campaigns.get_campaign(conn, workspace_id, campaign_id)
     row = campaigns.campaign_row(conn, workspace_id, view["id"])
     series = _series_next(conn, [row["id"]]).get(row["id"])
-    return _with_estimate(view, email_estimates.campaign_estimate(conn, row, series), row, ACTIVE_LOCAL, series)
+    view = _with_estimate(view, email_estimates.campaign_estimate(conn, row, series), row, ACTIVE_LOCAL, series)
+    return lane_view.with_held_back(conn, workspace_id, view)  # what the provider lanes hold back, and why
 
 
 def email_campaigns(conn: sqlite3.Connection, workspace_id: int, **query: Any) -> dict[str, Any]:

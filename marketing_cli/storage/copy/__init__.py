@@ -38,8 +38,8 @@ What one workspace's copy holds: each table's rows whose `workspace_id` is that 
 or, for a table without the column, whose parent (a foreign key, followed up) is in it. The
 tables no foreign key ties to a workspace (plans, plan_allowances, addons, sms_rates,
 instance_secrets, phone_zone_sets, whose ids are a hash of their zone list, the same on every
-database, token_cutovers) are the instance's: a target without any workspace takes the source's rows
-(they replace its seeded ones); a target that already holds workspaces keeps its own and only
+database, token_cutovers, mail_domain_lanes: the provider lanes' MX cache) are the instance's:
+a target without any workspace takes the source's rows (they replace its seeded ones); a target that already holds workspaces keeps its own and only
 gains the rows it lacks. Rows with no workspace at all (a job of the instance) go with `--all`
 only. Ids are kept (they are in URLs, webhooks and exports), so a target where one is taken
 refuses the copy.
