@@ -445,7 +445,9 @@ def test_two_servers_and_jobs_run_on_one_database_never_run_a_job_twice(new_db: 
     new_workspace(db)
     conn = connect(db)
     conn.execute("CREATE TABLE job_runs (job_id INTEGER NOT NULL, pid INTEGER NOT NULL, attempt INTEGER NOT NULL)")
-    servers = [Server(db), Server(db)]
+    # One worker thread each (--workers 1): with 4 each, the two servers drained the 300 jobs before
+    # `mkt jobs run`'s process had started. (Several threads of one runner: test_jobs_fairness.py.)
+    servers = [Server(db, "--workers", "1"), Server(db, "--workers", "1")]
     runners: list[subprocess.Popen[str]] = []
     try:
         with transaction(conn):  # all at once, while the three runners are polling
