@@ -3,7 +3,8 @@
 
 One dispatcher (the runner's own thread, on its connection) claims a job whenever one of the
 `workers` threads is free and hands it over; each worker thread runs its jobs on a connection of
-its own (opened at its first job). Every claim of the runner carries its `share`: a job of a
+its own (opened when the thread starts: a thread counts as free only once connected, so no
+lease runs while a connection is being opened). Every claim of the runner carries its `share`: a job of a
 workspace of which this runner already runs `share` jobs is passed over (queue.claim, counted
 from the running leases in the jobs table), so `workers - share` threads are always left to the
 other workspaces. A webhook receiver that holds its job for the whole deadline (10 s), a feed
@@ -21,7 +22,9 @@ work), and a job's lease is kept by a thread of its own already (leases.py). Pro
 add a fork per runner and one more copy of the handlers' caches for what several machines'
 `mkt jobs run` already give. Runners on several machines each keep their own share of their
 own workers (the count is per lease owner), so a fleet of any size keeps room for every
-workspace without knowing its own size.
+workspace without knowing its own size. (One bound for the whole fleet would have to be sized
+to the fleet, which no runner knows: 2 jobs of a workspace across 6 runners of 4 workers would
+leave 22 idle while that workspace's campaign waited.)
 
 Each claim has a lease owner of its own, the runner's followed by `#` and the claim's number:
 a job whose lease lapsed (its thread starved past it) and that this runner claims again is
