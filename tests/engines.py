@@ -350,6 +350,7 @@ POSTGRESQL_SUITES = (
     "tests/platform/test_engines.py",
     "tests/platform/test_cli_database.py",
     "tests/platform/test_jobs.py",
+    "tests/platform/test_jobs_fairness.py",
     "tests/platform/test_cli_jobs.py",
     "tests/platform/test_db.py",
     "tests/platform/test_api_calls.py",

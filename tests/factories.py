@@ -1048,3 +1048,60 @@ def webhook_flow(conn: sqlite3.Connection, workspace_id: int, url: str) -> dict[
     person = contact(conn, workspace_id, "hooked@example.org")
     triggers.enroll_contact(conn, workspace_id, flow["id"], {"contact_id": person["id"]})
     return flow
+
+
+# --- the job runner's fairness across workspaces (issue 40, item 3) -------------------------------
+
+def stalled_webhooks(conn: sqlite3.Connection, url: str, hooks: int) -> int:
+    """A workspace whose flow calls the webhook at `url` for `hooks` contacts, its `hooks` webhook jobs
+    queued (the automations pass run here); the workspace's id."""
+    from marketing_cli import jobs
+    from marketing_cli.services.automations import triggers
+
+    ws = workspace(conn, "Stalled shop")["id"]
+    flow = webhook_flow(conn, ws, url)  # one contact enrolled
+    for i in range(hooks - 1):
+        person = contact(conn, ws, f"hooked{i}@example.org")
+        triggers.enroll_contact(conn, ws, flow["id"], {"contact_id": person["id"]})
+    owner = jobs.new_owner()
+    while (job := jobs.claim(conn, owner, types=["automations.run"])) is not None:
+        jobs.run_job(conn, job, owner)
+    return ws
+
+
+def campaign_and_segment(conn: sqlite3.Connection, recipients: int) -> tuple[int, str, int]:
+    """A workspace with `recipients` subscribed contacts, a ready campaign to all of them (its domain
+    verified) and a segment, counted already (no job queued): (workspace, campaign, segment)."""
+    from marketing_cli.services.account import billing
+    from marketing_cli.storage.db import transaction
+
+    ws = workspace(conn, "Busy shop")["id"]
+    for resource in ("contacts", "monthly_emails", "hourly_emails"):
+        billing.set_allowance(conn, ws, resource, recipients * 4)
+    now = clock.now()
+    with transaction(conn):
+        conn.executemany("INSERT INTO contacts (id, workspace_id, email, status, data, created_at, updated_at)"
+                         " VALUES (?, ?, ?, 'SUBSCRIBED', '{}', ?, ?)",
+                         [(new_id(), ws, f"b{i}@example{i % 10}.org", now, now) for i in range(recipients)])
+    campaign = ready_campaign(conn, ws, html=UNSUBSCRIBE_HTML)
+    vip = tag(conn, ws, "vip")
+    made = segment(conn, ws, "VIPs", {"condition": "AND", "filters": [
+        {"type": "tags", "operator": "contains", "value": [vip]}]})
+    with transaction(conn):
+        conn.execute("UPDATE domains SET verified = 1 WHERE workspace_id = ?", (ws,))
+        conn.execute("DELETE FROM jobs WHERE workspace_id = ?", (ws,))  # the segment's first count
+    return ws, campaign["id"], made["id"]
+
+
+def send_and_count(conn: sqlite3.Connection, workspace_id: int, campaign_id: str, segment_id: int) -> None:
+    """Schedule the campaign NOW and ask for a recount of the segment (jobs for a runner)."""
+    from marketing_cli.services.contacts import segments
+    from marketing_cli.services.email import schedule
+
+    schedule.schedule_campaign(conn, workspace_id, campaign_id, {"schedule_type": "NOW"})
+    segments.refresh_segment(conn, workspace_id, segment_id)
+
+
+def sent_and_counted(conn: sqlite3.Connection, campaign_id: str, segment_id: int) -> bool:
+    return conn.execute("SELECT status FROM campaigns WHERE id = ?", (campaign_id,)).fetchone()[0] == "SENT" and \
+        conn.execute("SELECT counted_at FROM segments WHERE id = ?", (segment_id,)).fetchone()[0] is not None

@@ -70,7 +70,8 @@ ROUTE_MODULES = [
 
 def create_app(db_path: str | os.PathLike[str] | None = None, *, worker: bool = False,
                worker_interval: float = 1.0, lease_seconds: int | None = None,
-               body_timeout: float | None = None) -> Starlette:
+               body_timeout: float | None = None, workers: int | None = None,
+               workspace_share: int | None = None) -> Starlette:
     db = Database(db_path)
     routes = []
     for name in ROUTE_MODULES:
@@ -86,7 +87,8 @@ def create_app(db_path: str | os.PathLike[str] | None = None, *, worker: bool = 
             from marketing_cli.jobs import Worker
 
             services.load_job_handlers()  # the worker claims only the job types it has handlers for
-            job_worker = Worker(db.path, interval=worker_interval, lease_seconds=lease_seconds)
+            job_worker = Worker(db.path, interval=worker_interval, lease_seconds=lease_seconds, workers=workers,
+                                share=workspace_share)
             job_worker.start()
         try:
             yield {"shutting_down": threading.Event()}

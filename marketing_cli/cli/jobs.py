@@ -12,6 +12,15 @@ from marketing_cli.cli.state import state
 
 app = typer.Typer(help=HELP["jobs"], no_args_is_help=True)
 
+# Shared with `mkt serve` (cli/main.py): the worker threads of a runner and one workspace's share of them.
+WorkersOption = Annotated[Optional[int], typer.Option(
+    min=1, max=64, metavar="N", help="Worker threads that run jobs at once, for every workspace together "
+                                     "(default MKT_JOB_WORKERS, else 4).")]
+ShareOption = Annotated[Optional[int], typer.Option(
+    min=1, max=64, metavar="N", help="At most N of the workers run one workspace's jobs at once; the others stay "
+                                     "free for the other workspaces (default MKT_JOB_WORKSPACE_SHARE, else half "
+                                     "the workers).")]
+
 
 @app.command("run")
 def jobs_run(
@@ -25,6 +34,8 @@ def jobs_run(
                           "(a worker of its own, beside other workers on this or other machines).")] = False,
     interval: Annotated[float, typer.Option(
         min=0.1, max=3600, help="With --forever: seconds between two looks at the queue when it is empty.")] = 1.0,
+    workers: WorkersOption = None,
+    workspace_share: ShareOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Run every job that is due once, then exit (for cron), or keep running (--forever). Where mail and SMS go
@@ -37,6 +48,7 @@ def jobs_run(
     from marketing_cli.services.sms import quiet_hours, revocation
 
     pacing.check_environment()  # a bad MKT_SEND_* / MKT_SMS_* value: exit 1 before any job runs
+    jobs.check_environment()  # a bad MKT_JOB_WORKERS / MKT_JOB_WORKSPACE_SHARE: exit 1 here too
     quiet_hours.check_environment()  # an unreadable MKT_SMS_QUIET_HOURS table: exit 1 here, not in every job
     revocation.check_environment()  # an unreadable MKT_SMS_REVOCATION_PHRASES table: exit 1 here too
     from marketing_cli.services.delivery import record
@@ -48,10 +60,12 @@ def jobs_run(
     for line in transport_lines(conn):
         banner.print(line, markup=False, soft_wrap=True)
     lease = lease_seconds or jobs.DEFAULT_LEASE_SECONDS
+    workers = workers or jobs.default_workers()
+    share = min(workspace_share, workers) if workspace_share else jobs.default_share(workers)
     if forever:
-        result = jobs.run_forever(conn, lease_seconds=lease, interval=interval)
+        result = jobs.run_forever(conn, lease_seconds=lease, interval=interval, workers=workers, share=share)
     else:
-        result = jobs.run_due(conn, lease_seconds=lease)
+        result = jobs.run_pass(conn, lease_seconds=lease, workers=workers, share=share)
     emit(result, as_json, lambda r: f"{r['processed']} job(s) processed, {r['failed']} failed.")
 
 

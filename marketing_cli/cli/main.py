@@ -11,6 +11,7 @@ from typing import Annotated, Optional
 import typer
 
 from marketing_cli import __version__
+from marketing_cli.cli.jobs import ShareOption, WorkersOption
 from marketing_cli.cli.output import JsonOption, MktGroup, emit
 from marketing_cli.cli.registry import SUBCOMMANDS
 from marketing_cli.cli.state import state
@@ -136,7 +137,10 @@ def serve(
                                                   help="Folder for .eml files when no SMTP server is set.")] = None,
     geoip: Annotated[Optional[str], typer.Option("--geoip", envvar="MKT_GEOIP", metavar="PATH",
                                                  help="A MaxMind .mmdb country database for click countries.")] = None,
-    worker_interval: Annotated[float, typer.Option(help="Seconds between job worker passes.")] = 1.0,
+    worker_interval: Annotated[float, typer.Option(help="Seconds between two looks at the job queue when it is "
+                                                        "empty.")] = 1.0,
+    workers: WorkersOption = None,
+    workspace_share: ShareOption = None,
     lease_seconds: Annotated[int, typer.Option(
         min=1, help="How long a job claimed by the worker is held without renewal before another worker may "
                     "take it over (renewed every third of it while this process lives).")] = 30,
@@ -153,11 +157,13 @@ def serve(
     """Serve the /v1 HTTP API (and run the background job worker) until SIGINT or SIGTERM."""
     import os
 
+    from marketing_cli import jobs
     from marketing_cli.cli.serve import run_server
     from marketing_cli.kernel import pacing
     from marketing_cli.services.sms import quiet_hours, revocation
 
     pacing.check_environment()  # a bad MKT_SEND_* / MKT_SMS_* value: exit 1 before serving
+    jobs.check_environment()  # a bad MKT_JOB_WORKERS / MKT_JOB_WORKSPACE_SHARE: exit 1 here too
     quiet_hours.check_environment()  # an unreadable MKT_SMS_QUIET_HOURS table: exit 1 here, not in every job
     revocation.check_environment()  # an unreadable MKT_SMS_REVOCATION_PHRASES table: exit 1 here too
     from marketing_cli.services.delivery import record
@@ -168,7 +174,7 @@ def serve(
     run_server(state(ctx).db_path, host=host, port=port, smtp_url=smtp_url, outbox=outbox,
                worker_interval=worker_interval, lease_seconds=lease_seconds, bootstrap=bootstrap,
                max_connections=max_connections, header_timeout=header_timeout, body_timeout=body_timeout,
-               shutdown_timeout=shutdown_timeout)
+               shutdown_timeout=shutdown_timeout, workers=workers, workspace_share=workspace_share)
 
 
 def run() -> None:

@@ -104,7 +104,8 @@ def _banner(db_path: Path, base_url: str, bootstrap: bool) -> None:
 
 def run_server(db_path: Path, *, host: str, port: int, smtp_url: str | None, outbox: str | None,
                worker_interval: float, bootstrap: bool, max_connections: int, header_timeout: float,
-               body_timeout: float, shutdown_timeout: float, lease_seconds: int = 30) -> None:
+               body_timeout: float, shutdown_timeout: float, lease_seconds: int = 30, workers: int | None = None,
+               workspace_share: int | None = None) -> None:
     import uvicorn
 
     from marketing_cli.api.app import create_app
@@ -124,7 +125,7 @@ def run_server(db_path: Path, *, host: str, port: int, smtp_url: str | None, out
     # Leave room for the database, the worker and the log beside the connections.
     max_connections = min(max_connections, raise_open_file_limit() - 64)
     app = create_app(db_path, worker=True, worker_interval=worker_interval, lease_seconds=lease_seconds,
-                     body_timeout=body_timeout)
+                     body_timeout=body_timeout, workers=workers, workspace_share=workspace_share)
     console.print(f"mkt serving {db_path} on http://{host}:{port}/v1 (Ctrl+C to stop)")
     console.print(f"dashboard: http://{host}:{port}/ (sign in with an API key)")
     print_transports(db_path)

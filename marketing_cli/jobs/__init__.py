@@ -7,8 +7,10 @@
                    lease expired (the worker died): claimable again
 
 A claim takes a lease (`lease_owner`, `lease_expires_at`) inside one BEGIN IMMEDIATE
-transaction, so two workers (serve's thread and a `mkt jobs run` from cron) never run
-the same job at once. A worker that dies leaves its lease to expire; the job then runs
+transaction, so two workers (serve's threads and a `mkt jobs run` from cron) never run
+the same job at once. A runner (serve's worker, `mkt jobs run`) runs jobs on several threads
+(MKT_JOB_WORKERS, 4 by default), each workspace on at most its share of them (half), so one
+workspace's slow jobs never hold up another's (pool.py). A worker that dies leaves its lease to expire; the job then runs
 again, which is why every handler must be idempotent. `dedupe_key` keeps at most one
 queued job per key (a second enqueue returns the queued one).
 
@@ -49,13 +51,15 @@ every service that calls it:
     registry.py   handlers, gave-up hooks and schedulers, registered by service modules
     queue.py      the jobs table: enqueue, claim, complete, fail, renew, list, prune
     context.py    the job a thread runs (Run, current_run, heartbeat) and send_workers
-    runner.py     run_job, run_due, run_forever and serve's Worker thread
+    runner.py     run_job, run_due, run_pass, run_forever and serve's Worker thread
+    pool.py       a runner's worker threads and its dispatcher, fair across workspaces
     leases.py     the thread that renews a lease while its work runs (jobs and the import lock)
 """
 
 from __future__ import annotations
 
 from marketing_cli.jobs.context import HELPERS_FROM, WORKERS_ENV, Run, current_run, heartbeat, send_workers
+from marketing_cli.jobs.pool import JOB_WORKERS_ENV, SHARE_ENV, check_environment, default_share, default_workers
 from marketing_cli.jobs.queue import (
     DEFAULT_LEASE_SECONDS,
     KEEP_DONE,
@@ -87,12 +91,13 @@ from marketing_cli.jobs.registry import (
     load_modules,
     scheduler,
 )
-from marketing_cli.jobs.runner import Worker, run_due, run_forever, run_job, run_schedulers
+from marketing_cli.jobs.runner import Worker, run_due, run_forever, run_job, run_pass, run_schedulers
 
 __all__ = [
-    "DEFAULT_LEASE_SECONDS", "HELPERS_FROM", "KEEP_DONE", "KEEP_FAILED", "LEASE_ENV", "MAX_BACKOFF_SECONDS",
-    "SCHEDULE_INTERVAL", "STATUSES", "WORKERS_ENV", "GaveUp", "Handler", "Run", "Worker", "_gave_up", "_handlers",
-    "backoff_seconds", "claim", "complete", "current_run", "drop_queued", "enqueue", "fail", "gave_up", "handler",
-    "heartbeat", "job_view", "list_jobs", "load_handlers", "load_modules", "new_owner", "prune_jobs", "renew_lease",
-    "run_due", "run_forever", "run_job", "run_schedulers", "scheduler", "send_workers",
+    "DEFAULT_LEASE_SECONDS", "HELPERS_FROM", "JOB_WORKERS_ENV", "KEEP_DONE", "KEEP_FAILED", "LEASE_ENV",
+    "MAX_BACKOFF_SECONDS", "SCHEDULE_INTERVAL", "SHARE_ENV", "STATUSES", "WORKERS_ENV", "GaveUp", "Handler", "Run",
+    "Worker", "_gave_up", "_handlers", "backoff_seconds", "check_environment", "claim", "complete", "current_run",
+    "default_share", "default_workers", "drop_queued", "enqueue", "fail", "gave_up", "handler", "heartbeat",
+    "job_view", "list_jobs", "load_handlers", "load_modules", "new_owner", "prune_jobs", "renew_lease", "run_due",
+    "run_forever", "run_job", "run_pass", "run_schedulers", "scheduler", "send_workers",
 ]

@@ -1,7 +1,7 @@
 """The queue itself: the `jobs` table's rows and every statement that moves one between states.
 
 enqueue (joins the caller's transaction), claim (takes a lease in one BEGIN IMMEDIATE
-transaction), complete and fail (only while this owner holds the lease), renew_lease,
+transaction, one statement, within a runner's share of its workers per workspace), complete and fail (only while this owner holds the lease), renew_lease,
 drop_queued, list_jobs and prune_jobs (the scheduler that keeps done jobs 7 days and failed
 ones 30). The package's docstring (jobs/__init__.py) draws the states.
 """
@@ -116,12 +116,25 @@ def drop_queued(conn: sqlite3.Connection, member: str, value: Any, *, keep: tupl
 
 
 def claim(conn: sqlite3.Connection, owner: str, lease_seconds: int = DEFAULT_LEASE_SECONDS,
-          types: list[str] | None = None) -> sqlite3.Row | None:
+          types: list[str] | None = None, *, share: int | None = None,
+          runner: str | None = None) -> sqlite3.Row | None:
     """Lease the next due job (or one whose lease expired) of the given types (default: the
-    types this process has a handler for); None when nothing is due."""
+    types this process has a handler for); None when nothing is due.
+
+    `share` (a runner of several workers, pool.py): a job of a workspace of which the runner
+    already runs `share` jobs is passed over, so one workspace's slow jobs never hold all of a
+    runner's workers; the count is read from the jobs table (the running leases whose owner
+    begins with `runner`, default `owner`) in the statement that takes the lease. Jobs of no
+    workspace are not counted."""
     types = sorted(load_handlers()) if types is None else types
     now = clock.utcnow()
     stamp = clock.format_ts(now)
+    bounded, bound = "", ()
+    if share is not None:
+        runner = runner or owner
+        bounded = (" AND (j.workspace_id IS NULL OR (SELECT count(*) FROM jobs r WHERE r.status = 'running'"
+                   " AND substr(r.lease_owner, 1, ?) = ? AND r.workspace_id = j.workspace_id) < ?)")
+        bound = (len(runner), runner, share)
     with transaction(conn):
         # A worker died holding the lease of the job's last allowed attempt: give up on it.
         for dead in conn.execute(
@@ -132,20 +145,18 @@ def claim(conn: sqlite3.Connection, owner: str, lease_seconds: int = DEFAULT_LEA
             (stamp, stamp, stamp),
         ).fetchall():
             _call_gave_up(conn, dead, dead["last_error"])
-        row = conn.execute(
-            "SELECT id FROM jobs WHERE ((status = 'queued' AND run_at <= ?)"
-            " OR (status = 'running' AND lease_expires_at < ?))"
-            " AND type IN (SELECT value FROM json_each(?)) ORDER BY run_at, id LIMIT 1",
-            (stamp, stamp, json.dumps(types)),
-        ).fetchone()
-        if row is None:
-            return None
-        conn.execute(
+        # One statement picks the oldest due job (within the share) and leases it. (fetchall: the
+        # statement is stepped to its end before the COMMIT.)
+        rows = conn.execute(
             "UPDATE jobs SET status = 'running', lease_owner = ?, lease_expires_at = ?, attempts = attempts + 1,"
-            " updated_at = ? WHERE id = ?",
-            (owner, clock.format_ts(now + timedelta(seconds=lease_seconds)), stamp, row["id"]),
-        )
-        return conn.execute("SELECT * FROM jobs WHERE id = ?", (row["id"],)).fetchone()
+            " updated_at = ? WHERE id = (SELECT j.id FROM jobs j WHERE ((j.status = 'queued' AND j.run_at <= ?)"
+            " OR (j.status = 'running' AND j.lease_expires_at < ?))"
+            " AND j.type IN (SELECT value FROM json_each(?))" + bounded + " ORDER BY j.run_at, j.id LIMIT 1)"
+            " RETURNING *",
+            (owner, clock.format_ts(now + timedelta(seconds=lease_seconds)), stamp, stamp, stamp,
+             json.dumps(types), *bound),
+        ).fetchall()
+        return rows[0] if rows else None
 
 
 def complete(conn: sqlite3.Connection, job_id: int, owner: str) -> bool:
@@ -241,9 +252,6 @@ def prune_jobs(conn: sqlite3.Connection, now: datetime | None = None) -> int:
             " OR (status = 'failed' AND finished_at < ?))",
             (clock.format_ts(now - KEEP_DONE), clock.format_ts(now - KEEP_FAILED)),
         ).rowcount
-
-
-scheduler(prune_jobs)
 
 
 scheduler(prune_jobs)

@@ -1,6 +1,7 @@
 """Running jobs: one claimed job with its lease kept alive (`run_job`), a pass over what is
-due (`run_due`), `mkt jobs run --forever` (`run_forever`) and the worker thread of `mkt serve`
-(`Worker`).
+due on this thread (`run_due`: tests and direct calls), `mkt jobs run` (`run_pass`), `mkt jobs
+run --forever` (`run_forever`) and the worker thread of `mkt serve` (`Worker`); the last three
+on several worker threads, fair across workspaces (pool.py).
 
 A job's failure is recorded, not raised: an MktError with a 4xx status fails it at once (the
 input is wrong), anything else is retried with backoff (queue.fail). While a handler runs, a
@@ -16,11 +17,13 @@ import os
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from datetime import timedelta
 
 from marketing_cli.errors import MktError
 from marketing_cli.jobs.context import Run, _current, _run
 from marketing_cli.jobs.leases import Renewer
+from marketing_cli.jobs.pool import Pool, default_share, default_workers, log_pass_failure
 from marketing_cli.jobs.queue import (
     DEFAULT_LEASE_SECONDS,
     SCHEDULE_INTERVAL,
@@ -32,7 +35,7 @@ from marketing_cli.jobs.queue import (
 )
 from marketing_cli.jobs.registry import _schedulers, load_handlers
 from marketing_cli.kernel import clock
-from marketing_cli.storage.db import RETIRED, connect, storage_error
+from marketing_cli.storage.db import connect
 
 log = logging.getLogger("mkt.jobs")
 
@@ -113,70 +116,79 @@ def run_due(conn: sqlite3.Connection, owner: str | None = None, *, limit: int | 
     return {"processed": processed, "failed": failed}
 
 
+def _schedule_every(conn: sqlite3.Connection, seconds: float) -> Callable[[], bool]:
+    """A callable that runs the schedulers when `seconds` have passed since it last did (at once the first time)."""
+    last = [float("-inf")]
+
+    def schedule() -> bool:
+        if time.monotonic() - last[0] < seconds:
+            return False
+        last[0] = time.monotonic()
+        run_schedulers(conn)
+        return True
+
+    return schedule
+
+
+def run_pass(conn: sqlite3.Connection, owner: str | None = None, *, workers: int | None = None,
+             share: int | None = None, lease_seconds: int = DEFAULT_LEASE_SECONDS,
+             schedule: bool = True) -> dict[str, int]:
+    """`mkt jobs run`: every job due now and every job that becomes due meanwhile, on `workers`
+    threads (default MKT_JOB_WORKERS, else 4), each workspace on at most `share` of them (pool.py);
+    returns {"processed": n, "failed": m} once nothing is due and nothing runs."""
+    workers = workers or default_workers()
+    runner = Pool(conn, owner or new_owner(), workers=workers, share=share or default_share(workers),
+                  lease_seconds=lease_seconds, run_job=run_job)
+    ran = [not schedule]
+
+    def once() -> bool:
+        if not ran[0]:
+            ran[0] = True
+            run_schedulers(conn)
+        return False
+
+    return runner.run(threading.Event(), forever=False, interval=0.05, schedule=once)
+
+
 def run_forever(conn: sqlite3.Connection, owner: str | None = None, *, lease_seconds: int = DEFAULT_LEASE_SECONDS,
                 interval: float = 1.0, schedule_interval: float = SCHEDULE_INTERVAL,
-                stop: threading.Event | None = None) -> dict[str, int]:
-    """`mkt jobs run --forever`: run due jobs, wait `interval` s when none is due, again, until
-    `stop` is set or SIGTERM / SIGINT arrives (the job running then finishes first); returns
-    the totals. Schedulers run at most every `schedule_interval` s."""
+                stop: threading.Event | None = None, workers: int | None = None,
+                share: int | None = None) -> dict[str, int]:
+    """`mkt jobs run --forever` (and serve's Worker): run due jobs on `workers` threads, each
+    workspace on at most `share` of them (pool.py), looking at the queue every `interval` s when
+    nothing is due, until `stop` is set or SIGTERM / SIGINT arrives (the jobs running then finish
+    first); returns the totals. Schedulers run at most every `schedule_interval` s."""
     import signal
 
     owner = owner or new_owner()
     stop = stop or threading.Event()
+    workers = workers or default_workers()
     previous = {}
     if threading.current_thread() is threading.main_thread():
         for signum in (signal.SIGTERM, signal.SIGINT):
             previous[signum] = signal.signal(signum, lambda *_: stop.set())
-    totals = {"processed": 0, "failed": 0}
-    last_schedule = float("-inf")
+    runner = Pool(conn, owner, workers=workers, share=share or default_share(workers), lease_seconds=lease_seconds,
+                  run_job=run_job)
     try:
-        while not stop.is_set():
-            schedule = time.monotonic() - last_schedule >= schedule_interval
-            if schedule:
-                last_schedule = time.monotonic()
-            try:
-                result = run_due(conn, owner, limit=100, lease_seconds=lease_seconds, schedule=schedule, stop=stop)
-            except Exception as exc:  # noqa: BLE001 - keep the worker alive; the error is logged
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                if _log_pass_failure(exc):
-                    break
-                result = {"processed": 0, "failed": 0}
-            totals["processed"] += result["processed"]
-            totals["failed"] += result["failed"]
-            if not result["processed"]:
-                stop.wait(interval)
+        return runner.run(stop, forever=True, interval=interval, schedule=_schedule_every(conn, schedule_interval))
     finally:
         for signum, handler_ in previous.items():
             signal.signal(signum, handler_)
-    return totals
-
-
-def _log_pass_failure(exc: Exception) -> bool:
-    """Log a failed pass; True when the worker should stop. A storage fault (a database turned
-    read-only under a running server, a full disk) is one line per pass, not a traceback: the
-    code is not at fault. A database `mkt db copy --retire-source` retired stops the worker
-    (logged once): its jobs belong to the database that took over. Anything else is a bug."""
-    mapped = storage_error(exc) if isinstance(exc, sqlite3.DatabaseError) else None
-    if mapped is None:
-        log.exception("job worker pass failed")
-        return False
-    if RETIRED in mapped.message:
-        log.error("job worker stopped: %s", mapped.message)
-        return True
-    log.error("job worker pass failed: %s", mapped.message)
-    return False
 
 
 class Worker:
-    """The background worker of `mkt serve`: a thread that runs due jobs every `interval` s."""
+    """The background worker of `mkt serve`: a thread that runs `run_forever` on a connection of
+    its own, with `workers` threads for the jobs (default MKT_JOB_WORKERS, else 4)."""
 
     def __init__(self, db_path: str | os.PathLike[str], interval: float = 1.0,
-                 schedule_interval: float = SCHEDULE_INTERVAL, lease_seconds: int | None = None) -> None:
+                 schedule_interval: float = SCHEDULE_INTERVAL, lease_seconds: int | None = None,
+                 workers: int | None = None, share: int | None = None) -> None:
         self.db_path = db_path
         self.lease_seconds = lease_seconds or DEFAULT_LEASE_SECONDS
         self.interval = interval
         self.schedule_interval = schedule_interval
+        self.workers = workers or default_workers()
+        self.share = share or default_share(self.workers)
         self.owner = new_owner()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="mkt-worker", daemon=True)
@@ -190,18 +202,17 @@ class Worker:
 
     def _loop(self) -> None:
         conn = connect(self.db_path, upgrade=False)
-        last_schedule = float("-inf")
         try:
             while not self._stop.is_set():
                 try:
-                    schedule = time.monotonic() - last_schedule >= self.schedule_interval
-                    if schedule:
-                        last_schedule = time.monotonic()
-                    run_due(conn, self.owner, limit=100, lease_seconds=self.lease_seconds, schedule=schedule,
-                            stop=self._stop)
+                    run_forever(conn, self.owner, lease_seconds=self.lease_seconds, interval=self.interval,
+                                schedule_interval=self.schedule_interval, stop=self._stop, workers=self.workers,
+                                share=self.share)
                 except Exception as exc:  # noqa: BLE001 - keep the worker alive; the error is logged
-                    if _log_pass_failure(exc):
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    if log_pass_failure(exc):
                         break
-                self._stop.wait(self.interval)
+                    self._stop.wait(self.interval)
         finally:
             conn.close()

@@ -117,7 +117,8 @@ def test_the_checker_catches_a_wrong_command() -> None:
     assert _check(["jobs", "run", "--lease-seconds", "30"]) is None
     assert _check(["--db", "x.db", "db", "status"]) is None
     assert _check(["jobs", "work"]) is not None
-    assert _check(["serve", "--workers", "4"]) is not None
+    assert _check(["serve", "--threads", "4"]) is not None  # (--workers is real: the job worker threads)
+    assert _check(["serve", "--workers", "4"]) is None
     assert _check(["db"]) is not None
 
 

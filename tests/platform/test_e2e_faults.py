@@ -285,8 +285,9 @@ def test_sigkill_of_jobs_run_mid_segment_count_then_restart(world_copy: Path) ->
     wait_for(lambda: one(db, "SELECT COUNT(*) FROM jobs WHERE type = 'segment.count' AND status = 'running'"),
              30, "a count to start")
     kill(runner)
+    # (The runner's workers run up to 2 counts of one workspace at once: its share of 4 workers.)
     killed = read(db, "SELECT id, attempts FROM jobs WHERE status = 'running'")
-    assert len(killed) == 1 and killed[0][1] == 1, "the kill must land mid-count"
+    assert 1 <= len(killed) <= 2 and {k[1] for k in killed} == {1}, "the kill must land mid-count"
     integrity_ok(db)
     time.sleep(2.2)  # the dead runner's lease (2 s) runs out
     restarted = subprocess.run([sys.executable, "-m", "marketing_cli", "--db", str(db), "jobs", "run", "--json"],
@@ -294,7 +295,7 @@ def test_sigkill_of_jobs_run_mid_segment_count_then_restart(world_copy: Path) ->
     assert restarted.returncode == 0, restarted.stderr
     statuses = read(db, "SELECT status, COUNT(*) FROM jobs WHERE type = 'segment.count' GROUP BY status")
     assert statuses == [("done", 3)]
-    assert one(db, "SELECT attempts FROM jobs WHERE id = ?", (killed[0][0],)) == 2
+    assert [one(db, "SELECT attempts FROM jobs WHERE id = ?", (k[0],)) for k in killed] == [2] * len(killed)
     counts = read(db, f"SELECT contact_count FROM segments WHERE id IN ({', '.join('?' * 3)})", tuple(segments))
     assert counts == [(WORLD_CONTACTS,)] * 3
     integrity_ok(db)
@@ -444,7 +445,9 @@ def test_two_servers_and_jobs_run_on_one_database_never_run_a_job_twice(new_db: 
     new_workspace(db)
     conn = connect(db)
     conn.execute("CREATE TABLE job_runs (job_id INTEGER NOT NULL, pid INTEGER NOT NULL, attempt INTEGER NOT NULL)")
-    servers = [Server(db), Server(db)]
+    # One worker thread each (--workers 1): with 4 each, the two servers drained the 300 jobs before
+    # `mkt jobs run`'s process had started. (Several threads of one runner: test_jobs_fairness.py.)
+    servers = [Server(db, "--workers", "1"), Server(db, "--workers", "1")]
     runners: list[subprocess.Popen[str]] = []
     try:
         with transaction(conn):  # all at once, while the three runners are polling

@@ -229,15 +229,21 @@ _clients_lock = threading.Lock()  # two hand-offs of one process (threads) make 
 
 
 def _client(concurrency: int) -> Any:
-    """One pooled httpx client per process (and pool size), kept for the process's life."""
+    """One pooled httpx client per process (and pool size), kept for the process's life.
+
+    Its pool has no cap of its own: each hand-off sends on at most `concurrency` threads, and a
+    runner runs several hand-offs at once (jobs/pool.py: two campaigns, a send and its helper, a
+    confirmation beside them). A cap of `concurrency` made their requests queue for connections,
+    and httpcore's pool can close a connection it has already given to a queued request
+    (encode/httpcore#1110): the request was on its way, its answer lost (`ReadError: Bad file
+    descriptor`), so it was retried and the recipient texted twice (recorded uncertain)."""
     import httpx
 
     with _clients_lock:
         client = _clients.get(concurrency)
         if client is None:
             client = httpx.Client(timeout=httpx.Timeout(30.0, connect=10.0),
-                                  limits=httpx.Limits(max_connections=concurrency,
-                                                      max_keepalive_connections=concurrency))
+                                  limits=httpx.Limits(max_connections=None, max_keepalive_connections=None))
             _clients[concurrency] = client
     return client
 
