@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from marketing_cli.services.delivery import transport_settings
-from marketing_cli.services.email import stats
+from marketing_cli.services.estimates import views
 from tests import factories
 from tests.smtp_server import SmtpServer
 
@@ -41,7 +41,7 @@ def test_statistics_and_progress_name_outbox_deliveries(client: Any, auth: dict,
     factories.send_now(conn, workspace["id"], made["id"])
     outbox = {"delivered": 1, "path": str(tmp_path / "outbox")}
     data = client.get(f"/v1/campaigns/{made['id']}/statistics", headers=auth).json()["data"]
-    assert data["outbox"] == outbox and data == stats.get_campaign_statistics(conn, workspace["id"], made["id"])
+    assert data["outbox"] == outbox and data == views.email_statistics(conn, workspace["id"], made["id"])
     assert client.get(f"/v1/campaigns/{made['id']}", headers=auth).json()["data"]["progress"]["outbox"] == outbox
 
 
