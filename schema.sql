@@ -1483,3 +1483,10 @@ CREATE TABLE token_cutovers (
 );
 INSERT INTO token_cutovers (kind, last_id, at)
     SELECT 'm', COALESCE(MAX(id), 0), strftime('%Y-%m-%dT%H:%M:%fZ', 'now') FROM email_messages;
+
+-- version: 34
+-- Field values of any length in the per-field indexes contacts_field_<id>. PostgreSQL's btree
+-- refuses an entry over 2704 bytes, so there a text-valued field's index holds the value's
+-- first 256 characters and a comparison rechecks the whole value (schema.postgresql.sql step
+-- 34, marketing_cli/storage/field_sql.py). SQLite's index entries have no such limit: its
+-- indexes hold the whole value and stay as they are (nothing to run here).
