@@ -75,6 +75,10 @@ REFUSALS: dict[str, str] = {
     r"This field is immutable and cannot be deleted\.": "the built-in email_address field",
     # The workspace's own definitions and settings.
     r"We were unable to find a field with the merge_tag .*": "fields are keyed by the workspace's merge tags",
+    r"We couldn't find a PhoneNumber field in your workspace\. .*|Phone field not found in workspace configuration\.": (
+        "the phone field, which a DELETE of the run may have removed"),
+    r"Event properties can be at most 16 KB .*": "the properties' size as serialized JSON, which no schema counts",
+    r"The file has no email_address column .*": "the CSV file's header names the workspace's fields",
     r"Validation error": "fields: uniqueness, the merge tag's format, dropdown options (the spec's one message)",
     r"Your plan does not support conversion tracking\. Please upgrade to enable this feature\.": "the plan",
     r"Email address is required for upsert operation\.": "unless the workspace allows contacts without email",

@@ -121,9 +121,10 @@ def update_segment(conn: sqlite3.Connection, workspace_id: int, segment_id: Any,
     body = require_object(body, INVALID_BODY)
     with transaction(conn):
         row = _row(conn, workspace_id, segment_id)
-        name = _check_name(body.get("name")) if "name" in body else row["name"]
-        filters = filters_json(validate_filters(conn, workspace_id, body.get("filters"))) if "filters" in body \
-            else row["filters"]
+        # A member left out or null (docs/api.md: an optional member sent as null is left out) is kept.
+        name = _check_name(body["name"]) if body.get("name") is not None else row["name"]
+        filters = filters_json(validate_filters(conn, workspace_id, body["filters"])) \
+            if body.get("filters") is not None else row["filters"]
         conn.execute("UPDATE segments SET name = ?, filters = ?, updated_at = ? WHERE id = ?",
                      (name, filters, clock.now(), row["id"]))
         if filters != row["filters"]:
