@@ -168,12 +168,20 @@ def test_the_index_holds_a_prefix_on_postgresql(conn, workspace, engine) -> None
         return
     key = f"mkt_field_text(data_doc, '{field['id']}'::text)"
     assert f'"left"({key}, {field_sql.PREFIX}) COLLATE "C"' in definition
+    conn.execute("INSERT INTO contacts (id, workspace_id, email, status, data, created_at, updated_at)"
+                 " SELECT lpad(to_hex(g), 24, '0'), ?, 'p' || g || '@example.com', 'SUBSCRIBED',"
+                 " json_build_object(?::text, 'town ' || g)::text, 'x', 'x' FROM generate_series(1, 5000) g",
+                 (workspace["id"], str(field["id"])))
+    conn.execute("ANALYZE contacts")
     conn.execute("SET enable_seqscan = off")
-    for value in ("Paris", noise(10_000)):
-        sql, params = field_sql.compare(conn, field["id"], "TEXT", "=", value)
+    long = noise(10_000)
+    conditions = [field_sql.compare(conn, field["id"], "TEXT", op, value) for op in ("=", ">", "<=")
+                  for value in ("Paris", long)]
+    conditions += [field_sql.is_in(conn, field["id"], "TEXT", values) for values in (["Paris", "Lyon"], [long, "x"])]
+    for sql, params in conditions:
         plan = "\n".join(r[0] for r in conn.execute(
             f"EXPLAIN SELECT id FROM contacts WHERE workspace_id = ? AND {sql}", (workspace["id"], *params)))
-        assert field_sql.index_name(field["id"]) in plan, plan
+        assert f"Index Cond: ((workspace_id = " in plan and field_sql.index_name(field["id"]) in plan, plan
 
 
 @pytest.mark.parametrize("size", [2048, *SIZES.values()], ids=["2048B", *SIZES.keys()])
