@@ -128,6 +128,14 @@ def test_refused_over_the_limits_alike_on_both_engines(client, auth, size) -> No
     assert error_of(client.post("/v1/fields", headers=auth, json={"label": text, "merge_tag": "x_y",
                                                                   "type": "TEXT"}))[0] == 400
     assert error_of(upsert(client, auth, f"{text}@example.com", {}))[0] == 400
+    # Names the specification bounds (not indexed, but stored: the same answer on both engines).
+    for path, body in (("/v1/campaigns", {"name": text}), ("/v1/sms-campaigns", {"name": text}),
+                       ("/v1/templates", {"name": text, "type": "code", "import_format": "html",
+                                          "content_base64": base64.b64encode(b"<p>x</p>").decode()}),
+                       ("/v1/segments", {"name": text, "filters": {"condition": "AND", "filters": [
+                           {"type": "open_rate", "operator": "gt", "value": 1}]}})):
+        status, message = error_of(client.post(path, headers=auth, json=body))
+        assert status == 400 and ("255 characters" in message or "64 characters" in message), (path, message)
     assert client.get("/v1/tags", headers=auth).json()["data"] == []
 
 
@@ -181,7 +189,7 @@ def test_the_index_holds_a_prefix_on_postgresql(conn, workspace, engine) -> None
     for sql, params in conditions:
         plan = "\n".join(r[0] for r in conn.execute(
             f"EXPLAIN SELECT id FROM contacts WHERE workspace_id = ? AND {sql}", (workspace["id"], *params)))
-        assert f"Index Cond: ((workspace_id = " in plan and field_sql.index_name(field["id"]) in plan, plan
+        assert "Index Cond: ((workspace_id = " in plan and field_sql.index_name(field["id"]) in plan, plan
 
 
 @pytest.mark.parametrize("size", [2048, *SIZES.values()], ids=["2048B", *SIZES.keys()])
