@@ -332,5 +332,9 @@ def test_stateful_create_then_use(served: dict[str, Any], tmp_path: Path) -> Non
     CreateThenUse.run(settings=settings(max_examples=STATEFUL_EXAMPLES, stateful_step_count=6, deadline=DEADLINE_MS,
                                         derandomize=DERANDOMIZE, database=None,
                                         suppress_health_check=list(HealthCheck)))
-    # The links were followed: a resource made in a step was used with the id it was given.
-    assert created and followed, created
+    # The links were followed: a resource made in a step was used with the id it was given. The
+    # derandomized run (the default, CI's) does follow them; a random one (MKT_FUZZ_RANDOM) draws
+    # its own sequences, and in about one run in seven none of its 25 follows a link: there the
+    # run's checks of every answer stand without this one.
+    assert created, created
+    assert followed or not DERANDOMIZE, created
