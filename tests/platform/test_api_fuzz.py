@@ -121,6 +121,9 @@ REFUSALS: dict[str, str] = {
                                                                                    " holds U+0000 (PostgreSQL's cannot)",
     r"We were unable to decode the base64 content\.": "content_base64 is base64 (the specification's"
                                                       " message, not a schema pattern)",
+    # What the base64 content decodes to: a file's text, which no schema reads.
+    r"The template HTML (is empty|must be UTF-8 text)\.": "the decoded file: blank, or not UTF-8",
+    r"The (content is not a valid ZIP archive|ZIP archive .*)\.": "the decoded file: a ZIP archive and its members",
     # Rules across members (one of two, one required when another has a value): the
     # specification's own messages, for a request whose members are each valid.
     r"Email address or phone number is required\. .*": "exactly one of email_address and phone_number",

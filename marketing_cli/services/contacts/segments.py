@@ -40,6 +40,7 @@ NOT_FOUND = "We were unable to find the segment."
 COUNT_JOB = "segment.count"
 STALE_AFTER = timedelta(minutes=15)
 MAX_PAGE_SIZE = 250
+MAX_PAGE = 1_000_000_000  # as contact search's: the offset of any page fits 64 bits
 
 
 def count_key(segment_id: int) -> str:
@@ -214,7 +215,7 @@ def segment_members(conn: sqlite3.Connection, workspace_id: int, segment_id: Any
 
     Contacts have the search result shape (POST /v1/contacts/search), as does pagination.
     """
-    page = _page_number(page, "page", 1, None)
+    page = _page_number(page, "page", 1, MAX_PAGE)
     limit = _page_number(limit, "limit", 1, MAX_PAGE_SIZE)
     row = _row(conn, workspace_id, segment_id)
     filters = json.loads(row["filters"])
