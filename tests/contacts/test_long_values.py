@@ -14,7 +14,7 @@ The columns, and where the sweep reaches them:
                            BOOLEAN ones are numbers): upsert, read, search, segments (on PostgreSQL
                            the index holds a prefix and comparisons recheck: storage/field_sql.py)
   contacts_email           email_address: refused, no address is that long
-  tags (workspace, name)   POST /v1/tags: refused over the length the specification gives
+  tags (workspace, name)   POST /v1/tags: refused over 100 characters (services/contacts/tags.py)
   fields label, merge_tag  POST /v1/fields: refused over the specification's lengths
   template_assets path     a ZIP template's member paths: refused over 1024 bytes
   email_links url          a link of a campaign's HTML: over 2048 bytes it goes out untracked
