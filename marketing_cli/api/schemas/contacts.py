@@ -29,6 +29,9 @@ from marketing_cli.services.contacts import batches, consent_export, consents, e
 from marketing_cli.services.contacts import records as contacts
 from marketing_cli.services.contacts import search as contact_search
 
+# A row id to page after: 0 or more, and below 2**63 as the services check (every id fits 64 bits).
+AFTER_ID = {"type": "integer", "minimum": 0, "maximum": 2**63 - 1}
+
 
 def _event_properties(level: int = 1) -> dict[str, Any]:
     """Part 8 of the specification (services/contacts/events.check_properties) as a schema: at
@@ -88,7 +91,7 @@ CONSENT = obj(CONSENT_ROW, consent_export.ROW_COLUMNS)
 CONSENT_EXPORT = obj({**CONSENT_ROW, "email_address": _NULLABLE_TEXT, "phone_number": _NULLABLE_TEXT},
                      consent_export.EXPORT_COLUMNS)
 CONSENT_PAGE = {"limit": OR_EMPTY({"type": "integer", "minimum": 1, "maximum": consent_export.MAX_LIMIT}),
-                "after_id": OR_EMPTY({"type": "integer", "minimum": 0})}
+                "after_id": OR_EMPTY(AFTER_ID)}
 _MOMENT = {"anyOf": [{"type": "string", "format": "date"}, {"type": "string", "format": "date-time"}],
            "description": "A date (YYYY-MM-DD, midnight UTC) or an RFC 3339 timestamp."}
 
@@ -196,7 +199,7 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                              "data": ANY},
     ("GET", "/v1/events"): {"summary": "The automation event log", "envelope": "B",
                             "query": {"limit": OR_EMPTY({"type": "integer", "minimum": 1, "maximum": events.MAX_LOG_LIMIT}),
-                                      "after_id": OR_EMPTY({"type": "integer", "minimum": 0}),
+                                      "after_id": OR_EMPTY(AFTER_ID),
                                       "type": {"type": "string", "enum": ["", *events.EVENT_TYPES]},
                                       "contact_id": {"type": "string", "pattern": f"^({HEX24_PATTERN})?$"}},
                             "data": ANY},
