@@ -88,6 +88,8 @@ REFUSALS: dict[str, str] = {
     # A flow document's rules across its members (docs/automations.md): what JSON Schema
     # cannot say without naming the document's own step ids.
     r"The member 'cooldown' is only for reentry 'cooldown'\.": "cooldown goes with reentry 'cooldown'",
+    r"The step id '.*' is used twice \(steps\[\d+\] and steps\[\d+\]\)\.": "step ids are unique (JSON Schema's"
+                                                                             " uniqueItems compares whole items)",
     r"The member '.*' names '.*', which is no step\.": "a step reference names one of the flow's steps",
     r"The duration '.*' must be more than 0 and at most 366 days\.": "the units' sum (days, hours, ...)",
     r"The member '.*' must be an object such as \{\"days\": 1\} .*": "a duration names a unit (nulls are left out)",
