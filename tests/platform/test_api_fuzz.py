@@ -166,6 +166,10 @@ REFUSALS: dict[str, str] = {
     r"The campaign cannot be edited while it is being reviewed\.": "the campaign's status",
     r"Only A/B testing campaigns take ab_test settings\.": "the campaign's type",
     r"(Single variant|A/B testing) campaigns (cannot|must) .*": "the campaign's type",
+    r"Variant '[AB]' is given more than once\.": "a variant type once (unique by a member: uniqueItems compares"
+                                                " whole items)",
+    r"Another contact export is running in this workspace .*": "one export at a time (one the run started"
+                                                              " may still be running)",
     r"Scheduled date must be in the future\.": "the clock",
     r"Billing limit error.*": "the plan's allowance",
     r"You (are sending test emails too quickly|have exceeded the (hourly|daily) test email limit)\..*": "rate",
