@@ -1742,3 +1742,28 @@ CREATE TABLE lane_state (
     grown_at TEXT,
     PRIMARY KEY (workspace_id, lane)
 );
+
+-- version: 38
+-- Field values of any length in the per-field indexes. A btree entry holds at most 2704 bytes,
+-- and the API stores a text value of up to its body limit (1 MiB): a contact with a 10 kB
+-- first_name failed its write ("index row size ... exceeds btree version 4 maximum 2704";
+-- 1 MB of repeated letters: "index row requires 11472 bytes"). The index contacts_field_<id> of
+-- a text-valued field (every type but NUMBER and BOOLEAN) now holds the value's first 256
+-- characters in code point order, and every comparison reads it by that prefix, then rechecks
+-- the whole value (field_sql.key_expr and compare, which write the same expression).
+DO $$
+DECLARE
+    field RECORD;
+    doc TEXT;
+BEGIN
+    FOR field IN SELECT f.id FROM fields f
+                 WHERE f.type NOT IN ('NUMBER', 'BOOLEAN')
+                   AND EXISTS (SELECT 1 FROM pg_indexes WHERE schemaname = current_schema()
+                               AND indexname = 'contacts_field_' || f.id)
+    LOOP
+        doc := format('mkt_field_text(data_doc, %L)', field.id::text);
+        EXECUTE format('DROP INDEX %I', 'contacts_field_' || field.id);
+        EXECUTE format('CREATE INDEX %I ON contacts(workspace_id, (left(%s, 256) COLLATE "C")) WHERE %s IS NOT NULL',
+                       'contacts_field_' || field.id, doc, doc);
+    END LOOP;
+END $$;

@@ -1552,3 +1552,10 @@ CREATE TABLE lane_state (
     grown_at TEXT,
     PRIMARY KEY (workspace_id, lane)
 ) WITHOUT ROWID;
+
+-- version: 38
+-- Field values of any length in the per-field indexes contacts_field_<id>. PostgreSQL's btree
+-- refuses an entry over 2704 bytes, so there a text-valued field's index holds the value's
+-- first 256 characters and a comparison rechecks the whole value (schema.postgresql.sql step
+-- 38, marketing_cli/storage/field_sql.py). SQLite's index entries have no such limit: its
+-- indexes hold the whole value and stay as they are (nothing to run here).

@@ -29,6 +29,17 @@ os.environ["COLUMNS"] = "200"
 os.environ["NO_COLOR"] = "1"
 os.environ["TERM"] = "dumb"
 
+# Hypothesis keeps the examples that failed in a database (.hypothesis/examples by default) and
+# replays them first: a run then depends on the runs before it. MKT_HYPOTHESIS_DATABASE names
+# the folder it uses instead (.ci/run gives an empty one, so CI runs as a fresh clone does).
+if os.environ.get("MKT_HYPOTHESIS_DATABASE"):
+    from hypothesis import settings as _hypothesis_settings
+    from hypothesis.database import DirectoryBasedExampleDatabase
+
+    _hypothesis_settings.register_profile(
+        "mkt", database=DirectoryBasedExampleDatabase(os.environ["MKT_HYPOTHESIS_DATABASE"]))
+    _hypothesis_settings.load_profile("mkt")
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--engine", choices=("sqlite", "postgresql"), default=os.environ.get("MKT_TEST_ENGINE", "sqlite"),

@@ -385,6 +385,7 @@ POSTGRESQL_SUITES = (
     "tests/platform/test_api_robustness.py",
     "tests/platform/test_fleet.py",
     "tests/platform/test_e2e_faults.py",
+    "tests/platform/test_big_integers.py",
 )
 
 

@@ -107,8 +107,11 @@ DETAIL_HEADER = "X-Error-Detail"
 
 
 def detail_header(detail: str) -> str:
-    """A detail as a header value: one line, ASCII (anything else escaped)."""
-    return " ".join(detail.split()).encode("ascii", "backslashreplace").decode("ascii")
+    """A detail as a header value: one line of printable ASCII (anything else escaped, control
+    characters included: a test email's recipient "\\b" made its detail an invalid header, which
+    the server answered by dropping the connection)."""
+    line = " ".join(detail.split())
+    return "".join(ch if " " <= ch <= "~" else ch.encode("unicode_escape").decode("ascii") for ch in line)
 
 
 async def mkt_error_handler(request: Request, exc: Exception) -> Response:

@@ -24,9 +24,28 @@ def _default(value: Any) -> Any:
 
 
 def dumps_bytes(value: Any) -> bytes:
-    return orjson.dumps(value, default=_default)
+    try:
+        return orjson.dumps(value, default=_default)
+    except TypeError as exc:
+        return _beyond_64_bits(value, exc, pretty=False).encode("utf-8")
 
 
 def dumps(value: Any, *, pretty: bool = False) -> str:
     option = orjson.OPT_INDENT_2 if pretty else 0
-    return orjson.dumps(value, default=_default, option=option).decode("utf-8")
+    try:
+        return orjson.dumps(value, default=_default, option=option).decode("utf-8")
+    except TypeError as exc:
+        return _beyond_64_bits(value, exc, pretty=pretty)
+
+
+def _beyond_64_bits(value: Any, exc: TypeError, *, pretty: bool) -> str:
+    """orjson writes no integer past 64 bits, and a JSON document the API keeps as it was sent
+    (a draft flow naming segment 10**26, an editor template's body_json) may hold one: written
+    by the standard library's encoder instead, in orjson's layout. Any other error stands."""
+    if "64-bit" not in str(exc):
+        raise exc
+    import json
+
+    if pretty:
+        return json.dumps(value, default=_default, ensure_ascii=False, indent=2)
+    return json.dumps(value, default=_default, ensure_ascii=False, separators=(",", ":"))

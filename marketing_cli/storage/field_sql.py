@@ -97,12 +97,73 @@ def typed_value_expr(conn: Any, field_id: Any, field_type: str, table: str = "")
 
 
 def index_expr(conn: Any, field_id: Any) -> str:
-    """The expression the field's index `contacts_field_<id>` is built on (typed_value_expr
-    of the field's type; SQLite's needs no look-up)."""
+    """The field's value as its index `contacts_field_<id>` filters it (typed_value_expr of the
+    field's type; SQLite's needs no look-up): `<index_expr> IS NOT NULL` is the index's predicate."""
+    return typed_value_expr(conn, field_id, _field_type(conn, field_id))
+
+
+def _field_type(conn: Any, field_id: Any) -> str:
     if not postgresql(conn):
-        return typed_value_expr(conn, field_id, "TEXT")
+        return "TEXT"
     row = conn.execute("SELECT type FROM fields WHERE id = ?", (int(field_id),)).fetchone()
-    return typed_value_expr(conn, field_id, row[0] if row else "TEXT")
+    return row[0] if row else "TEXT"
+
+
+# --- values of any length in the index ------------------------------------------------------
+#
+# A PostgreSQL btree entry holds at most 2704 bytes (a third of a page; a longer one fails the
+# write: "index row size ... exceeds btree version 4 maximum 2704"), and the API accepts a text
+# value of any length up to its body limit (1 MiB: the specification sets no length for a
+# field's value). So on PostgreSQL the index of a text-valued field (every type but NUMBER and
+# BOOLEAN) holds the value's first PREFIX characters, in code point order (COLLATE "C", SQLite's
+# order, in which a prefix keeps the order of the values), and a comparison reads the index by
+# the prefix, then rechecks the whole value (`compare`). 256 characters (at most 1 KiB of UTF-8)
+# hold every name, city or date whole, so for them the index answers alone. SQLite's index
+# entries have no size limit: there the index holds the whole value and nothing changes.
+PREFIX = 256
+
+
+def prefixed(conn: Any, field_type: str) -> bool:
+    """Whether the field's index holds a prefix of the value (PostgreSQL, a text-valued type)."""
+    return postgresql(conn) and field_type not in _PG_FIELD_FUNCTIONS
+
+
+def key_expr(conn: Any, field_id: Any, field_type: str, table: str = "") -> str:
+    """The expression the field's index `contacts_field_<id>` holds: the typed value, or on
+    PostgreSQL for a text-valued field its first PREFIX characters in code point order."""
+    expr = typed_value_expr(conn, field_id, field_type, table)
+    return f'left({expr}, {PREFIX}) COLLATE "C"' if prefixed(conn, field_type) else expr
+
+
+_PREFIX_BOUND = {"=": "=", ">": ">=", ">=": ">=", "<": "<=", "<=": "<="}
+
+
+def compare(conn: Any, field_id: Any, field_type: str, operator: str, value: Any,
+            table: str = "") -> tuple[str, list[Any]]:
+    """SQL and parameters of `<field's value> <operator> <value>` (=, <, >, <=, >=) that the
+    field's index answers. On PostgreSQL, for a text value, in code point order (SQLite's):
+    a value shorter than PREFIX compares with a stored value as with its prefix (`v > p` exactly
+    when `left(v, 256) > p`), so the index answers alone; a longer one reads the index by the
+    prefix's bound (`v > p` implies `left(v, 256) >= left(p, 256)`), then compares the whole value."""
+    expr = typed_value_expr(conn, field_id, field_type, table)
+    if not prefixed(conn, field_type) or not isinstance(value, str):
+        return f"{expr} {operator} ?", [value]
+    key = key_expr(conn, field_id, field_type, table)
+    if len(value) < PREFIX:
+        return f"{key} {operator} ?", [value]
+    return f"({key} {_PREFIX_BOUND[operator]} ? AND {expr} COLLATE \"C\" {operator} ?)", [value[:PREFIX], value]
+
+
+def is_in(conn: Any, field_id: Any, field_type: str, values: list[Any], table: str = "") -> tuple[str, list[Any]]:
+    """SQL and parameters of `<field's value> IN (<values>)`, read from the field's index as `compare` does."""
+    expr = typed_value_expr(conn, field_id, field_type, table)
+    marks = ", ".join("?" for _ in values)
+    if not prefixed(conn, field_type) or not all(isinstance(v, str) for v in values):
+        return f"{expr} IN ({marks})", list(values)
+    bound = f"{key_expr(conn, field_id, field_type, table)} IN ({marks})"
+    if all(len(v) < PREFIX for v in values):
+        return bound, list(values)
+    return f"({bound} AND {expr} IN ({marks}))", [*(v[:PREFIX] for v in values), *values]
 
 
 def index_name(field_id: Any) -> str:
@@ -117,8 +178,10 @@ def create_index(conn: sqlite3.Connection, field_id: Any) -> None:
     fields) does not pay an index entry per field for every contact. SQLite still uses it
     for =, <, >, LIKE and IN on the same expression, since each implies IS NOT NULL.
     """
-    expr = index_expr(conn, field_id)  # typed by the field's type on PostgreSQL
-    conn.execute(f"CREATE INDEX IF NOT EXISTS {index_name(field_id)} ON contacts(workspace_id, {expr})"
+    field_type = _field_type(conn, field_id)  # the value typed by it on PostgreSQL
+    expr = typed_value_expr(conn, field_id, field_type)
+    key = f"({key_expr(conn, field_id, field_type)})" if prefixed(conn, field_type) else expr
+    conn.execute(f"CREATE INDEX IF NOT EXISTS {index_name(field_id)} ON contacts(workspace_id, {key})"
                  f" WHERE {expr} IS NOT NULL")
 
 

@@ -110,8 +110,9 @@ def test_members_are_live_and_paged(conn: sqlite3.Connection, world: dict[str, A
     assert segments.segment_members(conn, world["ws"], seg["id"])["pagination"]["total"] == 2
     with pytest.raises(MktError, match="^The limit must be an integer between 1 and 250.$"):
         segments.segment_members(conn, world["ws"], seg["id"], limit=251)
-    with pytest.raises(MktError, match="^The page must be an integer 1 or more.$"):
-        segments.segment_members(conn, world["ws"], seg["id"], page=0)
+    for page in (0, segments.MAX_PAGE + 1):  # the offset of any page fits 64 bits
+        with pytest.raises(MktError, match="^The page must be an integer between 1 and 1000000000.$"):
+            segments.segment_members(conn, world["ws"], seg["id"], page=page)
 
 
 def test_refresh_queues_one_count_and_the_job_is_idempotent(conn: sqlite3.Connection,

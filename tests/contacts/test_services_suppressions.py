@@ -66,6 +66,8 @@ def test_add_and_remove_errors(conn: sqlite3.Connection, ws: int) -> None:
         400, "The limit must be an integer from 1 to 1000.")
     assert _error(lambda: suppressions.list_suppressions(conn, ws, page="x")) == (
         400, "The page must be a positive integer.")
+    assert _error(lambda: suppressions.list_suppressions(conn, ws, page=suppressions.MAX_PAGE + 1)) == (
+        400, "The page must be at most 1000000000.")
     assert _error(lambda: suppressions.remove_suppression(conn, other, added["id"])) == (404, "Not found.")
     assert _error(lambda: suppressions.remove_suppression(conn, ws, "abc")) == (404, "Not found.")
     assert suppressions.remove_suppression(conn, ws, str(added["id"])) == {"id": added["id"], "deleted": True}

@@ -76,7 +76,7 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                                              "data": SEGMENT},
     ("DELETE", "/v1/segments/{segment_id}"): {**deleted(INT_ID, "a segment"), "envelope": "B"},
     ("GET", "/v1/segments/{segment_id}/members"): {"summary": "A segment's members", "envelope": "B",
-                                                   "query": page_query(segments.MAX_PAGE_SIZE), "data": ANY},
+                                                   "query": page_query(segments.MAX_PAGE_SIZE, segments.MAX_PAGE), "data": ANY},
     ("POST", "/v1/segments/{segment_id}/refresh"): {"summary": "Recount a segment's members", "envelope": "B",
                                                     "status": 202, "data": ANY},
     ("POST", "/v1/audience/count"): {"summary": "How many contacts an audience reaches on a channel",

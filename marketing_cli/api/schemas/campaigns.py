@@ -30,6 +30,7 @@ from marketing_cli.api.schemas.common import (
     name,
     obj,
     timeline_schema,
+    trimmed_length,
 )
 from marketing_cli.services.email import campaigns
 from marketing_cli.services.email import timeline as email_timeline
@@ -90,9 +91,12 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         "body": obj({"sender": obj({"sender_identity_id": INT_ID, "reply_to": obj({
                          "display_name": {"type": "string"}, "local_part": {"type": "string"},
                          "domain_name": {"type": "string"}})}, required=("sender_identity_id",)), "audience": AUDIENCE,
+                     # type and subject required (the specification's table); the subject is
+                     # counted trimmed, as the service counts it; a campaign has two variants at most
                      "variants": array(obj({"type": enum(campaigns.VARIANT_TYPES),
-                                            "subject": {"type": "string", "minLength": 3, "maxLength": 90},
-                                            "preview_text": {"type": "string", "maxLength": 120}}))}),
+                                            "subject": trimmed_length(3, 90),
+                                            "preview_text": {"type": "string", "maxLength": 120}},
+                                           ("type", "subject")), maxItems=2)}),
         "data": CAMPAIGN_CONFIGURATION},
     ("POST", "/v1/campaigns/{campaign_id}/variants/{variant_type}/html"): {
         "summary": "Set a variant's HTML (or take a template's)", "envelope": "A",

@@ -86,8 +86,8 @@ def deleted(id_schema: Schema, what: str) -> dict[str, Any]:
             "data": obj({"id": id_schema, "deleted": {"const": True}}, ("id", "deleted"))}
 
 
-def page_query(max_limit: int) -> dict[str, Schema]:
-    return {"page": {"type": "integer", "minimum": 1},
+def page_query(max_limit: int, max_page: int = 1_000_000_000) -> dict[str, Schema]:
+    return {"page": {"type": "integer", "minimum": 1, "maximum": max_page},
             "limit": {"type": "integer", "minimum": 1, "maximum": max_limit}}
 
 

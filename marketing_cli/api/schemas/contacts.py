@@ -29,6 +29,25 @@ from marketing_cli.services.contacts import batches, consent_export, consents, e
 from marketing_cli.services.contacts import records as contacts
 from marketing_cli.services.contacts import search as contact_search
 
+# A row id to page after: 0 or more, and below 2**63 as the services check (every id fits 64 bits).
+AFTER_ID = {"type": "integer", "minimum": 0, "maximum": 2**63 - 1}
+
+
+def _event_properties(level: int = 1) -> dict[str, Any]:
+    """Part 8 of the specification (services/contacts/events.check_properties) as a schema: at
+    most 50 keys an object, a key of at most 128 characters that neither starts with $ nor holds
+    a dot, objects and arrays nested at most 5 levels (the top object is level 1). The 16 KB of
+    serialized JSON is the one rule no schema can count."""
+    def item(at: int) -> dict[str, Any]:
+        scalar = {"type": ["string", "number", "boolean", "null"]}
+        if at == events.MAX_DEPTH:
+            return scalar
+        return {"anyOf": [scalar, _event_properties(at + 1), {"type": "array", "items": item(at + 1)}]}
+
+    return {"type": "object", "maxProperties": events.MAX_KEYS, "additionalProperties": item(level),
+            "propertyNames": {"maxLength": events.MAX_KEY_LENGTH, "pattern": r"^([^$.][^.]*)?$"}}
+
+
 TAG = obj({"id": INT_ID, "name": {"type": "string", "maxLength": tags.MAX_NAME}}, ("id", "name"))
 FIELD = obj({
     "id": INT_ID,
@@ -72,7 +91,7 @@ CONSENT = obj(CONSENT_ROW, consent_export.ROW_COLUMNS)
 CONSENT_EXPORT = obj({**CONSENT_ROW, "email_address": _NULLABLE_TEXT, "phone_number": _NULLABLE_TEXT},
                      consent_export.EXPORT_COLUMNS)
 CONSENT_PAGE = {"limit": OR_EMPTY({"type": "integer", "minimum": 1, "maximum": consent_export.MAX_LIMIT}),
-                "after_id": OR_EMPTY({"type": "integer", "minimum": 0})}
+                "after_id": OR_EMPTY(AFTER_ID)}
 _SEARCH_FIELDS = {"type": ["array", "null"], "items": obj({
     "merge_tag": {"type": "string", "minLength": 1},
     "operator": enum(contact_search.OPERATORS),
@@ -200,13 +219,15 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         "envelope": "B", "body": TAG_SELECTION, "data": _tagging_result("untagged", "not_tagged")},
     # events
     ("POST", "/v1/events"): {"summary": "Track a custom event for a contact", "envelope": "B",
-                             "body": obj({"event_name": {"type": "string"}, "email_address": {"type": "string"},
-                                          "phone_number": {"type": "string"},
-                                          "properties": {"type": "object", "maxProperties": events.MAX_KEYS}}),
+                             # event_name: required, not blank once trimmed (services/contacts/events.NAME_REQUIRED)
+                             "body": obj({"event_name": {"type": "string", "pattern": NOT_BLANK},
+                                          "email_address": {"type": "string"}, "phone_number": {"type": "string"},
+                                          "properties": _event_properties()},
+                                         ("event_name",)),
                              "data": ANY},
     ("GET", "/v1/events"): {"summary": "The automation event log", "envelope": "B",
                             "query": {"limit": OR_EMPTY({"type": "integer", "minimum": 1, "maximum": events.MAX_LOG_LIMIT}),
-                                      "after_id": OR_EMPTY({"type": "integer", "minimum": 0}),
+                                      "after_id": OR_EMPTY(AFTER_ID),
                                       "type": {"type": "string", "enum": ["", *events.EVENT_TYPES]},
                                       "contact_id": {"type": "string", "pattern": f"^({HEX24_PATTERN})?$"}},
                             "data": ANY},

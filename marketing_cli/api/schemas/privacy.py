@@ -39,7 +39,7 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         "summary": "The suppression list (never the addresses); with an address, its entry",
         "envelope": "B",
         "query": {"email_address": {"type": "string"}, "phone_number": {"type": "string"},
-                  "page": {"type": "integer", "minimum": 1},
+                  "page": {"type": "integer", "minimum": 1, "maximum": suppressions.MAX_PAGE},
                   "limit": {"type": "integer", "minimum": 1, "maximum": suppressions.MAX_LIMIT}},
         "data": array(SUPPRESSION)},
     ("POST", "/v1/suppressions"): {

@@ -478,8 +478,9 @@ def anniversaries(conn: sqlite3.Connection) -> int:
         flow = json.loads(t["flow"])
         field_id = json.loads(t["matcher"])["field_id"]
         key = "'once'" if flow["reentry"] == "once" else f"'anniversary:{now[:4]}'"
-        # The date field's value as its index `contacts_field_<id>` is built (a DATE is text).
-        value = field_sql.typed_value_expr(conn, field_id, "DATE", "c")
+        # The date field's value as its index `contacts_field_<id>` holds it (a DATE is text; on
+        # PostgreSQL its first 256 characters, which hold a date whole: field_sql.key_expr).
+        value = field_sql.key_expr(conn, field_id, "DATE", "c")
         with transaction(conn):
             enrolled += conn.execute(
                 "INSERT INTO automation_enrollments (automation_id, version_id, workspace_id, contact_id, entry_key,"

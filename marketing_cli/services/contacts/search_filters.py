@@ -250,10 +250,14 @@ class FilterCompiler:
                          self._string(value, vpath, strip=field.type != "TEXT"))
             return
         normalized = self._normalize(field, value, vpath, operator)
+        # field_sql.compare reads the field's index (on PostgreSQL a prefix of a text value).
         if operator in ("GREATER_THAN", "LESS_THAN"):
             # A missing value never compares; for text that includes ''.
             blank = f" AND {expr} <> ''" if field.type == "TEXT" else ""
-            self.add(f"{expr} {'>' if operator == 'GREATER_THAN' else '<'} ?{blank}", normalized)
+            sql, params = field_sql.compare(self.conn, fid, field.type, ">" if operator == "GREATER_THAN" else "<",
+                                            normalized)
+            self.add(f"{sql}{blank}", *params)
             self.indexed = True
         else:
-            self._add_op(operator, f"{expr} = ?", normalized, indexed=True)
+            sql, params = field_sql.compare(self.conn, fid, field.type, "=", normalized)
+            self._add_op(operator, sql, *params, indexed=True)

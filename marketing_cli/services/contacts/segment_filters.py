@@ -293,17 +293,22 @@ def _field_sql(conn: sqlite3.Connection, f: dict[str, Any], row: sqlite3.Row) ->
         return Compiled(f"NOT COALESCE({exact}, FALSE)", [*value, *value])
     if ftype == "BOOLEAN":
         value = 1 if value else 0
-    if op == "eq":
-        return Compiled(f"{col} = ?", [value])
     if op == "ne":
         return Compiled(f"{col} IS NOT ?", [value])
-    if op in ("gt", "lt", "gte", "lte"):
+    # A field's value (not a column) is compared through field_sql.compare and is_in, which read
+    # its index (on PostgreSQL a prefix of a text value, then the whole value).
+    in_data = row["merge_tag"] not in _COLUMNS
+    if op in _COMPARE:
+        sql, params = (field_sql.compare(conn, row["id"], ftype, _COMPARE[op], value, "c") if in_data
+                       else (f"{col} {_COMPARE[op]} ?", [value]))
+        if op == "eq":
+            return Compiled(sql, params)
         # Guard the stored JSON type: in SQLite text sorts above every number.
         kinds = ("integer", "real") if ftype == "NUMBER" else ("text",)
-        stored_as = dialect.contacts_stored_as(conn, col, kinds)
-        return Compiled(f"({col} {_COMPARE[op]} ? AND {stored_as})", [value])
+        return Compiled(f"({sql} AND {dialect.contacts_stored_as(conn, col, kinds)})", params)
     if op == "in":
-        return Compiled(f"{col} IN ({marks(value)})", list(value))
+        return Compiled(*field_sql.is_in(conn, row["id"], ftype, list(value), "c")) if in_data else Compiled(
+            f"{col} IN ({marks(value)})", list(value))
     if op == "not_in":
         return Compiled(f"NOT COALESCE({col} IN ({marks(value)}), FALSE)", list(value))
     if op == "not_contains":

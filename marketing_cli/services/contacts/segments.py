@@ -40,6 +40,7 @@ NOT_FOUND = "We were unable to find the segment."
 COUNT_JOB = "segment.count"
 STALE_AFTER = timedelta(minutes=15)
 MAX_PAGE_SIZE = 250
+MAX_PAGE = 1_000_000_000  # as contact search's: the offset of any page fits 64 bits
 
 
 def count_key(segment_id: int) -> str:
@@ -121,9 +122,10 @@ def update_segment(conn: sqlite3.Connection, workspace_id: int, segment_id: Any,
     body = require_object(body, INVALID_BODY)
     with transaction(conn):
         row = _row(conn, workspace_id, segment_id)
-        name = _check_name(body.get("name")) if "name" in body else row["name"]
-        filters = filters_json(validate_filters(conn, workspace_id, body.get("filters"))) if "filters" in body \
-            else row["filters"]
+        # A member left out or null (docs/api.md: an optional member sent as null is left out) is kept.
+        name = _check_name(body["name"]) if body.get("name") is not None else row["name"]
+        filters = filters_json(validate_filters(conn, workspace_id, body["filters"])) \
+            if body.get("filters") is not None else row["filters"]
         conn.execute("UPDATE segments SET name = ?, filters = ?, updated_at = ? WHERE id = ?",
                      (name, filters, clock.now(), row["id"]))
         if filters != row["filters"]:
@@ -213,7 +215,7 @@ def segment_members(conn: sqlite3.Connection, workspace_id: int, segment_id: Any
 
     Contacts have the search result shape (POST /v1/contacts/search), as does pagination.
     """
-    page = _page_number(page, "page", 1, None)
+    page = _page_number(page, "page", 1, MAX_PAGE)
     limit = _page_number(limit, "limit", 1, MAX_PAGE_SIZE)
     row = _row(conn, workspace_id, segment_id)
     filters = json.loads(row["filters"])

@@ -50,6 +50,8 @@ HELD = ("Contact {id} holds this {what}: erase it instead (mkt contacts erase {i
         "?suppress=true), which deletes it and keeps it on the suppression list.")
 ALREADY = "This {what} is already on the suppression list (suppression {id})."
 PAGE_INVALID = "The page must be a positive integer."
+MAX_PAGE = 1_000_000_000  # as contact search's: the offset of any page fits 64 bits
+PAGE_TOO_LARGE = "The page must be at most 1000000000."
 LIMIT_INVALID = "The limit must be an integer from 1 to {max}."
 DEFAULT_LIMIT, MAX_LIMIT = 100, 1000
 _WHAT = {"email": "email address", "phone": "phone number"}
@@ -179,6 +181,8 @@ def list_suppressions(conn: sqlite3.Connection, workspace_id: int, *, email_addr
                       phone_number: Any = None, page: Any = None, limit: Any = None) -> list[dict[str, Any]]:
     """GET /v1/suppressions: the list, oldest first (a page of it); with an address (or both), its entries."""
     page_number = 1 if page in (None, "") else parse_int_id(page, PAGE_INVALID)
+    if page_number > MAX_PAGE:
+        raise MktError(400, PAGE_TOO_LARGE)
     per_page = DEFAULT_LIMIT if limit in (None, "") else parse_int_id(limit, LIMIT_INVALID.format(max=MAX_LIMIT))
     if per_page > MAX_LIMIT:
         raise MktError(400, LIMIT_INVALID.format(max=MAX_LIMIT))

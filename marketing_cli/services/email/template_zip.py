@@ -31,6 +31,7 @@ MAX_TOTAL_BYTES = 25 * MIB        # all members, uncompressed
 MAX_RATIO = 100                   # uncompressed / compressed, per member ...
 RATIO_FLOOR = 64 * 1024           # ... for members larger than this (tiny files compress wildly)
 MAX_HTML_BYTES = 5 * MIB          # the entry file
+MAX_PATH_BYTES = 1024             # a member's path, UTF-8: it keys the asset (PostgreSQL's btree entry: 2704 bytes)
 
 NOT_ZIP = "The content is not a valid ZIP archive."
 TOO_LARGE = "The ZIP archive is larger than 10 MiB."
@@ -38,6 +39,7 @@ TOO_MANY = "The ZIP archive holds more than 500 files."
 TOO_BIG_UNPACKED = "The ZIP archive expands to more than 25 MiB."
 BOMB = "The ZIP archive member '{name}' expands more than 100 times its compressed size."
 UNSAFE_PATH = "The ZIP archive member '{name}' has an unsafe path."
+PATH_TOO_LONG = "The ZIP archive member '{name}...' has a path longer than 1024 bytes."
 LINK = "The ZIP archive member '{name}' is a link; links are not allowed."
 ENCRYPTED = "The ZIP archive member '{name}' is encrypted."
 DUPLICATE = "The ZIP archive holds '{name}' twice."
@@ -75,6 +77,8 @@ def _member_path(info: zipfile.ZipInfo) -> str | None:
         return None
     if info.flag_bits & 0x1:
         raise MktError(400, ENCRYPTED.format(name=shown))
+    if len(name.encode("utf-8", "surrogatepass")) > MAX_PATH_BYTES:
+        raise MktError(400, PATH_TOO_LONG.format(name=shown))
     return "/".join(parts)
 
 

@@ -231,7 +231,7 @@ def update_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id: An
     row = campaign_row(conn, workspace_id, campaign_id)
     body = require_object(body, INVALID_BODY)
     changes: dict[str, Any] = {}
-    if "name" in body:
+    if body.get("name") is not None:  # null is left out (docs/api.md), as for every optional member
         changes["name"] = _check_name(body["name"])
     if "message" in body:
         changes["message"] = _check_message(conn, workspace_id, body["message"] if body["message"] is not None else "")

@@ -30,6 +30,11 @@ UNSUBSCRIBED_EVENT = "CONTACT_UNSUBSCRIBED"  # as an email unsubscribe logs it, 
 SUBSCRIBED_EVENT = "CONTACT_SUBSCRIBED"
 DEFAULT_LIMIT, MAX_LIMIT = 50, 100
 INVALID_ACTION = "Invalid action '{value}'. Valid actions are: revoked, resubscribed, none."
+# A reply is kept under its sender's number (indexed: an index entry of PostgreSQL's holds at
+# most 2704 bytes). Twilio's From is an E.164 number, a short code or a sender ID, or a channel
+# address (whatsapp:+1...): far below this.
+MAX_FROM = 64
+FROM_TOO_LONG = "The From parameter is longer than 64 characters: it is no phone number or sender ID."
 _STATUS = {revocation.REVOKED: ("UNSUBSCRIBED", UNSUBSCRIBED_EVENT),
            revocation.RESUBSCRIBED: ("SUBSCRIBED", SUBSCRIBED_EVENT)}
 
@@ -66,6 +71,8 @@ def receive(conn: sqlite3.Connection, workspace_id: int, params: dict[str, str])
     reply as `GET /v1/sms-replies` lists it."""
     body = params.get("Body") or ""
     number = (params.get("From") or "").strip()
+    if len(number) > MAX_FROM:
+        raise MktError(400, FROM_TOO_LONG)
     reading = revocation.read_reply(body)
     with transaction(conn):
         now = clock.now()
