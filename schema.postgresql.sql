@@ -1742,3 +1742,17 @@ CREATE TABLE lane_state (
     grown_at TEXT,
     PRIMARY KEY (workspace_id, lane)
 );
+
+-- version: 38
+-- Circuit breakers (services/delivery/breakers.py; docs/deliverability.md "Circuit
+-- breakers"): a workspace's thresholds, in percent as decimal text (NULL: the default:
+-- complaints 0.3, unknown users 5, blocks 10), set with `mkt workspace breakers` only (no
+-- endpoint changes them). campaigns.breaker_from: after a forced resume, only the messages
+-- answered from then on count for the campaign's breaker (NULL: all of them).
+CREATE TABLE breaker_settings (
+    workspace_id INTEGER PRIMARY KEY REFERENCES workspaces(id) ON DELETE CASCADE,
+    complaints TEXT,
+    unknown_users TEXT,
+    blocks TEXT
+);
+ALTER TABLE campaigns ADD COLUMN breaker_from TEXT;
