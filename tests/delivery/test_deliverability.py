@@ -1,0 +1,101 @@
+"""Deliverability at a glance (services/delivery/deliverability.py): the rows per sending domain
+and lane, the same through GET /v1/deliverability and `mkt deliverability --json`, bad input
+refused, and the compliance rows only when asked."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from marketing_cli.errors import MktError
+from marketing_cli.kernel import clock
+from marketing_cli.services.delivery import deliverability
+from marketing_cli.storage import db
+from tests.delivery.test_services_breakers import _sending_campaign, verified_dns  # noqa: F401 - a fixture
+
+
+def _seed(conn: sqlite3.Connection, ws: int) -> str:
+    emails = [f"g{i}@gmail.com" for i in range(10)] + [f"o{i}@shop.example" for i in range(5)]
+    campaign_id = _sending_campaign(conn, ws, emails)
+    now, old = clock.now(), clock.format_ts(clock.utcnow() - timedelta(days=30))
+    ids = {r["email"]: r["id"] for r in conn.execute("SELECT id, email FROM email_messages WHERE campaign_id = ?",
+                                                    (campaign_id,))}
+    with db.transaction(conn):
+        conn.execute("DELETE FROM jobs")
+        conn.execute("UPDATE email_messages SET lane = 'gmail' WHERE email LIKE '%@gmail.com'")
+        for i in range(6):  # gmail: 6 delivered (one complained), 2 unknown users, 1 block, 1 deferred
+            conn.execute("UPDATE email_messages SET status = 'delivered', delivered_at = ? WHERE id = ?",
+                         (now, ids[f"g{i}@gmail.com"]))
+        conn.execute("UPDATE email_messages SET complained_at = ? WHERE id = ?", (now, ids["g0@gmail.com"]))
+        for address, cls in (("g6@gmail.com", "unknown_user"), ("g7@gmail.com", "unknown_user"),
+                             ("g8@gmail.com", "policy_block")):
+            conn.execute("UPDATE email_messages SET status = 'failed', failed_at = ?, bounce_class = ? WHERE id = ?",
+                         (now, cls, ids[address]))
+        conn.execute("UPDATE email_messages SET deferred_since = ?, retry_at = ? WHERE id = ?",
+                     (now, now, ids["g9@gmail.com"]))
+        # other: one delivered then bounced by a report, one delivered, one long ago (outside), two never tried
+        conn.execute("UPDATE email_messages SET status = 'bounced', delivered_at = ?, bounced_at = ?,"
+                     " bounce_class = 'mailbox_full' WHERE id = ?", (now, now, ids["o0@shop.example"]))
+        conn.execute("UPDATE email_messages SET status = 'delivered', delivered_at = ? WHERE id = ?",
+                     (now, ids["o1@shop.example"]))
+        conn.execute("UPDATE email_messages SET status = 'delivered', delivered_at = ? WHERE id = ?",
+                     (old, ids["o2@shop.example"]))
+        conn.execute("INSERT INTO lane_state (workspace_id, lane, rate, reason) VALUES (?, 'gmail', 2.5, '421')",
+                     (ws,))
+    return campaign_id
+
+
+def test_rows_per_domain_and_lane(conn: sqlite3.Connection, workspace: dict[str, Any],
+                                  verified_dns: None) -> None:  # noqa: F811
+    _seed(conn, workspace["id"])
+    report = deliverability.report(conn, workspace["id"])
+    assert report["days"] == 7 and report["compliance"] is None
+    rows = {r["lane"]: r for r in report["rows"]}
+    assert set(rows) == {"gmail", "other"}
+    gmail, other = rows["gmail"], rows["other"]
+    assert {k: gmail[k] for k in ("sent", "delivered", "deferred", "bounced", "complained")} == {
+        "sent": 10, "delivered": 6, "deferred": 1, "bounced": 3, "complained": 1}
+    assert gmail["bounced_by_class"] == {"unknown_user": 2, "policy_block": 1}
+    assert (gmail["delivered_rate"], gmail["deferred_rate"], gmail["bounce_rate"]) == (0.6, 0.1, 0.3)
+    assert gmail["complaint_rate"] == round(1 / 6, 4)
+    assert gmail["rate_now"] == 2.5 and gmail["warmup_day"] is None and gmail["warmup_cap"] is None
+    assert {k: other[k] for k in ("sent", "delivered", "bounced", "complained")} == {
+        "sent": 2, "delivered": 1, "bounced": 1, "complained": 0}
+    assert other["bounced_by_class"] == {"mailbox_full": 1} and other["rate_now"] is None
+    assert other["complaint_rate"] == 0.0
+    assert deliverability.report(conn, workspace["id"], "60")["rows"][1]["sent"] == 3  # the old one too
+
+
+@pytest.mark.parametrize("days", ["0", "91", "-1", "x", "1.5", True])
+def test_bad_days_are_refused(conn: sqlite3.Connection, workspace: dict[str, Any], days: Any) -> None:
+    with pytest.raises(MktError) as bad:
+        deliverability.report(conn, workspace["id"], days)
+    assert bad.value.status == 400 and bad.value.message == deliverability.DAYS_INVALID
+
+
+def test_the_api_and_the_cli_answer_the_same(conn: sqlite3.Connection, workspace: dict[str, Any],
+                                            verified_dns: None, client: Any, auth: dict[str, str],  # noqa: F811
+                                            cli_json: Any, cli: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from marketing_cli.services.delivery import compliance
+
+    _seed(conn, workspace["id"])
+    answer = client.get("/v1/deliverability?days=30", headers=auth)
+    assert answer.status_code == 200
+    data = answer.json()["data"]
+    via_cli = cli_json("deliverability", "--days", "30")
+    assert {**via_cli, "since": None} == {**data, "since": None} and len(data["rows"]) == 2
+    human = cli("deliverability", "--days", "30")
+    assert human.exit_code == 0 and "gmail" in human.stdout and "Deliverability over the last 30 days" in human.stdout
+    assert client.get("/v1/deliverability?days=abc", headers=auth).status_code == 400
+    assert client.get("/v1/deliverability?compliance=maybe", headers=auth).status_code == 400
+    assert cli("deliverability", "--days", "0").exit_code == 1
+    asked = []
+    monkeypatch.setattr(compliance, "check_domain", lambda conn, ws, domain_id: asked.append(domain_id) or [
+        {"rule": "spf", "status": "pass", "found": "v=spf1", "fix": None}])
+    data = client.get("/v1/deliverability?compliance=true", headers=auth).json()["data"]
+    assert len(asked) == 1 and list(data["compliance"].values()) == [
+        [{"rule": "spf", "status": "pass", "found": "v=spf1", "fix": None}]]
+    assert "Compliance of" in cli("deliverability", "--compliance").stdout
