@@ -12,9 +12,39 @@ import pytest
 
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
+from marketing_cli.kernel.ids import new_id
+from marketing_cli.services.account import billing
 from marketing_cli.services.delivery import deliverability
+from marketing_cli.services.email import domains, preparation
+from marketing_cli.services.email import schedule as email_schedule
 from marketing_cli.storage import db
-from tests.delivery.test_services_breakers import _sending_campaign, verified_dns  # noqa: F401 - a fixture
+from tests import factories
+
+HTML = '<p>Hi {{contact.first_name|there}}, <a href="{{unsubscribe_url}}">unsubscribe</a></p>'
+
+
+@pytest.fixture
+def verified_dns(monkeypatch: pytest.MonkeyPatch) -> None:
+    from marketing_cli.services.email import dns_check
+
+    monkeypatch.setattr(dns_check, "check_records", lambda records: [
+        {"purpose": r["purpose"], "type": r["type"], "host": r["host"], "found": [r["value"]], "verified": True,
+         "error": None} for r in records])
+
+
+def _sending_campaign(conn: sqlite3.Connection, ws: int, emails: list[str]) -> str:
+    for resource in ("contacts", "monthly_emails", "hourly_emails"):
+        billing.set_allowance(conn, ws, resource, len(emails) * 3)
+    now = clock.now()
+    with db.transaction(conn):
+        conn.executemany("INSERT INTO contacts (id, workspace_id, email, status, data, created_at, updated_at)"
+                         " VALUES (?, ?, ?, 'SUBSCRIBED', '{}', ?, ?)", [(new_id(), ws, e, now, now) for e in emails])
+    campaign = factories.ready_campaign(conn, ws, html=HTML)
+    for d in domains.list_domains(conn, ws):
+        domains.verify_domain(conn, ws, d["id"])
+    email_schedule.schedule_campaign(conn, ws, campaign["id"], {"schedule_type": "NOW"})
+    preparation.preprocess(conn, {"campaign_id": campaign["id"]})
+    return campaign["id"]
 
 
 def _seed(conn: sqlite3.Connection, ws: int) -> str:
@@ -49,7 +79,7 @@ def _seed(conn: sqlite3.Connection, ws: int) -> str:
 
 
 def test_rows_per_domain_and_lane(conn: sqlite3.Connection, workspace: dict[str, Any],
-                                  verified_dns: None) -> None:  # noqa: F811
+                                  verified_dns: None) -> None:
     _seed(conn, workspace["id"])
     report = deliverability.report(conn, workspace["id"])
     assert report["days"] == 7 and report["compliance"] is None
@@ -69,7 +99,7 @@ def test_rows_per_domain_and_lane(conn: sqlite3.Connection, workspace: dict[str,
     assert deliverability.report(conn, workspace["id"], "60")["rows"][1]["sent"] == 3  # the old one too
 
 
-@pytest.mark.parametrize("days", ["0", "91", "-1", "x", "1.5", True])
+@pytest.mark.parametrize("days", ["0", "91", "-1", "x", "1.5", "²", True, 0])
 def test_bad_days_are_refused(conn: sqlite3.Connection, workspace: dict[str, Any], days: Any) -> None:
     with pytest.raises(MktError) as bad:
         deliverability.report(conn, workspace["id"], days)
@@ -77,7 +107,7 @@ def test_bad_days_are_refused(conn: sqlite3.Connection, workspace: dict[str, Any
 
 
 def test_the_api_and_the_cli_answer_the_same(conn: sqlite3.Connection, workspace: dict[str, Any],
-                                            verified_dns: None, client: Any, auth: dict[str, str],  # noqa: F811
+                                            verified_dns: None, client: Any, auth: dict[str, str],
                                             cli_json: Any, cli: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     from marketing_cli.services.delivery import compliance
 

@@ -14,13 +14,14 @@ When one reaches its threshold (the workspace's, `mkt workspace breakers`; by de
 5 % and 10 %) the campaign goes to PAUSED, its `status_detail` naming the rate, the threshold
 and what to check. `mkt campaigns resume ID --force` (POST /v1/campaigns/{id}/resume with
 {"force": true}) sends the rest; from then on only the messages answered after the resume
-count (`campaigns.breaker_from`), so the same window does not trip it again at once.
+count (`campaigns.breaker_after`: the highest id answered then), so the same window does not
+trip it again at once.
 
 When it is read (`check`): after a round whose answers include a permanent refusal, after
 every CHECK_EVERY answers of a send job (a window that only reached its minimum), and when a
 bounce or complaint report about one of the campaign's messages is recorded (bounces.py). The
-window is read from the index on (campaign_id, status, id): at most WINDOW entries per
-status, whatever the campaign's size.
+window is read from indexes (WINDOW_SQL): at most WINDOW entries per answered status, and the
+refused and complained rows within it, whatever the campaign's size.
 """
 
 from __future__ import annotations
@@ -52,16 +53,25 @@ DETAIL = (BREAKER_PAUSED + ": {name} {rate}% of the last {n:,} deliveries (thres
           "`mkt campaigns resume {id} --force` (POST /v1/campaigns/{id}/resume with {{\"force\": true}}) continues.")
 BAD_THRESHOLD = "The {name} threshold must be a percentage above 0 and at most 100, not '{value}'."
 
-_ARM = ("SELECT * FROM (SELECT id, complained_at, bounce_class, coalesce(delivered_at, failed_at, '') AS answered"
-        " FROM email_messages WHERE campaign_id = ? AND status = '{status}' ORDER BY id DESC LIMIT {limit}) AS {alias}")
+_ANSWERED = ("delivered", "failed", "bounced")
+_ARM = ("SELECT id FROM (SELECT id FROM email_messages WHERE campaign_id = :c AND status = '{status}' AND id > :after"
+        " ORDER BY id DESC LIMIT {limit}) AS {alias}")
+# Read from indexes only but for the few refused or complained rows: the window's ids from
+# email_messages_status (campaign_id, status, id), then its refusals from the bounce class
+# index and its complaints from email_messages_complained (schema step 38).
 WINDOW_SQL = (
-    "SELECT count(*) AS n,"
-    " coalesce(sum(CASE WHEN complained_at IS NOT NULL THEN 1 ELSE 0 END), 0) AS complaints,"
-    " coalesce(sum(CASE WHEN bounce_class = 'unknown_user' THEN 1 ELSE 0 END), 0) AS unknown_users,"
-    f" coalesce(sum(CASE WHEN bounce_class IN ({', '.join(repr(c) for c in BLOCKS)}) THEN 1 ELSE 0 END), 0) AS blocks"
-    " FROM (SELECT * FROM (" + " UNION ALL ".join(_ARM.format(status=s, limit=WINDOW, alias=f"a{i}")
-                                                  for i, s in enumerate(("delivered", "failed", "bounced")))
-    + f") AS arms ORDER BY id DESC LIMIT {WINDOW}) AS w WHERE answered >= ?")
+    "WITH w AS (SELECT id FROM (" + " UNION ALL ".join(_ARM.format(status=s, limit=WINDOW, alias=f"a{i}")
+                                                      for i, s in enumerate(_ANSWERED))
+    + f") AS arms ORDER BY id DESC LIMIT {WINDOW}),"
+    " b AS (SELECT count(*) AS n, coalesce(min(id), 0) AS low FROM w)"
+    " SELECT b.n,"
+    " (SELECT count(*) FROM email_messages WHERE campaign_id = :c AND complained_at IS NOT NULL AND id >= b.low"
+    " AND id > :after) AS complaints,"
+    " (SELECT count(*) FROM email_messages WHERE campaign_id = :c AND bounce_class = 'unknown_user' AND id >= b.low"
+    " AND id > :after) AS unknown_users,"
+    f" (SELECT count(*) FROM email_messages WHERE campaign_id = :c AND bounce_class IN ({', '.join(repr(c) for c in BLOCKS)})"
+    " AND id >= b.low AND id > :after) AS blocks"
+    " FROM b")
 
 
 def thresholds(conn: sqlite3.Connection, workspace_id: int) -> dict[str, Decimal]:
@@ -102,10 +112,11 @@ def configure(conn: sqlite3.Connection, workspace_id: int, **changes: Any) -> di
         return settings_view(conn, workspace_id)
 
 
-def window(conn: sqlite3.Connection, campaign_id: str, since: str | None) -> dict[str, int]:
-    """The campaign's last answered messages (at most WINDOW, those answered from `since`):
-    {"n", "complaints", "unknown_users", "blocks"}."""
-    row = conn.execute(WINDOW_SQL, (campaign_id, campaign_id, campaign_id, since or "")).fetchone()
+def window(conn: sqlite3.Connection, campaign_id: str, after: int | None) -> dict[str, int]:
+    """The campaign's last answered messages (at most WINDOW, of those whose id is above `after`):
+    {"n", "complaints", "unknown_users", "blocks"}. A message is placed by its id (the order
+    the send claims them in): a retried message answered late counts where its id stands."""
+    row = conn.execute(WINDOW_SQL, {"c": campaign_id, "after": after or 0}).fetchone()
     return {key: int(row[key]) for key in ("n", *RATES)}
 
 
@@ -125,11 +136,11 @@ def check(conn: sqlite3.Connection, campaign_id: str) -> str | None:
     """Read the campaign's rates; when one reached its threshold and the campaign is SENDING,
     pause it with the reason. Returns the `status_detail` it wrote (None: nothing tripped).
     The rates are read outside any write transaction (the send's hot path); only a trip writes."""
-    row = conn.execute("SELECT workspace_id, status, breaker_from FROM campaigns WHERE id = ?",
+    row = conn.execute("SELECT workspace_id, status, breaker_after FROM campaigns WHERE id = ?",
                        (campaign_id,)).fetchone()
     if row is None or row["status"] != "SENDING":
         return None
-    counts = window(conn, campaign_id, row["breaker_from"])
+    counts = window(conn, campaign_id, row["breaker_after"])
     hit = _tripped(counts, thresholds(conn, row["workspace_id"]))
     if hit is None:
         return None

@@ -32,6 +32,7 @@ from typing import Any
 
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
+from marketing_cli.kernel.numbers import parse_digits
 from marketing_cli.services.delivery import compliance
 from marketing_cli.services.delivery.lanes import OTHER
 from marketing_cli.services.delivery.shaping import Shaper
@@ -64,10 +65,10 @@ def parse_days(value: Any) -> int:
     """`--days` / `?days=`: a whole number of days from 1 to MAX_DAYS (default DEFAULT_DAYS)."""
     if value is None or value == "":
         return DEFAULT_DAYS
-    text = str(value).strip()
-    if isinstance(value, bool) or not text.isdigit() or not 1 <= int(text) <= MAX_DAYS:
+    days = value if isinstance(value, int) and not isinstance(value, bool) else parse_digits(value)
+    if days is None or not 1 <= days <= MAX_DAYS:
         raise MktError(400, DAYS_INVALID)
-    return int(text)
+    return days
 
 
 def _warmup(conn: sqlite3.Connection, workspace_id: int) -> dict[tuple[int, str], tuple[int | None, int | None]]:

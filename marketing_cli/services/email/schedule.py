@@ -330,8 +330,9 @@ def resume_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id: An
                 "SELECT 1 FROM email_messages WHERE campaign_id = ? AND status = 'queued' LIMIT 1",
                 (row["id"],)).fetchone() is not None:  # (it would pause again at its first claim)
             raise billing.limit_error(conn, workspace_id, "monthly_emails", MONTH_USED_UP)
-        if breaker:  # the breaker's window starts again (services/delivery/breakers.py)
-            conn.execute("UPDATE campaigns SET breaker_from = ? WHERE id = ?", (clock.now(), row["id"]))
+        if breaker:  # the breaker's window starts again after the last answer (services/delivery/breakers.py)
+            conn.execute("UPDATE campaigns SET breaker_after = (SELECT max(id) FROM email_messages WHERE campaign_id = ?"
+                         " AND status IN ('delivered', 'failed', 'bounced')) WHERE id = ?", (row["id"], row["id"]))
         campaigns.set_campaign_status(conn, row["id"], "SENDING")
         jobs.enqueue(conn, "email.send", {"campaign_id": row["id"]}, workspace_id=workspace_id,
                      dedupe_key=f"email.send:{row['id']}")
