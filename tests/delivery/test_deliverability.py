@@ -129,3 +129,30 @@ def test_the_api_and_the_cli_answer_the_same(conn: sqlite3.Connection, workspace
     assert len(asked) == 1 and list(data["compliance"].values()) == [
         [{"rule": "spf", "status": "pass", "found": "v=spf1", "fix": None}]]
     assert "Compliance of" in cli("deliverability", "--compliance").stdout
+
+
+def test_the_campaign_report_and_the_dashboard_have_the_section(conn: sqlite3.Connection, workspace: dict[str, Any],
+                                                                verified_dns: None, client: Any, auth: dict[str, str],
+                                                                app: Any) -> None:
+    from starlette.testclient import TestClient
+
+    campaign_id = _seed(conn, workspace["id"])
+    page = client.get(f"/v1/campaigns/{campaign_id}/report", headers=auth)
+    assert page.status_code == 200
+    section = page.text[page.text.index("<h2>Deliverability</h2>"):]
+    assert "gmail" in section and "unknown_user 2, policy_block 1" in section and "2.5/s" in section
+    assert "6 (60.0%)" in section
+    with TestClient(app, follow_redirects=False) as browser:
+        browser.post("/dashboard/sign-in", data={"api_key": workspace["api_key"]},
+                     headers={"Origin": "http://testserver"})
+        overview = browser.get("/dashboard/").text
+        assert "Deliverability over the last 7 days" in overview and "unknown_user 2, policy_block 1" in overview
+        campaign_page = browser.get(f"/dashboard/campaigns/{campaign_id}").text
+        assert "<h2>Deliverability</h2>" in campaign_page
+
+
+def test_the_campaign_rows_count_every_answer_of_the_campaign(conn: sqlite3.Connection, workspace: dict[str, Any],
+                                                              verified_dns: None) -> None:
+    campaign_id = _seed(conn, workspace["id"])
+    rows = {r["lane"]: r for r in deliverability.campaign_rows(conn, workspace["id"], campaign_id)}
+    assert rows["other"]["sent"] == 3 and rows["gmail"]["sent"] == 10  # the old answer too

@@ -34,7 +34,6 @@ from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.numbers import parse_digits
 from marketing_cli.services.delivery import compliance
-from marketing_cli.services.delivery.lanes import OTHER
 from marketing_cli.services.delivery.shaping import Shaper
 
 DEFAULT_DAYS = 7
@@ -45,7 +44,7 @@ YES, NO = ("true", "1", "yes"), ("false", "0", "no", "")
 UNCLASSIFIED = "unclassified"
 
 SQL = (
-    "SELECT d.id AS domain_id, d.domain_name, coalesce(m.lane, ?) AS lane, m.bounce_class,"
+    "SELECT d.id AS domain_id, d.domain_name, coalesce(m.lane, 'other') AS lane, m.bounce_class,"
     " sum(CASE WHEN m.status = 'delivered' THEN 1 ELSE 0 END) AS delivered,"
     " sum(CASE WHEN m.status = 'queued' THEN 1 ELSE 0 END) AS deferred,"
     " sum(CASE WHEN m.status IN ('failed', 'bounced') THEN 1 ELSE 0 END) AS bounced,"
@@ -54,11 +53,12 @@ SQL = (
     " FROM campaigns c JOIN sender_identities s ON s.id = c.sender_identity_id"
     " JOIN domains d ON d.id = s.domain_id"
     " JOIN email_messages m ON m.campaign_id = c.id"
-    " WHERE c.workspace_id = ? AND m.status IN ('delivered', 'failed', 'bounced', 'queued')"
+    " WHERE c.workspace_id = ?{campaign} AND m.status IN ('delivered', 'failed', 'bounced', 'queued')"
     " AND coalesce(m.delivered_at, m.failed_at, m.deferred_since) >= ?"
     " AND (m.status <> 'queued' OR m.deferred_since IS NOT NULL)"
-    " GROUP BY d.id, d.domain_name, coalesce(m.lane, ?), m.bounce_class"
+    " GROUP BY d.id, d.domain_name, coalesce(m.lane, 'other'), m.bounce_class"
     " ORDER BY d.domain_name, lane")
+# ('other' is lanes.OTHER, written as a literal: one expression that PostgreSQL groups by)
 
 
 def parse_days(value: Any) -> int:
@@ -95,8 +95,25 @@ def report(conn: sqlite3.Connection, workspace_id: int, days: Any = None, compli
     days = parse_days(days)
     with_compliance = _flag(compliance_rows)
     since = clock.format_ts(clock.utcnow() - timedelta(days=days))
+    out = _rows(conn, workspace_id, since)
+    checks = None
+    if with_compliance:
+        domains = dict(conn.execute("SELECT id, domain_name FROM domains WHERE workspace_id = ? ORDER BY id",
+                                    (workspace_id,)).fetchall())
+        checks = {name: compliance.check_domain(conn, workspace_id, domain_id) for domain_id, name in domains.items()}
+    return {"days": days, "since": since, "rows": out, "compliance": checks}
+
+
+def campaign_rows(conn: sqlite3.Connection, workspace_id: int, campaign_id: str) -> list[dict[str, Any]]:
+    """The rows of one campaign's messages, whenever they were answered (the campaign report's section)."""
+    return _rows(conn, workspace_id, "", campaign_id)
+
+
+def _rows(conn: sqlite3.Connection, workspace_id: int, since: str, campaign_id: str | None = None) -> list[dict[str, Any]]:
     rows: dict[tuple[int, str], dict[str, Any]] = {}
-    for r in conn.execute(SQL, (OTHER, workspace_id, since, OTHER)).fetchall():
+    sql = SQL.format(campaign="" if campaign_id is None else " AND c.id = ?")
+    params = (workspace_id, *(() if campaign_id is None else (campaign_id,)), since)
+    for r in conn.execute(sql, params).fetchall():
         row = rows.setdefault((r["domain_id"], r["lane"]), {
             "domain_id": r["domain_id"], "domain": r["domain_name"], "lane": r["lane"], "sent": 0, "delivered": 0,
             "deferred": 0, "bounced": 0, "bounced_by_class": {}, "complained": 0, "accepted": 0})
@@ -121,9 +138,4 @@ def report(conn: sqlite3.Connection, workspace_id: int, days: Any = None, compli
                     "rate_now": state.rate if state is not None and state.rate > 0 else None,
                     "suspended_until": state.suspended_until if state is not None else None,
                     "warmup_day": day, "warmup_cap": cap})
-    checks = None
-    if with_compliance:
-        domains = dict(conn.execute("SELECT id, domain_name FROM domains WHERE workspace_id = ? ORDER BY id",
-                                    (workspace_id,)).fetchall())
-        checks = {name: compliance.check_domain(conn, workspace_id, domain_id) for domain_id, name in domains.items()}
-    return {"days": days, "since": since, "rows": out, "compliance": checks}
+    return out
