@@ -68,7 +68,7 @@ NOT_PAUSED = "Only paused campaigns can be resumed."
 BREAKER_PAUSED = "Paused by the circuit breaker"
 BREAKER_NEEDS_FORCE = ("The circuit breaker paused this campaign: check what its status_detail names, then resume it with"
                        " `mkt campaigns resume {id} --force` (POST /v1/campaigns/{id}/resume with {{\"force\": true}}).")
-RESUME_BODY_INVALID = "The resume body must be an object whose optional 'force' member is true or false."
+RESUME_BODY_INVALID = "The resume body must be an object whose optional 'force' member is true or false."  # (null: false)
 NOT_UNSCHEDULABLE = ("Only queued campaigns can be unscheduled; this one is {status}. "
                      "{hint}")
 UNSCHEDULE_HINTS = {
@@ -316,9 +316,9 @@ def resume_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id: An
     and from then on its breaker counts only the messages answered after the resume."""
     if body is None:
         body = {}
-    if not isinstance(body, dict) or not isinstance(body.get("force", False), bool):
+    force = body.get("force") if isinstance(body, dict) else "not an object"
+    if force is not None and not isinstance(force, bool):  # (null reads as false)
         raise MktError(400, RESUME_BODY_INVALID)
-    force = body.get("force", False)
     with transaction(conn):
         row = campaigns.campaign_row(conn, workspace_id, campaign_id)
         if row["status"] != "PAUSED":
