@@ -16,6 +16,7 @@ from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.ids import new_id
 from marketing_cli.services.account import billing
+from marketing_cli.services.automations import stats
 from marketing_cli.services.delivery import bounces, breakers
 from marketing_cli.services.email import domains, preparation
 from marketing_cli.services.email import schedule as email_schedule
@@ -211,11 +212,18 @@ def test_a_flow_email_step_pauses_its_campaign_and_its_messages_wait(
     campaign_id, emails = _answered(conn, ws, 220)
     sender = conn.execute("SELECT sender_identity_id FROM campaigns WHERE id = ?", (campaign_id,)).fetchone()[0]
     flow = factories.automation(conn, ws, {"name": "Welcome", "triggers": [{"type": "manual"}],
-                                           "steps": [factories.email_step("welcome", sender)]}, publish=False)
+                                           "steps": [factories.email_step("welcome", sender)]})
     conn.execute("UPDATE campaigns SET automation_id = ? WHERE id = ?", (flow["id"], campaign_id))
     conn.execute("UPDATE email_messages SET status = 'failed', bounce_class = 'unknown_user' WHERE id IN"
                  " (SELECT id FROM email_messages WHERE campaign_id = ? ORDER BY id LIMIT 12)", (campaign_id,))
-    assert breakers.check(conn, campaign_id) is not None
+    version = conn.execute("SELECT id FROM automation_versions WHERE automation_id = ?", (flow["id"],)).fetchone()
+    with db.transaction(conn):  # (the step's campaign, as steps.py lists it)
+        conn.execute("INSERT INTO automation_campaigns (version_id, step_id, round, campaign_id) VALUES (?, 'welcome',"
+                     " 0, ?)", (version[0], campaign_id))
+    detail = breakers.check(conn, campaign_id)
+    assert detail is not None
+    steps = stats.automation_stats(conn, ws, flow["id"])["versions"][0]["steps"]
+    assert steps[0]["paused"] == [{"campaign_id": campaign_id, "status_detail": detail}]
     contact = conn.execute("SELECT id FROM contacts WHERE email = ?", (emails[0],)).fetchone()[0]
     with db.transaction(conn):
         conn.execute("DELETE FROM email_messages WHERE contact_id = ?", (contact,))
