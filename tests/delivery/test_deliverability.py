@@ -156,3 +156,14 @@ def test_the_campaign_rows_count_every_answer_of_the_campaign(conn: sqlite3.Conn
     campaign_id = _seed(conn, workspace["id"])
     rows = {r["lane"]: r for r in deliverability.campaign_rows(conn, workspace["id"], campaign_id)}
     assert rows["other"]["sent"] == 3 and rows["gmail"]["sent"] == 10  # the old answer too
+
+
+def test_a_campaign_sent_before_the_window_is_not_read(conn: sqlite3.Connection, workspace: dict[str, Any],
+                                                       verified_dns: None) -> None:
+    campaign_id = _seed(conn, workspace["id"])
+    old = clock.format_ts(clock.utcnow() - timedelta(days=30))
+    conn.execute("UPDATE email_messages SET delivered_at = ?, failed_at = CASE WHEN failed_at IS NULL THEN NULL"
+                 " ELSE ? END, deferred_since = NULL WHERE campaign_id = ?", (old, old, campaign_id))
+    conn.execute("UPDATE campaigns SET status = 'SENT', sent_at = ? WHERE id = ?", (old, campaign_id))
+    assert deliverability.report(conn, workspace["id"])["rows"] == []
+    assert len(deliverability.report(conn, workspace["id"], 60)["rows"]) == 2

@@ -3,7 +3,8 @@
 what the workspace's messages became, from one query grouped by domain, lane and bounce class.
 
 A message counts in the window when it was answered (delivered or refused) or first
-deferred within it. Per row:
+deferred within it; a campaign SENT before the window began is not read (its messages were
+all answered before its `sent_at`). Per row:
 
     sent            messages handed to the transport: delivered + bounced + deferred
     delivered       accepted, and no bounce report since
@@ -53,8 +54,9 @@ SQL = (
     " FROM campaigns c JOIN sender_identities s ON s.id = c.sender_identity_id"
     " JOIN domains d ON d.id = s.domain_id"
     " JOIN email_messages m ON m.campaign_id = c.id"
-    " WHERE c.workspace_id = ?{campaign} AND m.status IN ('delivered', 'failed', 'bounced', 'queued')"
-    " AND coalesce(m.delivered_at, m.failed_at, m.deferred_since) >= ?"
+    " WHERE c.workspace_id = :ws{campaign} AND (c.sent_at IS NULL OR c.sent_at >= :since)"
+    " AND m.status IN ('delivered', 'failed', 'bounced', 'queued')"
+    " AND coalesce(m.delivered_at, m.failed_at, m.deferred_since) >= :since"
     " AND (m.status <> 'queued' OR m.deferred_since IS NOT NULL)"
     " GROUP BY d.id, d.domain_name, coalesce(m.lane, 'other'), m.bounce_class"
     " ORDER BY d.domain_name, lane")
@@ -111,8 +113,8 @@ def campaign_rows(conn: sqlite3.Connection, workspace_id: int, campaign_id: str)
 
 def _rows(conn: sqlite3.Connection, workspace_id: int, since: str, campaign_id: str | None = None) -> list[dict[str, Any]]:
     rows: dict[tuple[int, str], dict[str, Any]] = {}
-    sql = SQL.format(campaign="" if campaign_id is None else " AND c.id = ?")
-    params = (workspace_id, *(() if campaign_id is None else (campaign_id,)), since)
+    sql = SQL.format(campaign="" if campaign_id is None else " AND c.id = :campaign")
+    params = {"ws": workspace_id, "since": since, "campaign": campaign_id}
     for r in conn.execute(sql, params).fetchall():
         row = rows.setdefault((r["domain_id"], r["lane"]), {
             "domain_id": r["domain_id"], "domain": r["domain_name"], "lane": r["lane"], "sent": 0, "delivered": 0,
