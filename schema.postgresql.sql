@@ -1767,3 +1767,19 @@ BEGIN
                        'contacts_field_' || field.id, doc, doc);
     END LOOP;
 END $$;
+
+-- version: 39
+-- Circuit breakers (services/delivery/breakers.py; docs/deliverability.md "Circuit
+-- breakers"): a workspace's thresholds, in percent as decimal text (NULL: the default:
+-- complaints 0.3, unknown users 5, blocks 10), set with `mkt workspace breakers` only (no
+-- endpoint changes them). campaigns.breaker_after: after a forced resume, the highest id of
+-- the campaign's messages answered then; only later ones count for its breaker (NULL: all).
+-- email_messages_complained: the complaints of a campaign's window without reading its rows.
+CREATE TABLE breaker_settings (
+    workspace_id BIGINT PRIMARY KEY REFERENCES workspaces(id) ON DELETE CASCADE,
+    complaints TEXT,
+    unknown_users TEXT,
+    blocks TEXT
+);
+ALTER TABLE campaigns ADD COLUMN breaker_after BIGINT;
+CREATE INDEX email_messages_complained ON email_messages(campaign_id, id) WHERE complained_at IS NOT NULL;

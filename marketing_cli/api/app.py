@@ -57,6 +57,7 @@ ROUTE_MODULES = [
     "marketing_cli.api.templates",
     "marketing_cli.api.domains",
     "marketing_cli.api.senders",
+    "marketing_cli.api.deliverability",
     "marketing_cli.api.sms",
     "marketing_cli.api.openapi",
     "marketing_cli.api.dashboard",  # `/` and /dashboard/...: pages for people, not the API

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from starlette.requests import Request
+from starlette.responses import Response
 from starlette.routing import Route
 
+from marketing_cli.api.auth import require_workspace
+from marketing_cli.api.calls import call
 from marketing_cli.api.endpoints import on_id
+from marketing_cli.api.responses import envelope_a, read_json
 from marketing_cli.services.delivery import sender_gate
 from marketing_cli.services.email import schedule as email_schedule
 from marketing_cli.services.estimates import views as estimates
@@ -15,7 +20,14 @@ preview_schedule = on_id(estimates.email_schedule_preview, "campaign_id", body=e
 cancel_campaign = on_id(email_schedule.cancel_campaign, "campaign_id")
 archive_campaign = on_id(email_schedule.archive_campaign, "campaign_id")
 unschedule_campaign = on_id(email_schedule.unschedule_campaign, "campaign_id")
-resume_campaign = on_id(email_schedule.resume_campaign, "campaign_id")
+
+
+async def resume_campaign(request: Request) -> Response:
+    """POST /v1/campaigns/{campaign_id}/resume, its body optional ({"force": true} after the circuit breaker)."""
+    workspace_id = require_workspace(request)
+    body = await read_json(request, email_schedule.RESUME_BODY_INVALID, default={})
+    return envelope_a(await call(request, email_schedule.resume_campaign, workspace_id,
+                                 request.path_params.get("campaign_id", ""), body))
 
 
 routes = [

@@ -10,8 +10,9 @@ from starlette.routing import Route
 from marketing_cli.api.auth import require_workspace
 from marketing_cli.api.calls import call
 from marketing_cli.api.responses import envelope_a
+from marketing_cli.reports import email as email_report
 from marketing_cli.reports import html
-from marketing_cli.services.email import report, timeline
+from marketing_cli.services.email import timeline
 from marketing_cli.services.estimates import views as estimates
 
 
@@ -29,7 +30,7 @@ async def get_campaign_timeline(request: Request) -> Response:
 
 async def get_campaign_report(request: Request) -> Response:
     workspace_id = require_workspace(request)
-    data = await call(request, report.campaign_report, workspace_id, request.path_params["campaign_id"])
+    data = await call(request, email_report.campaign_report, workspace_id, request.path_params["campaign_id"])
     return HTMLResponse(html.render(data), headers=html.PAGE_HEADERS)
 
 

@@ -36,10 +36,11 @@ from marketing_cli.api.responses import read_body
 from marketing_cli.errors import MktError
 from marketing_cli.kernel.money import cents
 from marketing_cli.kernel.numbers import parse_digits
+from marketing_cli.reports import email as email_report
 from marketing_cli.reports import html
 from marketing_cli.reports.html import Safe, el
 from marketing_cli.services.account import keys, workspaces
-from marketing_cli.services.email import report as email_report
+from marketing_cli.services.delivery import deliverability
 from marketing_cli.services.email import variant_html
 from marketing_cli.services.estimates import views as estimates
 from marketing_cli.services.sms import ledger
@@ -197,7 +198,8 @@ def overview_data(conn: Any, workspace_id: int, page_number: Any) -> dict[str, A
     return {"workspace": _workspace_name(conn, workspace_id),
             "email": estimates.email_summaries(conn, workspace_id, page=page_number, limit=PER_PAGE),
             "sms": estimates.sms_summaries(conn, workspace_id, page=page_number, limit=PER_PAGE),
-            "money": ledger.spending(conn, workspace_id)}
+            "money": ledger.spending(conn, workspace_id),
+            "deliverability": deliverability.report(conn, workspace_id)}
 
 
 def _count(value: int | None) -> str:
@@ -283,6 +285,8 @@ def overview(data: dict[str, Any]) -> Safe:
               el("section", el("h2", f"Email campaigns ({email_total:,})"), _email_table(data["email"])),
               el("section", el("h2", f"SMS campaigns ({sms_total:,})"), _sms_table(data["sms"])),
               _pager(data),
+              el("section", el("h2", f"Deliverability over the last {data['deliverability']['days']} days"),
+                 html.deliverability_table(data["deliverability"]["rows"])),
               el("p", "Opened and clicked count each recipient once. Read-only: change campaigns with mkt or the "
                       "/v1 API.", class_="meta"))
 

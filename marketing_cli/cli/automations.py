@@ -363,7 +363,13 @@ def automations_stats(ctx: typer.Context, automation_id: AutomationId, as_json: 
                              or "-"))
         title = (f"entered {data['entered']}, active {data['active']}, completed {data['completed']}, "
                  f"exited {data['exited']}, goals {data['goals_reached']}")
-        return table(["version", "step", "type", "runs", "here", "outcomes", "messages", "skipped"], rows, title)
+        paused = [f"Step {st['step_id']} (version {v['version']}) is paused: campaign {p['campaign_id']}: "
+                  f"{p['status_detail']}" for v in data["versions"] for st in v["steps"] for p in st.get("paused", [])]
+        listing = table(["version", "step", "type", "runs", "here", "outcomes", "messages", "skipped"], rows, title)
+        if not paused:
+            return listing
+        from rich.console import Group
+        return Group(listing, *paused)
 
     emit(stats.automation_stats(s.conn(), s.workspace_id(), automation_id), as_json, human)
 

@@ -144,12 +144,17 @@ def campaigns_unschedule(ctx: typer.Context, campaign_id: CampaignId, as_json: J
          lambda r: f"Campaign {r['id']} is a DRAFT again: change it, then `mkt campaigns schedule {r['id']}`.")
 
 
-def campaigns_resume(ctx: typer.Context, campaign_id: CampaignId, as_json: JsonOption = False) -> None:
-    """Send a campaign paused after transport errors again (POST /v1/campaigns/:id/resume)."""
+def campaigns_resume(
+    ctx: typer.Context, campaign_id: CampaignId,
+    force: Annotated[bool, typer.Option("--force", help="Resume a campaign the circuit breaker paused (after "
+                                                        "checking what its status_detail names).")] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Send a paused campaign again (POST /v1/campaigns/:id/resume)."""
     from marketing_cli.services.email import schedule as email_schedule
 
     s = state(ctx)
-    emit(email_schedule.resume_campaign(s.conn(), s.workspace_id(), campaign_id), as_json,
+    emit(email_schedule.resume_campaign(s.conn(), s.workspace_id(), campaign_id, {"force": force}), as_json,
          lambda r: f"Campaign {r['id']} is sending again.")
 
 

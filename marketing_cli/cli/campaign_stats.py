@@ -56,7 +56,7 @@ def campaigns_timeline(ctx: typer.Context, campaign_id: CampaignId, as_json: Jso
 
 def campaigns_report(ctx: typer.Context, campaign_id: CampaignId, html_path: HtmlOption) -> None:
     """Write an email campaign's report as one self-contained HTML file (charts inline, nothing fetched)."""
-    from marketing_cli.services.email import report
+    from marketing_cli.reports import email as report
 
     s = state(ctx)
     write_report(report.campaign_report(s.conn(), s.workspace_id(), campaign_id), html_path)

@@ -24,6 +24,8 @@ SUBCOMMANDS: list[tuple[str, str, str]] = [
     ("templates", "templates", "Import, list and delete email templates (HTML, ZIP, URL or editor)."),
     ("domains", "domains", "Add sending domains, show the DNS records to publish, verify and delete them."),
     ("senders", "senders", "Add, list and delete sender identities (From addresses on your domains)."),
+    ("deliverability", "deliverability", "Per sending domain and provider lane: delivered, deferred, bounced, "
+                                         "complaints and their rates."),
     ("sms", "sms", "SMS campaigns, quotes, review, the outbox, the prepaid balance and the sender ID."),
     ("automations", "automations", "Automations: flows of triggers and steps (welcome series, double opt-in, ...)."),
     ("mail", "mail", "Where the workspace's mail goes: an SMTP server or the outbox folder (operator only)."),

@@ -144,3 +144,29 @@ def workspace_update(
         s.conn(), workspace_id, sms_markup=sms_markup,
         allow_contacts_without_email=allow_contacts_without_email, tracking_url=tracking_url, changes=changes)
     emit(result, as_json, lambda ws: render_workspace(ws, workspaces.get_operator_settings(s.conn(), workspace_id)))
+
+
+@app.command("breakers")
+def workspace_breakers(
+    ctx: typer.Context,
+    complaints: Annotated[Optional[str], typer.Option(
+        "--complaints", metavar="PCT", help="Pause a campaign when complaints reach PCT % of its last deliveries "
+                                            "(default 0.3).")] = None,
+    unknown_users: Annotated[Optional[str], typer.Option(
+        "--unknown-users", metavar="PCT", help="Pause it when unknown users reach PCT % (default 5).")] = None,
+    blocks: Annotated[Optional[str], typer.Option(
+        "--blocks", metavar="PCT", help="Pause it when blocks (policy, reputation, authentication) reach PCT % "
+                                        "(default 10).")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show or change the circuit breakers' thresholds (operator only: no endpoint changes them;
+    docs/deliverability.md "Circuit breakers")."""
+    from marketing_cli.services.delivery import breakers
+
+    s = state(ctx)
+    emit(breakers.configure(s.conn(), s.workspace_id(), complaints=complaints, unknown_users=unknown_users,
+                            blocks=blocks), as_json,
+         lambda v: pairs({"complaints": f"{v['complaints']}%", "unknown users": f"{v['unknown_users']}%",
+                          "blocks": f"{v['blocks']}%",
+                          "window": f"the last {v['window']:,} deliveries, at least {v['min_deliveries']:,}"},
+                         title="Circuit breakers"))

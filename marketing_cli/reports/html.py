@@ -283,10 +283,36 @@ def _rates_svg(bars: Sequence[tuple[str, int]]) -> Safe:
     return svg(label_w + bar_w + 80, row_h * len(bars) + 8, "Variant rates", *parts, class_="variants")
 
 
+def _rate(value: float | None) -> str:
+    return "-" if value is None else f"{value * 100:.1f}%"
+
+
+def deliverability_table(rows: list[dict[str, Any]]) -> Safe:
+    """The rows of services/delivery/deliverability.py: per sending domain and provider lane."""
+    if not rows:
+        return el("p", "No message answered yet.", class_="empty")
+    return table(["domain", "lane", "sent", "delivered", "deferred", "bounced", "complaints", "rate now", "warm-up",
+                  "bounced by class"],
+                 [(r["domain"], r["lane"], r["sent"], f"{r['delivered']:,} ({_rate(r['delivered_rate'])})",
+                   f"{r['deferred']:,} ({_rate(r['deferred_rate'])})", f"{r['bounced']:,} ({_rate(r['bounce_rate'])})",
+                   f"{r['complained']:,} ({_rate(r['complaint_rate'])})",
+                   "-" if r["rate_now"] is None else f"{r['rate_now']:g}/s",
+                   "-" if r["warmup_day"] is None else f"day {r['warmup_day']}, cap {r['warmup_cap']:,}",
+                   ", ".join(f"{cls} {n:,}" for cls, n in r["bounced_by_class"].items()) or "-") for r in rows],
+                 (2,))
+
+
+def _deliverability(report: dict[str, Any]) -> Safe:
+    """An email report's section (reports/email.py adds its rows), per sending domain and lane."""
+    if "deliverability" not in report:
+        return Safe("")
+    return el("section", el("h2", "Deliverability"), deliverability_table(report["deliverability"]))
+
+
 def body(report: dict[str, Any]) -> Safe:
     """The report's content (a <main>), without the page around it or its stylesheet."""
-    return el("main", _header(report), _funnel(report), _timeline(report), _variants(report), _links(report),
-              _audience(report))
+    return el("main", _header(report), _funnel(report), _deliverability(report), _timeline(report), _variants(report),
+              _links(report), _audience(report))
 
 
 def render(report: dict[str, Any]) -> str:

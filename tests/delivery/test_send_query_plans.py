@@ -89,7 +89,7 @@ def test_a_round_in_steady_state_costs_ten_statements(conn: Any, sending: str, w
                                     shaper=shaper)
     assert len(rows) == 10 and spent is None
     run = SimpleNamespace(claim=current, campaign_id=sending, outbox=None, smtp_id=lambda m: f"<{m['id']}@x>",
-                          shaper=shaper)
+                          shaper=shaper, answered=0)
     answers = [(m["id"], None, False) for m in rows]
     assert record.record_round(recording, run, {m["id"]: m for m in rows}, answers, ws) == 0
     statements = [" ".join(sql.split()[:3]) for sql, _ in recording.seen

@@ -214,7 +214,7 @@ def test_a_taken_over_claim_keeps_one_reservation_and_the_late_answer_settles_no
 
     def run(token: str) -> Any:
         return SimpleNamespace(claim=SimpleNamespace(token=token), campaign_id=campaign_id, outbox=None,
-                               smtp_id=lambda m: f"<{m['id']}@example.com>", shaper=shaping.Shaper(ws))
+                               smtp_id=lambda m: f"<{m['id']}@example.com>", shaper=shaping.Shaper(ws), answered=0)
 
     late = record.record_round(conn, run("worker-a"), {m["id"]: m for m in claimed},
                                [(m["id"], None, False) for m in claimed], ws)
@@ -242,7 +242,7 @@ def test_a_claim_of_an_earlier_hour_gives_that_hours_reservation_back(
     assert len(taken) == 3
     assert _hour(conn, ws, "2031-05-06T10") == (0, 0) and _hour(conn, ws, "2031-05-06T11") == (0, 3)
     run = SimpleNamespace(claim=SimpleNamespace(token="alive"), campaign_id=campaign_id, outbox=None,
-                          smtp_id=lambda m: f"<{m['id']}@example.com>", shaper=shaping.Shaper(ws))
+                          smtp_id=lambda m: f"<{m['id']}@example.com>", shaper=shaping.Shaper(ws), answered=0)
     record.record_round(conn, run, {m["id"]: m for m in taken}, [(m["id"], None, False) for m in taken], ws)
     assert _hour(conn, ws, "2031-05-06T11") == (3, 0)
 

@@ -138,8 +138,11 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         "envelope": "A", "data": obj({"id": HEX_ID, "status": enum(("ARCHIVED",))}, ("id", "status"))},
     ("DELETE", "/v1/campaigns/{campaign_id}"): {**deleted(HEX_ID, "an email campaign (one that sent messages once "
                                                                    "archived)"), "envelope": "A"},
-    ("POST", "/v1/campaigns/{campaign_id}/resume"): {"summary": "Resume a paused campaign", "envelope": "A",
-                                                     "data": ANY},
+    ("POST", "/v1/campaigns/{campaign_id}/resume"): {
+        "summary": "Resume a paused campaign ({\"force\": true} for one the circuit breaker paused)", "envelope": "A",
+        "body": obj({"force": {"type": "boolean", "description": "Resume a campaign the circuit breaker paused; "
+                                                                 "its breaker then counts only later answers"}}),
+        "body_optional": True, "data": ANY},
     ("POST", "/v1/campaigns/{campaign_id}/unschedule"): {
         "summary": "Return a QUEUED campaign to DRAFT (its queued jobs removed)", "envelope": "A",
         "data": obj({"id": HEX_ID, "status": enum(("DRAFT",))}, ("id", "status"))},

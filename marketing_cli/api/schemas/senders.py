@@ -1,14 +1,15 @@
 """Where a campaign's mail comes from: sending domains (add, read, verify their DNS records)
-and sender identities on them.
+and sender identities on them, and how their mail fared (deliverability at a glance).
 
-The routes of api/domains.py and api/senders.py.
+The routes of api/domains.py, api/senders.py and api/deliverability.py.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from marketing_cli.api.schemas.common import INT_ID, array, deleted, name, obj
+from marketing_cli.api.schemas.common import INT_ID, NULLABLE_TIMESTAMP, TIMESTAMP, array, deleted, name, obj
+from marketing_cli.services.delivery import deliverability
 from marketing_cli.services.email import domains, senders
 
 # What services/email/senders._display_name refuses: C0 and C1 controls, DEL, line and paragraph separators.
@@ -41,7 +42,40 @@ COMPLIANCE_ROW = obj({
 SENDER = obj({"id": INT_ID, "display_name": {"type": "string"}, "local_part": {"type": "string"},
               "domain_name": {"type": "string"}}, ("id", "display_name", "local_part", "domain_name"))
 
+_COUNT = {"type": "integer", "minimum": 0}
+_RATE = {"type": ["number", "null"], "minimum": 0, "maximum": 1}
+_NULLABLE_COUNT = {"type": ["integer", "null"], "minimum": 0}
+DELIVERABILITY_ROW = obj({
+    "domain_id": INT_ID, "domain": {"type": "string"},
+    "lane": {"type": "string", "description": "gmail, yahoo, microsoft, apple or other"},
+    "sent": _COUNT, "delivered": _COUNT, "deferred": _COUNT, "bounced": _COUNT,
+    "bounced_by_class": {"type": "object", "additionalProperties": _COUNT,
+                         "description": "bounce class (or unclassified) -> messages"},
+    "complained": _COUNT, "delivered_rate": _RATE, "deferred_rate": _RATE, "bounce_rate": _RATE,
+    "complaint_rate": {**_RATE, "description": "complaints over the messages accepted"},
+    "rate_now": {"type": ["number", "null"], "description": "the lane's messages per second now; null: no rate "
+                                                            "of its own"},
+    "suspended_until": NULLABLE_TIMESTAMP,
+    "warmup_day": _NULLABLE_COUNT, "warmup_cap": _NULLABLE_COUNT,
+}, ("domain_id", "domain", "lane", "sent", "delivered", "deferred", "bounced", "bounced_by_class", "complained",
+    "delivered_rate", "deferred_rate", "bounce_rate", "complaint_rate", "rate_now", "suspended_until", "warmup_day",
+    "warmup_cap"))
+DELIVERABILITY = obj({
+    "days": {"type": "integer", "minimum": 1, "maximum": deliverability.MAX_DAYS}, "since": TIMESTAMP,
+    "rows": array(DELIVERABILITY_ROW),
+    "compliance": {"type": ["object", "null"], "additionalProperties": array(COMPLIANCE_ROW),
+                   "description": "sending domain -> the compliance gate's rows (only with compliance=true)"},
+}, ("days", "since", "rows", "compliance"))
+
 OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
+    ("GET", "/v1/deliverability"): {
+        "summary": "Per sending domain and provider lane: sent, delivered, deferred, bounced by class, complaints, "
+                   "their rates, the lane's rate now and its warm-up", "envelope": "A",
+        "query": {"days": {"type": "string", "pattern": r"^[0-9]*$",
+                           "description": f"1 to {deliverability.MAX_DAYS} (default {deliverability.DEFAULT_DAYS})"},
+                  "compliance": {"type": "string", "enum": ["true", "false", "1", "0", "yes", "no", ""],
+                                 "description": "also check each domain's DNS (seconds)"}},
+        "data": DELIVERABILITY},
     ("GET", "/v1/domains"): {"summary": "The workspace's sending domains", "envelope": "A", "data": array(DOMAIN)},
     ("POST", "/v1/domains"): {"links": [("GET", "/v1/domains/{domain_id}", {"domain_id": "id"})],
                               "summary": "Add a sending domain", "envelope": "A", "status": 201,

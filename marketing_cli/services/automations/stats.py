@@ -95,6 +95,12 @@ def _steps(conn: sqlite3.Connection, version_id: int, flow: dict[str, Any]) -> l
                 for key in _EMAIL:
                     totals[key] += r[key]
             entry["email"] = {"sent": totals.pop("recipients"), **totals}
+            # The step's campaigns paused (by the circuit breaker, transport errors, the month's
+            # allowance): `mkt campaigns resume ID [--force]` sends their waiting messages.
+            entry["paused"] = [{"campaign_id": r[0], "status_detail": r[1]} for r in conn.execute(
+                "SELECT c.id, c.status_detail FROM automation_campaigns ac JOIN campaigns c ON c.id = ac.campaign_id"
+                " WHERE ac.version_id = ? AND ac.step_id = ? AND c.status = 'PAUSED' ORDER BY c.id",
+                (version_id, step["id"]))]
         elif step["type"] == "send_sms":
             entry["sms"] = step_counters(conn, version_id, step["id"])
         out.append(entry)

@@ -38,6 +38,7 @@ from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.inputs import member, require_object
 from marketing_cli.services.contacts import consents
+from marketing_cli.services.delivery import breakers
 from marketing_cli.services.delivery.bounce_classes import AGAINST_DOMAIN, CLEANS, REPEATED
 from marketing_cli.services.delivery.path_tokens import REPORT, read_message_token
 from marketing_cli.services.email import campaigns, stats
@@ -97,6 +98,8 @@ def apply_bounce(conn: sqlite3.Connection, workspace_id: int, contact: sqlite3.R
         conn.execute("UPDATE contacts SET status = ?, updated_at = ? WHERE id = ?", (new_status, now, contact["id"]))
         source = consents.Source("complaint" if kind == "complaint" else "bounce", campaign_id=campaign)
         consents.append(conn, workspace_id, contact["id"], [("email", new_status)], source, at=now)
+    if counted and (kind == "complaint" or bounce_class in breakers.COUNTED):  # a rate of the campaign's breaker rose
+        breakers.check(conn, campaign)
     status = new_status or contact["status"]
     return {"contact_id": contact["id"], "type": kind, "contact_status": status, "campaign_id": campaign,
             "counted": counted}

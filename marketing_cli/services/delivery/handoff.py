@@ -77,6 +77,7 @@ class Send:
         rate = pacing.read_pace(pacing.EMAIL)
         self.concurrency, self.pacer = rate.concurrency, pace.SharedPacer(ws, pace.EMAIL, rate.rate)
         self.shaper = Shaper(ws)  # the provider lanes' rates (shaping.py)
+        self.answered = 0  # answers this job recorded (the circuit breaker reads its rates every CHECK_EVERY)
         self._local = threading.local()
         self._transports: list[Any] = []
         self._lock = threading.Lock()

@@ -31,7 +31,7 @@ from datetime import datetime, timedelta
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.services.account import billing
-from marketing_cli.services.delivery import lanes, replies, shaping
+from marketing_cli.services.delivery import breakers, lanes, replies, shaping
 from marketing_cli.services.delivery.bounce_classes import classify_reply
 from marketing_cli.services.delivery.handoff import HALTED, Send
 from marketing_cli.services.delivery.lanes import OTHER
@@ -83,6 +83,7 @@ class Outcome:
     and the lanes with a delivery and no throttle (shaping.Shaper.observe)."""
 
     temporary: int = 0
+    refused: int = 0  # permanent refusals of a class the circuit breaker counts (breakers.py)
     throttled: dict[str, replies.Reply] = field(default_factory=dict)
     delivered: set[str] = field(default_factory=set)
 
@@ -104,10 +105,15 @@ def record_round(conn: sqlite3.Connection, run: Send, row_of: dict[int, sqlite3.
     """Write a round's answers in one transaction; returns the number of temporary errors.
     Only rows still claimed under our token are written (fencing): the others were taken over
     by another worker while this one was paused past its claim; they are refused and logged.
-    The lanes are told what the round said afterwards (cut, suspended or grown: shaping.py)."""
+    The lanes are told what the round said afterwards (cut, suspended or grown: shaping.py),
+    and the circuit breaker reads the campaign's rates after a round with a refusal it counts,
+    or every CHECK_EVERY answers (breakers.py; a trip pauses it: the next claim sees it)."""
     outcome = retry_conflicts(lambda: _record_once(conn, run, row_of, results, workspace_id),
                               f"recording messages of campaign {run.campaign_id}")
     run.shaper.observe(conn, outcome.throttled, outcome.delivered - outcome.throttled.keys())
+    before, run.answered = run.answered, run.answered + len(results)
+    if outcome.refused or run.answered // breakers.CHECK_EVERY > before // breakers.CHECK_EVERY:
+        breakers.check(conn, run.campaign_id)
     return outcome.temporary
 
 
@@ -183,7 +189,9 @@ def _record_error(conn: sqlite3.Connection, row: sqlite3.Row, error: str, perman
     since = clock.parse_ts(row["deferred_since"]) if row["deferred_since"] else now
     if reply.cls == replies.PERMANENT or now - since >= timedelta(hours=give_up_hours()):
         permanent = reply.cls == replies.PERMANENT
-        stats.record_failure(conn, row["id"], error[:500], bounce_class=classify_reply(error, permanent))
+        bounce_class = classify_reply(error, permanent)
+        stats.record_failure(conn, row["id"], error[:500], bounce_class=bounce_class)
+        outcome.refused += bounce_class in breakers.COUNTED
         return
     outcome.temporary += 1
     conn.execute("UPDATE email_messages SET status = 'queued', failure_reason = ?, retry_at = ?,"

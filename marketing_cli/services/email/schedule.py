@@ -64,6 +64,11 @@ HOURLY_LIMIT = "Your plan's hourly email allowance (hourly_emails) is used up fo
 NOT_CANCELLABLE = "Only queued or sending campaigns can be cancelled."
 NOT_ARCHIVABLE = "Only sent or cancelled campaigns can be archived."
 NOT_PAUSED = "Only paused campaigns can be resumed."
+# The start of a status_detail written by the circuit breaker (services/delivery/breakers.py)
+BREAKER_PAUSED = "Paused by the circuit breaker"
+BREAKER_NEEDS_FORCE = ("The circuit breaker paused this campaign: check what its status_detail names, then resume it with"
+                       " `mkt campaigns resume {id} --force` (POST /v1/campaigns/{id}/resume with {{\"force\": true}}).")
+RESUME_BODY_INVALID = "The resume body must be an object whose optional 'force' member is true or false."  # (null: false)
 NOT_UNSCHEDULABLE = ("Only queued campaigns can be unscheduled; this one is {status}. "
                      "{hint}")
 UNSCHEDULE_HINTS = {
@@ -302,18 +307,32 @@ def archive_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id: A
     return {"id": row["id"], "status": "ARCHIVED"}
 
 
-def resume_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id: Any) -> dict[str, Any]:
+def resume_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id: Any,
+                    body: Any = None) -> dict[str, Any]:
     """POST /v1/campaigns/:id/resume: a campaign PAUSED (after transport errors, by an operator,
-    or with the month's allowance used up) sends again; not while the month's allowance is
-    still used up and messages wait (400, with the allowance in the error's detail)."""
+    with the month's allowance used up, or by the circuit breaker) sends again; not while the
+    month's allowance is still used up and messages wait (400, with the allowance in the
+    error's detail). A campaign the circuit breaker paused needs `{"force": true}` (`--force`),
+    and from then on its breaker counts only the messages answered after the resume."""
+    if body is None:
+        body = {}
+    force = body.get("force") if isinstance(body, dict) else "not an object"
+    if force is not None and not isinstance(force, bool):  # (null reads as false)
+        raise MktError(400, RESUME_BODY_INVALID)
     with transaction(conn):
         row = campaigns.campaign_row(conn, workspace_id, campaign_id)
         if row["status"] != "PAUSED":
             raise MktError(400, NOT_PAUSED)
+        breaker = (row["status_detail"] or "").startswith(BREAKER_PAUSED)
+        if breaker and not force:
+            raise MktError(400, BREAKER_NEEDS_FORCE.format(id=row["id"]))
         if billing.remaining(conn, workspace_id, "monthly_emails") == 0 and conn.execute(
                 "SELECT 1 FROM email_messages WHERE campaign_id = ? AND status = 'queued' LIMIT 1",
                 (row["id"],)).fetchone() is not None:  # (it would pause again at its first claim)
             raise billing.limit_error(conn, workspace_id, "monthly_emails", MONTH_USED_UP)
+        if breaker:  # the breaker's window starts again after the last answer (services/delivery/breakers.py)
+            conn.execute("UPDATE campaigns SET breaker_after = (SELECT max(id) FROM email_messages WHERE campaign_id = ?"
+                         " AND status IN ('delivered', 'failed', 'bounced')) WHERE id = ?", (row["id"], row["id"]))
         campaigns.set_campaign_status(conn, row["id"], "SENDING")
         jobs.enqueue(conn, "email.send", {"campaign_id": row["id"]}, workspace_id=workspace_id,
                      dedupe_key=f"email.send:{row['id']}")
