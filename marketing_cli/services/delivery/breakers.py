@@ -58,7 +58,7 @@ _ARM = ("SELECT id FROM (SELECT id FROM email_messages WHERE campaign_id = :c AN
         " ORDER BY id DESC LIMIT {limit}) AS {alias}")
 # Read from indexes only but for the few refused or complained rows: the window's ids from
 # email_messages_status (campaign_id, status, id), then its refusals from the bounce class
-# index and its complaints from email_messages_complained (schema step 38).
+# index and its complaints from email_messages_complained (schema step 39).
 WINDOW_SQL = (
     "WITH w AS (SELECT id FROM (" + " UNION ALL ".join(_ARM.format(status=s, limit=WINDOW, alias=f"a{i}")
                                                       for i, s in enumerate(_ANSWERED))
