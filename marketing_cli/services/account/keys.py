@@ -73,7 +73,10 @@ def revoke_key(conn: sqlite3.Connection, workspace_id: int, key_id: int) -> dict
     return key_view(row)
 
 
-def authenticate(conn: sqlite3.Connection, authorization: str | None, cache: dict[Any, Any] | None = None) -> int:
+_CHECK = object()  # authenticate's default: check the connection's versioned.entries itself
+
+
+def authenticate(conn: sqlite3.Connection, authorization: str | None, cache: Any = _CHECK) -> int:
     """The workspace id of an `Authorization: Bearer <key>` header value, or a 401.
 
     `cache`: `versioned.entries(conn)` when the caller has it already (one check per request).
@@ -85,7 +88,7 @@ def authenticate(conn: sqlite3.Connection, authorization: str | None, cache: dic
     if scheme.lower() != "bearer" or not secret:
         raise MktError(401, MISSING if not authorization.strip() else INVALID)
     digest = _hash(secret)
-    if cache is None:
+    if cache is _CHECK:
         cache = versioned.entries(conn)
     found = None if cache is None else cache.get(("api_key", digest))
     if found is None:
