@@ -53,22 +53,26 @@ def _rows_of_one_campaign(conn: sqlite3.Connection, one_lock: bool) -> Iterator[
         conn.execute("SET LOCAL session_replication_role = DEFAULT")
 
 
+EXPANSION_CHECKPOINT_PAGES = 16384  # the log's size (pages: 64 MiB at 4 KiB) before an expansion's commit checkpoints it
+
+
 @contextmanager
 def _checkpoint_after(conn: sqlite3.Connection) -> Iterator[None]:
-    """SQLite: no automatic checkpoint between the expansion's batches on this connection; the
-    first commit after them checkpoints the log at once (the limit is back by then).
+    """SQLite: the expansion's batches checkpoint the log only once it holds
+    EXPANSION_CHECKPOINT_PAGES pages, not SQLite's default 1,000; the connection's own limit
+    is back after them (finished or cancelled).
 
-    Each batch is one commit; with the default limit (1,000 pages) every third or fourth batch
-    copied the log into the database and synced both, and the tree pages the next batches
-    change again were copied each time: 12% of the expansion's CPU time at 200,000 recipients
-    (measured, docs/performance.md), and a disk wait per checkpoint on a busy machine. The log
-    then grows by the expansion's rows, as it does for one INSERT ... SELECT of them; other
-    connections' commits still checkpoint it as usual. PostgreSQL: nothing to do."""
+    Each batch is one commit; with the default limit every third or fourth batch copied the log
+    into the database and synced both, and the tree pages the next batches change again were
+    copied each time: 12% of the expansion's CPU time at 200,000 recipients, and a disk wait per
+    checkpoint on a busy machine (docs/performance.md). The bound keeps the log file (which
+    SQLite reuses but does not shrink) to 64 MiB and a batch, where turning the checkpoint off
+    would let it grow by the whole campaign. PostgreSQL: nothing to do."""
     if dialect.postgresql(conn):
         yield
         return
     limit = conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0]
-    conn.execute("PRAGMA wal_autocheckpoint = 0")
+    conn.execute(f"PRAGMA wal_autocheckpoint = {max(int(limit), EXPANSION_CHECKPOINT_PAGES)}")
     try:
         yield
     finally:
