@@ -82,18 +82,37 @@ def wait_until_up(url: str, timeout: float = 20.0) -> None:
 @contextmanager
 def server(cmd: Sequence[str], port: int, env: dict[str, str] | None = None) -> Iterator[str]:
     """Run a server command until the block ends; yields its base URL."""
+    with server_process(cmd, port, env) as (base, _):
+        yield base
+
+
+@contextmanager
+def server_process(cmd: Sequence[str], port: int, env: dict[str, str] | None = None) -> Iterator[tuple[str, int]]:
+    """As `server`, yielding (base URL, process id): the id for `cpu_seconds`."""
     proc = subprocess.Popen(list(cmd), env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, cwd=REPO)
     base = f"http://127.0.0.1:{port}"
     try:
         wait_until_up(base + "/")
-        yield base
+        yield base, proc.pid
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
             proc.wait(15)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+def cpu_seconds(pid: int) -> float:
+    """The CPU time (user + system) a live process has used so far, from /proc."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def load_average() -> float:
+    """The machine's one-minute load average, to print beside a figure measured under it."""
+    return os.getloadavg()[0]
 
 
 @dataclass
@@ -104,6 +123,9 @@ class Load:
     p50_ms: float
     p99_ms: float
     generator: str  # "wrk" or "asyncio"
+    requests: int = 0  # answered in all
+    cpu_us: float = 0.0  # the server's CPU per request (microseconds), when `http_load` was given its pid
+    load: float = 0.0  # the load average at the end of the run
 
 
 def wrk_path() -> str | None:
@@ -112,13 +134,24 @@ def wrk_path() -> str | None:
 
 def http_load(url: str, seconds: float, *, headers: dict[str, str] | None = None,
               request: Callable[[int], bytes] | None = None, lua: str | None = None,
-              connections: int = 32) -> Load:
+              connections: int = 32, pid: int | None = None) -> Load:
     """One load generator, `connections` keep-alive connections for `seconds`: wrk when it is
     installed (with `lua` for varying requests), else the asyncio client below (with `request`,
-    the i-th request's bytes). Answers other than 2xx make the run fail (RuntimeError)."""
+    the i-th request's bytes). Answers other than 2xx make the run fail (RuntimeError).
+
+    With `pid`, the server process's CPU time per request is measured as well (`Load.cpu_us`):
+    a figure the machine's load changes far less than the rate, since a busy machine delays
+    the server's work without making it larger.
+    """
+    before = cpu_seconds(pid) if pid is not None else 0.0
     if wrk_path() is not None:
-        return wrk_load(url, seconds, headers=headers, lua=lua, connections=connections)
-    return asyncio_load(url, seconds, headers=headers, request=request, connections=connections)
+        result = wrk_load(url, seconds, headers=headers, lua=lua, connections=connections)
+    else:
+        result = asyncio_load(url, seconds, headers=headers, request=request, connections=connections)
+    if pid is not None and result.requests:
+        result.cpu_us = (cpu_seconds(pid) - before) * 1e6 / result.requests
+    result.load = load_average()
+    return result
 
 
 def _ms(text: str) -> float:
@@ -154,7 +187,8 @@ def wrk_load(url: str, seconds: float, *, headers: dict[str, str] | None = None,
     p99 = re.search(r"^\s+99%\s+(\S+)", out, re.MULTILINE)
     if not (rps and p50 and p99):
         raise RuntimeError(f"no Requests/sec or latency distribution in wrk output:\n{out}")
-    return Load(float(rps.group(1)), _ms(p50.group(1)), _ms(p99.group(1)), "wrk")
+    total = re.search(r"^\s*(\d+) requests in", out, re.MULTILINE)
+    return Load(float(rps.group(1)), _ms(p50.group(1)), _ms(p99.group(1)), "wrk", int(total.group(1)) if total else 0)
 
 
 def wrk_rps(url: str, seconds: int, headers: dict[str, str] | None = None, lua: str | None = None,
@@ -224,7 +258,7 @@ async def _asyncio_load(host: str, port: int, request: Callable[[int], bytes], s
     if failures:
         raise RuntimeError(f"the load generator saw error answers: {failures[:3]}")
     cuts = statistics.quantiles(latencies, n=100)
-    return Load(len(latencies) / elapsed, cuts[49] * 1000, cuts[98] * 1000, "asyncio")
+    return Load(len(latencies) / elapsed, cuts[49] * 1000, cuts[98] * 1000, "asyncio", len(latencies))
 
 
 def median_seconds(fn: Callable[[], object], repeat: int, warmup: int = 1) -> float:

@@ -354,6 +354,7 @@ POSTGRESQL_SUITES = (
     "tests/platform/test_cli_jobs.py",
     "tests/platform/test_db.py",
     "tests/platform/test_api_calls.py",
+    "tests/platform/test_storage_versioned.py",
     "tests/platform/test_db_copy.py",
     "tests/platform/test_db_copy_live.py",
     "tests/automations/",

@@ -4,23 +4,41 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from typing import Any
 
 from starlette.requests import Request
 
 from marketing_cli.api.strict import check_query
 from marketing_cli.errors import MktError
 from marketing_cli.services.account import keys
+from marketing_cli.storage import versioned
 
 
 def db_conn(request: Request):  # noqa: ANN201 - sqlite3.Connection
     return request.app.state.db.conn()
 
 
+UNCHANGED = "mkt.unchanged"  # the scope key of the dict `require_workspace` checked (storage/versioned.py)
+
+
 def require_workspace(request: Request) -> int:
-    """The workspace of the request's key, or 401; then no undeclared query parameter (400)."""
-    workspace_id = keys.authenticate(db_conn(request), request.headers.get("authorization"))
+    """The workspace of the request's key, or 401; then no undeclared query parameter (400).
+
+    The connection's `versioned.entries` dict, checked once here, is left in the request's
+    scope for the handler's own cached reads (`unchanged`)."""
+    conn = db_conn(request)
+    cache = request.scope[UNCHANGED] = versioned.entries(conn)
+    workspace_id = keys.authenticate(conn, request.headers.get("authorization"), cache)
     check_query(request)
     return workspace_id
+
+
+def unchanged(request: Request) -> dict[Any, Any] | None:
+    """The dict of values read since the database last changed, as `require_workspace` found
+    it for this request (None: read as usual). Look values up in it only before the handler's
+    first await (after one, the database may have changed unseen); storing a value read after
+    the check is safe at any time (a change since then has changed the stamp: dropped)."""
+    return request.scope.get(UNCHANGED)
 
 
 def key_workspace(request: Request, secret: str) -> int:

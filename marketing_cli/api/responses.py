@@ -39,6 +39,12 @@ class JSONBody(Response):
         return dumps_bytes(content)
 
 
+class RenderedJSON(Response):
+    """A JSON body already rendered (by JSONBody): its bytes as they are."""
+
+    media_type = "application/json"
+
+
 def envelope_a(data: Any, status: int = 200) -> JSONBody:
     return JSONBody({"error": None, "data": data}, status_code=status)
 

@@ -89,3 +89,62 @@ def test_no_api_key_can_change_an_operator_setting(client: Any, auth: dict, conn
     assert workspaces.get_operator_settings(conn, workspace["id"]) == before
     for path in ("/v1/keys", "/v1/sms/balance", "/v1/rates", "/v1/billing/plan"):
         assert client.post(path, headers=auth, json={}).status_code in (404, 405)
+
+
+def test_the_kept_answer_follows_every_change_at_once(client: Any, auth: dict, conn: Any, workspace: dict,
+                                                      db_path: Any) -> None:
+    """GET /v1/workspace keeps its rendered answer while the database is unchanged
+    (storage/versioned.py): a change from another connection shows in the very next answer."""
+    from marketing_cli.services.account import billing
+
+    def contacts_allowed() -> int:
+        resources = client.get("/v1/workspace", headers=auth).json()["data"]["billing"]["resources"]
+        return next(r["allowed"] for r in resources if r["name"] == "contacts")
+
+    first = contacts_allowed()
+    assert contacts_allowed() == first
+    billing.set_allowance(conn, workspace["id"], "contacts", first + 7)  # the test's own connection
+    assert contacts_allowed() == first + 7
+    billing.bump_usage(conn, workspace["id"], "contacts", 3)
+    resources = client.get("/v1/workspace", headers=auth).json()["data"]["billing"]["resources"]
+    assert next(r["used"] for r in resources if r["name"] == "contacts") == 3
+
+
+def test_the_kept_answer_is_per_hour(client: Any, auth: dict, conn: Any, workspace: dict,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hourly usage is of the current hour: a new hour is a new answer with no change to the rows."""
+    from datetime import timedelta
+
+    from marketing_cli.kernel import clock
+    from marketing_cli.services.account import billing
+
+    def hourly_used() -> int:
+        resources = client.get("/v1/workspace", headers=auth).json()["data"]["billing"]["resources"]
+        return next(r["used"] for r in resources if r["name"] == "hourly_emails")
+
+    billing.bump_usage(conn, workspace["id"], "hourly_emails", 5)
+    assert hourly_used() == 5
+    assert hourly_used() == 5
+    later = clock.utcnow() + timedelta(hours=1)
+    monkeypatch.setattr(clock, "utcnow", lambda: later)
+    assert hourly_used() == 0
+
+
+def test_a_key_revoked_by_another_process_is_refused_at_once(client: Any, auth: dict, db_path: Any,
+                                                             workspace: dict) -> None:
+    """`mkt keys revoke` in another process: the next request gets 401, however often the key
+    was used just before (the verified key is kept only while the database is unchanged)."""
+    import json
+    import subprocess
+    import sys
+
+    for _ in range(3):
+        assert client.get("/v1/workspace", headers=auth).status_code == 200
+    mkt = [sys.executable, "-m", "marketing_cli", "--db", str(db_path), "--workspace", str(workspace["id"])]
+    listed = subprocess.run([*mkt, "keys", "list", "--json"], capture_output=True, text=True)
+    assert listed.returncode == 0, listed.stderr
+    key_id = json.loads(listed.stdout)[0]["id"]
+    revoked = subprocess.run([*mkt, "keys", "revoke", str(key_id)], capture_output=True, text=True)
+    assert revoked.returncode == 0, revoked.stderr
+    assert error_of(client.get("/v1/workspace", headers=auth)) == (
+        401, "The API key you provided is invalid or has been revoked.")

@@ -163,6 +163,12 @@ ALLOWANCE = _ALLOWANCE_OF.format(ws=":ws", resource=":resource")
 _ROW_ALLOWANCE = _ALLOWANCE_OF.format(ws="usage_counters.workspace_id", resource="usage_counters.resource")
 
 
+def usage_hour() -> str:
+    """The current hour, 'YYYY-MM-DDTHH' (UTC): what the usage LIMITS_AND_USAGE reads depends on
+    besides the rows (its month and hour), for a key of values kept while the rows are unchanged."""
+    return clock.utcnow().isoformat()[:13]
+
+
 def limits_params(workspace_id: int) -> dict[str, Any]:
     """The parameters of LIMITS_AND_USAGE: the workspace, the current month and hour."""
     stamp = clock.utcnow().isoformat()  # 'YYYY-MM-DDTHH:...' and cheaper than strftime

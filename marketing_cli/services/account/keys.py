@@ -16,6 +16,7 @@ from typing import Any
 
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
+from marketing_cli.storage import versioned
 from marketing_cli.storage.db import transaction
 
 MISSING = "Please provide an API key."
@@ -72,8 +73,14 @@ def revoke_key(conn: sqlite3.Connection, workspace_id: int, key_id: int) -> dict
     return key_view(row)
 
 
-def authenticate(conn: sqlite3.Connection, authorization: str | None) -> int:
-    """The workspace id of an `Authorization: Bearer <key>` header value, or a 401."""
+_CHECK = object()  # authenticate's default: check the connection's versioned.entries itself
+
+
+def authenticate(conn: sqlite3.Connection, authorization: str | None, cache: Any = _CHECK) -> int:
+    """The workspace id of an `Authorization: Bearer <key>` header value, or a 401.
+
+    `cache`: `versioned.entries(conn)` when the caller has it already (one check per request).
+    """
     if authorization is None:
         raise MktError(401, MISSING)
     scheme, _, secret = authorization.strip().partition(" ")
@@ -81,14 +88,24 @@ def authenticate(conn: sqlite3.Connection, authorization: str | None) -> int:
     if scheme.lower() != "bearer" or not secret:
         raise MktError(401, MISSING if not authorization.strip() else INVALID)
     digest = _hash(secret)
-    row = conn.execute(
-        "SELECT id, workspace_id, key_hash, last_used_at FROM api_keys WHERE key_hash = ? AND revoked_at IS NULL",
-        (digest,),
-    ).fetchone()
-    if row is None or not hmac.compare_digest(row["key_hash"], digest):
-        raise MktError(401, INVALID)
-    _note_use(conn, row["id"], row["last_used_at"])
-    return row["workspace_id"]
+    if cache is _CHECK:
+        cache = versioned.entries(conn)
+    found = None if cache is None else cache.get(("api_key", digest))
+    if found is None:
+        row = conn.execute(
+            "SELECT id, workspace_id, key_hash, last_used_at FROM api_keys WHERE key_hash = ? AND revoked_at IS NULL",
+            (digest,),
+        ).fetchone()
+        if row is None or not hmac.compare_digest(row["key_hash"], digest):
+            raise MktError(401, INVALID)  # not kept: a key created next is found by the next request
+        found = (row["id"], row["workspace_id"], row["last_used_at"])
+        if cache is not None:
+            # Kept only while the database is unchanged (storage/versioned.py): a revocation,
+            # from this process or `mkt keys revoke` in another, is a commit, and the next
+            # request reads the key again and gets its 401.
+            cache[("api_key", digest)] = found
+    _note_use(conn, found[0], found[2])
+    return found[1]
 
 
 _threshold: tuple[int, str] = (0, "")
