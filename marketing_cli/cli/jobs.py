@@ -41,7 +41,8 @@ def jobs_run(
     processes: Annotated[int, typer.Option(
         min=1, max=64, metavar="N", help="Runner processes, each with its --workers threads and its own connection, "
                                          "sharing the queue and one campaign's send (threads share one core; "
-                                         "processes use them all). MKT_SEND_WORKERS, when unset, becomes at least N.")] = 1,
+                                         "processes use them all). MKT_SEND_WORKERS, when unset, becomes at least N; "
+                                         "the default --workspace-share is divided among the N.")] = 1,
     as_json: JsonOption = False,
 ) -> None:
     """Run every job that is due once, then exit (for cron), or keep running (--forever). Where mail and SMS go
@@ -69,6 +70,8 @@ def jobs_run(
     lease = lease_seconds or jobs.DEFAULT_LEASE_SECONDS
     workers = workers or jobs.default_workers()
     share = min(workspace_share, workers) if workspace_share else jobs.default_share(workers)
+    if processes > 1 and not workspace_share:  # the default share is the command's: split among its processes,
+        share = max(1, share // processes)  # so a send's helper goes to another process than the send
 
     def run(conn: sqlite3.Connection, owner: str | None = None, schedule: bool = True) -> dict[str, int]:
         if forever:
