@@ -214,10 +214,11 @@ def run(quick: bool) -> list[dict]:
         try:
             for round_ in range(1, ROUNDS + 1):
                 bare, bare_cpu = _bare_loop(port, bare_count)
-                _say(f"round {round_}: bare loop {bare:,.0f} msg/s, {bare_cpu:.3f} ms CPU a message")
+                _say(f"round {round_}: bare loop {bare:,.0f} msg/s, {bare_cpu:.3f} ms CPU a message, "
+                     f"{bare * bare_cpu / 1000:.2f} of a core")
                 dkim, dkim_cpu, size = _bare_dkim_loop(port, bare_count, key)
                 _say(f"round {round_}: bare loop with DKIM {dkim:,.0f} msg/s, {dkim_cpu:.3f} ms CPU a message, "
-                     f"{size:,} bytes a message")
+                     f"{dkim * dkim_cpu / 1000:.2f} of a core, {size:,} bytes a message")
                 results = {}
                 for processes in (1, 2):
                     db = _copy(template, folder)
@@ -227,7 +228,8 @@ def run(quick: bool) -> list[dict]:
                     db.unlink()
                     results[processes] = (count / seconds, 1000 * cpu / count)
                     _say(f"round {round_}: mkt jobs run --processes {processes}: {count / seconds:,.0f} msg/s, "
-                         f"{1000 * cpu / count:.3f} ms CPU a message (every process; the freeze included)")
+                         f"{1000 * cpu / count:.3f} ms CPU a message (every process; the freeze included), "
+                         f"{cpu / seconds:.2f} of a core")
                 for key_, value in (("bare", bare), ("bare_cpu", bare_cpu), ("dkim", dkim), ("dkim_cpu", dkim_cpu),
                                     ("mkt", results[1][0]), ("mkt_cpu", results[1][1]), ("two", results[2][0]),
                                     ("two_cpu", results[2][1]), ("ratio_dkim", results[1][0] / dkim),
