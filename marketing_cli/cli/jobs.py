@@ -87,10 +87,13 @@ def jobs_run(
 
         def child(owner: str) -> dict[str, int]:
             child_conn = state(ctx).conn()
-            if forever:
-                return run(child_conn, owner)
-            return pass_with_siblings(child_conn, owner, lambda first: run(child_conn, owner, first),
-                                      min(interval, 0.5))
+            try:
+                if forever:
+                    return run(child_conn, owner)
+                return pass_with_siblings(child_conn, owner, lambda first: run(child_conn, owner, first),
+                                          min(interval, 0.5))
+            finally:
+                state(ctx).close()  # (the child ends with os._exit: no clean-up at exit closes it)
 
         result = run_processes(processes, child)
     emit(result, as_json, lambda r: f"{r['processed']} job(s) processed, {r['failed']} failed.")
