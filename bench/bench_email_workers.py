@@ -42,6 +42,8 @@ a lean asyncio sink, which costs the shared cores about a quarter of what aiosmt
 (MKT_BENCH_SINK=aiosmtpd runs that one instead, as the runs before 2026-11-26 08:30 did).
 The PostgreSQL rows carry the targets; SQLite rows (one writer at a time: its default is one
 worker per campaign) are beside them for information.
+MKT_BENCH_FORKED=1 starts each point as one `mkt jobs run --forever --processes N` instead of N
+commands (MKT_BENCH_WORKERS picks the points, e.g. 1,2).
 Needs initdb and pg_ctl for the PostgreSQL rows; without them only the SQLite rows are given.
 """
 
@@ -64,7 +66,10 @@ sys.path.insert(0, str(HERE))
 
 from common import REPO, postgres_server, row, smtp_sink  # noqa: E402
 
-WORKERS = (1, 2, 4)
+WORKERS = tuple(int(n) for n in os.environ.get("MKT_BENCH_WORKERS", "1,2,4").split(","))
+# MKT_BENCH_FORKED=1: each point is ONE `mkt jobs run --forever --processes N` (jobs/processes.py)
+# instead of N commands; its CPU is the command's and its children's.
+FORKED = os.environ.get("MKT_BENCH_FORKED") == "1"
 
 
 def _sizes(quick: bool) -> tuple[int, float, float]:
@@ -194,7 +199,7 @@ class _Cpu:
 
     def __init__(self, workers: list[subprocess.Popen], sink: subprocess.Popen, server: Any) -> None:
         self.groups: dict[str, tuple[list[int], bool]] = {
-            "workers": ([p.pid for p in workers], False), "sink": ([sink.pid], False)}
+            "workers": ([p.pid for p in workers], FORKED), "sink": ([sink.pid], False)}
         postmaster = _postmaster(server) if server is not None else None
         if postmaster is not None:
             self.groups["PostgreSQL"] = ([postmaster], True)
@@ -229,8 +234,12 @@ def _send(db: str, sink: subprocess.Popen, port: int, server: Any, workers: int,
            "PYTHONPATH": str(REPO)}
     cmd = [sys.executable, "-m", "marketing_cli", "--db", db, "jobs", "run", "--forever", "--interval", "0.2"]
     started = time.perf_counter()
-    procs = [subprocess.Popen(cmd, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-             for _ in range(workers)]
+    if FORKED:  # one command forking the workers (`mkt jobs run --processes N`)
+        procs = [subprocess.Popen(cmd + ["--processes", str(workers)] * (workers > 1), env=env, cwd=REPO,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)]
+    else:
+        procs = [subprocess.Popen(cmd, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                 for _ in range(workers)]
     first = None
     meter = _Cpu(procs, sink, server)
     mark: tuple[int, dict[str, float | None]] | None = None  # (delivered, CPU seconds) when the window opened

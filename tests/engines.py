@@ -352,6 +352,7 @@ POSTGRESQL_SUITES = (
     "tests/platform/test_jobs.py",
     "tests/platform/test_jobs_fairness.py",
     "tests/platform/test_cli_jobs.py",
+    "tests/platform/test_jobs_processes.py",
     "tests/platform/test_db.py",
     "tests/platform/test_api_calls.py",
     "tests/platform/test_storage_versioned.py",

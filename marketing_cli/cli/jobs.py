@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sqlite3
 from typing import Annotated, Optional
 
 import typer
@@ -36,6 +38,11 @@ def jobs_run(
         min=0.1, max=3600, help="With --forever: seconds between two looks at the queue when it is empty.")] = 1.0,
     workers: WorkersOption = None,
     workspace_share: ShareOption = None,
+    processes: Annotated[int, typer.Option(
+        min=1, max=64, metavar="N", help="Runner processes, each with its --workers threads and its own connection, "
+                                         "sharing the queue and one campaign's send (threads share one core; "
+                                         "processes use them all). MKT_SEND_WORKERS, when unset, becomes at least N; "
+                                         "the default --workspace-share is divided among the N.")] = 1,
     as_json: JsonOption = False,
 ) -> None:
     """Run every job that is due once, then exit (for cron), or keep running (--forever). Where mail and SMS go
@@ -44,6 +51,7 @@ def jobs_run(
 
     from marketing_cli import jobs, services
     from marketing_cli.cli.mail import transport_lines
+    from marketing_cli.jobs.processes import pass_with_siblings, run_processes
     from marketing_cli.kernel import pacing
     from marketing_cli.services.sms import quiet_hours, revocation
 
@@ -62,10 +70,32 @@ def jobs_run(
     lease = lease_seconds or jobs.DEFAULT_LEASE_SECONDS
     workers = workers or jobs.default_workers()
     share = min(workspace_share, workers) if workspace_share else jobs.default_share(workers)
-    if forever:
-        result = jobs.run_forever(conn, lease_seconds=lease, interval=interval, workers=workers, share=share)
-    else:
-        result = jobs.run_pass(conn, lease_seconds=lease, workers=workers, share=share)
+    if processes > 1 and not workspace_share:  # the default share is the command's: split among its processes,
+        share = max(1, share // processes)  # so a send's helper goes to another process than the send
+
+    def run(conn: sqlite3.Connection, owner: str | None = None, schedule: bool = True) -> dict[str, int]:
+        if forever:
+            return jobs.run_forever(conn, owner, lease_seconds=lease, interval=interval, workers=workers, share=share)
+        return jobs.run_pass(conn, owner, lease_seconds=lease, workers=workers, share=share, schedule=schedule)
+
+    if processes == 1:
+        result = run(conn)
+    else:  # (jobs/processes.py) one campaign's send shared by the processes: at least N send jobs
+        if not os.environ.get(jobs.WORKERS_ENV, "").strip():
+            os.environ[jobs.WORKERS_ENV] = str(max(processes, jobs.send_workers(conn)))
+        state(ctx).close()  # no connection crosses the fork: each child opens its own
+
+        def child(owner: str) -> dict[str, int]:
+            child_conn = state(ctx).conn()
+            try:
+                if forever:
+                    return run(child_conn, owner)
+                return pass_with_siblings(child_conn, owner, lambda first: run(child_conn, owner, first),
+                                          min(interval, 0.5))
+            finally:
+                state(ctx).close()  # (the child ends with os._exit: no clean-up at exit closes it)
+
+        result = run_processes(processes, child)
     emit(result, as_json, lambda r: f"{r['processed']} job(s) processed, {r['failed']} failed.")
 
 

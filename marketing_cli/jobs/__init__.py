@@ -54,6 +54,7 @@ every service that calls it:
     runner.py     run_job, run_due, run_pass, run_forever and serve's Worker thread
     pool.py       a runner's worker threads and its dispatcher, fair across workspaces
     leases.py     the thread that renews a lease while its work runs (jobs and the import lock)
+    processes.py  `mkt jobs run --processes N`: N forked runners from one command (all the cores)
 """
 
 from __future__ import annotations

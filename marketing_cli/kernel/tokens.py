@@ -47,6 +47,23 @@ def make_token(secret: bytes, kind: str, number: int, mac_bytes: int = EMAIL_MAC
     return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
 
 
+class TokenMaker:
+    """`make_token` for many ids under one secret: the keyed HMAC state (the secret's inner and
+    outer pads hashed) is made once and copied per token, which saves about half of each
+    token's cost (a message makes six, services/delivery/path_tokens.py). Same tokens."""
+
+    __slots__ = ("_keyed",)
+
+    def __init__(self, secret: bytes) -> None:
+        self._keyed = hmac.new(secret, digestmod=hashlib.sha256)
+
+    def make(self, kind: str, number: int, mac_bytes: int = EMAIL_MAC_BYTES) -> str:
+        mac = self._keyed.copy()
+        mac.update(kind.encode() + b":" + str(number).encode())
+        raw = _id_bytes(number) + mac.digest()[:mac_bytes]
+        return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
 def read_token(secret: bytes, kind: str, token: str, mac_bytes: int = EMAIL_MAC_BYTES) -> int | None:
     """The id a token was made for, or None when it is malformed or forged."""
     if not isinstance(token, str) or not 8 <= len(token) <= MAX_TOKEN_LENGTH or _ALPHABET.fullmatch(token) is None:

@@ -30,6 +30,7 @@ from marketing_cli import jobs
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import pacing
 from marketing_cli.kernel.links import tracked_links
+from marketing_cli.kernel.tokens import TokenMaker
 from marketing_cli.services.account import pace, workspaces
 from marketing_cli.services.contacts.merge_tags import Renderer
 from marketing_cli.services.delivery import transport_settings
@@ -62,6 +63,7 @@ class Send:
         base = workspaces.tracking_base_url(conn, ws)
         reply_to = json.loads(row["reply_to"]) if row["reply_to"] else None
         self.secret = instance_secret(conn)
+        self.tokens = TokenMaker(self.secret)  # the keyed HMAC made once (kernel/tokens.py)
         self.variants: dict[str, CompiledVariant] = {}
         self.renderers: dict[str, Renderer] = {}
         for variant in load_variants(conn, row["id"]).values():
@@ -92,7 +94,7 @@ class Send:
     def build(self, message: sqlite3.Row) -> bytes:
         """The signed message of one claimed row (merge tags for its contact, its own URLs)."""
         compiled = self.variants[message["variant_id"]]
-        token = MessageTokens.make(self.secret, message["id"])
+        token = MessageTokens.make(self.tokens, message["id"])
         contact = None if message["data"] is None else {
             "email": message["contact_email"], "phone": message["phone"], "data": message["data"]}
         values = self.renderers[message["variant_id"]].values_for(contact, extra=compiled.urls(token))
