@@ -51,7 +51,8 @@ def test_json_lists_every_file_and_exits_1(cli: Callable[..., Any], files: list[
 
 
 def test_the_table_names_each_failed_file_and_its_reason(cli: Callable[..., Any], files: list[str],
-                                                         conn: sqlite3.Connection) -> None:
+                                                         conn: sqlite3.Connection, monkeypatch: Any) -> None:
+    monkeypatch.setenv("COLUMNS", "300")  # the files' full paths (a worker's tmp_path is long) and five columns
     result = cli("bounces", "import", *files)
     assert result.exit_code == 1
     table = " ".join(result.stdout.split())
@@ -69,3 +70,4 @@ def test_without_a_failed_file_the_answer_and_exit_status_are_as_before(cli: Cal
     assert set(answer) == {"files", "applied", "hard", "soft", "complaints"}
     assert all(set(f) == {"file", "report_type", "error", "entries"} for f in answer["files"])
     assert (answer["applied"], answer["hard"], answer["complaints"]) == (2, 1, 1)
+

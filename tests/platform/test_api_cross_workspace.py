@@ -54,7 +54,8 @@ MEMBERS = {
     "tag_ids": "tag", "include_tag_ids": "tag", "exclude_tag_ids": "tag",
     "include_segment_ids": "segment", "exclude_segment_ids": "segment",
     "field_id": "field", "sender_identity_id": "sender", "template_id": "template", "domain_id": "domain",
-    "contact_id": "contact", "campaign_id": "campaign", "after_id": "event", "segment_id": "segment",
+    "contact_id": "contact", "contact_ids": "contact", "campaign_id": "campaign", "after_id": "event",
+    "segment_id": "segment",
     # names that do not say the resource
     "tags": "tag",  # POST /v1/contacts, /upsert, /search: tag ids
     "tag": "tag",  # POST /v1/contacts/import?tag=
@@ -94,6 +95,10 @@ MAY_SUCCEED = {
     ("POST", "/v1/suppressions", "email_address"): "an address: B keeps it out of its own workspace (or is told "
                                                    "which of its own contacts holds it)",
     ("POST", "/v1/suppressions", "phone_number"): "an address: as email_address",
+    # A bulk selection counts the ids of no contact of B's in `not_found`, as it counts missing
+    # ones, and changes nothing (the rows check below holds it to that).
+    ("POST", "/v1/tags/{tag_id}/contacts", "contact_ids"): "a selection: A's ids are not_found",
+    ("POST", "/v1/tags/{tag_id}/contacts/remove", "contact_ids"): "a selection: A's ids are not_found",
 }
 
 
