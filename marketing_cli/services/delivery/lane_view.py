@@ -20,8 +20,8 @@ from datetime import timedelta
 from typing import Any
 
 from marketing_cli.kernel import clock
-from marketing_cli.services.delivery.lanes import NAMES
 from marketing_cli.services.delivery import warmup_gate
+from marketing_cli.services.delivery.lanes import NAMES
 from marketing_cli.services.delivery.shaping import Shaper
 
 
