@@ -36,6 +36,7 @@ TABLE_ENV = "MKT_WARMUP_SCHEDULE"
 BUILT_IN = Path(__file__).with_name("warmup_schedule.csv")
 MAX_DAYS = 365
 MAX_CAP = 100_000_000
+MAX_FILE_BYTES = 256 * 1024
 COLUMNS = ("day", "lane", "cap")
 INVALID_BODY = ('Expected a JSON object, optionally with "schedule": a list of {"day", "lane", "cap"} rows '
                 '(day 1 is the day the warm-up starts).')
@@ -126,6 +127,21 @@ def schedule_from_body(body: Any) -> Schedule | None:
             raise MktError(400, f"schedule[{i}]: expected {{\"day\", \"lane\", \"cap\"}}.")
         parsed.append(_row([item["day"], item["lane"], item["cap"]], f"schedule[{i}]"))
     return _checked(parsed, "the request's schedule")
+
+
+def schedule_from_file(path: str) -> Schedule:
+    """`--schedule FILE`: a schedule file (UTF-8 CSV, MAX_FILE_BYTES at most)."""
+    from marketing_cli.kernel.text_files import decode_text
+
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise MktError(400, f"Cannot read the schedule file {path}: {exc.strerror}.") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise MktError(400, f"The schedule file {path} is over {MAX_FILE_BYTES // 1024} KiB.")
+    text, _ = decode_text(data)
+    return parse_schedule(text, Path(path).name)
 
 
 TABLE = DataTable(TABLE_ENV, BUILT_IN, parse_schedule, "warm-up schedule")

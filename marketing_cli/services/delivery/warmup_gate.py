@@ -151,7 +151,7 @@ def held_back(conn: sqlite3.Connection, campaign_id: str, gate: Gate | None = No
             continue
         line = WAIT_LINE.format(count=count, s="s" if count != 1 else "", lane=NAMES.get(lane, lane), until=until,
                                 day=warm.day, days=warm.schedule.days, cap=caps[lane])
-        items.append({"lane": lane, "messages": count, "state": "warm-up", "opens_at": clock.format_ts(until),
+        items.append({"lane": lane, "messages": count, "state": "warmup", "opens_at": clock.format_ts(until),
                       "until": clock.format_ts(until + timedelta(days=max(0, math.ceil(count / caps[lane]) - 1)
                                                       if caps[lane] else 0)),
                       "rate": None, "reason": f"warm-up day {warm.day} of {warm.schedule.days}: "
