@@ -278,3 +278,56 @@ def test_an_operators_schedule_replaces_the_shipped_one(tmp_path: Path, monkeypa
     mine.write_text("day,lane,cap,source\n1,gmail,50,ours\n")
     monkeypatch.setenv(warmup.TABLE_ENV, str(mine))
     assert warmup.TABLE.current().caps(1) == {"gmail": 50}
+
+
+# --- the estimate and the campaign view -------------------------------------------------------------
+
+
+def _over_cap(est: dict[str, Any]) -> list[tuple[int, str | None, str]]:
+    return [(g["recipients"], g["until"], g["reason"]) for g in est["groups"] if g["state"] == "over_cap"]
+
+
+def test_the_estimate_and_the_view_say_what_waits_for_the_warm_up(
+        conn: sqlite3.Connection, workspace: dict[str, Any], db_path: Any, verified_dns: None, frozen: Clock) -> None:
+    from marketing_cli.services.estimates import views
+
+    ws = workspace["id"]
+    _contacts(conn, ws, [f"g{i}@gmail.com" for i in range(25)] + [f"o{i}@example.org" for i in range(5)])
+    campaign_id = _campaign(conn, ws)
+    warmup.start_warmup(conn, ws, _domain_id(conn, campaign_id),
+                        warmup.parse_schedule("day,lane,cap\n1,gmail,10\n2,gmail,10\n", "t"))
+    _workers(db_path, campaign_id)
+    view = views.email_campaign(conn, ws, campaign_id)
+    assert view["status"] == "SENDING"
+    assert _over_cap(view["estimate"]) == [
+        (15, "2026-11-29T00:00:00.000Z",
+         "the sending domain's warm-up (day 1 of 2): the Gmail lane's cap of 10 a day")]
+    [item] = view["held_back"]
+    assert (item["lane"], item["messages"], item["state"], item["opens_at"]) == (
+        "gmail", 15, "warmup", "2026-11-29T00:00:00.000Z")
+    assert item["until"] == "2026-11-30T00:00:00.000Z"  # 15 at 10 a day: the second day
+    assert item["line"] == ("15 messages wait for the Gmail lane's warm-up cap until 2026-11-29 00:00 UTC "
+                            "(day 1 of 2: 10 a day)")
+
+
+def test_a_preview_with_every_lane_capped_moves_the_excess_over_cap(
+        conn: sqlite3.Connection, workspace: dict[str, Any], verified_dns: None, frozen: Clock) -> None:
+    from marketing_cli.services.estimates import views
+
+    ws = workspace["id"]
+    for resource in ("contacts", "monthly_emails", "hourly_emails"):
+        billing.set_allowance(conn, ws, resource, 1000)
+    _contacts(conn, ws, [f"c{i}@example.org" for i in range(300)])
+    campaign = factories.ready_campaign(conn, ws, html=HTML)
+    warmup.start_warmup(conn, ws, _domain_id(conn, campaign["id"]))  # the shipped schedule: 200 a lane on day 1
+    preview = views.email_schedule_preview(conn, ws, campaign["id"], {"schedule_type": "NOW"})
+    assert preview["estimate"]["groups"][0]["state"] == "now"
+    assert sum(g["recipients"] for g in preview["estimate"]["groups"]) == 300
+    assert _over_cap(preview["estimate"]) == []  # 5 lanes x 200: room for 1,000
+    more = _contacts(conn, ws, [f"d{i}@example.org" for i in range(800)])
+    assert more
+    billing.set_allowance(conn, ws, "monthly_emails", 5000)
+    billing.set_allowance(conn, ws, "hourly_emails", 5000)
+    preview = views.email_schedule_preview(conn, ws, campaign["id"], {"schedule_type": "NOW"})
+    assert _over_cap(preview["estimate"]) == [
+        (100, "2026-11-29T00:00:00.000Z", "the sending domain's warm-up (day 1 of 14): every lane's cap")]
