@@ -78,3 +78,67 @@ def test_a_bad_file_or_id_on_the_command_line(cli: Any, client: Any, auth: dict[
     assert cli("domains", "warmup", "status", "999").exit_code == 1
     assert error_of(client.get("/v1/domains/abc/warmup", headers=auth)) == (400, "Please provide a valid domain ID.")
     assert error_of(client.post("/v1/domains/999/warmup", headers=auth)) == (404, "We were unable to find the domain.")
+
+
+@pytest.fixture
+def verified_dns(monkeypatch: pytest.MonkeyPatch) -> None:
+    from marketing_cli.services.email import dns_check
+
+    monkeypatch.setattr(dns_check, "check_records", lambda records: [
+        {"purpose": r["purpose"], "type": r["type"], "host": r["host"], "found": [r["value"]], "verified": True,
+         "error": None} for r in records])
+
+
+def _ready(conn: Any, ws: int) -> tuple[str, int]:
+    from marketing_cli.services.delivery import warmup_gate
+    from tests import factories
+
+    campaign = factories.ready_campaign(conn, ws, html="<p>Hi <a href='{{unsubscribe_url}}'>unsubscribe</a></p>",
+                                        domain="example.com")
+    for d in domains.list_domains(conn, ws):
+        domains.verify_domain(conn, ws, d["id"])
+    domain_id = warmup_gate.domain_of(conn, campaign["id"])
+    assert domain_id is not None
+    return campaign["id"], domain_id
+
+
+def test_a_large_send_from_an_idle_domain_is_offered_a_warm_up(
+        conn: Any, workspace: dict[str, Any], client: Any, auth: dict[str, str], cli: Any, verified_dns: None,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from marketing_cli.kernel import clock
+    from marketing_cli.services.delivery import warmup
+    from marketing_cli.services.email import schedule
+    from tests import factories
+
+    ws = workspace["id"]
+    monkeypatch.setattr(warmup, "IDLE_OFFER_FROM", 3)  # (5,000 in production)
+    for i in range(4):
+        factories.contact(conn, ws, f"reader{i}@example.org")
+    first, domain_id = _ready(conn, ws)
+    answer = client.post(f"/v1/campaigns/{first}/schedule", headers=auth, json={"schedule_type": "NOW"})
+    assert answer.status_code == 200, answer.text
+    [warning] = answer.json()["data"]["warnings"]
+    assert warning.startswith("example.com has sent nothing in the last 30 days and this campaign goes to 4 "
+                              "recipients") and f"`mkt domains warmup start {domain_id}`" in warning
+    schedule.unschedule_campaign(conn, ws, first)
+    printed = cli("campaigns", "schedule", first, "--now")
+    assert printed.exit_code == 0 and "Warning: example.com has sent nothing" in printed.stderr
+    schedule.unschedule_campaign(conn, ws, first)
+
+    warmup.start_warmup(conn, ws, domain_id)  # a warm-up running: no offer
+    answer = client.post(f"/v1/campaigns/{first}/schedule", headers=auth, json={"schedule_type": "NOW"})
+    assert "warnings" not in answer.json()["data"]
+    schedule.unschedule_campaign(conn, ws, first)
+    warmup.stop_warmup(conn, ws, domain_id)
+    conn.execute("UPDATE campaigns SET status = 'SENT', sent_at = ? WHERE id = ?", (clock.now(), first))
+    conn.commit()
+    second = factories.campaign(conn, ws)["id"]  # from the same sender; the domain sent 0 days ago: no offer
+    sender_id = conn.execute("SELECT sender_identity_id FROM campaigns WHERE id = ?", (first,)).fetchone()[0]
+    from marketing_cli.services.email import campaigns, variant_html
+
+    campaigns.configure_campaign(conn, ws, second, {"sender": {"sender_identity_id": sender_id},
+                                                    "audience": {"type": "ENTIRE_AUDIENCE"},
+                                                    "variants": [{"type": "A", "subject": "Hello"}]})
+    variant_html.set_variant_html(conn, ws, second, "A", {"html": "<p><a href='{{unsubscribe_url}}'>u</a></p>"})
+    answer = client.post(f"/v1/campaigns/{second}/schedule", headers=auth, json={"schedule_type": "NOW"})
+    assert answer.status_code == 200 and "warnings" not in answer.json()["data"]

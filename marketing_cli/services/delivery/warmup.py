@@ -255,3 +255,32 @@ def stop_warmup(conn: sqlite3.Connection, workspace_id: int, domain_id: Any) -> 
     with transaction(conn):
         conn.execute("UPDATE domain_warmups SET stopped_at = ? WHERE domain_id = ?", (clock.now(), domain["id"]))
     return view(conn, domain, find(conn, domain["id"]))
+
+
+IDLE_DAYS = 30          # SendGrid: "most reputation systems only store data for 30 days"
+IDLE_OFFER_FROM = 5000  # recipients: a send this large from a cold domain is offered a warm-up
+IDLE_OFFER = ("{domain} has sent nothing in the last {days} days and this campaign goes to {count:,} recipients: "
+              "mailbox providers read a sudden volume from a cold domain as spam. Warm it up first: "
+              "`mkt domains warmup start {id}` (POST /v1/domains/{id}/warmup) caps each provider lane per day, "
+              "the most engaged recipients first.")
+
+
+def idle_offer(conn: sqlite3.Connection, workspace_id: int, domain_id: int, recipients: int) -> str | None:
+    """The warning of a large send (IDLE_OFFER_FROM recipients or more) scheduled from a domain
+    without a warm-up running that sent nothing in IDLE_DAYS days: no campaign from it SENT
+    since, and none SENDING (an automation's campaign stays SENDING). None otherwise."""
+    if recipients < IDLE_OFFER_FROM:
+        return None
+    warm = find(conn, domain_id)
+    if warm is not None and warm.state == "active":
+        return None
+    since = clock.format_ts(clock.utcnow() - timedelta(days=IDLE_DAYS))
+    recent = conn.execute("SELECT 1 FROM campaigns c JOIN sender_identities s ON s.id = c.sender_identity_id"
+                          " WHERE s.domain_id = ? AND c.workspace_id = ? AND (c.status = 'SENDING'"
+                          " OR (c.sent_at IS NOT NULL AND c.sent_at >= ?)) LIMIT 1",
+                          (domain_id, workspace_id, since)).fetchone()
+    if recent is not None:
+        return None
+    name = conn.execute("SELECT domain_name FROM domains WHERE id = ?", (domain_id,)).fetchone()[0]
+    return IDLE_OFFER.format(domain=name, days=IDLE_DAYS, count=recipients, id=domain_id)
+
