@@ -225,9 +225,13 @@ def test_two_workers_hold_each_lanes_cap_and_the_rest_waits_for_tomorrow(
     _workers(db_path, campaign_id)
     assert _by_lane(conn, campaign_id) == {("gmail", "delivered"): 30, ("gmail", "queued"): 10,
                                            ("other", "delivered"): 30, ("yahoo", "delivered"): 5}
+    detail = conn.execute("SELECT status_detail FROM campaigns WHERE id = ?", (campaign_id,)).fetchone()[0]
+    assert detail == ("10 messages wait for the Gmail lane's warm-up cap until 2026-11-30 00:00 UTC "
+                      "(day 2 of 3: 20 a day).")
     frozen.next_day()  # day 3: 1,000
     _workers(db_path, campaign_id)
-    assert conn.execute("SELECT status FROM campaigns WHERE id = ?", (campaign_id,)).fetchone()[0] == "SENT"
+    assert conn.execute("SELECT status, status_detail FROM campaigns WHERE id = ?",
+                        (campaign_id,)).fetchone()[:] == ("SENT", None)
 
 
 def test_the_most_engaged_recipients_go_first(conn: sqlite3.Connection, workspace: dict[str, Any], db_path: Any,
@@ -331,3 +335,28 @@ def test_a_preview_with_every_lane_capped_moves_the_excess_over_cap(
     preview = views.email_schedule_preview(conn, ws, campaign["id"], {"schedule_type": "NOW"})
     assert _over_cap(preview["estimate"]) == [
         (100, "2026-11-29T00:00:00.000Z", "the sending domain's warm-up (day 1 of 14): every lane's cap")]
+
+
+def test_every_campaign_of_the_domain_shares_the_days_cap(conn: sqlite3.Connection, workspace: dict[str, Any],
+                                                         db_path: Any, verified_dns: None, frozen: Clock) -> None:
+    """One cap per domain, lane and day, whatever sends: two campaigns here, as an automation's
+    email steps (their campaign is sent by the same email.send job, services/email/automated.py)."""
+    from marketing_cli.services.email import campaigns, variant_html
+
+    ws = workspace["id"]
+    _contacts(conn, ws, [f"g{i}@gmail.com" for i in range(20)])
+    first = _campaign(conn, ws)
+    sender_id = conn.execute("SELECT sender_identity_id FROM campaigns WHERE id = ?", (first,)).fetchone()[0]
+    second = factories.campaign(conn, ws)["id"]
+    campaigns.configure_campaign(conn, ws, second, {"sender": {"sender_identity_id": sender_id},
+                                                    "audience": {"type": "ENTIRE_AUDIENCE"},
+                                                    "variants": [{"type": "A", "subject": "Hello"}]})
+    variant_html.set_variant_html(conn, ws, second, "A", {"html": HTML})
+    email_schedule.schedule_campaign(conn, ws, second, {"schedule_type": "NOW"})
+    preparation.preprocess(conn, {"campaign_id": second})
+    warmup.start_warmup(conn, ws, _domain_id(conn, first), warmup.parse_schedule("day,lane,cap\n1,gmail,12\n", "t"))
+    _workers(db_path, first)
+    _workers(db_path, second)
+    sent = [_by_lane(conn, c).get(("gmail", "delivered"), 0) for c in (first, second)]
+    assert sum(sent) == 12 and sent[1] == 0, sent  # the first took the day's cap
+    assert warmup.used_today(conn, _domain_id(conn, first)) == {"gmail": 12}

@@ -32,6 +32,7 @@ from marketing_cli.storage.db import marks, transaction
 
 FRESH = 5.0  # seconds a worker reuses its reading of the warm-up
 RECENT, ENGAGED = 30, 90  # days
+MARK = "lane's warm-up cap until"  # in WAIT_LINE: a status_detail of ours
 WAIT_LINE = "{count:,} message{s} wait for the {lane} lane's warm-up cap until {until:%Y-%m-%d %H:%M} UTC" \
             " (day {day} of {days}: {cap:,} a day)"
 
@@ -115,8 +116,15 @@ class Gate:
 
 
 def rank(conn: sqlite3.Connection, campaign_id: str) -> int:
-    """Give the campaign's queued messages without one their engagement rank (the module
-    docstring), when its domain is warming up; how many were ranked."""
+    """At the start of a send job: give the campaign's queued messages without one their
+    engagement rank (the module docstring) when its domain is warming up (how many were
+    ranked), and take back yesterday's "wait for the warm-up cap" status_detail (written again
+    by finish.py if the send still waits)."""
+    detail = conn.execute("SELECT status_detail FROM campaigns WHERE id = ?", (campaign_id,)).fetchone()
+    if detail is not None and detail[0] and MARK in detail[0]:
+        with transaction(conn):
+            conn.execute("UPDATE campaigns SET status_detail = NULL WHERE id = ? AND status = 'SENDING'"
+                         " AND status_detail LIKE ?", (campaign_id, f"%{MARK}%"))
     if Gate.for_campaign(conn, campaign_id).active(conn) is None:
         return 0
     now = clock.utcnow()
