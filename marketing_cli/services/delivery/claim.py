@@ -133,6 +133,8 @@ def claim_round(conn: sqlite3.Connection, campaign_id: str, size: int, local: bo
         with dialect.row_claim(conn):
             if conn.execute("SELECT status FROM campaigns WHERE id = ?", (campaign_id,)).fetchone()[0] != "SENDING":
                 return [], NOT_SENDING
+            if warm:
+                gate.lock(conn)  # type: ignore[union-attr]
             params = {"campaign": campaign_id, "now": clock.now(), "size": size, "earlier": claim.earlier,
                       "token": claim.token, **{f"held{i}": lane for i, lane in enumerate(held)},
                       "after": shaper.cursor(held, local) if shaper is not None and not warm else 0}

@@ -14,6 +14,8 @@ lane_view.py call this module).
 - `rank`: while a warm-up runs, the send job gives its queued messages their recipient's
   engagement rank (email_messages.warm_rank) and the claim takes them by it: opened or clicked
   in the last 30 days first, then 90, then contacts created in the last 30 days, then the rest.
+  The claims of a warming-up domain lock its counter rows first (`Gate.lock`): one after
+  the other, so the order holds across workers.
 """
 
 from __future__ import annotations
@@ -71,6 +73,20 @@ class Gate:
         caps, used = warm.caps_today(), warmup.used_today(conn, warm.domain_id)
         wait = max(0.0, (warmup.tomorrow() - clock.utcnow()).total_seconds())
         return {lane: wait for lane, cap in caps.items() if used.get(lane, 0) >= cap}
+
+    def lock(self, conn: sqlite3.Connection) -> None:
+        """At the start of a claim's transaction: lock the day's counter rows of the capped lanes
+        (the upsert's row locks on PostgreSQL; SQLite's claim holds the write lock already), so
+        the claims of a warming-up domain follow one another: each reads the queue after the
+        last one committed, and the most engaged recipients go first across all workers."""
+        warm = self.active(conn)
+        if warm is None:
+            return
+        lanes = sorted(warm.caps_today())
+        conn.execute("INSERT INTO warmup_counters (domain_id, day, lane, used) VALUES "
+                     + ", ".join(["(?, ?, ?, 0)"] * len(lanes))
+                     + " ON CONFLICT (domain_id, day, lane) DO UPDATE SET used = warmup_counters.used",
+                     [x for lane in lanes for x in (warm.domain_id, warmup.today().isoformat(), lane)])
 
     def take(self, conn: sqlite3.Connection, rows: list[sqlite3.Row]) -> list[sqlite3.Row]:
         """The claimed rows the day's caps let through, counted (in the claim's transaction). A row
