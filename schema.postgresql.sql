@@ -1783,3 +1783,35 @@ CREATE TABLE breaker_settings (
 );
 ALTER TABLE campaigns ADD COLUMN breaker_after BIGINT;
 CREATE INDEX email_messages_complained ON email_messages(campaign_id, id) WHERE complained_at IS NOT NULL;
+
+-- version: 40
+-- Warm-up of a sending domain (services/delivery/warmup.py; docs/deliverability.md "Warm-up").
+-- domain_warmups: one row per domain warmed up (a new start replaces it): day 1 is the UTC
+-- date start_day, schedule the JSON list of [day, lane, cap] rows (a lane missing from a
+-- day has no cap that day), origin the schedule's file ("built-in" for the shipped one),
+-- stopped_at set by `mkt domains warmup stop`. warmup_counters: the messages of the domain
+-- claimed for sending per UTC day and lane, reserved in the claim's transaction (claim.py),
+-- so all workers together stay under the day's cap. email_messages.warm_rank: the
+-- recipient's engagement when a warm-up holds the send (0 opened or clicked in the last 30
+-- days, 1 in the last 90, 2 a contact created in the last 30 days, 3 the rest); a warmed-up
+-- claim goes by it (email_messages_warm).
+CREATE TABLE domain_warmups (
+    domain_id BIGINT PRIMARY KEY REFERENCES domains(id) ON DELETE CASCADE,
+    workspace_id BIGINT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    started_at TEXT NOT NULL,
+    start_day TEXT NOT NULL,
+    schedule TEXT NOT NULL,
+    origin TEXT NOT NULL,
+    stopped_at TEXT
+);
+CREATE INDEX domain_warmups_workspace ON domain_warmups(workspace_id);
+CREATE TABLE warmup_counters (
+    domain_id BIGINT NOT NULL REFERENCES domains(id) ON DELETE CASCADE,
+    day TEXT NOT NULL,
+    lane TEXT NOT NULL,
+    used BIGINT NOT NULL DEFAULT 0,
+    PRIMARY KEY (domain_id, day, lane)
+);
+ALTER TABLE email_messages ADD COLUMN warm_rank INTEGER;
+CREATE INDEX email_messages_warm ON email_messages(campaign_id, warm_rank, id)
+    WHERE status = 'queued' AND warm_rank IS NOT NULL;

@@ -94,6 +94,11 @@ def campaigns_schedule(
 
         err_console.print(f"Warning: scheduled with --override-compliance although the sender's domain fails "
                           f"{', '.join(result['compliance_override'])}: recorded in the operator log.", markup=False)
+    if result.get("warnings"):
+        from marketing_cli.cli.output import err_console
+
+        for warning in result["warnings"]:
+            err_console.print(f"Warning: {warning}", markup=False)
     emit(result, as_json,
          lambda r: understood(r, views.email_estimate(conn, workspace_id, r["id"]))
          + ("" if r.get("scheduled_at") or r.get("local_time") else " `mkt jobs run` (or `mkt serve`'s worker) sends it."))

@@ -171,6 +171,65 @@ def domains_mark_verified(
     emit(domains.mark_domain_verified(s.conn(), s.workspace_id(), domain_id, undo=undo), as_json, render_domain)
 
 
+warmup_app = typer.Typer(help="Warm a sending domain up: daily caps per provider lane (docs/deliverability.md "
+                              "\"Warm-up\").", no_args_is_help=True)
+app.add_typer(warmup_app, name="warmup")
+
+
+def render_warmup(w: dict[str, Any]) -> Any:
+    from rich.console import Group
+
+    from marketing_cli.cli.output import table
+
+    if w["status"] == "none":
+        return f"{w['domain_name']}: no warm-up (`mkt domains warmup start {w['domain_id']}` starts one)."
+    head = {"active": f"day {w['day']} of {w['days']}", "stopped": f"stopped at {w['stopped_at']}",
+            "finished": f"finished on {w['ends_on']}"}[w["status"]]
+    lines: list[Any] = [f"{w['domain_name']}: warm-up {head} (started {w['started_at']}, schedule {w['origin']})"]
+    if w["status"] == "active":
+        lines.append(table(["lane", "cap today", "sent today", "left"],
+                           [(r["lane"], "no cap" if r["cap"] is None else f"{r['cap']:,}", f"{r['used']:,}",
+                             "" if r["left"] is None else f"{r['left']:,}") for r in w["today"]],
+                           title="Today (UTC)"))
+    return Group(*lines)
+
+
+@warmup_app.command("start")
+def warmup_start(
+    ctx: typer.Context,
+    domain_id: DomainId,
+    schedule: Annotated[str | None, typer.Option(
+        "--schedule", metavar="FILE",
+        help="A CSV schedule with the header day,lane,cap (day 1 is today, UTC; a lane missing from a day has no "
+             "cap that day). Default: the shipped schedule (MKT_WARMUP_SCHEDULE names an operator's copy).")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Start (or start again) the domain's warm-up (POST /v1/domains/:id/warmup)."""
+    from marketing_cli.services.delivery import warmup
+
+    s = state(ctx)
+    plan = warmup.schedule_from_file(schedule) if schedule else None
+    emit(warmup.start_warmup(s.conn(), s.workspace_id(), domain_id, plan), as_json, render_warmup)
+
+
+@warmup_app.command("status")
+def warmup_status(ctx: typer.Context, domain_id: DomainId, as_json: JsonOption = False) -> None:
+    """Show the domain's warm-up: today's cap per lane and what went out (GET /v1/domains/:id/warmup)."""
+    from marketing_cli.services.delivery import warmup
+
+    s = state(ctx)
+    emit(warmup.warmup_status(s.conn(), s.workspace_id(), domain_id), as_json, render_warmup)
+
+
+@warmup_app.command("stop")
+def warmup_stop(ctx: typer.Context, domain_id: DomainId, as_json: JsonOption = False) -> None:
+    """Stop the domain's warm-up: its caps are lifted (DELETE /v1/domains/:id/warmup)."""
+    from marketing_cli.services.delivery import warmup
+
+    s = state(ctx)
+    emit(warmup.stop_warmup(s.conn(), s.workspace_id(), domain_id), as_json, render_warmup)
+
+
 delete_command(app, DomainId, "marketing_cli.services.deletion.sending:remove_domain",
                'Delete domain {id} with its DNS records and its senders?',
                'Delete a sending domain with its DNS records and sender identities (DELETE /v1/domains/:id).')

@@ -99,6 +99,22 @@ def test_rows_per_domain_and_lane(conn: sqlite3.Connection, workspace: dict[str,
     assert deliverability.report(conn, workspace["id"], "60")["rows"][1]["sent"] == 3  # the old one too
 
 
+def test_a_warming_domain_shows_its_day_and_each_lanes_cap(conn: sqlite3.Connection, workspace: dict[str, Any],
+                                                           verified_dns: None) -> None:
+    from marketing_cli.services.delivery import warmup
+
+    ws = workspace["id"]
+    _seed(conn, ws)
+    domain_id = conn.execute("SELECT d.id FROM domains d WHERE d.workspace_id = ?", (ws,)).fetchone()[0]
+    warmup.start_warmup(conn, ws, domain_id, warmup.parse_schedule("day,lane,cap\n1,gmail,40\n2,gmail,80\n", "t"))
+    rows = {r["lane"]: r for r in deliverability.report(conn, ws)["rows"]}
+    assert (rows["gmail"]["warmup_day"], rows["gmail"]["warmup_cap"]) == (1, 40)
+    assert (rows["other"]["warmup_day"], rows["other"]["warmup_cap"]) == (1, None)  # no cap for the lane today
+    warmup.stop_warmup(conn, ws, domain_id)
+    rows = {r["lane"]: r for r in deliverability.report(conn, ws)["rows"]}
+    assert rows["gmail"]["warmup_day"] is None and rows["gmail"]["warmup_cap"] is None
+
+
 @pytest.mark.parametrize("days", ["0", "91", "-1", "x", "1.5", "²", True, 0])
 def test_bad_days_are_refused(conn: sqlite3.Connection, workspace: dict[str, Any], days: Any) -> None:
     with pytest.raises(MktError) as bad:

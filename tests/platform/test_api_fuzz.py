@@ -186,6 +186,9 @@ REFUSALS: dict[str, str] = {
     r"Please provide exactly one of 'search', 'segment_id', 'emails' or 'contact_ids' .*": "exactly one selector"
                                                                                          " (null is absent)",
     r"The member 'emails' holds an entry that is not an email address: .*": "email syntax and domain",
+    # A warm-up schedule (docs/api.md "POST, GET, DELETE /v1/domains/:id/warmup").
+    r"the request's schedule: day \d+ gives the \w+ lane two caps\.": "one cap per day and lane (rows unique by "
+                                                                      "two of their members)",
 }
 
 

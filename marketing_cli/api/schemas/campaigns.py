@@ -44,12 +44,14 @@ OUTBOX_DELIVERIES: Schema = {
 # While a provider lane holds some of a sending campaign's messages (services/delivery/lane_view.py).
 HELD_BACK: Schema = {**array(obj({
     "lane": enum(("gmail", "yahoo", "microsoft", "apple", "other")), "messages": {"type": "integer", "minimum": 1},
-    "state": enum(("suspended", "slowed")), "opens_at": NULLABLE_TIMESTAMP, "until": TIMESTAMP,
-    "rate": {"type": "number"},
+    "state": enum(("suspended", "slowed", "warmup")), "opens_at": NULLABLE_TIMESTAMP, "until": TIMESTAMP,
+    "rate": {"type": ["number", "null"], "description": "messages per second of a slowed lane; null for a "
+                                                        "warm-up's daily cap"},
     "reason": {"type": ["string", "null"]}, "line": {"type": "string"}},
     ("lane", "messages", "state", "until", "line"))),
     "description": "Extension: the campaign's queued messages a provider lane holds back after the relay's "
-                   "push-back (421 4.7.28, 454 Throttling failure ...), until when, and why; only while some are."}
+                   "push-back (421 4.7.28, 454 Throttling failure ...) or its domain's warm-up cap of the day (state "
+                   "`warmup`), until when, and why; only while some are."}
 CAMPAIGN = obj({"id": HEX_ID, "name": {"type": "string"}, "type": enum(campaigns.TYPES),
                 "status": enum(campaigns.STATUSES), "status_detail": {"type": ["string", "null"]},
                 "variants": array(obj({"id": HEX_ID, "type": enum(campaigns.VARIANT_TYPES)}, ("id", "type"))),

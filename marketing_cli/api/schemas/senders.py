@@ -39,6 +39,28 @@ COMPLIANCE_ROW = obj({
     "found": {"type": "string", "description": "What was found (in DNS, in the settings)."},
     "fix": {"type": ["string", "null"], "description": "What to change; null when the rule passes."},
 }, ("rule", "status", "found", "fix"))
+_LANE = {"type": "string", "enum": ["gmail", "yahoo", "microsoft", "apple", "other"]}
+WARMUP_ROW = obj({"day": {"type": "integer", "minimum": 1, "maximum": 365,
+                          "description": "Day 1 is the UTC day the warm-up starts."},
+                  "lane": _LANE, "cap": {"type": "integer", "minimum": 0, "maximum": 100_000_000}},
+                 ("day", "lane", "cap"))
+WARMUP = obj({
+    "domain_id": INT_ID,
+    "domain_name": {"type": "string"},
+    "status": {"type": "string", "enum": ["none", "active", "stopped", "finished"]},
+    "day": {"type": ["integer", "null"], "description": "Today's day of the warm-up while it is active."},
+    "days": {"type": ["integer", "null"], "description": "The schedule's last day."},
+    "started_at": {"type": ["string", "null"], "format": "date-time"},
+    "stopped_at": {"type": ["string", "null"], "format": "date-time"},
+    "ends_on": {"type": ["string", "null"], "format": "date", "description": "The first day without caps."},
+    "origin": {"type": ["string", "null"], "description": "built-in, or the schedule file or request it came from."},
+    "today": array(obj({"lane": _LANE,
+                        "cap": {"type": ["integer", "null"], "description": "null: no cap today"},
+                        "used": {"type": "integer", "description": "messages claimed today"},
+                        "left": {"type": ["integer", "null"]}}, ("lane", "cap", "used", "left"))),
+    "schedule": array(WARMUP_ROW),
+}, ("domain_id", "domain_name", "status", "day", "days", "started_at", "stopped_at", "ends_on", "origin", "today",
+    "schedule"))
 SENDER = obj({"id": INT_ID, "display_name": {"type": "string"}, "local_part": {"type": "string"},
               "domain_name": {"type": "string"}}, ("id", "display_name", "local_part", "domain_name"))
 
@@ -91,6 +113,17 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
     ("GET", "/v1/domains/{domain_id}/compliance"): {
         "summary": "Whether mail from the domain meets the mailbox providers' sender requirements", "envelope": "A",
         "data": array(COMPLIANCE_ROW)},
+    ("POST", "/v1/domains/{domain_id}/warmup"): {
+        "summary": "Start (or start again) the domain's warm-up: daily caps per provider lane", "envelope": "A",
+        "body_optional": True,
+        "body": obj({"schedule": {**array(WARMUP_ROW), "minItems": 1, "maxItems": 365 * 5,
+                                  "description": "Rows of day, lane and cap (a lane missing from a day has no cap "
+                                                 "that day); the shipped schedule when left out."}}),
+        "data": WARMUP},
+    ("GET", "/v1/domains/{domain_id}/warmup"): {"summary": "The domain's warm-up: today's caps and what went out",
+                                                "envelope": "A", "data": WARMUP},
+    ("DELETE", "/v1/domains/{domain_id}/warmup"): {"summary": "Stop the domain's warm-up (its caps are lifted)",
+                                                   "envelope": "A", "data": WARMUP},
     ("GET", "/v1/sender-identities"): {"summary": "The workspace's sender identities", "envelope": "A",
                                        "data": array(SENDER)},
     ("POST", "/v1/sender-identities"): {"links": [("GET", "/v1/sender-identities/{sender_id}", {"sender_id": "id"})],

@@ -21,6 +21,7 @@ from marketing_cli import jobs
 from marketing_cli.kernel import clock
 from marketing_cli.services.delivery.reservations import give_back, reserve
 from marketing_cli.services.delivery.shaping import Shaper
+from marketing_cli.services.delivery.warmup_gate import Gate
 from marketing_cli.storage import dialect
 from marketing_cli.storage.db import marks
 from marketing_cli.storage.postgres.errors import retry_conflicts
@@ -48,6 +49,11 @@ _CLAIM = (_COLUMNS + " WHERE m.campaign_id = :campaign AND m.status = 'queued'"
 _CLAIM_LOCAL = (_COLUMNS + " WHERE m.campaign_id = :campaign AND m.status = 'queued' AND m.due_at IS NOT NULL"
                 " AND m.due_at <= :now AND (m.retry_at IS NULL OR m.retry_at <= :now)"
                 " ORDER BY m.due_at, m.id LIMIT :size")
+# While the domain warms up (warmup_gate.py): the most engaged recipients first
+# (email_messages_warm; a message is ranked by the send job before it is claimed).
+_RANKED = (_COLUMNS + " WHERE m.campaign_id = :campaign AND m.status = 'queued' AND m.warm_rank IS NOT NULL"
+           " AND (m.retry_at IS NULL OR m.retry_at <= :now)"
+           " AND (m.due_at IS NULL OR m.due_at <= :now) ORDER BY m.warm_rank, m.id LIMIT :size")
 # Rows whose claim expired (their worker died, or was paused past its lease), or that an
 # earlier run of this very job claimed (jobs.Run.earlier: it lost the job's lease): claimable
 # again, and marked uncertain (they may have been handed over before the worker stopped).
@@ -89,7 +95,7 @@ def _claim(conn: sqlite3.Connection, campaign_id: str, size: int, local: bool = 
 
 def claim_round(conn: sqlite3.Connection, campaign_id: str, size: int, local: bool = False,
                 claim: jobs.Run | None = None, workspace_id: int | None = None, *, expired: bool = True,
-                shaper: Shaper | None = None) -> tuple[list[sqlite3.Row], str | None]:
+                shaper: Shaper | None = None, gate: Gate | None = None) -> tuple[list[sqlite3.Row], str | None]:
     """`_claim`, and which allowance stopped it short: (rows, short), where short is None when
     nothing did, "monthly_emails" or "hourly_emails" (reservations.ALLOWANCES) for the
     allowance that bound the claim below `size` (billing.reserve), and NOT_SENDING when the
@@ -109,25 +115,36 @@ def claim_round(conn: sqlite3.Connection, campaign_id: str, size: int, local: bo
 
     With `shaper` (the send's provider lanes, shaping.py), the lanes held now are left out of the
     queued claim, and the messages of a slowed lane are booked on its pacer in the claim's
-    transaction (those beyond its horizon stay queued)."""
+    transaction (those beyond its horizon stay queued).
+
+    With `gate` (the warm-up of the send's domain, warmup_gate.py) while it runs, the lanes
+    whose cap is used up today are left out too, the other messages are taken by their
+    recipient's engagement (warm_rank; a local-time send keeps its zones' order), and each
+    newly claimed message counts against its lane's cap of the day in the claim's transaction."""
     claim = claim or jobs.current_run()
     held = sorted(shaper.held(conn)) if shaper is not None else []
-    queued_sql = _without_lanes(_CLAIM_LOCAL if local else _CLAIM, held)
+    warm = gate is not None and gate.active(conn) is not None
+    if warm:
+        held = sorted(set(held) | set(gate.full(conn)))  # type: ignore[union-attr]
+    base = _RANKED if warm and not local else _CLAIM_LOCAL if local else _CLAIM
+    queued_sql = _without_lanes(base, held)
 
     def attempt() -> tuple[list[sqlite3.Row], str | None]:
         with dialect.row_claim(conn):
             if conn.execute("SELECT status FROM campaigns WHERE id = ?", (campaign_id,)).fetchone()[0] != "SENDING":
                 return [], NOT_SENDING
+            if warm:
+                gate.lock(conn)  # type: ignore[union-attr]
             params = {"campaign": campaign_id, "now": clock.now(), "size": size, "earlier": claim.earlier,
                       "token": claim.token, **{f"held{i}": lane for i, lane in enumerate(held)},
-                      "after": shaper.cursor(held, local) if shaper is not None else 0}
+                      "after": shaper.cursor(held, local) if shaper is not None and not warm else 0}
             lock = dialect.skip_locked(conn, "m")
             dropped = True
             while dropped:  # (a round whose every row was dropped claims again: the send goes on)
                 rows = conn.execute(_CLAIM_EXPIRED + lock, params).fetchall() if expired else []
                 if len(rows) < size:
                     queued = conn.execute(queued_sql + lock, {**params, "size": size - len(rows)}).fetchall()
-                    if queued and held:
+                    if queued and held and not warm:
                         shaper.advance(held, local, queued[0]["id"])  # type: ignore[union-attr]
                     rows += queued
                 if not expired and len(rows) < size:
@@ -136,9 +153,15 @@ def claim_round(conn: sqlite3.Connection, campaign_id: str, size: int, local: bo
             if shaper is not None:
                 rows = _book_lanes(conn, shaper, rows, held, _CLAIM_LOCAL if local else _CLAIM, lock, params,
                                    size, workspace_id)
+            if warm:
+                rows = gate.take(conn, rows)  # type: ignore[union-attr]
             short, hour = None, None
             if rows and workspace_id is not None:
-                rows, short, hour = reserve(conn, workspace_id, rows)
+                kept, short, hour = reserve(conn, workspace_id, rows)
+                if warm and len(kept) < len(rows):
+                    ids = {r["id"] for r in kept}
+                    gate.give_back(conn, [r for r in rows if r["id"] not in ids])  # type: ignore[union-attr]
+                rows = kept
             if rows:
                 conn.execute("UPDATE email_messages SET attempts = attempts + 1, claim_token = ?, claim_expires_at = ?,"
                              " uncertain = CASE WHEN status = 'sending' THEN 1 ELSE uncertain END, status = 'sending',"

@@ -19,7 +19,7 @@ all answered before its `sent_at`). Per row:
                     of its own, as fast as the transport takes them) and `suspended_until`
                     (shaping.py)
     warmup_day, warmup_cap
-                    the domain's warm-up day and today's cap in the lane (`_warmup`)
+                    the domain's warm-up day and today's cap in the lane (`_warmup`: a warm-up running now)
 
 `compliance` (only when asked: it looks the domains' DNS records up, which can take seconds)
 holds each domain's rows of the compliance gate (compliance.py), as `mkt domains check`.
@@ -74,9 +74,21 @@ def parse_days(value: Any) -> int:
 
 
 def _warmup(conn: sqlite3.Connection, workspace_id: int) -> dict[tuple[int, str], tuple[int | None, int | None]]:
-    """The warm-up day and today's cap per (domain id, lane): the one place a deliverability
-    report reads warm-up from. Warm-up is not wired in yet: every row says null for both."""
-    return {}
+    """The warm-up day and today's cap per (domain id, lane) of the workspace's domains warming
+    up now: the one place a deliverability report reads warm-up from (a lane without a cap today
+    has the day and a null cap; a domain with no warm-up running has no entry: null for both)."""
+    from marketing_cli.services.delivery import warmup as warmups
+
+    out: dict[tuple[int, str], tuple[int | None, int | None]] = {}
+    for row in conn.execute("SELECT * FROM domain_warmups WHERE workspace_id = ? AND stopped_at IS NULL",
+                            (workspace_id,)).fetchall():
+        warm = warmups.load(row)
+        if warm.state != "active":
+            continue
+        caps = warm.caps_today()
+        for lane in warmups.LANES:
+            out[(warm.domain_id, lane)] = (warm.day, caps.get(lane))
+    return out
 
 
 def _rate(part: int, whole: int) -> float | None:

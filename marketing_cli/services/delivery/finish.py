@@ -73,13 +73,15 @@ def again_at(conn: sqlite3.Connection, row: sqlite3.Row, run_at: str, job: str =
 
 
 def finish_or_wait(conn: sqlite3.Connection, row: sqlite3.Row, *, helper: bool = False,
-                   held: dict[str, float] | None = None) -> None:
+                   held: dict[str, float] | None = None, detail: str | None = None) -> None:
     """No message is due now: wait for retries, for the next zone of a local-time send, for
     messages other workers hold, for the A/B winner, or end the send (SENT). Checked in the
     finishing transaction, so whichever job finds nothing queued or claimed finishes the
     campaign, exactly once (the status is read under the write lock). A helper that finds
     work left ends without queueing anything: the send job waits for it. `held`: the provider
-    lanes held now (lane -> seconds until it opens, shaping.py); their messages wait for them."""
+    lanes held now (lane -> seconds until it opens, shaping.py, or the next UTC midnight for a
+    lane whose warm-up cap is used up today); their messages wait for them. `detail`: what waits
+    for a warm-up cap, written to the campaign's status_detail while it waits (it stays SENDING)."""
     with transaction(conn):
         current = conn.execute("SELECT status, automation_id FROM campaigns WHERE id = ?", (row["id"],)).fetchone()
         if current is None or current["status"] != "SENDING":
@@ -88,6 +90,8 @@ def finish_or_wait(conn: sqlite3.Connection, row: sqlite3.Row, *, helper: bool =
         claimed = conn.execute("SELECT min(coalesce(claim_expires_at, '')) FROM email_messages WHERE campaign_id = ?"
                                " AND status = 'sending'", (row["id"],)).fetchone()[0]
         if retry is not None or claimed is not None:  # claimed by another worker: back when its claim would expire
+            if detail is not None:
+                conn.execute("UPDATE campaigns SET status_detail = ? WHERE id = ?", (detail, row["id"]))
             if not helper:  # ('' is now)
                 again_at(conn, row, min(at or clock.now() for at in (retry, claimed) if at is not None))
             return

@@ -8,7 +8,9 @@ that caused it:
 `with_held_back` adds `held_back` to a campaign's view while a lane holds some of its
 messages, and makes the progress's ETA no earlier than the last of them: the campaign view
 of services/estimates/views.py (GET /v1/campaigns/:id, `mkt campaigns show` and `watch`)
-calls it.
+calls it. A lane whose warm-up cap is used up today (warmup_gate.py) is listed too:
+
+    1,800 messages wait for the Gmail lane's warm-up cap until 2026-11-30 00:00 UTC (day 3 of 14: 1,000 a day)
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from datetime import timedelta
 from typing import Any
 
 from marketing_cli.kernel import clock
+from marketing_cli.services.delivery import warmup_gate
 from marketing_cli.services.delivery.lanes import NAMES
 from marketing_cli.services.delivery.shaping import Shaper
 
@@ -27,7 +30,7 @@ def with_held_back(conn: sqlite3.Connection, workspace_id: int, view: dict[str, 
     ETA no earlier than the last of them (services/estimates/views.py calls it after the estimate)."""
     if view.get("status") != "SENDING":
         return view
-    items = held_back(conn, workspace_id, view["id"])
+    items = held_back(conn, workspace_id, view["id"]) + warmup_gate.held_back(conn, view["id"])
     if items:
         view["held_back"] = items
         progress = view.get("progress")

@@ -77,7 +77,7 @@ from typing import Any
 
 from marketing_cli import jobs
 from marketing_cli.kernel import clock
-from marketing_cli.services.delivery import lanes
+from marketing_cli.services.delivery import lanes, warmup_gate
 from marketing_cli.services.delivery.claim import NOT_SENDING, claim_round, keep_claimed
 from marketing_cli.services.delivery.finish import again_at, finish_or_wait, month_used_up, next_hour
 from marketing_cli.services.delivery.handoff import Send
@@ -141,16 +141,19 @@ def _send(conn: sqlite3.Connection, campaign_id: str, *, helper: bool) -> None:
     # their claim expires (at most `concurrency` messages, each recorded uncertain).
     if not helper:
         lanes.assign_lanes(conn, row["id"])  # (before the helpers: they claim by lane too)
+        warmup_gate.rank(conn, row["id"])  # (a warming-up domain's claims go by engagement)
         _call_helpers(conn, row)
     run = Send(conn, row)
     run.claim.keep(keep_claimed)
+    gate = warmup_gate.Gate.for_campaign(conn, row["id"])
     try:
-        _send_rounds(conn, row, run, helper=helper)
+        _send_rounds(conn, row, run, helper=helper, gate=gate)
     finally:
         run.close()
 
 
-def _send_rounds(conn: sqlite3.Connection, row: sqlite3.Row, run: Send, *, helper: bool = False) -> None:
+def _send_rounds(conn: sqlite3.Connection, row: sqlite3.Row, run: Send, *, helper: bool = False,
+                 gate: warmup_gate.Gate | None = None) -> None:
     """Claim, deliver and record rounds of messages until none is due.
 
     ROUNDS_IN_FLIGHT rounds are claimed at once: while the pool delivers one, the next one
@@ -192,7 +195,7 @@ def _send_rounds(conn: sqlite3.Connection, row: sqlite3.Row, run: Send, *, helpe
                         break
                     expired = time.monotonic() - expired_at >= EXPIRED_EVERY
                     claimed, short = claim_round(conn, row["id"], size, bool(row["local_time"]),
-                                                 run.claim, ws, expired=expired, shaper=run.shaper)
+                                                 run.claim, ws, expired=expired, shaper=run.shaper, gate=gate)
                     expired_at = time.monotonic() if expired else expired_at
                     if not claimed:
                         stop = short if short in ALLOWANCES else "done"
@@ -208,13 +211,16 @@ def _send_rounds(conn: sqlite3.Connection, row: sqlite3.Row, run: Send, *, helpe
                         month_used_up(conn, row)
                     else:
                         held = run.shaper.held(conn)
+                        capped = gate.full(conn) if gate is not None else {}
                         nap = _lane_nap(conn, row["id"], held) if stop == "done" and not run.halt.is_set() else None
                         if nap is not None:  # only a lane held for a moment has messages due: wait for it
                             time.sleep(nap)
                             run.shaper.forget()
                             stop = None
                             continue
-                        finish_or_wait(conn, row, helper=helper, held=held)
+                        waiting = warmup_gate.held_back(conn, row["id"], gate) if capped else []
+                        finish_or_wait(conn, row, helper=helper, held={**held, **capped},
+                                       detail="; ".join(item["line"] for item in waiting) + "." if waiting else None)
                     return
                 results, temporary = record_oldest()
                 if stop is not None:  # (else the next claim reads the status first)

@@ -8,7 +8,9 @@ activating a flow that sends email (docs/deliverability.md "The compliance gate"
 The DNS lookups run before the scheduling transaction (a slow DNS server must not hold the
 write lock); the verdict is applied inside it, right after the sender's domain is found
 verified, so the refusals keep their order (a campaign without a sender still hears that
-first). A campaign whose sender changed between the two is refused: schedule it again.
+first). A campaign whose sender changed between the two is refused: schedule it again. A large
+send from a domain idle for 30 days without a warm-up is scheduled with a `warnings` line
+offering one (warmup.idle_offer).
 
 `override` is the operator's `mkt campaigns schedule ID --override-compliance` (CLI only: no
 API key can send around the gate): the campaign is scheduled although rules fail, and the
@@ -76,7 +78,22 @@ def schedule_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id: 
     answer = email_schedule.schedule_campaign(conn, workspace_id, campaign_id, body, sender_check=check)
     if overridden:
         answer["compliance_override"] = overridden
+    offer = _warmup_offer(conn, workspace_id, answer["id"], domain_id)
+    if offer:
+        answer["warnings"] = [offer]
     return answer
+
+
+def _warmup_offer(conn: sqlite3.Connection, workspace_id: int, campaign_id: str, domain_id: Any) -> str | None:
+    """warmup.idle_offer for the scheduled campaign's audience (docs/deliverability.md "Warm-up")."""
+    from marketing_cli.services.contacts.audience import count_audience
+    from marketing_cli.services.delivery import warmup
+
+    if domain_id is None:
+        return None
+    row = campaigns.campaign_row(conn, workspace_id, campaign_id)
+    count = count_audience(conn, workspace_id, json.loads(row["audience"]), "email") if row["audience"] else 0
+    return warmup.idle_offer(conn, workspace_id, domain_id, count)
 
 
 def create_series(conn: sqlite3.Connection, workspace_id: int, campaign_id: Any, body: Any) -> dict[str, Any]:

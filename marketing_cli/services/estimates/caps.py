@@ -6,6 +6,8 @@ has room again. Today's caps are the workspace's allowances (monthly_emails and
 hourly_emails, as the send reserves them: services/delivery/reservations.py). A warm-up's
 daily cap per provider lane plugs in with `register(source)`: a source is
 `source(conn, workspace_id, channel) -> list[Cap]`, asked for every estimate of the channel.
+A cap that depends on the campaign (its sending domain's warm-up: `warmup_caps`, the day's cap
+per provider lane, services/delivery/warmup.py) is `campaign_caps(conn, row, parts)`.
 """
 
 from __future__ import annotations
@@ -63,6 +65,49 @@ def allowance_caps(conn: sqlite3.Connection, workspace_id: int, channel: str) ->
 
 def caps_for(conn: sqlite3.Connection, workspace_id: int, channel: str) -> list[Cap]:
     return [cap for source in SOURCES for cap in source(conn, workspace_id, channel)]
+
+
+def campaign_caps(conn: sqlite3.Connection, row: sqlite3.Row | None, parts: list[Part],
+                  now: datetime | None = None) -> list[Cap]:
+    """The caps of one email campaign's own: its domain's warm-up (`warmup_caps`)."""
+    return warmup_caps(conn, row, parts, now) if row is not None else []
+
+
+def warmup_caps(conn: sqlite3.Connection, row: sqlite3.Row, parts: list[Part],
+                now: datetime | None = None) -> list[Cap]:
+    """While the campaign's sending domain warms up, what is over today's room of its lanes
+    waits for tomorrow (UTC). Frozen (its messages have their lanes): each capped lane's queued
+    messages beyond its room. Not frozen yet (the audience's split by lane is not known): only
+    when every lane is capped today, the audience beyond their room together."""
+    from marketing_cli.services.delivery import warmup, warmup_gate
+    from marketing_cli.services.delivery.lanes import NAMES
+    from marketing_cli.services.delivery.replies import LANES
+
+    gate = warmup_gate.Gate.for_campaign(conn, row["id"])
+    warm = gate.active(conn)
+    if warm is None:
+        return []
+    moment = now or clock.utcnow()
+    tomorrow = warmup.tomorrow()
+    caps, used = warm.caps_today(), warmup.used_today(conn, warm.domain_id)
+    room = {lane: max(0, cap - used.get(lane, 0)) for lane, cap in caps.items()}
+    counted = sum(p.recipients for p in parts if p.state in _COUNTED
+                  and (max(p.until, moment) if p.until else moment) < tomorrow)
+    if row["status"] in ("IN_REVIEW", "SENDING", "PAUSED"):
+        queued = dict(conn.execute("SELECT coalesce(lane, 'other'), count(*) FROM email_messages WHERE campaign_id = ?"
+                                   " AND status = 'queued' GROUP BY coalesce(lane, 'other')", (row["id"],)).fetchall())
+        over = {lane: queued.get(lane, 0) - room[lane] for lane in room if queued.get(lane, 0) > room[lane]}
+    elif set(LANES) <= set(caps):
+        total = sum(room.values())
+        over = {"all": counted - total} if counted > total else {}
+    else:
+        return []
+    if not over:
+        return []
+    which = ("every lane's cap" if "all" in over else
+             ", ".join(f"the {NAMES.get(lane, lane)} lane's cap of {caps[lane]:,} a day" for lane in sorted(over)))
+    reason = f"the sending domain's warm-up (day {warm.day} of {warm.schedule.days}): {which}"
+    return [Cap("warmup", max(0, counted - sum(over.values())), tomorrow, tomorrow, reason)]
 
 
 def apply(parts: list[Part], caps: list[Cap], now: datetime | None = None) -> list[Part]:

@@ -54,14 +54,16 @@ def campaign_estimate(conn: sqlite3.Connection, row: sqlite3.Row, series_next: s
         state = cache.state_of(row, series_next, mark)
         parts = cache.parts(conn, "campaigns", row, state, budget, lambda: audience_parts(
             conn, row["workspace_id"], json.loads(row["audience"]), at, local))
-    return estimate(caps.apply(parts, caps.caps_for(conn, row["workspace_id"], "email")))
+    return estimate(caps.apply(parts, caps.caps_for(conn, row["workspace_id"], "email")
+                               + caps.campaign_caps(conn, row, parts)))
 
 
 def preview_estimate(conn: sqlite3.Connection, workspace_id: int, audience: Any, scheduled_at: str | None,
-                     local: dict[str, str] | None) -> dict[str, Any]:
-    """The estimate of scheduling `audience` with a schedule body (read into `scheduled_at` and `local`)."""
+                     local: dict[str, str] | None, row: sqlite3.Row | None = None) -> dict[str, Any]:
+    """The estimate of scheduling `audience` with a schedule body (read into `scheduled_at` and
+    `local`); `row`: the campaign, for its sending domain's warm-up."""
     parts = audience_parts(conn, workspace_id, audience, scheduled_at, local)
-    return estimate(caps.apply(parts, caps.caps_for(conn, workspace_id, "email")))
+    return estimate(caps.apply(parts, caps.caps_for(conn, workspace_id, "email") + caps.campaign_caps(conn, row, parts)))
 
 
 def audience_parts(conn: sqlite3.Connection, workspace_id: int, audience: Any, at: str | None,

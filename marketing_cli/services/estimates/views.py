@@ -116,7 +116,7 @@ def email_schedule_preview(conn: sqlite3.Connection, workspace_id: int, campaign
     preview = schedule.preview_schedule(conn, workspace_id, campaign_id, body)
     row = campaigns.campaign_row(conn, workspace_id, campaign_id)
     est = email_estimates.preview_estimate(conn, workspace_id, json.loads(row["audience"]), preview["scheduled_at"],
-                                           preview["local_time"])
+                                           preview["local_time"], row)
     return {**preview, "recipients": est["recipients"], "estimate": est}
 
 
