@@ -224,7 +224,9 @@ def _rows(engine: _Engine, count: int, sample: int) -> list[dict]:
     return [main, minimal, info]
 
 
-def run(quick: bool, engines: tuple[str, ...] = ("sqlite", "postgresql")) -> list[dict]:
+def run(quick: bool) -> list[dict]:
+    """Both engines; MKT_BENCH_ENGINES=sqlite (or postgresql) runs one (`python bench/bench_bulk_tag.py sqlite`)."""
+    engines = tuple(os.environ.get("MKT_BENCH_ENGINES", "sqlite,postgresql").split(","))
     count = 5_000 if quick else 100_000
     sample = 500 if quick else 2_000  # per-contact calls: about 1 ms each on SQLite, 10-20 ms on PostgreSQL
     rows: list[dict] = []
@@ -246,6 +248,8 @@ def run(quick: bool, engines: tuple[str, ...] = ("sqlite", "postgresql")) -> lis
 
 
 if __name__ == "__main__":
-    picked = tuple(a for a in sys.argv[1:] if a in ("sqlite", "postgresql")) or ("sqlite", "postgresql")
-    for r in run("--quick" in sys.argv, picked):
+    picked = [a for a in sys.argv[1:] if a in ("sqlite", "postgresql")]
+    if picked:
+        os.environ["MKT_BENCH_ENGINES"] = ",".join(picked)
+    for r in run("--quick" in sys.argv):
         print(r)

@@ -190,9 +190,8 @@ def test_cancel_through_the_api(client: Any, auth: dict[str, str], sent: dict[st
 def test_another_workspace_cannot_touch_the_campaign(client: Any, sent: dict[str, Any], conn: sqlite3.Connection) -> None:
     other = factories.workspace(conn, "Other")
     headers = {"Authorization": f"Bearer {other['api_key']}"}
-    for path in ("schedule", "cancel", "resume"):
-        answer = client.post(f"/v1/campaigns/{sent['campaign']['id']}/{path}", headers=headers,
-                             json={"schedule_type": "NOW"})
+    for path, body in (("schedule", {"schedule_type": "NOW"}), ("cancel", None), ("resume", {"force": True})):
+        answer = client.post(f"/v1/campaigns/{sent['campaign']['id']}/{path}", headers=headers, json=body)
         assert answer.json()["error"]["message"] == "We could not find the campaign you are looking for."
     assert client.post("/v1/bounces", headers=headers, json={"email_address": "ann@gmail.com", "type": "hard"}
                        ).status_code == 404

@@ -69,6 +69,10 @@ def valid_bodies(w: dict[str, Any]) -> dict[tuple[str, str], Any]:
         ("POST", "/v1/fields"): {"label": "Town", "merge_tag": "town", "type": "TEXT"},
         ("PATCH", "/v1/fields/{field_id}"): {"label": "Home city", "merge_tag": "city", "type": "TEXT"},
         ("POST", "/v1/tags"): {"name": "new"},
+        ("POST", "/v1/tags/{tag_id}/contacts"): {"search": {"status": "SUBSCRIBED"}},
+        ("POST", "/v1/tags/{tag_id}/contacts/remove"): {"emails": ["ann@example.com"]},
+        ("POST", "/v1/domains/{domain_id}/warmup"): {"schedule": [{"day": 1, "lane": "gmail", "cap": 100}]},
+        ("POST", "/v1/campaigns/{campaign_id}/resume"): {"force": True},
         ("POST", "/v1/events"): {"email_address": "ann@example.com", "event_name": "purchase",
                                  "properties": {"sku": "A1"}},
         ("POST", "/v1/segments"): {"name": "Lyon", "filters": {"condition": "AND", "filters": [
