@@ -93,7 +93,7 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
     ("GET", "/v1/deliverability"): {
         "summary": "Per sending domain and provider lane: sent, delivered, deferred, bounced by class, complaints, "
                    "their rates, the lane's rate now and its warm-up", "envelope": "A",
-        "query": {"days": {"type": "string", "pattern": r"^[0-9]*$",
+        "query": {"days": {"type": "integer", "minimum": 1, "maximum": deliverability.MAX_DAYS,
                            "description": f"1 to {deliverability.MAX_DAYS} (default {deliverability.DEFAULT_DAYS})"},
                   "compliance": {"type": "string", "enum": ["true", "false", "1", "0", "yes", "no", ""],
                                  "description": "also check each domain's DNS (seconds)"}},
