@@ -7,8 +7,10 @@ nobody can read.
 
 from __future__ import annotations
 
+import csv
+import io
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -58,3 +60,12 @@ class DataTable(Generic[T]):
         except OSError as exc:
             raise MktError(500, f"{self.env}: cannot read the {self.what} {path} ({exc.strerror}).") from None
         return _load(self.parse, self.what, self.env, path, str(self.built_in), (st.st_mtime, st.st_size))
+
+
+def csv_rows(text: str) -> Iterator[tuple[int, list[str]]]:
+    """The rows of a rules file as (line number, cells stripped): blank lines and `#` comment
+    lines left out, so that an operator's copy may explain itself and an error names its line."""
+    for n, line in enumerate(text.splitlines(), start=1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        yield n, [c.strip() for c in next(csv.reader(io.StringIO(line)))]

@@ -19,8 +19,6 @@ chunk of domains outside the `other` lane (a NULL lane reads as `other`).
 
 from __future__ import annotations
 
-import csv
-import io
 import logging
 import re
 import sqlite3
@@ -32,7 +30,7 @@ from pathlib import Path
 
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
-from marketing_cli.kernel.data_tables import DataTable
+from marketing_cli.kernel.data_tables import DataTable, csv_rows
 from marketing_cli.services.delivery.replies import LANES
 from marketing_cli.storage.db import marks, transaction
 
@@ -65,10 +63,7 @@ def parse_table(text: str, origin: str) -> Table:
     wild: list[tuple[str, str]] = []
     mx: list[tuple[str, str]] = []
     header = False
-    for n, line in enumerate(text.splitlines(), start=1):
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        cells = [c.strip() for c in next(csv.reader(io.StringIO(line)))]
+    for n, cells in csv_rows(text):
         if not header:
             if [c.lower() for c in cells[:3]] != ["match", "pattern", "lane"]:
                 raise MktError(400, f"{origin} line {n}: the header must be match,pattern,lane,source.")

@@ -18,14 +18,12 @@ message could not be composed) keeps the hand-off's own reading (`permanent` or 
 
 from __future__ import annotations
 
-import csv
-import io
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from marketing_cli.errors import MktError
-from marketing_cli.kernel.data_tables import DataTable
+from marketing_cli.kernel.data_tables import DataTable, csv_rows
 
 TABLE_ENV = "MKT_REPLY_RULES"
 BUILT_IN = Path(__file__).with_name("replies.csv")
@@ -97,10 +95,7 @@ def parse_table(text: str, origin: str) -> tuple[Rule, ...]:
     """The rules of a reply-rules CSV; MktError(400) naming the line of the first bad row."""
     rules: list[Rule] = []
     header_seen = False
-    for n, line in enumerate(text.splitlines(), start=1):
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        cells = [c.strip() for c in next(csv.reader(io.StringIO(line)))]
+    for n, cells in csv_rows(text):
         if not header_seen:
             if [c.lower() for c in cells[:len(HEADER)]] != HEADER:
                 raise MktError(400, f"{origin} line {n}: the header must be {','.join(HEADER)}.")

@@ -26,8 +26,6 @@ lane_view.py says what a campaign's held lanes hold and why (`held_back`).
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 import sqlite3
 import time
@@ -37,7 +35,7 @@ from pathlib import Path
 
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
-from marketing_cli.kernel.data_tables import DataTable
+from marketing_cli.kernel.data_tables import DataTable, csv_rows
 from marketing_cli.services.account.pace import now_us
 from marketing_cli.services.delivery.lanes import OTHER
 from marketing_cli.services.delivery.replies import LANES, Reply
@@ -68,10 +66,7 @@ class LaneRate:
 def parse_rates(text: str, origin: str) -> dict[str, LaneRate]:
     rates: dict[str, LaneRate] = {}
     header = False
-    for n, line in enumerate(text.splitlines(), start=1):
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        cells = [c.strip() for c in next(csv.reader(io.StringIO(line)))]
+    for n, cells in csv_rows(text):
         if not header:
             if [c.lower() for c in cells[:len(RATE_COLUMNS)]] != list(RATE_COLUMNS):
                 raise MktError(400, f"{origin} line {n}: the header must be {','.join(RATE_COLUMNS)},source.")

@@ -16,8 +16,6 @@ of workers together stay under it; what is over today's cap waits for tomorrow.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import sqlite3
 from dataclasses import dataclass
@@ -27,7 +25,7 @@ from typing import Any
 
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
-from marketing_cli.kernel.data_tables import DataTable
+from marketing_cli.kernel.data_tables import DataTable, csv_rows
 from marketing_cli.services.delivery.replies import LANES
 from marketing_cli.services.email import domains
 from marketing_cli.storage.db import transaction
@@ -91,10 +89,7 @@ def parse_schedule(text: str, origin: str) -> Schedule:
     """A schedule file: CSV with the header day,lane,cap (a source column and # comments allowed)."""
     rows: list[tuple[int, str, int]] = []
     header = False
-    for n, line in enumerate(text.splitlines(), start=1):
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        cells = [c.strip() for c in next(csv.reader(io.StringIO(line)))]
+    for n, cells in csv_rows(text):
         if not header:
             if [c.lower() for c in cells[:3]] != list(COLUMNS):
                 raise MktError(400, f"{origin} line {n}: the header must be day,lane,cap (then optionally source).")
