@@ -1812,6 +1812,6 @@ CREATE TABLE warmup_counters (
     used BIGINT NOT NULL DEFAULT 0,
     PRIMARY KEY (domain_id, day, lane)
 );
-ALTER TABLE email_messages ADD COLUMN warm_rank INTEGER;
+ALTER TABLE email_messages ADD COLUMN warm_rank BIGINT;
 CREATE INDEX email_messages_warm ON email_messages(campaign_id, warm_rank, id)
     WHERE status = 'queued' AND warm_rank IS NOT NULL;

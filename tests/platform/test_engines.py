@@ -20,7 +20,7 @@ from marketing_cli.storage import db
 pytestmark = pytest.mark.postgresql_only
 
 # SQLite's declared type -> PostgreSQL's (a rowid alias INTEGER PRIMARY KEY is an identity BIGINT)
-TYPES = {"INTEGER": "bigint", "TEXT": "text", "BLOB": "bytea"}
+TYPES = {"INTEGER": "bigint", "TEXT": "text", "BLOB": "bytea", "REAL": "double precision"}
 
 
 def _sqlite_side() -> dict[str, Any]:
