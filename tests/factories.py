@@ -96,6 +96,29 @@ def ready_campaign(conn: sqlite3.Connection, workspace_id: int, *, html: str = "
         "variants": [{"type": "A", "subject": subject, "preview_text": preview_text}]})
     variant_html.set_variant_html(conn, workspace_id, created["id"], "A", {"html": html})
     return campaigns.get_campaign(conn, workspace_id, created["id"])
+
+
+def sending_campaign(conn: sqlite3.Connection, workspace_id: int, emails: list[str], *, html: str) -> str:
+    """A campaign to `emails` (new SUBSCRIBED contacts), its domains verified, scheduled NOW and
+    frozen: its messages queued for the send job. The allowances are set to three times the list."""
+    from marketing_cli.services.account import billing
+    from marketing_cli.services.email import domains, preparation
+    from marketing_cli.services.email import schedule as email_schedule
+    from marketing_cli.storage import db
+
+    for resource in ("contacts", "monthly_emails", "hourly_emails"):
+        billing.set_allowance(conn, workspace_id, resource, len(emails) * 3)
+    now = clock.now()
+    with db.transaction(conn):
+        conn.executemany("INSERT INTO contacts (id, workspace_id, email, status, data, created_at, updated_at)"
+                         " VALUES (?, ?, ?, 'SUBSCRIBED', '{}', ?, ?)",
+                         [(new_id(), workspace_id, e, now, now) for e in emails])
+    made = ready_campaign(conn, workspace_id, html=html)
+    for d in domains.list_domains(conn, workspace_id):
+        domains.verify_domain(conn, workspace_id, d["id"])
+    email_schedule.schedule_campaign(conn, workspace_id, made["id"], {"schedule_type": "NOW"})
+    preparation.preprocess(conn, {"campaign_id": made["id"]})
+    return made["id"]
 # ---------------------------------------------------------------- email campaign statistics
 
 

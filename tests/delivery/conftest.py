@@ -18,3 +18,13 @@ def default_outbox(db_path: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         monkeypatch.chdir(folder)
         return folder / "outbox"
     return Path(db_path).parent / "outbox"
+
+
+@pytest.fixture
+def verified_dns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every DNS record a sending domain asks for is found as published (domains verify at once)."""
+    from marketing_cli.services.email import dns_check
+
+    monkeypatch.setattr(dns_check, "check_records", lambda records: [
+        {"purpose": r["purpose"], "type": r["type"], "host": r["host"], "found": [r["value"]], "verified": True,
+         "error": None} for r in records])

@@ -12,44 +12,16 @@ import pytest
 
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
-from marketing_cli.kernel.ids import new_id
-from marketing_cli.services.account import billing
 from marketing_cli.services.delivery import deliverability
-from marketing_cli.services.email import domains, preparation
-from marketing_cli.services.email import schedule as email_schedule
 from marketing_cli.storage import db
 from tests import factories
 
 HTML = '<p>Hi {{contact.first_name|there}}, <a href="{{unsubscribe_url}}">unsubscribe</a></p>'
 
 
-@pytest.fixture
-def verified_dns(monkeypatch: pytest.MonkeyPatch) -> None:
-    from marketing_cli.services.email import dns_check
-
-    monkeypatch.setattr(dns_check, "check_records", lambda records: [
-        {"purpose": r["purpose"], "type": r["type"], "host": r["host"], "found": [r["value"]], "verified": True,
-         "error": None} for r in records])
-
-
-def _sending_campaign(conn: sqlite3.Connection, ws: int, emails: list[str]) -> str:
-    for resource in ("contacts", "monthly_emails", "hourly_emails"):
-        billing.set_allowance(conn, ws, resource, len(emails) * 3)
-    now = clock.now()
-    with db.transaction(conn):
-        conn.executemany("INSERT INTO contacts (id, workspace_id, email, status, data, created_at, updated_at)"
-                         " VALUES (?, ?, ?, 'SUBSCRIBED', '{}', ?, ?)", [(new_id(), ws, e, now, now) for e in emails])
-    campaign = factories.ready_campaign(conn, ws, html=HTML)
-    for d in domains.list_domains(conn, ws):
-        domains.verify_domain(conn, ws, d["id"])
-    email_schedule.schedule_campaign(conn, ws, campaign["id"], {"schedule_type": "NOW"})
-    preparation.preprocess(conn, {"campaign_id": campaign["id"]})
-    return campaign["id"]
-
-
 def _seed(conn: sqlite3.Connection, ws: int) -> str:
     emails = [f"g{i}@gmail.com" for i in range(10)] + [f"o{i}@shop.example" for i in range(5)]
-    campaign_id = _sending_campaign(conn, ws, emails)
+    campaign_id = factories.sending_campaign(conn, ws, emails, html=HTML)
     now, old = clock.now(), clock.format_ts(clock.utcnow() - timedelta(days=30))
     ids = {r["email"]: r["id"] for r in conn.execute("SELECT id, email FROM email_messages WHERE campaign_id = ?",
                                                     (campaign_id,))}

@@ -80,15 +80,6 @@ def test_a_bad_file_or_id_on_the_command_line(cli: Any, client: Any, auth: dict[
     assert error_of(client.post("/v1/domains/999/warmup", headers=auth)) == (404, "We were unable to find the domain.")
 
 
-@pytest.fixture
-def verified_dns(monkeypatch: pytest.MonkeyPatch) -> None:
-    from marketing_cli.services.email import dns_check
-
-    monkeypatch.setattr(dns_check, "check_records", lambda records: [
-        {"purpose": r["purpose"], "type": r["type"], "host": r["host"], "found": [r["value"]], "verified": True,
-         "error": None} for r in records])
-
-
 def _ready(conn: Any, ws: int) -> tuple[str, int]:
     from marketing_cli.services.delivery import warmup_gate
     from tests import factories

@@ -14,41 +14,14 @@ import pytest
 from marketing_cli import jobs
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
-from marketing_cli.kernel.ids import new_id
-from marketing_cli.services.account import billing
 from marketing_cli.services.automations import stats
 from marketing_cli.services.delivery import bounces, breakers
-from marketing_cli.services.email import domains, preparation
 from marketing_cli.services.email import schedule as email_schedule
 from marketing_cli.storage import db
 from tests import factories
 from tests.smtp_server import SmtpServer
 
 HTML = '<p>Hi {{contact.first_name|there}}, <a href="{{unsubscribe_url}}">unsubscribe</a></p>'
-
-
-@pytest.fixture
-def verified_dns(monkeypatch: pytest.MonkeyPatch) -> None:
-    from marketing_cli.services.email import dns_check
-
-    monkeypatch.setattr(dns_check, "check_records", lambda records: [
-        {"purpose": r["purpose"], "type": r["type"], "host": r["host"], "found": [r["value"]], "verified": True,
-         "error": None} for r in records])
-
-
-def _sending_campaign(conn: sqlite3.Connection, ws: int, emails: list[str]) -> str:
-    for resource in ("contacts", "monthly_emails", "hourly_emails"):
-        billing.set_allowance(conn, ws, resource, len(emails) * 3)
-    now = clock.now()
-    with db.transaction(conn):
-        conn.executemany("INSERT INTO contacts (id, workspace_id, email, status, data, created_at, updated_at)"
-                         " VALUES (?, ?, ?, 'SUBSCRIBED', '{}', ?, ?)", [(new_id(), ws, e, now, now) for e in emails])
-    campaign = factories.ready_campaign(conn, ws, html=HTML)
-    for d in domains.list_domains(conn, ws):
-        domains.verify_domain(conn, ws, d["id"])
-    email_schedule.schedule_campaign(conn, ws, campaign["id"], {"schedule_type": "NOW"})
-    preparation.preprocess(conn, {"campaign_id": campaign["id"]})
-    return campaign["id"]
 
 
 def _run(conn: sqlite3.Connection, campaign_id: str) -> sqlite3.Row:
@@ -72,7 +45,7 @@ def test_a_list_seeded_with_unknown_users_pauses_and_a_forced_resume_finishes_it
     ws = workspace["id"]
     emails = [f"r{i:03}@shop.example" for i in range(400)]
     bad = tuple(e for i, e in enumerate(emails) if i % 12 == 5)  # 34 of 400: 8.3 %
-    campaign_id = _sending_campaign(conn, ws, emails)
+    campaign_id = factories.sending_campaign(conn, ws, emails, html=HTML)
     monkeypatch.setenv("MKT_SEND_CONCURRENCY", "10")
     with SmtpServer(refuse=bad) as server:
         monkeypatch.setenv("MKT_SMTP_URL", server.url)
@@ -102,7 +75,7 @@ def test_a_list_seeded_with_unknown_users_pauses_and_a_forced_resume_finishes_it
 def _answered(conn: sqlite3.Connection, ws: int, n: int) -> tuple[str, list[str]]:
     """A SENDING campaign with `n` delivered messages (no send job): its id and the addresses."""
     emails = [f"d{i:03}@shop.example" for i in range(n)]
-    campaign_id = _sending_campaign(conn, ws, emails)
+    campaign_id = factories.sending_campaign(conn, ws, emails, html=HTML)
     with db.transaction(conn):
         conn.execute("UPDATE email_messages SET status = 'delivered', delivered_at = ? WHERE campaign_id = ?",
                      (clock.now(), campaign_id))

@@ -33,15 +33,6 @@ HTML = '<p>Hi {{contact.first_name|there}}, <a href="{{unsubscribe_url}}">unsubs
 OTHERS = [f"u{i}@example.org" for i in range(8)]  # with the one recipient under test: 3 full rounds of 3
 
 
-@pytest.fixture
-def verified_dns(monkeypatch: pytest.MonkeyPatch) -> None:
-    from marketing_cli.services.email import dns_check
-
-    monkeypatch.setattr(dns_check, "check_records", lambda records: [
-        {"purpose": r["purpose"], "type": r["type"], "host": r["host"], "found": [r["value"]], "verified": True,
-         "error": None} for r in records])
-
-
 @pytest.fixture(autouse=True)
 def _rounds_of_three(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MKT_SEND_CONCURRENCY", "3")

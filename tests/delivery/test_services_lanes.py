@@ -17,11 +17,7 @@ import pytest
 
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
-from marketing_cli.kernel.ids import new_id
-from marketing_cli.services.account import billing
 from marketing_cli.services.delivery import lane_view, lanes, record, replies, sender, shaping
-from marketing_cli.services.email import domains, preparation
-from marketing_cli.services.email import schedule as email_schedule
 from marketing_cli.storage import db
 from tests import factories
 from tests.smtp_server import SmtpServer
@@ -32,15 +28,6 @@ UNUSUAL = ("421 4.7.28 [192.0.2.1] Our system has detected an unusual rate of un
            "temporarily rate limited.")
 FAST_RATES = ("lane,rate,start,floor,decrease,increase,every,source\n"
               "gmail,0,40,2,0.5,40,0.5,test\nother,0,40,2,0.5,40,0.5,test\n")
-
-
-@pytest.fixture
-def verified_dns(monkeypatch: pytest.MonkeyPatch) -> None:
-    from marketing_cli.services.email import dns_check
-
-    monkeypatch.setattr(dns_check, "check_records", lambda records: [
-        {"purpose": r["purpose"], "type": r["type"], "host": r["host"], "found": [r["value"]], "verified": True,
-         "error": None} for r in records])
 
 
 # --- the reply rules --------------------------------------------------------------------------------
@@ -131,25 +118,10 @@ def test_workspace_and_365_domains_go_by_their_cached_mx(conn: sqlite3.Connectio
     assert conn.execute("SELECT expires_at FROM mail_domain_lanes WHERE domain = 'acme.io'").fetchone()[0] < later
 
 
-def _sending_campaign(conn: sqlite3.Connection, ws: int, emails: list[str]) -> str:
-    for resource in ("contacts", "monthly_emails", "hourly_emails"):
-        billing.set_allowance(conn, ws, resource, len(emails) * 3)
-    now = clock.now()
-    with db.transaction(conn):
-        conn.executemany("INSERT INTO contacts (id, workspace_id, email, status, data, created_at, updated_at)"
-                         " VALUES (?, ?, ?, 'SUBSCRIBED', '{}', ?, ?)", [(new_id(), ws, e, now, now) for e in emails])
-    campaign = factories.ready_campaign(conn, ws, html=HTML)
-    for d in domains.list_domains(conn, ws):
-        domains.verify_domain(conn, ws, d["id"])
-    email_schedule.schedule_campaign(conn, ws, campaign["id"], {"schedule_type": "NOW"})
-    preparation.preprocess(conn, {"campaign_id": campaign["id"]})
-    return campaign["id"]
-
-
 def test_the_send_job_gives_each_new_message_its_lane_once(conn: sqlite3.Connection, workspace: dict[str, Any],
                                                          verified_dns: None) -> None:
     emails = ["a@gmail.com", "b@yahoo.fr", "c@hotmail.com", "d@icloud.com", "e@shop.example"]
-    campaign_id = _sending_campaign(conn, workspace["id"], emails)
+    campaign_id = factories.sending_campaign(conn, workspace["id"], emails, html=HTML)
     assert lanes.assign_lanes(conn, campaign_id) == {"gmail": 1, "yahoo": 1, "microsoft": 1, "apple": 1}
     got = dict(conn.execute("SELECT email, lane FROM email_messages WHERE campaign_id = ?", (campaign_id,)).fetchall())
     assert got == {"a@gmail.com": "gmail", "b@yahoo.fr": "yahoo", "c@hotmail.com": "microsoft",
@@ -206,7 +178,7 @@ def test_a_slowed_lane_books_the_starts_that_have_come_for_all_workers_and_leave
         conn: sqlite3.Connection, workspace: dict[str, Any], verified_dns: None) -> None:
     ws = workspace["id"]
     emails = [f"g{i}@gmail.com" for i in range(10)] + [f"o{i}@shop.example" for i in range(10)]
-    campaign_id = _sending_campaign(conn, ws, emails)
+    campaign_id = factories.sending_campaign(conn, ws, emails, html=HTML)
     lanes.assign_lanes(conn, campaign_id)
     conn.execute("INSERT INTO lane_state (workspace_id, lane, rate, next_at) VALUES (?, 'gmail', 2, 0)", (ws,))
     from marketing_cli import jobs
@@ -226,7 +198,8 @@ def test_a_slowed_lane_books_the_starts_that_have_come_for_all_workers_and_leave
 def test_held_back_says_what_waits_and_why(conn: sqlite3.Connection, workspace: dict[str, Any],
                                           verified_dns: None) -> None:
     ws = workspace["id"]
-    campaign_id = _sending_campaign(conn, ws, [f"g{i}@gmail.com" for i in range(1204)] + ["o@shop.example"])
+    campaign_id = factories.sending_campaign(conn, ws, [f"g{i}@gmail.com" for i in range(1204)] + ["o@shop.example"],
+                                             html=HTML)
     lanes.assign_lanes(conn, campaign_id)
     assert lane_view.held_back(conn, ws, campaign_id) == []
     until = clock.utcnow() + timedelta(minutes=30)
@@ -292,7 +265,7 @@ def test_gmail_throttled_nothing_fails_nothing_twice_and_the_other_lanes_do_not_
     monkeypatch.setenv("MKT_SEND_CONCURRENCY", "6")
     providers = ("gmail.com", "yahoo.com", "hotmail.com", "icloud.com")
     emails = [f"r{i}@{providers[i % 4]}" for i in range(240)]
-    campaign_id = _sending_campaign(conn, ws, emails)
+    campaign_id = factories.sending_campaign(conn, ws, emails, html=HTML)
     with SmtpServer(push_back={"gmail.com": (UNUSUAL, 6.0)}) as server:
         monkeypatch.setenv("MKT_SMTP_URL", server.url)
         for _ in range(20):  # the send job comes back when a held lane opens (here: at once)
@@ -319,7 +292,8 @@ def test_show_watch_and_the_api_say_what_waits_and_why(conn: sqlite3.Connection,
                                                       verified_dns: None, client: Any, auth: dict[str, str],
                                                       cli: Any, cli_json: Any) -> None:
     ws = workspace["id"]
-    campaign_id = _sending_campaign(conn, ws, [f"g{i}@gmail.com" for i in range(12)] + ["o@shop.example"])
+    campaign_id = factories.sending_campaign(conn, ws, [f"g{i}@gmail.com" for i in range(12)] + ["o@shop.example"],
+                                             html=HTML)
     lanes.assign_lanes(conn, campaign_id)
     plain = client.get(f"/v1/campaigns/{campaign_id}", headers=auth).json()["data"]
     assert "held_back" not in plain
@@ -346,7 +320,7 @@ def test_a_send_whose_lanes_are_all_suspended_comes_back_when_one_opens(
     from marketing_cli import jobs
 
     ws = workspace["id"]
-    campaign_id = _sending_campaign(conn, ws, [f"g{i}@gmail.com" for i in range(5)])
+    campaign_id = factories.sending_campaign(conn, ws, [f"g{i}@gmail.com" for i in range(5)], html=HTML)
     until = clock.utcnow() + timedelta(hours=1)
     conn.execute("INSERT INTO lane_state (workspace_id, lane, rate, next_at, suspended_until, reason) VALUES"
                  " (?, 'gmail', 0, 0, ?, '421 4.7.28 unusual rate')", (ws, clock.format_ts(until)))
@@ -363,7 +337,7 @@ def test_a_send_whose_lanes_are_all_suspended_comes_back_when_one_opens(
 def test_a_deferred_message_backs_off_and_is_not_failed_after_three_attempts(
         conn: sqlite3.Connection, workspace: dict[str, Any], verified_dns: None, monkeypatch: pytest.MonkeyPatch) -> None:
     ws = workspace["id"]
-    campaign_id = _sending_campaign(conn, ws, ["busy@example.net", "ok@example.net"])
+    campaign_id = factories.sending_campaign(conn, ws, ["busy@example.net", "ok@example.net"], html=HTML)
     with SmtpServer(defer=("busy@example.net",)) as server:
         monkeypatch.setenv("MKT_SMTP_URL", server.url)
         for attempt in range(5):
@@ -398,7 +372,7 @@ def test_a_claim_leaving_a_lane_out_starts_where_it_found_the_others_last(
 
     ws = workspace["id"]
     emails = [f"g{i}@gmail.com" for i in range(30)] + [f"o{i}@shop.example" for i in range(6)]
-    campaign_id = _sending_campaign(conn, ws, emails)
+    campaign_id = factories.sending_campaign(conn, ws, emails, html=HTML)
     lanes.assign_lanes(conn, campaign_id)
     conn.execute("INSERT INTO lane_state (workspace_id, lane, rate, next_at, suspended_until) VALUES"
                  " (?, 'gmail', 0, 0, ?)", (ws, clock.format_ts(clock.utcnow() + timedelta(hours=1))))
