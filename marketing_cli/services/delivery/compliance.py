@@ -45,7 +45,6 @@ import csv
 import io
 import ipaddress
 import logging
-import os
 import re
 import sqlite3
 from concurrent.futures import ThreadPoolExecutor
@@ -321,13 +320,3 @@ def require(conn: sqlite3.Connection, workspace_id: int, domain_id: int, what: s
         name = conn.execute("SELECT domain_name FROM domains WHERE id = ?", (domain_id,)).fetchone()[0]
         raise refusal(name, domain_id, what, failed)
     return rows
-
-
-def actor() -> str:
-    """Who runs this process (the operator log's `actor`)."""
-    try:
-        import getpass
-
-        return getpass.getuser()
-    except Exception:  # noqa: BLE001 - no user name in this environment (a container without one)
-        return os.environ.get("USER") or "unknown"

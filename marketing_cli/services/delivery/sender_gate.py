@@ -29,7 +29,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from marketing_cli.errors import MktError
-from marketing_cli.kernel import clock
+from marketing_cli.services.account import operator_log
 from marketing_cli.services.delivery import compliance
 from marketing_cli.services.email import campaigns, senders, series
 from marketing_cli.services.email import schedule as email_schedule
@@ -71,8 +71,7 @@ def schedule_campaign(conn: sqlite3.Connection, workspace_id: int, campaign_id: 
         overridden.extend(r["rule"] for r in failed)
         detail = (f"campaign {campaign_id} scheduled with {OVERRIDE_FLAG}: {sender['domain_name']} fails "
                   f"{', '.join(overridden)}")
-        conn.execute("INSERT INTO operator_log (workspace_id, actor, action, detail, created_at) VALUES (?, ?, ?, ?, ?)",
-                     (workspace_id, compliance.actor(), "email.compliance.override", detail, clock.now()))
+        operator_log.record(conn, workspace_id, "email.compliance.override", detail)
         log.warning("workspace %s: %s", workspace_id, detail)
 
     answer = email_schedule.schedule_campaign(conn, workspace_id, campaign_id, body, sender_check=check)

@@ -26,6 +26,7 @@ from typing import Any
 
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
+from marketing_cli.services.account.operator_log import record as operator_log_entry
 from marketing_cli.services.sms import places, quiet_hours
 from marketing_cli.storage.db import transaction
 
@@ -112,15 +113,6 @@ def held_counts(conn: sqlite3.Connection, ids: list[str]) -> dict[str, dict[str,
 
 # --- the operator's switch and the table in effect ------------------------------------------
 
-def _actor() -> str:
-    import getpass
-
-    try:
-        return getpass.getuser()
-    except Exception:  # noqa: BLE001 - no user name in this environment (a container without one)
-        return "unknown"
-
-
 def show_settings(conn: sqlite3.Connection, workspace_id: int) -> dict[str, Any]:
     """`mkt sms quiet-hours show`: the workspace's switch and the table in effect for this process."""
     row = conn.execute("SELECT sms_quiet_hours_off_at FROM workspaces WHERE id = ?", (workspace_id,)).fetchone()
@@ -136,7 +128,7 @@ def set_enabled(conn: sqlite3.Connection, workspace_id: int, on: bool, *, overri
     change is logged and recorded in operator_log (who, when, what)."""
     if not on and not override:
         raise MktError(400, OFF_NEEDS_FLAG)
-    actor, now = _actor(), clock.now()
+    now = clock.now()
     with transaction(conn):
         current = enabled(conn, workspace_id)
         if current != on:
@@ -145,8 +137,7 @@ def set_enabled(conn: sqlite3.Connection, workspace_id: int, on: bool, *, overri
             action = "sms.quiet_hours.on" if on else "sms.quiet_hours.off"
             detail = ("SMS quiet hours turned back on" if on else
                       f"SMS quiet hours turned OFF with {OVERRIDE_FLAG}: texts go out at any hour")
-            conn.execute("INSERT INTO operator_log (workspace_id, actor, action, detail, created_at)"
-                         " VALUES (?, ?, ?, ?, ?)", (workspace_id, actor, action, detail, now))
+            actor = operator_log_entry(conn, workspace_id, action, detail, at=now)
             log.warning("workspace %s: %s (by %s)", workspace_id, detail, actor)
     return show_settings(conn, workspace_id)
 
