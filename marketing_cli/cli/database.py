@@ -15,23 +15,27 @@ app = typer.Typer(help=HELP["database"], no_args_is_help=True)
 
 def _status(target: object, conn: object) -> dict:
     from marketing_cli.storage import db
+    from marketing_cli.storage.copy.retire import retired_message
 
     version, latest = db.schema_version(conn), db.latest_version()
     return {"engine": "postgresql" if db.is_postgresql(conn) else "sqlite", "database": str(target),
-            "schema_version": version, "latest_version": latest, "up_to_date": version >= latest}
+            "schema_version": version, "latest_version": latest, "up_to_date": version >= latest,
+            "retired": retired_message(conn)}
 
 
 def _report(value: dict) -> str:
     engine = {"sqlite": "SQLite file", "postgresql": "PostgreSQL"}[value["engine"]]
     state_line = ("up to date" if value["up_to_date"] else
                   f"{value['latest_version'] - value['schema_version']} step(s) behind: run `mkt db upgrade`")
+    retired = f"\n{value['retired']}" if value.get("retired") else ""
     return (f"{engine}: {value['database']}\n"
-            f"Schema version {value['schema_version']} of {value['latest_version']} ({state_line}).")
+            f"Schema version {value['schema_version']} of {value['latest_version']} ({state_line}).{retired}")
 
 
 @app.command("status")
 def status(ctx: typer.Context, as_json: JsonOption = False) -> None:
-    """Show the engine, the database (a URL without its password) and its schema version. Changes nothing."""
+    """Show the engine, the database (a URL without its password), its schema version, and whether
+    `mkt db copy --retire-source` retired it (and where its data went). Changes nothing."""
     from marketing_cli.storage import db
 
     target = state(ctx).db_path

@@ -17,6 +17,7 @@ def test_status_names_the_engine_and_the_version(cli: Any, conn: Any, engine: st
     assert value["engine"] == engine
     assert value["schema_version"] == value["latest_version"] == db.latest_version()
     assert value["up_to_date"] is True
+    assert value["retired"] is None  # `mkt db copy --retire-source`: tests/platform/test_db_copy_live.py
     human = cli("db", "status")
     assert f"Schema version {db.latest_version()} of {db.latest_version()} (up to date)." in human.stdout
 

@@ -156,6 +156,9 @@ def test_a_retired_source_refuses_writes_naming_the_target_and_serve_will_not_st
     assert named is not None and named.group(1) == str(target), line
     listed = _mkt(db_path, "tags", "list", "--json")  # reads go on
     assert listed.returncode == 0 and [t["name"] for t in json.loads(listed.stdout)] == ["vip"]
+    status = _mkt(db_path, "db", "status", "--json")  # and says so
+    assert status.returncode == 0 and json.loads(status.stdout)["retired"] == line
+    assert " ".join(_mkt(db_path, "db", "status").stdout.split()).endswith(line)  # the table wraps it
 
     from starlette.testclient import TestClient
 
