@@ -20,7 +20,7 @@ Rows (medians of warm runs; the baselines are measured in the same run, on the s
   computing every series of the timeline from the raw rows (what the hour counters save).
   Target: well under a second at 1,000,000 messages (100 ms).
 - the same for the SMS timeline against a bare `GROUP BY` of the deliveries per hour.
-- the report's chart (services/email/timeline.py `campaign_chart`): its finer buckets read
+- the report's chart (kernel/timeline.py `campaign_chart`): its finer buckets read
   the events themselves, against the same bare `GROUP BY`, which sets FINE_LIMIT (above it
   the chart keeps hourly buckets); its hourly buckets sum the hour rows.
 """
@@ -163,7 +163,7 @@ def build_sms(conn, ws: int, n: int, start) -> str:  # noqa: ANN001
 
 def run(quick: bool) -> list[dict]:
     from marketing_cli.services.account import workspaces
-    from marketing_cli.services.email.timeline import _chart_rows as email_chart_rows
+    from marketing_cli.services.email.timeline import CHART as EMAIL_CHART
     from marketing_cli.services.email.timeline import get_campaign_timeline
     from marketing_cli.services.sms.timeline import campaign_timeline
 
@@ -196,8 +196,8 @@ def run(quick: bool) -> list[dict]:
         t_sms_bare = median(lambda: conn.execute(BARE_SMS, (sms,)).fetchall(), 5)
         # the report's chart: a 15-minute bucket counts the events themselves (three series and
         # the clicks' join), an hour or longer sums the hour rows (services/email/timeline.py)
-        t_fine = median(lambda: email_chart_rows(conn, email, 15), 3)
-        t_hourly = median(lambda: email_chart_rows(conn, email, 60), repeat)
+        t_fine = median(lambda: timeline.chart_rows(conn.execute, EMAIL_CHART, email, 15), 3)
+        t_hourly = median(lambda: timeline.chart_rows(conn.execute, EMAIL_CHART, email, 60), repeat)
         conn.close()
     if os.environ.get("MKT_BENCH_VERBOSE"):
         print(f"load: {load_seconds:.1f} s for 2 x {n:,} messages; email totals {totals}", file=sys.stderr)

@@ -13,15 +13,18 @@ campaign sent 5 hours ago has 6 hourly buckets and no daily one, one sent a week
 and 4. So the number of points depends only on the start and the clock, never on which hours
 saw events, and a chart drawn while a send runs grows one point per hour. An event counted
 before the start hour (a clock step) counts in the first bucket; one after the last daily
-bucket is not drawn (it still counts in the statistics). No database here: the services read
-their hour rows and call `fold`.
+bucket is not drawn (it still counts in the statistics). No connection here: the services read
+their hour rows and call `fold`; the report's chart (`campaign_chart`) is one query shape for
+both channels, run through the `execute` the service passes with its own events and hour table.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, NamedTuple
+
+from marketing_cli.kernel import clock
 
 HOURS = 72
 DAYS = 90
@@ -131,3 +134,43 @@ def chart(start: datetime, minutes: int, rows: Iterable[tuple[datetime, Mapping[
     return {"minutes": minutes,
             "buckets": [{"start": iso(first + i * step), **counted.get(i, dict.fromkeys(names, 0))}
                         for i in range(size)]}
+
+
+class ChartSource(NamedTuple):
+    """A channel's chart: `events` a SELECT of (at, one 0/1 column per name) with a `?` for the
+    campaign id in each of its `parts` arms; `hours` the channel's hour table (kept by triggers)."""
+    events: str
+    parts: int
+    hours: str
+    names: tuple[str, ...]
+
+
+def campaign_chart(execute: Callable[..., Any], source: ChartSource, campaign_id: str, started: str | None,
+                   fine_limit: int) -> dict[str, Any] | None:
+    """The report's chart (`chart`) of a campaign that started at `started` (None: not yet, no
+    chart), on a bucket fitted to the span of its activity. Buckets under an hour count the events
+    themselves, so past `fine_limit` messages sent the chart keeps to hours (their rows are summed)."""
+    if started is None:
+        return None
+    start = clock.parse_ts(started)
+    last, messages = execute(f"SELECT max(hour), sum(sent) FROM {source.hours} WHERE campaign_id = ?",
+                             (campaign_id,)).fetchone()
+    end = hour_of(last) + HOUR if last else start
+    minutes = chart_step(end - floor_hour(start))
+    if minutes < 60 and (messages or 0) > fine_limit:
+        minutes = 60
+    return chart(start, minutes, chart_rows(execute, source, campaign_id, minutes), source.names)
+
+
+def chart_rows(execute: Callable[..., Any], source: ChartSource, campaign_id: str,
+               minutes: int) -> list[tuple[datetime, Any]]:
+    """(bucket start, counts) grouped in SQL: from the events under an hour, from the hour rows else."""
+    sums = ", ".join(f"sum({name}) AS {name}" for name in source.names)
+    if minutes < 60:
+        rows = execute(f"SELECT substr(at, 1, 13) AS hour, CAST(substr(at, 15, 2) AS INTEGER) / ? AS part, {sums}"
+                       f" FROM ({source.events}) e GROUP BY 1, 2", (minutes, *[campaign_id] * source.parts))
+        return [(hour_of(r["hour"]) + timedelta(minutes=r["part"] * minutes), r) for r in rows]
+    width = 13 if minutes == 60 else 10  # '2026-11-25T17' or '2026-11-25'
+    rows = execute(f"SELECT substr(hour, 1, {width}) AS at, {sums} FROM {source.hours}"
+                   " WHERE campaign_id = ? GROUP BY 1", (campaign_id,))
+    return [(hour_of(r["at"] if minutes == 60 else r["at"] + "T00"), r) for r in rows]

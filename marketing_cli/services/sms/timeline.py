@@ -17,7 +17,6 @@ up to FINE_LIMIT messages).
 from __future__ import annotations
 
 import sqlite3
-from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -61,37 +60,18 @@ def campaign_timeline(conn: sqlite3.Connection, workspace_id: int, campaign_id: 
     return {"campaign_id": row["id"], "status": row["status"], "started_at": started, **folded}
 
 
-CHART = ("delivered", "total_clicks", "unsubscribed")
 FINE_LIMIT = 100_000  # bench/bench_timeline.py: ~130 ms per 50,000 messages for the finer buckets
-_EVENTS = """SELECT delivered_at AS at, 1 AS delivered, 0 AS total_clicks, 0 AS unsubscribed FROM sms_messages
-                WHERE campaign_id = ? AND delivered_at IS NOT NULL
-              UNION ALL SELECT k.clicked_at, 0, 1, 0 FROM sms_clicks k JOIN sms_messages m ON m.id = k.message_id
-                WHERE m.campaign_id = ?
-              UNION ALL SELECT unsubscribed_at, 0, 0, 1 FROM sms_messages
-                WHERE campaign_id = ? AND unsubscribed_at IS NOT NULL"""
-_SUMS = ", ".join(f"sum({name}) AS {name}" for name in CHART)
+CHART = timeline.ChartSource(
+    events="""SELECT delivered_at AS at, 1 AS delivered, 0 AS total_clicks, 0 AS unsubscribed FROM sms_messages
+                   WHERE campaign_id = ? AND delivered_at IS NOT NULL
+                 UNION ALL SELECT k.clicked_at, 0, 1, 0 FROM sms_clicks k JOIN sms_messages m ON m.id = k.message_id
+                   WHERE m.campaign_id = ?
+                 UNION ALL SELECT unsubscribed_at, 0, 0, 1 FROM sms_messages
+                   WHERE campaign_id = ? AND unsubscribed_at IS NOT NULL""",
+    parts=3, hours="sms_campaign_hours", names=("delivered", "total_clicks", "unsubscribed"))
 
 
 def campaign_chart(conn: sqlite3.Connection, campaign_id: str, started: str | None) -> dict[str, Any] | None:
-    """The report's chart (kernel/timeline.py `chart`); None before the send started."""
-    if started is None:
-        return None
-    start = clock.parse_ts(started)
-    last, messages = conn.execute("SELECT max(hour), sum(sent) FROM sms_campaign_hours WHERE campaign_id = ?",
-                                  (campaign_id,)).fetchone()
-    end = timeline.hour_of(last) + timeline.HOUR if last else start
-    minutes = timeline.chart_step(end - timeline.floor_hour(start))
-    if minutes < 60 and (messages or 0) > FINE_LIMIT:
-        minutes = 60
-    return timeline.chart(start, minutes, _chart_rows(conn, campaign_id, minutes), CHART)
-
-
-def _chart_rows(conn: sqlite3.Connection, campaign_id: str, minutes: int) -> list[tuple[datetime, Any]]:
-    if minutes < 60:
-        rows = conn.execute(f"SELECT substr(at, 1, 13) AS hour, CAST(substr(at, 15, 2) AS INTEGER) / ? AS part, {_SUMS}"
-                            f" FROM ({_EVENTS}) e GROUP BY 1, 2", (minutes, campaign_id, campaign_id, campaign_id))
-        return [(timeline.hour_of(r["hour"]) + timedelta(minutes=r["part"] * minutes), r) for r in rows]
-    width = 13 if minutes == 60 else 10  # '2026-11-25T17' or '2026-11-25'
-    rows = conn.execute(f"SELECT substr(hour, 1, {width}) AS at, {_SUMS} FROM sms_campaign_hours"
-                        " WHERE campaign_id = ? GROUP BY 1", (campaign_id,))
-    return [(timeline.hour_of(r["at"] if minutes == 60 else r["at"] + "T00"), r) for r in rows]
+    """The report's chart of deliveries, clicks and STOP replies (kernel/timeline.py
+    `campaign_chart`); None before the send started."""
+    return timeline.campaign_chart(conn.execute, CHART, campaign_id, started, FINE_LIMIT)
