@@ -84,6 +84,7 @@ class DkimSigner:
         self._fixed_tags = ["v=1", "a=rsa-sha256", "c=relaxed/relaxed", f"d={self.domain}", f"s={self.selector}"]
         self._names = tuple((name, name.encode("ascii")) for name in self.headers)
         self._signs = frozenset(encoded for _, encoded in self._names)
+        self._heads: dict[tuple[str, int, int], bytes] = {}  # `_head`'s folded layouts
 
     def sign(self, message: bytes, *, timestamp: int | None = None) -> bytes:
         """The message (CRLF line ends) with a `DKIM-Signature:` header prepended."""
@@ -121,13 +122,26 @@ class DkimSigner:
     def _signed(self, fields: Sequence[tuple[bytes, bytes, bytes]], body: bytes, message: bytes,
                 timestamp: int | None) -> bytes:
         names, canonical = self._select(fields)
-        tags = [*self._fixed_tags, f"t={int(time.time()) if timestamp is None else timestamp}",
-                "h=" + ":".join(names), "bh=" + base64.b64encode(body_hash(body)).decode("ascii")]
-        head = _fold_tags(tags)  # "DKIM-Signature: v=1; ...;\r\n bh=...;\r\n b="
+        head = self._head(":".join(names), b"%d" % (int(time.time()) if timestamp is None else timestamp),
+                          base64.b64encode(body_hash(body)))  # "DKIM-Signature: v=1; ...;\r\n bh=...;\r\n b="
         digest = hashlib.sha256(b"".join(canonical))
         digest.update(_canonical_header(head))
         signature = self._key.sign(digest.digest(), self._padding, self._prehashed)
         return head + _fold_b(base64.b64encode(signature), len(head) - head.rfind(b"\n") - 1) + b"\r\n" + message
+
+    def _head(self, names: str, t: bytes, bh: bytes) -> bytes:
+        """The folded tags (`_fold_tags`) with these h=, t= and bh= values. Where the lines
+        break depends on the lengths of t= and bh= only (neither is ever split), so the layout
+        is folded once per h= list and lengths, with the two values as placeholders, and a
+        message's head is two byte replacements of it."""
+        key = (names, len(t), len(bh))
+        layout = self._heads.get(key)
+        if layout is None:
+            if len(self._heads) >= 64:  # (a send has one or two h= lists: bounded all the same)
+                self._heads.clear()
+            layout = self._heads[key] = _fold_tags([*self._fixed_tags, "t=" + "\x01" * len(t), "h=" + names,
+                                                    "bh=" + "\x02" * len(bh)])
+        return layout.replace(b"\x01" * len(t), t, 1).replace(b"\x02" * len(bh), bh, 1)
 
     def _select(self, fields: Sequence[tuple[bytes, bytes, bytes]]) -> tuple[list[str], list[bytes]]:
         """The h= names and the canonical lines they sign, bottom-up per name."""
