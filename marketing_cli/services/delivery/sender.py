@@ -4,9 +4,11 @@ before, by email.preprocess in services/email/preparation.py).
     email.send         rounds of messages: claim (queued -> sending, one transaction),
                        render + sign + hand to the transport in parallel, record every
                        answer (one transaction); until none is left -> SENT. Two rounds
-                       of half `concurrency` each are claimed at once, so the pool has
-                       the next round queued while a round is recorded and the next one
-                       claimed.
+                       of half `concurrency` each are in the pool at once, so the pool has
+                       the next round queued while a round is recorded. Unless a rate or
+                       a warm-up paces the claims, one claim takes CLAIM_AHEAD rounds,
+                       handed over a round at a time (a claim costs a transaction; the
+                       campaign's status is read before each round all the same).
     email.ab_winner    after the test share went out and `wait_minutes` passed: the variant
                        with the higher unique open (or click) rate, ties A, goes to the rest
                        (ab_winner.py)
@@ -26,7 +28,8 @@ failed) right after the server answered, a round at a time. The rounds in flight
 hold at most `concurrency` messages, so a runner that dies leaves at most `concurrency`
 messages handed over and not recorded (in `sending`), and those are sent again when the job
 is taken over: the only messages that can arrive twice, at most `concurrency` of them
-(CONTRACT section 7). A message the server accepted and whose round was recorded is never
+(CONTRACT section 7). The rows it had claimed ahead and not handed over are in `sending` too:
+claimed again the same way (marked uncertain, as any row of an expired claim), sent once. A message the server accepted and whose round was recorded is never
 sent again.
 A cancel is seen after each round: the messages of a claimed round not yet handed to the
 transport are given back (cancelled), so at most the round in the transport's hands goes out.
@@ -158,12 +161,15 @@ def _send_rounds(conn: sqlite3.Connection, row: sqlite3.Row, run: Send, *, helpe
                  gate: warmup_gate.Gate | None = None) -> None:
     """Claim, deliver and record rounds of messages until none is due.
 
-    ROUNDS_IN_FLIGHT rounds are claimed at once: while the pool delivers one, the next one
-    is already queued behind it, so the threads rarely wait for the database (recording a
+    ROUNDS_IN_FLIGHT rounds are in the pool at once: while the pool delivers one, the next
+    one is already queued behind it, so the threads rarely wait for the database (recording a
     round and claiming the next) and the server never waits for a round's slowest message.
-    The rounds in flight hold `concurrency` messages between them (each claim takes what is
+    The rounds in flight hold `concurrency` messages between them (each round takes what is
     left of it, at most its share): a runner that dies has at most `concurrency` messages
     handed over and not recorded, the ones that can go out twice (CONTRACT section 7).
+    A claim takes CLAIM_AHEAD rounds when nothing paces the claims (`next_round`); the rows
+    claimed ahead wait in `ahead`, are handed over only while the campaign is SENDING, and
+    are given back (queued, or cancelled with the campaign) when the loop ends without them.
 
     Whatever stops the loop (an error of the database, a lost lease, a bug), the answers of
     the messages already handed to the transport are recorded before the error goes on to
