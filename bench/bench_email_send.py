@@ -6,7 +6,7 @@ audience frozen; send: render, sign, SMTP with the default concurrency), and by 
 `mkt jobs run --processes 2` (two runner processes sharing the send), to bench/smtp_sink.py's
 lean sink (it answers at once and costs the shared cores little) in its own process.
 
-Baselines, in the same run and alternated with mkt's sends (ROUNDS rounds of: bare loop,
+Baselines, in the same run and alternated with mkt's sends (ROUNDS rounds, MKT_BENCH_ROUNDS or 2, of: bare loop,
 bare loop with DKIM, mkt, mkt with two processes; each mkt send from a fresh copy of the
 prepared database), over one connection to the same sink:
 - the bare loop: `smtplib.SMTP.sendmail` of one pre-built message of the size mkt sends
@@ -15,7 +15,9 @@ prepared database), over one connection to the same sink:
   of the name and of the per-recipient URLs), signed (the project's DkimSigner: RSA in
   OpenSSL) and sent: the physical floor of the work mkt does per message, without a database.
 Each is given with its CPU a message (mkt: the process and its children, from their rusage;
-a bare loop: this process's) and the load average at its end.
+a bare loop: this process's) and the load average at its end; each mkt send with its phases
+(read from its database: the freeze's end, the first delivery by each process, the rate from
+the first to the last delivery), so the start and the freeze are seen apart from the sending.
 
 Rows: mkt against the bare loop with DKIM (target >= 0.6x), against the bare loop (reported),
 two processes against one (target >= 1.6x), the CPU a message of mkt against that of the
