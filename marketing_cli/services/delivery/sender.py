@@ -29,8 +29,8 @@ hold at most `concurrency` messages, so a runner that dies leaves at most `concu
 messages handed over and not recorded (in `sending`), and those are sent again when the job
 is taken over: the only messages that can arrive twice, at most `concurrency` of them
 (CONTRACT section 7). The rows it had claimed ahead and not handed over are in `sending` too:
-claimed again the same way (marked uncertain, as any row of an expired claim), sent once. A message the server accepted and whose round was recorded is never
-sent again.
+claimed again the same way (marked uncertain, as any row of an expired claim), sent once. A
+message the server accepted and whose round was recorded is never sent again.
 A cancel is seen after each round: the messages of a claimed round not yet handed to the
 transport are given back (cancelled), so at most the round in the transport's hands goes out.
 
