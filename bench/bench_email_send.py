@@ -6,7 +6,7 @@ audience frozen; send: render, sign, SMTP with the default concurrency), and by 
 `mkt jobs run --processes 2` (two runner processes sharing the send), to bench/smtp_sink.py's
 lean sink (it answers at once and costs the shared cores little) in its own process.
 
-Baselines, in the same run and alternated with mkt's sends (ROUNDS rounds of: bare loop,
+Baselines, in the same run and alternated with mkt's sends (ROUNDS rounds, MKT_BENCH_ROUNDS or 2, of: bare loop,
 bare loop with DKIM, mkt, mkt with two processes; each mkt send from a fresh copy of the
 prepared database), over one connection to the same sink:
 - the bare loop: `smtplib.SMTP.sendmail` of one pre-built message of the size mkt sends
@@ -15,7 +15,9 @@ prepared database), over one connection to the same sink:
   of the name and of the per-recipient URLs), signed (the project's DkimSigner: RSA in
   OpenSSL) and sent: the physical floor of the work mkt does per message, without a database.
 Each is given with its CPU a message (mkt: the process and its children, from their rusage;
-a bare loop: this process's) and the load average at its end.
+a bare loop: this process's) and the load average at its end; each mkt send with its phases
+(read from its database: the freeze's end, the first delivery by each process, the rate from
+the first to the last delivery), so the start and the freeze are seen apart from the sending.
 
 Rows: mkt against the bare loop with DKIM (target >= 0.6x), against the bare loop (reported),
 two processes against one (target >= 1.6x), the CPU a message of mkt against that of the
@@ -46,7 +48,7 @@ from pathlib import Path
 from common import REPO, row, run_measured, smtp_sink
 
 HERE = Path(__file__).resolve().parent
-ROUNDS = 2
+ROUNDS = int(os.environ.get("MKT_BENCH_ROUNDS", 2))  # alternated rounds
 BODY = ("<html><head><style>@media (max-width:600px){.c{width:100%!important}}</style></head><body>"
         "<table class='c' width='600' align='center' cellpadding='0' cellspacing='0'>"
         + "".join(f"<tr><td style='padding:8px;font-family:Arial'>Hello {{{{contact.first_name|there}}}}, paragraph {i}"
@@ -166,14 +168,42 @@ def _prepare(folder: Path, count: int) -> tuple[Path, str]:
 
 def _send(db: Path, port: int, processes: int = 1) -> tuple[float, int, float]:
     """(seconds, peak RSS in KiB, CPU seconds) of one `mkt jobs run` that freezes and sends the
-    campaign (its CPU and its children's, from this process's rusage of waited-for children)."""
+    campaign (its CPU and its children's, from this process's rusage of waited-for children).
+    Its phases (`_phases`) go to stderr."""
     env = {**os.environ, "MKT_SMTP_URL": f"smtp://127.0.0.1:{port}", "PYTHONPATH": str(REPO)}
     env.pop("MKT_SEND_WORKERS", None)  # (--processes N sets it to N)
     cmd = [sys.executable, "-m", "marketing_cli", "--db", str(db), "jobs", "run"]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.time()
     seconds, rss = run_measured(cmd + (["--processes", str(processes)] if processes > 1 else []), env=env)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    _say(f"  phases of --processes {processes}: {_phases(db, started, seconds)}")
     return seconds, rss, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+
+
+def _phases(db: Path, started: float, seconds: float) -> str:
+    """Where a send's time went, from its database: the start (the command's start to the
+    audience freeze's job), the freeze (email.preprocess), the first delivery, each process's
+    first delivery (by the claim token's lease owner), and the rate from the first to the last
+    delivery (the whole-run rate without the start and the freeze)."""
+    from datetime import datetime
+
+    def at(stamp: str) -> float:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() - started
+
+    with sqlite3.connect(db) as conn:
+        job = conn.execute("SELECT updated_at, finished_at FROM jobs WHERE type = 'email.preprocess'").fetchone()
+        first, last, count = conn.execute("SELECT min(delivered_at), max(delivered_at), count(*) FROM email_messages"
+                                          " WHERE delivered_at IS NOT NULL").fetchone()
+        owners = conn.execute("SELECT substr(claim_token, 1, instr(claim_token, '#')) AS owner, min(delivered_at),"
+                              " count(*) FROM email_messages WHERE delivered_at IS NOT NULL GROUP BY owner"
+                              " ORDER BY 2").fetchall()
+    freeze = f"freeze done at {at(job[1]):.2f} s" if job and job[1] else "freeze ?"
+    each = ", ".join(f"{n:,} from {at(t):.2f} s" for _, t, n in owners)
+    span = at(last) - at(first) if first else 0.0
+    steady = f"{count / span:,.0f} msg/s from the first to the last delivery" if span > 0 else ""
+    return (f"{freeze}; first delivery {at(first):.2f} s; last {at(last):.2f} s of {seconds:.2f} s; by process: "
+            f"{each}; {steady}") if first else freeze
 
 
 def _copy(template: Path, folder: Path) -> Path:

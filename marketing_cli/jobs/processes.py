@@ -33,7 +33,10 @@ from collections.abc import Callable
 
 from marketing_cli.errors import MktError
 from marketing_cli.jobs.queue import new_owner
+from marketing_cli.jobs.registry import load_handlers
 from marketing_cli.kernel import clock
+
+SIBLING_POLL = 0.1  # seconds: how often an idle child looks for its siblings' work (a send's helper)
 
 
 def run_processes(count: int, body: Callable[[str], dict[str, int]]) -> dict[str, int]:
@@ -97,20 +100,35 @@ def siblings_busy(conn: sqlite3.Connection, owner: str) -> bool:
         " LIMIT 1", (clock.format_ts(clock.utcnow()), len(prefix), prefix)).fetchone() is not None
 
 
+def due_jobs(conn: sqlite3.Connection) -> bool:
+    """True when a job this process has a handler for is queued and due (as queue.claim reads it)."""
+    return conn.execute(
+        "SELECT 1 FROM jobs WHERE status = 'queued' AND run_at <= ? AND type IN (SELECT value FROM json_each(?))"
+        " LIMIT 1", (clock.format_ts(clock.utcnow()), json.dumps(sorted(load_handlers())))).fetchone() is not None
+
+
 def pass_with_siblings(conn: sqlite3.Connection, owner: str, run_pass: Callable[[bool], dict[str, int]],
                        interval: float) -> dict[str, int]:
     """A child's pass without --forever: `run_pass(schedule)` again every `interval` seconds
-    while a sibling holds a live lease (it may queue work for this one: a send's helpers); the
-    schedulers run in the first pass only."""
+    (SIBLING_POLL at most) while a sibling holds a live lease (it may queue work for this one:
+    a send's helpers); the schedulers run in the first pass only.
+
+    Nor does a child end while a job is due: between a sibling's job and the job it queued
+    (the audience freeze, then its send) no lease is held for a moment, and a child that
+    looked then would end and leave the send's helper to nobody. A due job that a pass does
+    not take (twice in a row, with no sibling busy) ends it all the same."""
     totals = {"processed": 0, "failed": 0}
     first = True
+    idle = 0  # passes in a row that took nothing while only a due job kept the child
     while True:
         result, first = run_pass(first), False
         for key, value in result.items():
             totals[key] = totals.get(key, 0) + value
         if not siblings_busy(conn, owner):
-            return totals
-        time.sleep(interval)
+            idle = idle + 1 if not result.get("processed") and not result.get("failed") else 0
+            if idle >= 2 or not due_jobs(conn):
+                return totals
+        time.sleep(min(interval, SIBLING_POLL))
 
 
 def _child(body: Callable[[], dict[str, int]], write: int) -> None:

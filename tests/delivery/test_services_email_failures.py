@@ -22,7 +22,7 @@ import pytest
 from marketing_cli import jobs
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.addresses import NO_SMTPUTF8
-from marketing_cli.services.delivery import ab_winner
+from marketing_cli.services.delivery import ab_winner, transport
 from marketing_cli.services.delivery import sender as email_sender
 from marketing_cli.services.email import campaigns, domains, preparation
 from marketing_cli.services.email import schedule as email_schedule
@@ -75,13 +75,13 @@ def _message(conn: sqlite3.Connection, address: str) -> sqlite3.Row:
 
 def _break_rcpt_of(monkeypatch: pytest.MonkeyPatch, address: str) -> None:
     """smtplib raises something the transport does not expect, mid-conversation, for one address."""
-    real = smtplib.SMTP.rcpt
+    real = transport._Commands.rcpt  # (the transport's MAIL/RCPT/DATA over smtplib's)
 
     def rcpt(self: smtplib.SMTP, recip: str, options: Any = ()) -> Any:
         if recip == address:
             raise RuntimeError("the SMTP library broke on this recipient")
         return real(self, recip, options)
-    monkeypatch.setattr(smtplib.SMTP, "rcpt", rcpt)
+    monkeypatch.setattr(transport._Commands, "rcpt", rcpt)
 
 
 # (recipient, server options, how it fails, attempts it takes, the recorded reason holds): a

@@ -226,10 +226,16 @@ def test_cancel_mid_send_sends_nothing_more(conn: sqlite3.Connection, workspace:
         return real_deliver(run, message)
     monkeypatch.setattr(handoff.Send, "deliver", deliver)
     jobs.run_due(conn)
-    assert len(calls) == 15  # two rounds in flight: the third was claimed, then given back
+    assert len(calls) == 15  # two rounds in flight: the third was handed to the pool, then given back
     assert len(smtp.messages) == 10
     counts = dict(conn.execute("SELECT status, count(*) FROM email_messages GROUP BY status").fetchall())
     assert counts == {"delivered": 10, "cancelled": 15}
+    # The fourth round was claimed ahead with the first three (sender.CLAIM_AHEAD) and never
+    # handed over: cancelled too, its reservations of the allowances given back.
+    assert email_sender.CLAIM_AHEAD * 5 < 25
+    assert conn.execute("SELECT count(*) FROM email_messages WHERE reserved_hour IS NOT NULL").fetchone()[0] == 0
+    assert conn.execute("SELECT count(*) FROM email_messages WHERE status = 'cancelled' AND attempts = 0"
+                        ).fetchone()[0] == 15
 
 
 def test_a_runner_that_died_mid_round_resends_only_that_round(conn: sqlite3.Connection, workspace: dict[str, Any],

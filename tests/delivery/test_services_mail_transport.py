@@ -207,3 +207,40 @@ def test_a_test_email_through_a_stored_server_that_is_down_is_a_502_without_the_
         test_emails.send_test_email(conn, ws, ready["id"], {"variant_type": "A", "recipient": "a@example.org"})
     assert caught.value.status == 502 and SECRET not in caught.value.message
 
+
+
+# --- the SMTP commands (transport._Commands) ------------------------------------------------------
+
+@pytest.mark.parametrize("body", [b"one\r\n.two\r\n..three\r\n.\r\nend", b".first line\r\nsecond\r\n",
+                                  b"no final line end .\r\n.", b"\r\n.\r\n.\r\n"])
+def test_a_message_arrives_byte_for_byte_whatever_lines_begin_with_a_period(body: bytes) -> None:
+    """The transport dot-stuffs with byte replacements (not smtplib's regular expression): the
+    server reads back exactly what was sent (a final CRLF added where the message lacked one)."""
+    raw = b"From: a@example.com\r\nTo: b@example.org\r\nSubject: dots\r\n\r\n" + body
+    with SmtpServer() as server, mt.SmtpTransport(mt.parse_smtp_url(server.url)) as transport:
+        transport.send(raw, "bounces@example.com", ["b@example.org"])
+    assert server.messages[0].raw == raw if raw.endswith(b"\r\n") else raw + b"\r\n"
+
+
+def test_envelope_addresses_are_written_as_smtplib_quotes_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plain addr-spec goes as `<address>` without smtplib's parsing; anything else (a quoted
+    local part) through smtplib's own quoting."""
+    import smtplib
+
+    sent: list[str] = []
+    real = smtplib.SMTP.putcmd
+
+    def putcmd(self: smtplib.SMTP, cmd: str, args: str = "") -> None:
+        sent.append(f"{cmd} {args}".strip())
+        real(self, cmd, args)
+
+    monkeypatch.setattr(smtplib.SMTP, "putcmd", putcmd)
+    addresses = ["plain.name+tag@example.org", '"odd name"@example.org', "o'brien@example.org"]
+    with SmtpServer() as server, mt.SmtpTransport(mt.parse_smtp_url(server.url)) as transport:
+        for address in addresses:
+            transport.send(b"Subject: x\r\n\r\nbody\r\n", "bounces@x.example.com", [address])
+    commands = [c for c in sent if c.split()[0] in ("mail", "rcpt")]
+    expected = [smtplib.quoteaddr(a) for a in addresses]
+    assert commands == [c for a in expected for c in ("mail FROM:<bounces@x.example.com> size=20", f"rcpt TO:{a}")]
+    assert [m.rcpt_tos for m in server.messages] == [["plain.name+tag@example.org"], ['"odd name"@example.org'],
+                                                     ["o'brien@example.org"]]

@@ -100,3 +100,7 @@ def test_token_maker_makes_the_same_tokens() -> None:
             assert read_token(secret, kind, token) == number
     assert maker.make("sms", 7, SMS_MAC_BYTES) == make_token(secret, "sms", 7, SMS_MAC_BYTES)
     assert TokenMaker(b"t" * 32).make("open", 1) != maker.make("open", 1)
+    kinds = ("open", "click", "unsubscribe", "view", "confirm", "report")
+    for number in (0, 1, 2**40 - 1, 2**40, 2**95):  # make_all: each kind's prefix hashed once, the same tokens
+        assert maker.make_all(kinds, number) == [make_token(secret, kind, number) for kind in kinds]
+    assert maker.make_all(("sms",), 7, SMS_MAC_BYTES) == [make_token(secret, "sms", 7, SMS_MAC_BYTES)]

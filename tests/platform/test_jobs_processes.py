@@ -99,3 +99,33 @@ def test_sigterm_reaches_every_process(workspace: dict[str, Any], db_path: Any) 
 def test_processes_refused_out_of_range(cli: Any, workspace: dict[str, Any]) -> None:
     assert cli("jobs", "run", "--processes", "0").exit_code == 2
     assert cli("jobs", "run", "--processes", "65").exit_code == 2
+
+
+def test_a_child_stays_for_a_job_queued_while_no_sibling_held_a_lease(conn: Any, workspace: dict[str, Any],
+                                                                      monkeypatch: Any) -> None:
+    """Between a sibling's job and the job it queued (the freeze, then the send) no lease is held
+    for a moment: a child that looks then stays for the due job (and a send's helper) rather than
+    ending; a due job it cannot take (two passes in a row) ends it all the same."""
+    from marketing_cli import jobs
+    from marketing_cli.jobs import processes
+
+    monkeypatch.setattr(processes, "SIBLING_POLL", 0.0)
+    monkeypatch.setattr(processes, "siblings_busy", lambda conn, owner: False)  # the gap: no lease anywhere
+    passes: list[bool] = []
+
+    def run_pass(first: bool) -> dict[str, int]:
+        passes.append(first)
+        if len(passes) == 1:  # the sibling's freeze queues the send just after this pass looked
+            jobs.enqueue(conn, "email.send", {"campaign_id": "c"}, workspace_id=workspace["id"])
+            return {"processed": 0, "failed": 0}
+        taken = conn.execute("UPDATE jobs SET status = 'done' WHERE status = 'queued'").rowcount
+        return {"processed": taken, "failed": 0}
+
+    assert processes.pass_with_siblings(conn, "runner/p01", run_pass, 1.0) == {"processed": 1, "failed": 0}
+    assert passes == [True, False]  # it stayed, took the job, and ended when nothing was due
+
+    passes.clear()
+    jobs.enqueue(conn, "email.send", {"campaign_id": "d"}, workspace_id=workspace["id"])
+    assert processes.pass_with_siblings(conn, "runner/p01", lambda first: passes.append(first) or
+                                        {"processed": 0, "failed": 0}, 1.0) == {"processed": 0, "failed": 0}
+    assert passes == [True, False]  # a due job it does not take: two passes, then it ends

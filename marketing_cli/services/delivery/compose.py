@@ -35,6 +35,7 @@ import binascii
 import html as html_lib
 import os
 import re
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from email.header import Header
@@ -98,6 +99,18 @@ def _header_value(text: str) -> str:
     return Header(" ".join(text.split()), "utf-8", maxlinelen=998).encode(linesep="\r\n")  # (folded: CRLF)
 
 
+_date: tuple[int, str] = (-1, "")  # (second, its Date header value): formatted once a second
+
+
+def _date_now() -> str:
+    """The Date header's value for now (RFC 5322, GMT), formatted once per second."""
+    global _date
+    second = int(time.time())
+    if _date[0] != second:
+        _date = (second, formatdate(second, usegmt=True))
+    return _date[1]
+
+
 @dataclass(frozen=True)
 class Recipient:
     """What `build` needs of one recipient: its message row id, address and tokens (the
@@ -157,7 +170,7 @@ class CompiledVariant:
         subject, html, text = self.parts.render(values)
         to = f"To: {wire_address(recipient.email)}".encode("utf-8")  # RFC 6532 for a non-ASCII local part
         varying = (f"Subject: {_header_value(subject)}",
-                   f"Date: {date or formatdate(usegmt=True)}",
+                   f"Date: {date or _date_now()}",
                    f"Message-ID: <{self.smtp_message_id(recipient.message_id)}>",
                    f"List-Unsubscribe: <{unsubscribe}>")
         tag = f"{MESSAGE_HEADER}: {recipient.tokens.report}".encode("ascii")

@@ -84,6 +84,8 @@ class DkimSigner:
         self._fixed_tags = ["v=1", "a=rsa-sha256", "c=relaxed/relaxed", f"d={self.domain}", f"s={self.selector}"]
         self._names = tuple((name, name.encode("ascii")) for name in self.headers)
         self._signs = frozenset(encoded for _, encoded in self._names)
+        self._heads: dict[tuple[str, int, int], bytes] = {}  # `_head`'s folded layouts
+        self._orders: dict[tuple[bytes, ...], tuple[str, tuple[int, ...]]] = {}  # `_select`'s, by field names
 
     def sign(self, message: bytes, *, timestamp: int | None = None) -> bytes:
         """The message (CRLF line ends) with a `DKIM-Signature:` header prepended."""
@@ -121,28 +123,59 @@ class DkimSigner:
     def _signed(self, fields: Sequence[tuple[bytes, bytes, bytes]], body: bytes, message: bytes,
                 timestamp: int | None) -> bytes:
         names, canonical = self._select(fields)
-        tags = [*self._fixed_tags, f"t={int(time.time()) if timestamp is None else timestamp}",
-                "h=" + ":".join(names), "bh=" + base64.b64encode(body_hash(body)).decode("ascii")]
-        head = _fold_tags(tags)  # "DKIM-Signature: v=1; ...;\r\n bh=...;\r\n b="
+        head = self._head(names, b"%d" % (int(time.time()) if timestamp is None else timestamp),
+                          base64.b64encode(body_hash(body)))  # "DKIM-Signature: v=1; ...;\r\n bh=...;\r\n b="
         digest = hashlib.sha256(b"".join(canonical))
         digest.update(_canonical_header(head))
         signature = self._key.sign(digest.digest(), self._padding, self._prehashed)
         return head + _fold_b(base64.b64encode(signature), len(head) - head.rfind(b"\n") - 1) + b"\r\n" + message
 
-    def _select(self, fields: Sequence[tuple[bytes, bytes, bytes]]) -> tuple[list[str], list[bytes]]:
-        """The h= names and the canonical lines they sign, bottom-up per name."""
-        by_name: dict[bytes, list[tuple[bytes, bytes]]] = {}
-        for name, raw, canonical in fields:
-            if name in self._signs:
-                by_name.setdefault(name, []).append((raw, canonical))
-        names: list[str] = []
-        lines: list[bytes] = []
-        for name, encoded in self._names:
-            for raw, canonical in reversed(by_name.get(encoded, ())):
-                names.append(name)
-                lines.append(canonical or _canonical_header(raw) + b"\r\n")
-        names.extend(OVERSIGNED)  # a name past its last occurrence signs nothing (RFC 6376 5.4)
+    def _head(self, names: str, t: bytes, bh: bytes) -> bytes:
+        """The folded tags (`_fold_tags`) with these h=, t= and bh= values. Where the lines
+        break depends on the lengths of t= and bh= only (neither is ever split), so the layout
+        is folded once per h= list and lengths, with the two values as placeholders, and a
+        message's head is two byte replacements of it."""
+        key = (names, len(t), len(bh))
+        layout = self._heads.get(key)
+        if layout is None:
+            if len(self._heads) >= 64:  # (a send has one or two h= lists: bounded all the same)
+                self._heads.clear()
+            layout = self._heads[key] = _fold_tags([*self._fixed_tags, "t=" + "\x01" * len(t), "h=" + names,
+                                                    "bh=" + "\x02" * len(bh)])
+        return layout.replace(b"\x01" * len(t), t, 1).replace(b"\x02" * len(bh), bh, 1)
+
+    def _select(self, fields: Sequence[tuple[bytes, bytes, bytes]]) -> tuple[str, list[bytes]]:
+        """The h= list and the canonical lines it signs, bottom-up per name. Which fields it
+        takes, in which order, depends on the fields' names only: worked out once per list
+        of names (`_order`; a send writes the same names in every message)."""
+        key = tuple(name for name, _, _ in fields)
+        order = self._orders.get(key)
+        if order is None:
+            if len(self._orders) >= 64:  # (a send has one or two lists of names: bounded all the same)
+                self._orders.clear()
+            order = self._orders[key] = self._order(key)
+        names, picks = order
+        lines = []
+        for i in picks:
+            _, raw, canonical = fields[i]
+            lines.append(canonical or _canonical_header(raw) + b"\r\n")
         return names, lines
+
+    def _order(self, field_names: tuple[bytes, ...]) -> tuple[str, tuple[int, ...]]:
+        """(h=, the indexes of the fields it signs in its order): every occurrence of each
+        signed name, bottom-up, in this signer's order of names, then the over-signed From."""
+        by_name: dict[bytes, list[int]] = {}
+        for i, name in enumerate(field_names):
+            if name in self._signs:
+                by_name.setdefault(name, []).append(i)
+        names: list[str] = []
+        picks: list[int] = []
+        for name, encoded in self._names:
+            for i in reversed(by_name.get(encoded, ())):
+                names.append(name)
+                picks.append(i)
+        names.extend(OVERSIGNED)  # a name past its last occurrence signs nothing (RFC 6376 5.4)
+        return ":".join(names), tuple(picks)
 
 
 def body_hash(body: bytes) -> bytes:

@@ -61,7 +61,7 @@ class MessageTokens:
     def make(cls, secret: bytes | TokenMaker, message_id: int) -> MessageTokens:
         """The tokens of one message; a sender making many passes a `TokenMaker` of the secret."""
         if isinstance(secret, TokenMaker):
-            return cls(*(secret.make(kind, message_id) for kind in KINDS))
+            return cls(*secret.make_all(KINDS, message_id))
         return cls(*(make_token(secret, kind, message_id) for kind in KINDS))
 
 

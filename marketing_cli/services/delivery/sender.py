@@ -4,9 +4,11 @@ before, by email.preprocess in services/email/preparation.py).
     email.send         rounds of messages: claim (queued -> sending, one transaction),
                        render + sign + hand to the transport in parallel, record every
                        answer (one transaction); until none is left -> SENT. Two rounds
-                       of half `concurrency` each are claimed at once, so the pool has
-                       the next round queued while a round is recorded and the next one
-                       claimed.
+                       of half `concurrency` each are in the pool at once, so the pool has
+                       the next round queued while a round is recorded. Unless a rate or
+                       a warm-up paces the claims, one claim takes CLAIM_AHEAD rounds,
+                       handed over a round at a time (a claim costs a transaction; the
+                       campaign's status is read before each round all the same).
     email.ab_winner    after the test share went out and `wait_minutes` passed: the variant
                        with the higher unique open (or click) rate, ties A, goes to the rest
                        (ab_winner.py)
@@ -26,8 +28,9 @@ failed) right after the server answered, a round at a time. The rounds in flight
 hold at most `concurrency` messages, so a runner that dies leaves at most `concurrency`
 messages handed over and not recorded (in `sending`), and those are sent again when the job
 is taken over: the only messages that can arrive twice, at most `concurrency` of them
-(CONTRACT section 7). A message the server accepted and whose round was recorded is never
-sent again.
+(CONTRACT section 7). The rows it had claimed ahead and not handed over are in `sending` too:
+claimed again the same way (marked uncertain, as any row of an expired claim), sent once. A
+message the server accepted and whose round was recorded is never sent again.
 A cancel is seen after each round: the messages of a claimed round not yet handed to the
 transport are given back (cancelled), so at most the round in the transport's hands goes out.
 
@@ -68,6 +71,7 @@ SENT with failed messages says how many and why in `status_detail` (finish.py's
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sqlite3
 import time
@@ -80,7 +84,7 @@ from marketing_cli.kernel import clock
 from marketing_cli.services.delivery import lanes, warmup_gate
 from marketing_cli.services.delivery.claim import NOT_SENDING, claim_round, keep_claimed
 from marketing_cli.services.delivery.finish import again_at, finish_or_wait, month_used_up, next_hour
-from marketing_cli.services.delivery.handoff import Send
+from marketing_cli.services.delivery.handoff import HALTED, Send
 from marketing_cli.services.delivery.record import record_round
 from marketing_cli.services.delivery.reservations import ALLOWANCES, give_back
 from marketing_cli.services.email import campaigns
@@ -91,6 +95,7 @@ HELPER_JOB = "email.send_helper"
 PAUSE_AFTER_ERRORS = 20
 ROUNDS_IN_FLIGHT = 2  # claimed and queued at once, `concurrency` messages between them (the crash window)
 LANE_NAP = 5.0  # seconds: a lane held no longer than this is waited for by the worker, not by a new job
+CLAIM_AHEAD = 4  # rounds claimed in one transaction when nothing paces the claims (handed over a round at a time)
 EXPIRED_EVERY = 1.0  # seconds: how often a claim looks for expired claims before queued messages
 SEND_GAVE_UP = ("Sending stopped: the send job failed for good ({error}). Fix the cause, then resume the "
                 "campaign (mkt campaigns resume {id}).")
@@ -156,12 +161,15 @@ def _send_rounds(conn: sqlite3.Connection, row: sqlite3.Row, run: Send, *, helpe
                  gate: warmup_gate.Gate | None = None) -> None:
     """Claim, deliver and record rounds of messages until none is due.
 
-    ROUNDS_IN_FLIGHT rounds are claimed at once: while the pool delivers one, the next one
-    is already queued behind it, so the threads rarely wait for the database (recording a
+    ROUNDS_IN_FLIGHT rounds are in the pool at once: while the pool delivers one, the next
+    one is already queued behind it, so the threads rarely wait for the database (recording a
     round and claiming the next) and the server never waits for a round's slowest message.
-    The rounds in flight hold `concurrency` messages between them (each claim takes what is
+    The rounds in flight hold `concurrency` messages between them (each round takes what is
     left of it, at most its share): a runner that dies has at most `concurrency` messages
     handed over and not recorded, the ones that can go out twice (CONTRACT section 7).
+    A claim takes CLAIM_AHEAD rounds when nothing paces the claims (`next_round`); the rows
+    claimed ahead wait in `ahead`, are handed over only while the campaign is SENDING, and
+    are given back (queued, or cancelled with the campaign) when the loop ends without them.
 
     Whatever stops the loop (an error of the database, a lost lease, a bug), the answers of
     the messages already handed to the transport are recorded before the error goes on to
@@ -173,6 +181,7 @@ def _send_rounds(conn: sqlite3.Connection, row: sqlite3.Row, run: Send, *, helpe
     rounds = 1 if run.pacer.interval else ROUNDS_IN_FLIGHT  # a paced send is held by its rate, not by the pool
     share = -(-run.concurrency // rounds)  # a round's size at most: concurrency / rounds, rounded up
     in_flight: deque[tuple[list[sqlite3.Row], list[Future[tuple[int, str | None, bool]]]]] = deque()
+    ahead: deque[sqlite3.Row] = deque()  # claimed, not handed over yet (CLAIM_AHEAD)
     stop: str | None = None  # an allowance used up (ALLOWANCES), or "done" (nothing due, or no longer SENDING)
     expired_at = float("-inf")  # when the claims last looked for expired rows first (`claim_round`)
 
@@ -185,6 +194,31 @@ def _send_rounds(conn: sqlite3.Connection, row: sqlite3.Row, run: Send, *, helpe
         in_flight.popleft()
         return results, temporary
 
+    def next_round(size: int) -> list[sqlite3.Row]:
+        """The next round's rows: from `ahead` while the campaign is still SENDING (read now,
+        as a claim reads it), else claimed, CLAIM_AHEAD rounds at once when nothing paces
+        the claims (no rate, no warm-up)."""
+        nonlocal stop, expired_at
+        if ahead:
+            current = conn.execute("SELECT status FROM campaigns WHERE id = ?", (row["id"],)).fetchone()
+            if current is not None and current[0] == "SENDING":
+                return [ahead.popleft() for _ in range(min(size, len(ahead)))]
+            stop = "done"  # cancelled or paused meanwhile: what was claimed ahead goes back, unsent
+            run.halt.set()
+            return []
+        batch = size * CLAIM_AHEAD if rounds > 1 and (gate is None or gate.active(conn) is None) else size
+        expired = time.monotonic() - expired_at >= EXPIRED_EVERY
+        claimed, short = claim_round(conn, row["id"], batch, bool(row["local_time"]), run.claim, ws,
+                                     expired=expired, shaper=run.shaper, gate=gate)
+        expired_at = time.monotonic() if expired else expired_at
+        if not claimed:
+            stop = short if short in ALLOWANCES else "done"
+            if short == NOT_SENDING:  # (cancelled, paused): send nothing more
+                run.halt.set()
+            return []
+        ahead.extend(claimed[size:])
+        return claimed[:size]
+
     with ThreadPoolExecutor(max_workers=run.concurrency, thread_name_prefix="mkt-send") as pool:
         try:
             while True:
@@ -193,18 +227,13 @@ def _send_rounds(conn: sqlite3.Connection, row: sqlite3.Row, run: Send, *, helpe
                     size = min(share, run.concurrency - sum(len(claimed) for claimed, _ in in_flight))
                     if size <= 0:  # (concurrency 1: one message at a time)
                         break
-                    expired = time.monotonic() - expired_at >= EXPIRED_EVERY
-                    claimed, short = claim_round(conn, row["id"], size, bool(row["local_time"]),
-                                                 run.claim, ws, expired=expired, shaper=run.shaper, gate=gate)
-                    expired_at = time.monotonic() if expired else expired_at
+                    claimed = next_round(size)
                     if not claimed:
-                        stop = short if short in ALLOWANCES else "done"
-                        if short == NOT_SENDING:  # (cancelled, paused): send nothing more
-                            run.halt.set()
                         break
                     run.pacer.wait(conn, len(claimed))  # the workspace's rate, shared by all its workers
                     in_flight.append((claimed, [pool.submit(run.deliver, m) for m in claimed]))
                 if not in_flight:
+                    _give_back_ahead(conn, run, ahead, ws)
                     if stop == "hourly_emails":
                         again_at(conn, row, next_hour())
                     elif stop == "monthly_emails":
@@ -232,6 +261,7 @@ def _send_rounds(conn: sqlite3.Connection, row: sqlite3.Row, run: Send, *, helpe
                 if errors_in_a_row >= PAUSE_AFTER_ERRORS:
                     while in_flight:  # what was already handed over is recorded before the pause
                         record_oldest()
+                    _give_back_ahead(conn, run, ahead, ws)
                     campaigns.set_campaign_status(conn, row["id"], "PAUSED",
                                                   detail=f"Paused after {errors_in_a_row} transport errors in a row: "
                                                          f"{results[-1][1]}")
@@ -239,7 +269,18 @@ def _send_rounds(conn: sqlite3.Connection, row: sqlite3.Row, run: Send, *, helpe
         except BaseException:
             run.halt.set()  # what the pool has not started is given back, not sent
             _record_handed_over(conn, in_flight, record_oldest)
+            with contextlib.suppress(Exception):  # (else their claim expires and they are claimed again)
+                _give_back_ahead(conn, run, ahead, ws)
             raise
+
+
+def _give_back_ahead(conn: sqlite3.Connection, run: Send, ahead: deque[sqlite3.Row], workspace_id: int) -> None:
+    """The rows claimed ahead and never handed over, given back as a halted round is (record.py:
+    queued again, or cancelled with their campaign; their reservations released)."""
+    if ahead:
+        rows = list(ahead)
+        ahead.clear()
+        record_round(conn, run, {m["id"]: m for m in rows}, [(m["id"], HALTED, False) for m in rows], workspace_id)
 
 
 def _lane_nap(conn: sqlite3.Connection, campaign_id: str, held: dict[str, float]) -> float | None:
