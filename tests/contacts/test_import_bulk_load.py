@@ -313,4 +313,23 @@ def test_a_row_survives_the_pipe() -> None:
     row = rows.ContactRow(3, ["a@example.com"], "a@example.com", None, {"2": "x"}, "SUBSCRIBED", None, ["t"])
     row.left_out = [(3, 1, "why")]
     back = pickle.loads(pickle.dumps(row))
-    assert [getattr(back, n) for n in rows.ContactRow.__slots__] == [getattr(row, n) for n in rows.ContactRow.__slots__]
+    same = [n for n in rows.ContactRow.__slots__ if n != "data_json"]
+    assert [getattr(back, n) for n in same] == [getattr(row, n) for n in same]
+    assert back.data_json == rows.dumps_json(row.data) == '{"2":"x"}'  # encoded by the worker
+    back.merge(rows.ContactRow(4, [], "a@example.com", None, {"2": "y"}, None, None, None))
+    assert back.data_json is None and back.data == {"2": "y"}  # a merged row is encoded where it is written
+
+
+def test_the_worker_writes_the_same_data(conn: Any, workspace: dict[str, Any], tmp_path: Path,
+                                         always_a_worker: list[int]) -> None:
+    ws = workspace["id"]
+    _fields(conn, ws)
+    text = _text(30) + "p1@example.com,Zürich,,,\n"  # a key repeated: merged in the writer
+    with open(_file(tmp_path, text), encoding="utf-8") as source:
+        bulk.import_contacts(conn, ws, source, batch_size=10, parse_in_worker=True)
+    there = {r[0]: (r[1], r[2]) for r in conn.execute("SELECT email, data, phone FROM contacts")}
+    conn.execute("DELETE FROM contacts")
+    bulk.import_contacts(conn, ws, io.StringIO(text), batch_size=10)
+    here = {r[0]: (r[1], r[2]) for r in conn.execute("SELECT email, data, phone FROM contacts")}
+    assert len(always_a_worker) == 1 and there == here and len(here) == 29
+    assert '"Zürich"' in here["p1@example.com"][0]

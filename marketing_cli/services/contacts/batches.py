@@ -35,7 +35,6 @@ importer.py reads and checks the file; the rows it parsed come here in batches:
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Callable
 from typing import Any
@@ -49,7 +48,7 @@ from marketing_cli.services.contacts.bulk_load import FieldIndexes
 from marketing_cli.services.contacts.checks import FIELD_REQUIRED
 from marketing_cli.services.contacts.io_lock import HeldLock, renew_io_lock
 from marketing_cli.services.contacts.records import BILLING_LIMIT, DIFFERENT_CONTACTS, PHONE_TAKEN
-from marketing_cli.services.contacts.rows import ContactRow
+from marketing_cli.services.contacts.rows import ContactRow, dumps_json
 from marketing_cli.services.contacts.suppressions import SUPPRESSED, suppressed_in_batch
 from marketing_cli.services.contacts.values import EMAIL_TAG, PHONE_TAG, FieldMap
 from marketing_cli.storage import dialect, field_sql
@@ -146,7 +145,12 @@ def _by_email(row: tuple[Any, ...]) -> str:
 OVER_ALLOWANCE = (f"{BILLING_LIMIT}: the workspace's contacts allowance is used up (an operator raises it with "
                   "`mkt billing allowance set contacts N`).")
 
-_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_dumps = dumps_json
+
+
+def _json_cell(value: Any) -> str:
+    """A data cell of a batch: the parse worker's JSON text as it is, a dict encoded here."""
+    return value if type(value) is str else _dumps(value)
 
 # A rejected file row: (line, cells, reason, kind: a key of rows.REJECTION_KINDS).
 Reject = Callable[[int, list[str], str, str], None]
@@ -372,8 +376,9 @@ class BatchWriter:
         plan.remaining -= 1
         contact_id = new_id()
         status = row.status or self.default_status
+        cell = row.data_json if data is row.data and row.data_json is not None else data
         plan.upserts.append((contact_id, row.email, row.phone, status, row.sms_status,
-                             data, *self._zone(row.phone, data)))
+                             cell, *self._zone(row.phone, data)))
         self._consents(plan, key, row, contact_id, None, (status, row.sms_status, row.phone))
         self.created += 1
         self.updated += row.lines - 1
@@ -387,11 +392,12 @@ class BatchWriter:
         sms_status = existing["sms_status"]
         if row.sms_status and row.sms_status != (sms_status or "SUBSCRIBED"):
             sms_status = row.sms_status  # unset reads as SUBSCRIBED: only a real change is stored
+        cell = row.data_json if row.data_json is not None else row.data
         if key[0] == "e":
-            plan.upserts.append((contact_id, row.email, row.phone, status, sms_status, row.data,
+            plan.upserts.append((contact_id, row.email, row.phone, status, sms_status, cell,
                                  *self._zone(row.phone, row.data)))
         else:
-            plan.updates.append((contact_id, _dumps(row.data), status, sms_status, plan.now, self.ws,
+            plan.updates.append((contact_id, _json_cell(cell), status, sms_status, plan.now, self.ws,
                                  *self._zone(row.phone, row.data)))
         self._consents(plan, key, row, contact_id, (existing["status"], existing["sms_status"], existing["phone"]),
                        (status, sms_status, row.phone or existing["phone"]))
@@ -414,7 +420,7 @@ class BatchWriter:
         if plan.upserts:
             plan.upserts.sort(key=_by_email)  # in index order: see bulk_load.IMPORT_CACHE_KIB
             source, params = dialect.contacts_batch_source(self.conn, "mkt_batch_contacts", _UPSERT_COLUMNS,
-                                                           plan.upserts, _dumps)
+                                                           plan.upserts, _json_cell)
             self.conn.execute(_upsert_batch(self.conn, source, self.zone_field_id),
                               (self.ws, plan.now, plan.now, *params))
         if plan.updates:
