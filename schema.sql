@@ -1607,3 +1607,13 @@ CREATE TABLE warmup_counters (
 ALTER TABLE email_messages ADD COLUMN warm_rank INTEGER;
 CREATE INDEX email_messages_warm ON email_messages(campaign_id, warm_rank, id)
     WHERE status = 'queued' AND warm_rank IS NOT NULL;
+
+-- version: 41
+-- The field indexes a large import dropped for its load (storage/deferred_indexes.py): one row
+-- per import (`owner`: its io lock's owner, contact_io_locks), written in the transaction that
+-- dropped them and deleted in the one that builds them again. A row whose import no longer
+-- holds its lock (it died) is repaired by the next connection that opens the database.
+CREATE TABLE deferred_field_indexes (
+    owner TEXT PRIMARY KEY,
+    deferred_at TEXT NOT NULL
+);

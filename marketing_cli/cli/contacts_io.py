@@ -128,7 +128,7 @@ def contacts_import(
                 default_status=status, dry_run=dry_run, batch_size=batch_size, errors_out=errors_out,
                 progress=progress, delimiter=delimiter, decoding=decoding, date_format=date_format,
                 day_first=day_first, bad_cells=bad_cells, consent_text=consent_text,
-                file_name=None if file == "-" else Path(file).name,
+                file_name=None if file == "-" else Path(file).name, parse_in_worker=True,
             )
         except KeyboardInterrupt as stop:
             stack.close()  # the progress bar ends before the message

@@ -25,7 +25,7 @@ from typing import Any
 from urllib.parse import quote
 
 from marketing_cli.errors import MktError
-from marketing_cli.storage import dialect, field_sql, postgres
+from marketing_cli.storage import deferred_indexes, dialect, field_sql, postgres
 
 BUSY_TIMEOUT_MS = 30_000
 _STEP = re.compile(r"^-- version: (\d+)\s*$", re.MULTILINE)
@@ -346,6 +346,8 @@ def _brought_up_to_date(conn: Any, target: Any, version: int, *, upgrade: bool) 
         except BaseException:
             conn.close()
             raise
+    if not is_postgresql(conn):
+        deferred_indexes.repair(conn)  # field indexes an import that died had dropped
     return conn
 
 

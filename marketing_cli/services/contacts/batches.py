@@ -7,7 +7,7 @@ importer.py reads and checks the file; the rows it parsed come here in batches:
   the whole batch, `INSERT ... SELECT ... FROM <the batch> ON CONFLICT(workspace_id,
   email) DO UPDATE SET data = json_patch(...)` (see _UPSERT_COLUMNS for why not
   executemany into contacts; the batch's rows reach it through a temporary table,
-  dialect.contacts_batch_source), its rows in email order (see IMPORT_CACHE_KIB). A row the batch cannot take (a required field is
+  dialect.contacts_batch_source), its rows in email order (see bulk_load.IMPORT_CACHE_KIB). A row the batch cannot take (a required field is
   missing, the allowance is used up) is rejected with its reason, each file row it stands
   for reported on its own line; the other rows still go in. A phone number that is another
   contact's is left out of the row when bad cells are left out (rows.py), else it rejects
@@ -35,10 +35,8 @@ importer.py reads and checks the file; the rows it parsed come here in batches:
 
 from __future__ import annotations
 
-import json
 import sqlite3
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 from marketing_cli.errors import MktError
@@ -46,10 +44,11 @@ from marketing_cli.kernel import clock
 from marketing_cli.kernel.ids import new_id, parse_int_id
 from marketing_cli.services.account import billing
 from marketing_cli.services.contacts import consents, phone_zones, tags, values, zone_columns
+from marketing_cli.services.contacts.bulk_load import FieldIndexes
 from marketing_cli.services.contacts.checks import FIELD_REQUIRED
 from marketing_cli.services.contacts.io_lock import HeldLock, renew_io_lock
 from marketing_cli.services.contacts.records import BILLING_LIMIT, DIFFERENT_CONTACTS, PHONE_TAKEN
-from marketing_cli.services.contacts.rows import ContactRow
+from marketing_cli.services.contacts.rows import ContactRow, dumps_json
 from marketing_cli.services.contacts.suppressions import SUPPRESSED, suppressed_in_batch
 from marketing_cli.services.contacts.values import EMAIL_TAG, PHONE_TAG, FieldMap
 from marketing_cli.storage import dialect, field_sql
@@ -73,13 +72,6 @@ BATCH_SIZE = 20_000
 # longer than about a second.
 MAX_BATCH_SIZE = 20_000
 BATCH_SIZE_RANGE = f"The batch size must be between 1 and {MAX_BATCH_SIZE:,} rows (one write transaction each)."
-# The import's page cache (the connection's default is 2 MiB). It was 256 MiB, for the reasons
-# above; but it fills and stays (a million contacts are 824 MB on disk), and it made the
-# import's peak RSS 379 MiB at 1,000,000 rows. At 32 MiB, with each batch written in email
-# order (the email index's pages touched in order, once a batch), the import peaks at 122
-# MiB at 1,000,000 rows and its CPU was 86 s against 104 s before (issue 42's list, with the
-# temporary-table batches and the phone fast path; docs/performance.md).
-IMPORT_CACHE_KIB = 32_768
 
 # One statement per batch, its rows a source of these columns (dialect.contacts_batch_source:
 # a temporary table, loaded by executemany on SQLite and by COPY on PostgreSQL). A single INSERT ... SELECT
@@ -153,7 +145,12 @@ def _by_email(row: tuple[Any, ...]) -> str:
 OVER_ALLOWANCE = (f"{BILLING_LIMIT}: the workspace's contacts allowance is used up (an operator raises it with "
                   "`mkt billing allowance set contacts N`).")
 
-_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_dumps = dumps_json
+
+
+def _json_cell(value: Any) -> str:
+    """A data cell of a batch: the parse worker's JSON text as it is, a dict encoded here."""
+    return value if type(value) is str else _dumps(value)
 
 # A rejected file row: (line, cells, reason, kind: a key of rows.REJECTION_KINDS).
 Reject = Callable[[int, list[str], str, str], None]
@@ -165,21 +162,6 @@ def check_batch_size(value: Any) -> int:
     if value > MAX_BATCH_SIZE:
         raise MktError(400, BATCH_SIZE_RANGE)
     return value
-
-
-@contextmanager
-def import_cache(conn: sqlite3.Connection) -> Iterator[None]:
-    """The connection's page cache at IMPORT_CACHE_KIB while the import runs (see BATCH_SIZE)."""
-    row = conn.execute("PRAGMA cache_size").fetchone()
-    if row is None:  # an engine without SQLite's page cache (PostgreSQL's is the server's)
-        yield
-        return
-    cache_size = row[0]
-    conn.execute(f"PRAGMA cache_size = -{IMPORT_CACHE_KIB}")
-    try:
-        yield
-    finally:
-        conn.execute(f"PRAGMA cache_size = {int(cache_size)}")
 
 
 def _merge_by_key(batch: list[ContactRow],
@@ -255,18 +237,24 @@ class BatchWriter:
         timezone = fields.by_tag.get(values.TIMEZONE_TAG)
         self.zone_field_id = timezone.id if timezone is not None else None
         self.phone_sets = phone_zones.PhoneSets(conn)
+        self.indexes = FieldIndexes(conn, workspace_id, dry_run)  # built after a large load (bulk_load.py)
 
     def _lookup(self, column: str, keys: list[str]) -> dict[str, sqlite3.Row]:
+        """The contacts of `keys` by email or phone; a phone number on several contacts is the
+        earliest's (created_at, id), as records.py finds it. The earliest is picked here, not by
+        ORDER BY: with an ORDER BY SQLite walks contacts_created over the whole workspace instead
+        of seeking contacts_phone, a scan per batch that made a large import quadratic."""
         if not keys:
             return {}
         found: dict[str, sqlite3.Row] = {}
-        order = " ORDER BY created_at, id" if column == "phone" else ""  # emails are unique
         for row in self.conn.execute(
-            f"SELECT {column} AS k, id, status, sms_status, phone FROM contacts"  # column: 'email' or 'phone', ours
-            f" WHERE workspace_id = ? AND {column} IN (SELECT value FROM json_each(?)){order}",
+            f"SELECT {column} AS k, id, status, sms_status, phone, created_at FROM contacts"  # column: ours
+            f" WHERE workspace_id = ? AND {column} IN (SELECT value FROM json_each(?))",
             (self.ws, _dumps(keys)),
         ):
-            found.setdefault(row["k"], row)
+            earlier = found.get(row["k"])
+            if earlier is None or (row["created_at"], row["id"]) < (earlier["created_at"], earlier["id"]):
+                found[row["k"]] = row
         return found
 
     def _tag_ids_for(self, names: list[str]) -> list[int]:
@@ -293,10 +281,18 @@ class BatchWriter:
             self._apply(batch)
             return
         with transaction(self.conn):
+            if lock is not None:
+                self.indexes.before_batch(lock.owner)
             self.phone_sets.batch()
             self._apply(batch)
             if lock is not None:
                 renew_io_lock(self.conn, self.ws, lock.owner)
+        self.indexes.written += len(batch)
+
+    def finish(self, quietly: bool = False) -> None:
+        """After the last batch (or an error or Ctrl-C after some were written): the field
+        indexes dropped for the load built again (bulk_load.FieldIndexes.build)."""
+        self.indexes.build(quietly)
 
     def _apply(self, batch: list[ContactRow]) -> None:
         plan = _BatchPlan({}, clock.now())
@@ -380,8 +376,9 @@ class BatchWriter:
         plan.remaining -= 1
         contact_id = new_id()
         status = row.status or self.default_status
+        cell = row.data_json if data is row.data and row.data_json is not None else data
         plan.upserts.append((contact_id, row.email, row.phone, status, row.sms_status,
-                             data, *self._zone(row.phone, data)))
+                             cell, *self._zone(row.phone, data)))
         self._consents(plan, key, row, contact_id, None, (status, row.sms_status, row.phone))
         self.created += 1
         self.updated += row.lines - 1
@@ -395,11 +392,12 @@ class BatchWriter:
         sms_status = existing["sms_status"]
         if row.sms_status and row.sms_status != (sms_status or "SUBSCRIBED"):
             sms_status = row.sms_status  # unset reads as SUBSCRIBED: only a real change is stored
+        cell = row.data_json if row.data_json is not None else row.data
         if key[0] == "e":
-            plan.upserts.append((contact_id, row.email, row.phone, status, sms_status, row.data,
+            plan.upserts.append((contact_id, row.email, row.phone, status, sms_status, cell,
                                  *self._zone(row.phone, row.data)))
         else:
-            plan.updates.append((contact_id, _dumps(row.data), status, sms_status, plan.now, self.ws,
+            plan.updates.append((contact_id, _json_cell(cell), status, sms_status, plan.now, self.ws,
                                  *self._zone(row.phone, row.data)))
         self._consents(plan, key, row, contact_id, (existing["status"], existing["sms_status"], existing["phone"]),
                        (status, sms_status, row.phone or existing["phone"]))
@@ -420,9 +418,9 @@ class BatchWriter:
 
     def _write(self, plan: _BatchPlan) -> None:
         if plan.upserts:
-            plan.upserts.sort(key=_by_email)  # in index order: see IMPORT_CACHE_KIB
+            plan.upserts.sort(key=_by_email)  # in index order: see bulk_load.IMPORT_CACHE_KIB
             source, params = dialect.contacts_batch_source(self.conn, "mkt_batch_contacts", _UPSERT_COLUMNS,
-                                                           plan.upserts, _dumps)
+                                                           plan.upserts, _json_cell)
             self.conn.execute(_upsert_batch(self.conn, source, self.zone_field_id),
                               (self.ws, plan.now, plan.now, *params))
         if plan.updates:

@@ -29,10 +29,10 @@ from marketing_cli.kernel.text_files import (
 from marketing_cli.services.contacts.batches import (
     BATCH_SIZE,
     BATCH_SIZE_RANGE,
-    IMPORT_CACHE_KIB,
     MAX_BATCH_SIZE,
     check_batch_size,
 )
+from marketing_cli.services.contacts.bulk_load import IMPORT_CACHE_KIB
 from marketing_cli.services.contacts.columns import column_key, column_normaliser, map_columns, parse_column_map
 from marketing_cli.services.contacts.consents import check_consent_text
 from marketing_cli.services.contacts.dates import check_date_options
