@@ -215,7 +215,7 @@ def _contact_by_email(conn: sqlite3.Connection, workspace_id: int, email: str) -
 
 
 def _contact_by_phone(conn: sqlite3.Connection, workspace_id: int, phone: str) -> str:
-    from marketing_cli.services.contacts.values import load_fields, normalize_phone
+    from marketing_cli.services.contacts.values import contact_with_phone, load_fields, normalize_phone
 
     field = load_fields(conn, workspace_id).phone
     if field is None:
@@ -224,10 +224,7 @@ def _contact_by_phone(conn: sqlite3.Connection, workspace_id: int, phone: str) -
         normalized = normalize_phone(phone, field.default_region)
     except ValueError:
         raise MktError(400, PHONE_INVALID) from None
-    row = conn.execute(
-        "SELECT id FROM contacts WHERE workspace_id = ? AND phone = ? ORDER BY created_at, id LIMIT 1",
-        (workspace_id, normalized),
-    ).fetchone()
+    row = contact_with_phone(conn, workspace_id, normalized, "id, created_at")
     if row is None:
         raise MktError(400, PHONE_NOT_FOUND.format(number=phone))
     return row["id"]

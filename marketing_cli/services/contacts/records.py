@@ -45,7 +45,14 @@ from marketing_cli.services.contacts.events import append_events
 from marketing_cli.services.contacts.suppressions import refuse_suppressed
 from marketing_cli.services.contacts.tagging import change_tag, one_contact
 from marketing_cli.services.contacts.tags import tags_by_id
-from marketing_cli.services.contacts.values import EMAIL_TAG, PHONE_TAG, FieldMap, is_empty, load_fields
+from marketing_cli.services.contacts.values import (
+    EMAIL_TAG,
+    PHONE_TAG,
+    FieldMap,
+    contact_with_phone,
+    is_empty,
+    load_fields,
+)
 from marketing_cli.services.contacts.view import render_contact, render_contacts
 from marketing_cli.storage.db import transaction
 
@@ -139,9 +146,9 @@ def _kept_zone(conn: sqlite3.Connection, workspace_id: int, phone: str | None,
 def _find(conn: sqlite3.Connection, workspace_id: int, column: str, value: str | None) -> sqlite3.Row | None:
     if value is None:
         return None
-    sql = {"email": "SELECT * FROM contacts WHERE workspace_id = ? AND email = ?",
-           "phone": "SELECT * FROM contacts WHERE workspace_id = ? AND phone = ? ORDER BY created_at, id LIMIT 1"}
-    return conn.execute(sql[column], (workspace_id, value)).fetchone()
+    if column == "phone":
+        return contact_with_phone(conn, workspace_id, value)
+    return conn.execute("SELECT * FROM contacts WHERE workspace_id = ? AND email = ?", (workspace_id, value)).fetchone()
 
 
 # --- create --------------------------------------------------------------------------

@@ -89,8 +89,7 @@ def contact_id(conn: sqlite3.Connection, workspace_id: int, ref: Any) -> str:
         phone = values.normalize_phone(text, phone_field.default_region if phone_field else None)
     except ValueError:
         raise MktError(400, NOT_A_CONTACT.format(text=text)) from None
-    row = conn.execute("SELECT id FROM contacts WHERE workspace_id = ? AND phone = ? ORDER BY created_at, id LIMIT 1",
-                       (workspace_id, phone)).fetchone()
+    row = values.contact_with_phone(conn, workspace_id, phone, "id, created_at")
     if row is None:
         raise MktError(404, NO_CONTACT_WITH_PHONE.format(phone=phone))
     return row["id"]
