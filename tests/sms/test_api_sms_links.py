@@ -59,6 +59,20 @@ def test_links_are_replaced_per_recipient_and_priced_as_sent(conn: sqlite3.Conne
     assert charged == Decimal(sum(r["price_units"] for r in rows)).scaleb(-5)
 
 
+def test_links_in_a_message_with_merge_tags_are_replaced_and_charged_as_sent(conn: sqlite3.Connection,
+                                                                            ws: int) -> None:
+    """A message with a merge tag is rendered per recipient: PostgreSQL's batch statement looks for
+    "http" in each text it wrote (recipients._summary); a plain message's text is looked at once."""
+    campaign = expand(conn, ws, "Hi {{contact.email_address}}: " + TEXT)
+    rows = bodies(conn, campaign["id"])
+    paths = [short_paths(r["body"]) for r in rows]
+    assert len(rows) == 2 and all(len(p) == 2 for p in paths) and paths[0] != paths[1]
+    assert all(r["segments"] == count_segments(r["body"]).segments for r in rows)
+    charged = -sum((Decimal(r[0]) for r in conn.execute("SELECT amount FROM sms_ledger WHERE campaign_id = ?",
+                                                         (campaign["id"],))), Decimal(0))
+    assert charged == Decimal(sum(r["price_units"] for r in rows)).scaleb(-5) > 0
+
+
 def test_without_interaction_tracking_links_stay_as_written(conn: sqlite3.Connection, ws: int) -> None:
     conn.execute("UPDATE workspaces SET interaction_tracking = 0 WHERE id = ?", (ws,))
     campaign = expand(conn, ws)

@@ -34,3 +34,12 @@ def still_queued(conn: sqlite3.Connection, campaign_id: str, lock: bool = False)
                        (campaign_id,)).fetchone()
     return row is not None and row["status"] == "QUEUED"
 
+
+
+def next_batch(conn: sqlite3.Connection, campaign_id: str, lock: bool = False) -> int | None:
+    """still_queued and the number of the campaign's next expansion batch (one more than its
+    messages' highest) in one read; None when the campaign is no longer QUEUED. `lock` as
+    still_queued's."""
+    row = conn.execute("SELECT status, (SELECT MAX(batch) FROM sms_messages WHERE campaign_id = ?) FROM sms_campaigns"
+                       " WHERE id = ?" + (" FOR KEY SHARE" if lock else ""), (campaign_id, campaign_id)).fetchone()
+    return (row[1] or 0) + 1 if row is not None and row[0] == "QUEUED" else None

@@ -136,15 +136,8 @@ class Pricing:
         memory stays flat.
         """
         conn, keys = self.conn, self.keys
-        budget, after, found = max(KEY_SEEKS, size // 50), "", []
-        while len(found) < budget:
-            row = conn.execute("SELECT phone FROM contacts WHERE workspace_id = ? AND phone > ? ORDER BY phone"
-                               " LIMIT 1", (self.workspace_id, after)).fetchone()
-            if row is None:
-                break
-            key = phone_key(row[0])
-            found.append((key, row[0]))
-            after = key + "\U0010ffff"  # past every number that starts with the key
+        budget = max(KEY_SEEKS, size // 50)
+        found = self._seek_keys(budget)
         conn.executemany(f"INSERT OR IGNORE INTO {keys} (key, phone) VALUES (?, ?)", found)
         if len(found) >= budget:
             conn.execute(f"WITH n(phone) AS ({numbers}) INSERT INTO {keys} (key, phone)"
@@ -164,6 +157,30 @@ class Pricing:
             conn.executemany(f"UPDATE {keys} SET country = ?, units = ? WHERE key = ?", updates)
             after = chunk[-1][0]
         self.resolve_numbers(numbers, params)
+
+    def _seek_keys(self, budget: int) -> list[tuple[str, str]]:
+        """Up to `budget` (key, example number) of the workspace's numbers, one seek past each key.
+        SQLite seeks from here (a call in this process); PostgreSQL in one recursive statement,
+        where a round trip per seek cost 0.5-1.1 s at 1,000,000 recipients (1,111 keys)."""
+        conn, found, after = self.conn, [], ""
+        if dialect.postgresql(conn):
+            past = PHONE_KEY.format(number="s.phone") + " || chr(1114111)"  # U+10FFFF, as below
+            rows = conn.execute(
+                "WITH RECURSIVE s(phone) AS ((SELECT phone FROM contacts WHERE workspace_id = ? AND phone > ''"
+                " ORDER BY phone LIMIT 1) UNION ALL SELECT (SELECT c.phone FROM contacts c WHERE c.workspace_id = ?"
+                f" AND c.phone > {past} ORDER BY c.phone LIMIT 1) FROM s WHERE s.phone IS NOT NULL)"
+                " SELECT phone FROM s WHERE phone IS NOT NULL LIMIT ?",
+                (self.workspace_id, self.workspace_id, budget)).fetchall()
+            return [(phone_key(phone), phone) for (phone,) in rows]
+        while len(found) < budget:
+            row = conn.execute("SELECT phone FROM contacts WHERE workspace_id = ? AND phone > ? ORDER BY phone"
+                               " LIMIT 1", (self.workspace_id, after)).fetchone()
+            if row is None:
+                break
+            key = phone_key(row[0])
+            found.append((key, row[0]))
+            after = key + "\U0010ffff"  # past every number that starts with the key
+        return found
 
     def resolve_numbers(self, numbers: str, params: Any = (), *, all_keyed: bool = True) -> None:
         """Where SQL cannot call Python: each number of `numbers` whose prefix has no country (its
