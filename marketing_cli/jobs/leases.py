@@ -89,10 +89,14 @@ class Renewer:
                         self.lost.set()
                         return
                     self.last_ok = time.monotonic()
-                except Exception:  # noqa: BLE001 - one failed renewal is retried at the next interval
+                except Exception as exc:  # noqa: BLE001 - one failed renewal is retried at the next interval
                     if conn is not None and conn.in_transaction:
                         conn.execute("ROLLBACK")
-                    log.warning("lease renewal failed; retrying in %.1f s", self.interval, exc_info=True)
+                    # a writer holding the lock past RENEW_BUSY_MS (a large import's batch, an index
+                    # build) is expected under load: one line; anything else keeps its traceback
+                    busy = isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)
+                    log.warning("lease renewal failed (%s); retrying in %.1f s",
+                                exc if busy else type(exc).__name__, self.interval, exc_info=not busy)
         finally:
             if conn is not None:
                 conn.close()

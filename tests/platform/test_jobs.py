@@ -4,11 +4,13 @@ failure, dedupe, heartbeat, pruning and serve's worker thread."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta
@@ -20,6 +22,7 @@ import pytest
 from marketing_cli import jobs
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
+from marketing_cli.storage import db
 from marketing_cli.storage.db import transaction
 
 
@@ -517,3 +520,32 @@ def test_a_failing_hook_leaves_the_job_failed_and_writes_nothing(
     assert jobs.run_due(conn) == {"processed": 1, "failed": 1}
     assert job(conn, job_id)["status"] == "failed"
     assert conn.execute("SELECT 1 FROM instance_secrets WHERE name = 'broken'").fetchone() is None
+
+
+@pytest.mark.sqlite_only  # SQLite's single writer: a renewal waits for the lock
+def test_a_renewal_that_waits_out_a_held_lock_logs_one_line(db_path: Any, conn: Any,
+                                                             monkeypatch: pytest.MonkeyPatch,
+                                                             caplog: pytest.LogCaptureFixture) -> None:
+    """A writer holding the lock past RENEW_BUSY_MS (a large import's batch under load) is
+    expected: the failed renewal is one warning line, no traceback, and the next one holds."""
+    from marketing_cli.jobs import leases
+
+    monkeypatch.setattr(leases, "RENEW_BUSY_MS", 50)
+    renewed = threading.Event()
+
+    def renew(own: Any) -> bool:
+        with db.transaction(own):
+            own.execute("UPDATE jobs SET attempts = attempts WHERE id = -1")
+        renewed.set()
+        return True
+
+    holder = db.connect(db_path)
+    holder.execute("BEGIN IMMEDIATE")
+    with caplog.at_level(logging.WARNING, logger="mkt.leases"), leases.Renewer(conn, renew, 0.1):
+        time.sleep(0.5)
+        assert not renewed.is_set()
+        holder.execute("ROLLBACK")
+        assert renewed.wait(5)
+    holder.close()
+    failed = [r for r in caplog.records if "lease renewal failed" in r.getMessage()]
+    assert failed and all(not r.exc_info and "locked" in r.getMessage() for r in failed)
