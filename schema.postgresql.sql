@@ -1815,3 +1815,15 @@ CREATE TABLE warmup_counters (
 ALTER TABLE email_messages ADD COLUMN warm_rank BIGINT;
 CREATE INDEX email_messages_warm ON email_messages(campaign_id, warm_rank, id)
     WHERE status = 'queued' AND warm_rank IS NOT NULL;
+
+-- version: 41
+-- contacts' own triggers fire whatever session_replication_role says. An import batch may run
+-- its upsert and consent ledger statements with it set to replica, which skips their per-row
+-- foreign key checks (it locks the workspace's row once and joins the ledger's rows to their
+-- contacts instead: services/contacts/batch_checks.py); the usage counter and the kept time
+-- zone's staleness must still be kept by those statements, so their triggers are ALWAYS.
+-- An import checks the catalog first and keeps the per-row checks while any user trigger on
+-- contacts or contact_consents is not ALWAYS.
+ALTER TABLE contacts ENABLE ALWAYS TRIGGER contacts_count_insert;
+ALTER TABLE contacts ENABLE ALWAYS TRIGGER contacts_count_delete;
+ALTER TABLE contacts ENABLE ALWAYS TRIGGER contacts_zone_stale;

@@ -1607,3 +1607,9 @@ CREATE TABLE warmup_counters (
 ALTER TABLE email_messages ADD COLUMN warm_rank INTEGER;
 CREATE INDEX email_messages_warm ON email_messages(campaign_id, warm_rank, id)
     WHERE status = 'queued' AND warm_rank IS NOT NULL;
+
+-- version: 41
+-- Nothing changes in a SQLite file. On PostgreSQL, contacts' own triggers (the usage counter,
+-- the kept time zone's staleness) fire whatever session_replication_role says, so an import
+-- batch may skip its statements' per-row foreign key checks and check them once per batch
+-- (schema.postgresql.sql step 41, services/contacts/batch_checks.py).

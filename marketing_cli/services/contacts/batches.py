@@ -45,7 +45,7 @@ from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.ids import new_id, parse_int_id
 from marketing_cli.services.account import billing
-from marketing_cli.services.contacts import consents, phone_zones, tags, values, zone_columns
+from marketing_cli.services.contacts import batch_checks, consents, phone_zones, tags, values, zone_columns
 from marketing_cli.services.contacts.checks import FIELD_REQUIRED
 from marketing_cli.services.contacts.io_lock import HeldLock, renew_io_lock
 from marketing_cli.services.contacts.records import BILLING_LIMIT, DIFFERENT_CONTACTS, PHONE_TAKEN
@@ -255,16 +255,18 @@ class BatchWriter:
         timezone = fields.by_tag.get(values.TIMEZONE_TAG)
         self.zone_field_id = timezone.id if timezone is not None else None
         self.phone_sets = phone_zones.PhoneSets(conn)
+        self.checked_once: bool | None = None  # read at the first write
 
     def _lookup(self, column: str, keys: list[str]) -> dict[str, sqlite3.Row]:
         if not keys:
             return {}
         found: dict[str, sqlite3.Row] = {}
         order = " ORDER BY created_at, id" if column == "phone" else ""  # emails are unique
+        among, param = dialect.contacts_keys_in(self.conn, keys, _dumps)
         for row in self.conn.execute(
             f"SELECT {column} AS k, id, status, sms_status, phone FROM contacts"  # column: 'email' or 'phone', ours
-            f" WHERE workspace_id = ? AND {column} IN (SELECT value FROM json_each(?)){order}",
-            (self.ws, _dumps(keys)),
+            f" WHERE workspace_id = ? AND {column} {among}{order}",
+            (self.ws, param),
         ):
             found.setdefault(row["k"], row)
         return found
@@ -419,12 +421,17 @@ class BatchWriter:
         return zone_columns.field_value(data, self.zone_field_id), self.phone_sets(phone)
 
     def _write(self, plan: _BatchPlan) -> None:
+        if self.checked_once is None:  # PostgreSQL: references checked once per batch (batch_checks.py)
+            self.checked_once = batch_checks.checked_once(self.conn)
+        if self.checked_once:
+            batch_checks.lock_workspace(self.conn, self.ws)
         if plan.upserts:
             plan.upserts.sort(key=_by_email)  # in index order: see IMPORT_CACHE_KIB
             source, params = dialect.contacts_batch_source(self.conn, "mkt_batch_contacts", _UPSERT_COLUMNS,
                                                            plan.upserts, _dumps)
-            self.conn.execute(_upsert_batch(self.conn, source, self.zone_field_id),
-                              (self.ws, plan.now, plan.now, *params))
+            with batch_checks.row_checks_off(self.conn, self.checked_once):
+                self.conn.execute(_upsert_batch(self.conn, source, self.zone_field_id),
+                                  (self.ws, plan.now, plan.now, *params))
         if plan.updates:
             self.conn.executemany(_update_by_id(self.conn, self.zone_field_id), plan.updates)
         if plan.tag_rows:
@@ -432,4 +439,4 @@ class BatchWriter:
                                                            plan.tag_rows, _dumps)
             self.conn.execute(f"INSERT OR IGNORE INTO contact_tags (contact_id, tag_id)"
                               f" SELECT t.contact_id, t.tag_id FROM ({source}) AS t", params)
-        consents.append_batch(self.conn, self.ws, plan.consents, self.source, plan.now)
+        consents.append_batch(self.conn, self.ws, plan.consents, self.source, plan.now, checked_once=self.checked_once)
