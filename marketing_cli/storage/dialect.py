@@ -158,13 +158,15 @@ def contacts_batch_source(conn: Any, table: str, columns: tuple[tuple[str, str],
 
 
 def contacts_keys_in(conn: Any, keys: list[str], dumps: Callable[[Any], str]) -> tuple[str, Any]:
-    """`IN (<the batch's keys>)` for an import batch's lookup, and its one parameter. SQLite
-    reads a JSON array (json_each); on PostgreSQL json_each is a SQL function of ours that
-    parses the array and rewrites each element through json_extract (4 us a key: 0.4 s of
-    server CPU per 100,000 rows for the email lookup), so there the keys go as one text[]."""
-    if postgresql(conn):
-        return "= ANY(?::text[])", list(keys)
-    return "IN (SELECT value FROM json_each(?))", dumps(keys)
+    """`IN (<the batch's keys>)` for an import batch's lookup, and its one parameter: a JSON array
+    of the keys. SQLite reads it with json_each. On PostgreSQL json_each is a SQL function of ours
+    that rewrites each element through json_extract (100-110 ms of server CPU for 20,000 keys),
+    so there jsonb_array_elements_text reads it (30-50 ms); a text[] parameter costs as little on
+    the server but 30 ms of the client's CPU to write (psycopg's list dumper, element by element,
+    in Python) against 5-6 ms for the JSON text."""
+    among = "IN (SELECT jsonb_array_elements_text(CAST(? AS jsonb)))" if postgresql(conn) else \
+        "IN (SELECT value FROM json_each(?))"
+    return among, dumps(keys)
 
 
 def may_skip_row_triggers(conn: Any) -> bool:

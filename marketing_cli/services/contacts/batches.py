@@ -429,6 +429,7 @@ class BatchWriter:
             plan.upserts.sort(key=_by_email)  # in index order: see IMPORT_CACHE_KIB
             source, params = dialect.contacts_batch_source(self.conn, "mkt_batch_contacts", _UPSERT_COLUMNS,
                                                            plan.upserts, _dumps)
+            plan.upserts.clear()  # loaded into the source: not held while the statement runs (peak RSS)
             with batch_checks.row_checks_off(self.conn, self.checked_once):
                 self.conn.execute(_upsert_batch(self.conn, source, self.zone_field_id),
                                   (self.ws, plan.now, plan.now, *params))
