@@ -71,10 +71,15 @@ def _timed(cmd: list[str], env: dict[str, str] | None = None, cwd: Path = REPO) 
     run = Run()
     run.load = os.getloadavg()[0]
     started = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=cwd, env={**os.environ, **(env or {})}, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
-    out, err = proc.stdout.read(), proc.stderr.read()  # type: ignore[union-attr]
-    _, status, usage = os.wait4(proc.pid, 0)
+    # stderr into a file, not a pipe read after stdout: a child that writes more than a pipe holds
+    # to stderr (the io lock renewer's warnings on a loaded machine) would wait for ever.
+    with tempfile.TemporaryFile() as errors:
+        proc = subprocess.Popen(cmd, cwd=cwd, env={**os.environ, **(env or {})}, stdout=subprocess.PIPE,
+                                stderr=errors)
+        out = proc.stdout.read()  # type: ignore[union-attr]
+        _, status, usage = os.wait4(proc.pid, 0)
+        errors.seek(0)
+        err = errors.read()
     run.seconds = time.perf_counter() - started
     code = os.waitstatus_to_exitcode(status)
     proc.returncode = code
