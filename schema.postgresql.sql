@@ -1825,3 +1825,15 @@ CREATE TABLE deferred_field_indexes (
     owner TEXT PRIMARY KEY,
     deferred_at TEXT NOT NULL
 );
+
+-- version: 42
+-- contacts' own triggers fire whatever session_replication_role says. An import batch may run
+-- its upsert and consent ledger statements with it set to replica, which skips their per-row
+-- foreign key checks (it locks the workspace's row once and joins the ledger's rows to their
+-- contacts instead: services/contacts/batch_checks.py); the usage counter and the kept time
+-- zone's staleness must still be kept by those statements, so their triggers are ALWAYS.
+-- An import checks the catalog first and keeps the per-row checks while any user trigger on
+-- contacts or contact_consents is not ALWAYS.
+ALTER TABLE contacts ENABLE ALWAYS TRIGGER contacts_count_insert;
+ALTER TABLE contacts ENABLE ALWAYS TRIGGER contacts_count_delete;
+ALTER TABLE contacts ENABLE ALWAYS TRIGGER contacts_zone_stale;

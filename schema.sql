@@ -1617,3 +1617,9 @@ CREATE TABLE deferred_field_indexes (
     owner TEXT PRIMARY KEY,
     deferred_at TEXT NOT NULL
 );
+
+-- version: 42
+-- Nothing changes in a SQLite file. On PostgreSQL, contacts' own triggers (the usage counter,
+-- the kept time zone's staleness) fire whatever session_replication_role says, so an import
+-- batch may skip its statements' per-row foreign key checks and check them once per batch
+-- (schema.postgresql.sql step 42, services/contacts/batch_checks.py).

@@ -5,7 +5,8 @@
 MKT_BENCH_IMPORT_ROWS sets the size (default 200,000; --quick 20,000), MKT_BENCH_IMPORT_ROUNDS
 the rounds (default 3), MKT_BENCH_IMPORT_PARTS=sqlite and/or postgresql (both by default), MKT_BENCH_IMPORT_BEFORE
 the folder of another tree of mkt (`git archive COMMIT | tar -x -C DIR`) whose import takes
-its turn in the same SQLite rounds (before and after a change, alternated).
+its turn in the same rounds, SQLite's and PostgreSQL's (before and after a change, alternated;
+on PostgreSQL into a database whose schema that tree made).
 The list is bench/contact_list.py's (fixed seed): email, accented names, 93 cities, phones
 in five countries on 85% of rows, a signup date, about one bad row in 2,000.
 
@@ -70,10 +71,15 @@ def _timed(cmd: list[str], env: dict[str, str] | None = None, cwd: Path = REPO) 
     run = Run()
     run.load = os.getloadavg()[0]
     started = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=cwd, env={**os.environ, **(env or {})}, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
-    out, err = proc.stdout.read(), proc.stderr.read()  # type: ignore[union-attr]
-    _, status, usage = os.wait4(proc.pid, 0)
+    # stderr into a file, not a pipe read after stdout: a child that writes more than a pipe holds
+    # to stderr (the io lock renewer's warnings on a loaded machine) would wait for ever.
+    with tempfile.TemporaryFile() as errors:
+        proc = subprocess.Popen(cmd, cwd=cwd, env={**os.environ, **(env or {})}, stdout=subprocess.PIPE,
+                                stderr=errors)
+        out = proc.stdout.read()  # type: ignore[union-attr]
+        _, status, usage = os.wait4(proc.pid, 0)
+        errors.seek(0)
+        err = errors.read()
     run.seconds = time.perf_counter() - started
     code = os.waitstatus_to_exitcode(status)
     proc.returncode = code
@@ -257,13 +263,42 @@ def _postgresql_rows(csv_path: Path, n: int, rounds: int) -> list[dict]:
             print(f"  server CPU {run.server_cpu:.2f} s", file=sys.stderr, flush=True)
             return run
 
-        runs = _alternate({"mkt": mkt, "psql": lambda: _psql_copy(server, csv_path)}, rounds)
+        loaders = {"mkt": mkt, "psql": lambda: _psql_copy(server, csv_path)}
+        before = os.environ.get("MKT_BENCH_IMPORT_BEFORE")
+        if before:  # another tree of mkt: its own empty database, its schema made by its own code (untimed)
+            def mkt_before() -> Run:
+                if urls:
+                    server.drop(urls.pop())
+                urls.append(server.empty())
+                prepare(urls[-1], Path(before))
+                started = _server_cpu(server)
+                run = mkt_import(urls[-1], csv_path, n, Path(before))
+                run.server_cpu = _server_cpu(server) - started
+                print(f"  server CPU {run.server_cpu:.2f} s", file=sys.stderr, flush=True)
+                return run
+
+            loaders["mkt-before"] = mkt_before
+        runs = _alternate(loaders, rounds)
     finally:
         server.stop()
     ours, theirs = runs["mkt"], runs["psql"]
     rate = n / _median(ours, "seconds")
     load = _loads(ours, theirs)
-    return [
+    compared = []
+    if "mkt-before" in runs:
+        old = runs["mkt-before"]
+        compared = [
+            row(f"PostgreSQL: mkt contacts import, {n:,} rows (same runs): this tree, wall", rate, "rows/s",
+                "the tree in MKT_BENCH_IMPORT_BEFORE", n / _median(old, "seconds"),
+                _median(old, "seconds") / _median(ours, "seconds"), "informational", True),
+            row(f"PostgreSQL: the server's CPU, {n:,} rows (same runs): this tree", _median(ours, "server_cpu"), "s",
+                "the earlier tree", _median(old, "server_cpu"),
+                _median(old, "server_cpu") / _median(ours, "server_cpu"), "informational", True),
+            row(f"PostgreSQL: the import's client CPU, {n:,} rows (same runs): this tree", _median(ours, "cpu"), "s",
+                "the earlier tree", _median(old, "cpu"), _median(old, "cpu") / _median(ours, "cpu"),
+                "informational", True),
+        ]
+    return compared + [
         row(f"PostgreSQL: mkt contacts import, {n:,} rows, wall (median of {len(ours)}, alternated; {load})", rate,
             "rows/s", "psql \\copy of the same file into a bare table", n / _median(theirs, "seconds"),
             _median(theirs, "seconds") / _median(ours, "seconds"), "informational", True),

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from marketing_cli.storage import db
+from marketing_cli.storage import db, dialect
 from tests import factories
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -112,6 +112,10 @@ def test_sqlite_to_postgresql_and_back_is_equal_row_for_row(tmp_path: Path, db_p
     try:
         found = records.get_contact(conn, ws1, NUL_ID)
         assert found["id"] == NUL_ID
+        # its triggers were turned off for the load and on again as they were (ALWAYS kept ALWAYS)
+        from marketing_cli.services.contacts import batch_checks
+
+        assert batch_checks.triggers_always(conn) or not dialect.postgresql(conn)
         made = workspaces.create_workspace(conn, "After the copy")["workspace"]["id"]
         assert made > max(copied["workspaces"])
         conn.execute("DELETE FROM workspaces WHERE id = ?", (made,))

@@ -43,7 +43,7 @@ from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
 from marketing_cli.kernel.ids import new_id, parse_int_id
 from marketing_cli.services.account import billing
-from marketing_cli.services.contacts import consents, phone_zones, tags, values, zone_columns
+from marketing_cli.services.contacts import batch_checks, consents, phone_zones, tags, values, zone_columns
 from marketing_cli.services.contacts.bulk_load import FieldIndexes
 from marketing_cli.services.contacts.checks import FIELD_REQUIRED
 from marketing_cli.services.contacts.io_lock import HeldLock, renew_io_lock
@@ -238,6 +238,7 @@ class BatchWriter:
         self.zone_field_id = timezone.id if timezone is not None else None
         self.phone_sets = phone_zones.PhoneSets(conn)
         self.indexes = FieldIndexes(conn, workspace_id, dry_run)  # built after a large load (bulk_load.py)
+        self.checked_once: bool | None = None  # read at the first write
 
     def _lookup(self, column: str, keys: list[str]) -> dict[str, sqlite3.Row]:
         """The contacts of `keys` by email or phone; a phone number on several contacts is the
@@ -247,10 +248,11 @@ class BatchWriter:
         if not keys:
             return {}
         found: dict[str, sqlite3.Row] = {}
+        among, param = dialect.contacts_keys_in(self.conn, keys, _dumps)
         for row in self.conn.execute(
             f"SELECT {column} AS k, id, status, sms_status, phone, created_at FROM contacts"  # column: ours
-            f" WHERE workspace_id = ? AND {column} IN (SELECT value FROM json_each(?))",
-            (self.ws, _dumps(keys)),
+            f" WHERE workspace_id = ? AND {column} {among}",
+            (self.ws, param),
         ):
             earlier = found.get(row["k"])
             if earlier is None or (row["created_at"], row["id"]) < (earlier["created_at"], earlier["id"]):
@@ -417,12 +419,18 @@ class BatchWriter:
         return zone_columns.field_value(data, self.zone_field_id), self.phone_sets(phone)
 
     def _write(self, plan: _BatchPlan) -> None:
+        if self.checked_once is None:  # PostgreSQL: references checked once per batch (batch_checks.py)
+            self.checked_once = batch_checks.checked_once(self.conn)
+        if self.checked_once:
+            batch_checks.lock_workspace(self.conn, self.ws)
         if plan.upserts:
             plan.upserts.sort(key=_by_email)  # in index order: see bulk_load.IMPORT_CACHE_KIB
             source, params = dialect.contacts_batch_source(self.conn, "mkt_batch_contacts", _UPSERT_COLUMNS,
                                                            plan.upserts, _json_cell)
-            self.conn.execute(_upsert_batch(self.conn, source, self.zone_field_id),
-                              (self.ws, plan.now, plan.now, *params))
+            plan.upserts.clear()  # loaded into the source: not held while the statement runs (peak RSS)
+            with batch_checks.row_checks_off(self.conn, self.checked_once):
+                self.conn.execute(_upsert_batch(self.conn, source, self.zone_field_id),
+                                  (self.ws, plan.now, plan.now, *params))
         if plan.updates:
             self.conn.executemany(_update_by_id(self.conn, self.zone_field_id), plan.updates)
         if plan.tag_rows:
@@ -430,4 +438,4 @@ class BatchWriter:
                                                            plan.tag_rows, _dumps)
             self.conn.execute(f"INSERT OR IGNORE INTO contact_tags (contact_id, tag_id)"
                               f" SELECT t.contact_id, t.tag_id FROM ({source}) AS t", params)
-        consents.append_batch(self.conn, self.ws, plan.consents, self.source, plan.now)
+        consents.append_batch(self.conn, self.ws, plan.consents, self.source, plan.now, checked_once=self.checked_once)

@@ -43,6 +43,7 @@ from typing import Any
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock, limits
 from marketing_cli.kernel.inputs import check_unicode, type_error
+from marketing_cli.services.contacts import batch_checks
 from marketing_cli.storage import dialect
 
 CHANNELS = ("email", "sms")
@@ -145,18 +146,27 @@ def append(conn: sqlite3.Connection, workspace_id: int, contact_id: str, found: 
 
 
 def append_batch(conn: sqlite3.Connection, workspace_id: int, rows: list[tuple[str, str, str, int | None]],
-                 source: Source, at: str) -> None:
+                 source: Source, at: str, *, checked_once: bool = False) -> None:
     """An import batch's rows, (contact id, channel, status, line) each, in ONE INSERT ... SELECT
-    (on PostgreSQL through COPY into a temporary table), inside the batch's transaction."""
+    (on PostgreSQL through COPY into a temporary table), inside the batch's transaction.
+
+    `checked_once` (PostgreSQL, batch_checks.py): the statement runs without its per-row foreign
+    key checks and joins each row to its contact in the workspace instead; a row whose contact is
+    missing makes the statement write fewer rows than given, an IntegrityError (the caller has
+    locked the workspace's row)."""
     if not rows:
         return
     source_sql, params = dialect.contacts_batch_source(conn, "mkt_batch_consents", _BATCH_COLUMNS, rows, _dumps)
-    conn.execute(
-        f"INSERT INTO contact_consents ({_COLUMNS})"
-        " SELECT ?, b.contact_id, b.channel,"
-        # consent_of, in SQL
-        " CASE WHEN b.status = 'SUBSCRIBED' THEN 'given' WHEN b.status = 'UNCONFIRMED' AND b.channel = 'email'"
-        " THEN 'pending' ELSE 'revoked' END,"
-        f" b.status, ?, ?, ?, b.line, NULL, NULL, NULL, NULL, ? FROM ({source_sql}) AS b",
-        (workspace_id, source.kind, source.consent_text,
-         _clip(source.file_name, MAX_FILE_NAME), at, *params))
+    joined = " JOIN contacts c ON c.id = b.contact_id AND c.workspace_id = ?" if checked_once else ""
+    with batch_checks.row_checks_off(conn, checked_once):
+        written = conn.execute(
+            f"INSERT INTO contact_consents ({_COLUMNS})"
+            " SELECT ?, b.contact_id, b.channel,"
+            # consent_of, in SQL
+            " CASE WHEN b.status = 'SUBSCRIBED' THEN 'given' WHEN b.status = 'UNCONFIRMED' AND b.channel = 'email'"
+            " THEN 'pending' ELSE 'revoked' END,"
+            f" b.status, ?, ?, ?, b.line, NULL, NULL, NULL, NULL, ? FROM ({source_sql}) AS b{joined}",
+            (workspace_id, source.kind, source.consent_text,
+             _clip(source.file_name, MAX_FILE_NAME), at, *params, *((workspace_id,) if checked_once else ()))).rowcount
+    if checked_once and written != len(rows):
+        raise sqlite3.IntegrityError(batch_checks.MISSING)

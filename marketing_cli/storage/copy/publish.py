@@ -52,6 +52,11 @@ class PostgresTarget(PostgresStaging):
                         if clash:
                             raise MktError(409, f"{clash} row(s) of {table.name} already exist in the target with the "
                                                 "same keys (a copy keeps the ids): nothing was published.")
+                # ENABLE TRIGGER USER below makes every trigger ORIGIN: the ALWAYS ones (schema step 42,
+                # services/contacts/batch_checks.py) are made ALWAYS again after it.
+                always = {table.name: [r[0] for r in conn.execute(
+                    "SELECT tgname FROM pg_trigger WHERE tgrelid = %s::regclass AND NOT tgisinternal"
+                    " AND tgenabled = 'A'", (f'"{live}"."{table.name}"',))] for table in tables}
                 for table in tables:
                     conn.execute(f'ALTER TABLE "{live}"."{table.name}" DISABLE TRIGGER USER')
                 for table in tables:
@@ -73,6 +78,8 @@ class PostgresTarget(PostgresStaging):
                                      f' SELECT {columns} FROM {STAGING}."{table.name}"')
                 for table in tables:
                     conn.execute(f'ALTER TABLE "{live}"."{table.name}" ENABLE TRIGGER USER')
+                    for name in always[table.name]:
+                        conn.execute(f'ALTER TABLE "{live}"."{table.name}" ENABLE ALWAYS TRIGGER "{name}"')
                 sequences = self._set_sequences()
                 verified = verify(tables, instance_rows, sums, notes, self._published, self._instance_row)
                 conn.execute(f"DROP SCHEMA {STAGING} CASCADE")
