@@ -17,7 +17,9 @@ from typing import Any
 
 from marketing_cli.storage import postgres
 
-_SKIPPED_TABLES = ("sqlite_", "mkt_copy_", postgres.VERSION_TABLE)
+# deferred_field_indexes: the source's own indexes an import dropped for its load (storage/
+# deferred_indexes.py), rebuilt by the connection the copy opens on it; the copy makes its own.
+_SKIPPED_TABLES = ("sqlite_", "mkt_copy_", "deferred_field_indexes", postgres.VERSION_TABLE)
 
 
 @dataclass
