@@ -95,7 +95,7 @@ class Context:
 
 
 def _send_email(ctx: Context, step: dict[str, Any]) -> Outcome:
-    from marketing_cli.services.email.automated import create_automated_campaign, queue_automated_message
+    from marketing_cli.services.email.automated import queue_automated_message
 
     contact = ctx.contact()
     wanted = "UNCONFIRMED" if step.get("confirmation") else "SUBSCRIBED"
@@ -113,24 +113,31 @@ def _send_email(ctx: Context, step: dict[str, Any]) -> Outcome:
         "SELECT ac.campaign_id FROM automation_campaigns ac WHERE ac.version_id = ? AND ac.step_id = ?"
         " AND NOT EXISTS (SELECT 1 FROM email_messages m WHERE m.campaign_id = ac.campaign_id AND m.contact_id = ?)"
         " ORDER BY ac.round LIMIT 1", (ctx.x["version_id"], step["id"], ctx.contact_id)).fetchone()
-    if found is not None:
-        campaign_id = found[0]
-    else:
-        round_ = conn.execute("SELECT coalesce(max(round), 0) + 1 FROM automation_campaigns WHERE version_id = ?"
-                              " AND step_id = ?", (ctx.x["version_id"], step["id"])).fetchone()[0]
-        version = conn.execute("SELECT version FROM automation_versions WHERE id = ?",
-                               (ctx.x["version_id"],)).fetchone()[0]
-        campaign_id = create_automated_campaign(
-            conn, ctx.ws, automation_id=ctx.x["automation_id"],
-            name=f"{ctx.flow['name']} v{version} / {step['id']}" + (f" ({round_})" if round_ > 1 else ""),
-            sender_id=step["sender_id"], subject=step["subject"], preview_text=step.get("preview_text") or "",
-            html=step["body_html"])
-        conn.execute("INSERT INTO automation_campaigns (version_id, step_id, round, campaign_id) VALUES (?, ?, ?, ?)",
-                     (ctx.x["version_id"], step["id"], round_, campaign_id))
+    campaign_id = found[0] if found is not None else new_round_campaign(
+        conn, ctx.ws, ctx.x["automation_id"], ctx.x["version_id"], ctx.flow, step)
     message_id = queue_automated_message(conn, campaign_id, ctx.contact_id, contact["email"])
     if not exempt:
         conn.execute("UPDATE email_messages SET capped = 1 WHERE id = ?", (message_id,))
     return Outcome("sent", step.get("next"), email_message_id=message_id)
+
+
+def new_round_campaign(conn: sqlite3.Connection, workspace_id: int, automation_id: int, version_id: int,
+                       flow: dict[str, Any], step: dict[str, Any]) -> str:
+    """A send step's next round: its automated campaign (services/email/automated.py), recorded
+    in automation_campaigns; its id."""
+    from marketing_cli.services.email.automated import create_automated_campaign
+
+    round_ = conn.execute("SELECT coalesce(max(round), 0) + 1 FROM automation_campaigns WHERE version_id = ?"
+                          " AND step_id = ?", (version_id, step["id"])).fetchone()[0]
+    version = conn.execute("SELECT version FROM automation_versions WHERE id = ?", (version_id,)).fetchone()[0]
+    campaign_id = create_automated_campaign(
+        conn, workspace_id, automation_id=automation_id,
+        name=f"{flow['name']} v{version} / {step['id']}" + (f" ({round_})" if round_ > 1 else ""),
+        sender_id=step["sender_id"], subject=step["subject"], preview_text=step.get("preview_text") or "",
+        html=step["body_html"])
+    conn.execute("INSERT INTO automation_campaigns (version_id, step_id, round, campaign_id) VALUES (?, ?, ?, ?)",
+                 (version_id, step["id"], round_, campaign_id))
+    return campaign_id
 
 
 WHEN_CAPPED_DEFAULT = "defer"
@@ -409,11 +416,20 @@ def run_enrollment(conn: sqlite3.Connection, enrollment_id: int) -> int:
 def run_due(conn: sqlite3.Connection, limit: int = CLAIM_BATCH) -> int:
     """One bounded batch of due enrollments; how many were due.
 
-    An enrollment whose step fails (its transaction rolled back: nothing of the step was
-    written) is put back RETRY_SECONDS later and logged, so one broken contact never holds
-    up the others at the head of the due index."""
+    The batch's plain email steps run together in one transaction (drain.py); the rest one
+    enrollment at a time. An enrollment whose step fails (its transaction rolled back:
+    nothing of the step was written) is put back RETRY_SECONDS later and logged, so one
+    broken contact never holds up the others at the head of the due index. When the batch's
+    transaction fails, every enrollment of it runs alone (nothing of the batch was written)."""
+    from marketing_cli.services.automations import drain
+
     due = due_enrollments(conn, limit)
-    for enrollment_id in due:
+    try:
+        rest = drain.run_batch(conn, due)
+    except Exception:  # noqa: BLE001 - rolled back: each enrollment is tried alone below
+        log.warning("automation batch of %d enrollments failed; running them one by one", len(due), exc_info=True)
+        rest = due
+    for enrollment_id in rest:
         try:
             run_enrollment(conn, enrollment_id)
         except Exception:  # noqa: BLE001 - this enrollment only; the error is logged
