@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import REPO, row, run_measured
+from common import REPO, row
 
 sys.path.insert(0, str(REPO))
 

@@ -35,7 +35,6 @@ import sqlite3
 from typing import Any
 
 from marketing_cli.kernel import clock
-from marketing_cli.services.automations import steps
 from marketing_cli.storage.db import transaction
 
 _ENROLLMENTS = ("SELECT id, seq, automation_id, version_id, workspace_id, contact_id, step_id, waiting"
@@ -50,6 +49,25 @@ _END = ("UPDATE automation_enrollments SET seq = seq + 1, status = 'completed', 
 _NEXT = ("UPDATE automation_enrollments SET seq = seq + 1, step_id = ?, next_run_at = ?, waiting = 0,"
          " wait_event_type = NULL, wait_matcher = NULL, wait_from_event_id = NULL, wait_next = NULL,"
          " wait_timeout_next = NULL, updated_at = ? WHERE id IN ({marks})")
+
+
+def new_round_campaign(conn: sqlite3.Connection, workspace_id: int, automation_id: int, version_id: int,
+                       flow: dict[str, Any], step: dict[str, Any]) -> str:
+    """A send step's next round: its automated campaign (services/email/automated.py), recorded
+    in automation_campaigns; its id."""
+    from marketing_cli.services.email.automated import create_automated_campaign
+
+    round_ = conn.execute("SELECT coalesce(max(round), 0) + 1 FROM automation_campaigns WHERE version_id = ?"
+                          " AND step_id = ?", (version_id, step["id"])).fetchone()[0]
+    version = conn.execute("SELECT version FROM automation_versions WHERE id = ?", (version_id,)).fetchone()[0]
+    campaign_id = create_automated_campaign(
+        conn, workspace_id, automation_id=automation_id,
+        name=f"{flow['name']} v{version} / {step['id']}" + (f" ({round_})" if round_ > 1 else ""),
+        sender_id=step["sender_id"], subject=step["subject"], preview_text=step.get("preview_text") or "",
+        html=step["body_html"])
+    conn.execute("INSERT INTO automation_campaigns (version_id, step_id, round, campaign_id) VALUES (?, ?, ?, ?)",
+                 (version_id, step["id"], round_, campaign_id))
+    return campaign_id
 
 
 def _marks(values: list[Any]) -> str:
@@ -131,7 +149,7 @@ def _send_group(conn: sqlite3.Connection, now: str, flow: dict[str, Any], step: 
             sending = [r for r in sending if r["contact_id"] not in taken]
     campaign_id = None
     if sending:
-        campaign_id = rounds[0] if rounds else steps.new_round_campaign(
+        campaign_id = rounds[0] if rounds else new_round_campaign(
             conn, first["workspace_id"], first["automation_id"], first["version_id"], flow, step)
         queue_automated_messages(conn, campaign_id, [(r["contact_id"], contacts[r["contact_id"]][0])
                                                      for r in sending])

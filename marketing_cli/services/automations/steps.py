@@ -38,6 +38,7 @@ from typing import Any
 from marketing_cli import jobs
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
+from marketing_cli.services.automations import drain
 from marketing_cli.services.contacts import events, zone_columns
 from marketing_cli.storage import field_sql
 from marketing_cli.storage.db import transaction
@@ -113,31 +114,12 @@ def _send_email(ctx: Context, step: dict[str, Any]) -> Outcome:
         "SELECT ac.campaign_id FROM automation_campaigns ac WHERE ac.version_id = ? AND ac.step_id = ?"
         " AND NOT EXISTS (SELECT 1 FROM email_messages m WHERE m.campaign_id = ac.campaign_id AND m.contact_id = ?)"
         " ORDER BY ac.round LIMIT 1", (ctx.x["version_id"], step["id"], ctx.contact_id)).fetchone()
-    campaign_id = found[0] if found is not None else new_round_campaign(
+    campaign_id = found[0] if found is not None else drain.new_round_campaign(
         conn, ctx.ws, ctx.x["automation_id"], ctx.x["version_id"], ctx.flow, step)
     message_id = queue_automated_message(conn, campaign_id, ctx.contact_id, contact["email"])
     if not exempt:
         conn.execute("UPDATE email_messages SET capped = 1 WHERE id = ?", (message_id,))
     return Outcome("sent", step.get("next"), email_message_id=message_id)
-
-
-def new_round_campaign(conn: sqlite3.Connection, workspace_id: int, automation_id: int, version_id: int,
-                       flow: dict[str, Any], step: dict[str, Any]) -> str:
-    """A send step's next round: its automated campaign (services/email/automated.py), recorded
-    in automation_campaigns; its id."""
-    from marketing_cli.services.email.automated import create_automated_campaign
-
-    round_ = conn.execute("SELECT coalesce(max(round), 0) + 1 FROM automation_campaigns WHERE version_id = ?"
-                          " AND step_id = ?", (version_id, step["id"])).fetchone()[0]
-    version = conn.execute("SELECT version FROM automation_versions WHERE id = ?", (version_id,)).fetchone()[0]
-    campaign_id = create_automated_campaign(
-        conn, workspace_id, automation_id=automation_id,
-        name=f"{flow['name']} v{version} / {step['id']}" + (f" ({round_})" if round_ > 1 else ""),
-        sender_id=step["sender_id"], subject=step["subject"], preview_text=step.get("preview_text") or "",
-        html=step["body_html"])
-    conn.execute("INSERT INTO automation_campaigns (version_id, step_id, round, campaign_id) VALUES (?, ?, ?, ?)",
-                 (version_id, step["id"], round_, campaign_id))
-    return campaign_id
 
 
 WHEN_CAPPED_DEFAULT = "defer"
@@ -421,8 +403,6 @@ def run_due(conn: sqlite3.Connection, limit: int = CLAIM_BATCH) -> int:
     nothing of the step was written) is put back RETRY_SECONDS later and logged, so one
     broken contact never holds up the others at the head of the due index. When the batch's
     transaction fails, every enrollment of it runs alone (nothing of the batch was written)."""
-    from marketing_cli.services.automations import drain
-
     due = due_enrollments(conn, limit)
     try:
         rest = drain.run_batch(conn, due)
