@@ -9,7 +9,8 @@ tick with everyone waiting. Each figure beside a baseline measured in the same r
    `mkt jobs run` (the automations job writes each step run and message, the sender renders,
    DKIM-signs, tracks and delivers) to the lean sink, against the campaign send of the same
    audience and HTML (bench_email_send's `_send`: same command, environment, sink), alternated
-   rounds (MKT_BENCH_ROUNDS, default 3), medians. Target: >= 0.9x (issue 42).
+   rounds (MKT_BENCH_ROUNDS, default 3), medians. Target: >= 0.9x (issue 42). MKT_BENCH_DRAIN
+   sets N.
    N is 100,000 at full scale (1,000,000 would take over an hour twice on this machine).
 3. Tick: 1,000,000 enrollments waiting and none due; one tick (`steps.due_enrollments`,
    `steps.next_due_at`, `runner.schedule`), the median of 20, against the same tick on an
@@ -241,7 +242,7 @@ def _tick_rows(count: int) -> list[dict]:
 
 def run(quick: bool) -> list[dict]:
     events = 5_000 if quick else 100_000
-    drain = 1_000 if quick else 100_000
+    drain = int(os.environ.get("MKT_BENCH_DRAIN", 1_000 if quick else 100_000))
     waiting = 20_000 if quick else 1_000_000
     return [*_enrollment_rows(events), *_drain_rows(drain), *_tick_rows(waiting)]
 
@@ -250,7 +251,7 @@ if __name__ == "__main__":
     only = sys.argv[1] if len(sys.argv) > 1 and not sys.argv[1].startswith("-") else None
     quick = "--quick" in sys.argv
     parts = {"enroll": lambda: _enrollment_rows(5_000 if quick else 100_000),
-             "drain": lambda: _drain_rows(1_000 if quick else 100_000),
+             "drain": lambda: _drain_rows(int(os.environ.get("MKT_BENCH_DRAIN", 1_000 if quick else 100_000))),
              "tick": lambda: _tick_rows(20_000 if quick else 1_000_000)}
     for r in (parts[only]() if only else run(quick)):
         print(r)
