@@ -13,7 +13,8 @@ on the write lock; the second reads seq N+1 and never repeats step N. A crash be
 COMMIT leaves no trace: no step run and no message, so the step runs once when the
 enrollment is claimed again. From the message row on, delivery is the sender's and follows
 its crash rule (CONTRACT section 7). Every step is on the enrollment's own version, so a
-newer version (a deleted step, a new email) never touches it.
+newer version (a deleted step, a new email) never touches it. A batch's plain email steps
+run together, in one transaction of the same rows (drain.py); `run_due` sends the rest here.
 
 A step that cannot do its work for this contact (no address, not subscribed, a tag deleted
 since publishing) is skipped, counted with its reason in the step run, and the contact goes
