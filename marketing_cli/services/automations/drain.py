@@ -8,9 +8,9 @@ deliver what they write. `run_batch` runs the batch's plain email steps together
     BEGIN IMMEDIATE
       read the batch's enrollments (still active, still due), their flows once a version
       read their contacts (one statement)
-      per (version, step): the round's campaign (made once), the messages (one statement
-        execution: automated.queue_automated_messages, the send job queued once), the step
-        runs with their message ids (one), the enrollments moved on (one UPDATE)
+      per (version, step): the round's campaign (made once), the messages (one INSERT ...
+        SELECT: automated.queue_automated_messages, the send job queued once), the step runs
+        with their message ids (one INSERT ... SELECT), the enrollments moved on (one UPDATE)
     COMMIT
 
 Each enrollment gets exactly what steps.run_step would write for it: the step run (outcome
@@ -40,9 +40,13 @@ from marketing_cli.storage.db import transaction
 _ENROLLMENTS = ("SELECT id, seq, automation_id, version_id, workspace_id, contact_id, step_id, waiting"
                 " FROM automation_enrollments WHERE id IN ({marks}) AND status = 'active' AND next_run_at <= ?")
 
-_STEP_RUNS = ("INSERT INTO automation_step_runs (enrollment_id, seq, automation_id, version_id, step_id, outcome,"
-              " detail, email_message_id, ran_at) VALUES (?, ?, ?, ?, ?, ?, ?,"
-              " (SELECT m.id FROM email_messages m WHERE m.campaign_id = ? AND m.contact_id = ?), ?)")
+# The step runs of the messages just written: each enrollment's message found by its unique (campaign, contact).
+_SENT_RUNS = ("INSERT INTO automation_step_runs (enrollment_id, seq, automation_id, version_id, step_id, outcome,"
+              " email_message_id, ran_at) SELECT x.id, x.seq, x.automation_id, x.version_id, ?, 'sent', m.id, ?"
+              " FROM automation_enrollments x JOIN email_messages m ON m.campaign_id = ? AND m.contact_id = x.contact_id"
+              " WHERE x.id IN ({marks})")
+_SKIPPED_RUNS = ("INSERT INTO automation_step_runs (enrollment_id, seq, automation_id, version_id, step_id, outcome,"
+                 " detail, ran_at) VALUES (?, ?, ?, ?, ?, 'skipped', ?, ?)")
 
 _END = ("UPDATE automation_enrollments SET seq = seq + 1, status = 'completed', step_id = NULL, next_run_at = NULL,"
         " waiting = 0, exit_reason = 'completed', goal_reached_at = NULL, updated_at = ? WHERE id IN ({marks})")
@@ -151,16 +155,15 @@ def _send_group(conn: sqlite3.Connection, now: str, flow: dict[str, Any], step: 
     if sending:
         campaign_id = rounds[0] if rounds else new_round_campaign(
             conn, first["workspace_id"], first["automation_id"], first["version_id"], flow, step)
-        queue_automated_messages(conn, campaign_id, [(r["contact_id"], contacts[r["contact_id"]][0])
-                                                     for r in sending])
-    runs = [(r["id"], r["seq"], r["automation_id"], r["version_id"], step["id"], "sent", None, campaign_id,
-             r["contact_id"], now) for r in sending]
-    runs += [(r["id"], r["seq"], r["automation_id"], r["version_id"], step["id"], "skipped", why, None, None, now)
-             for r, why in skipped]
-    if not runs:
+        queue_automated_messages(conn, campaign_id, [r["contact_id"] for r in sending])
+        sent = [r["id"] for r in sending]
+        conn.execute(_SENT_RUNS.format(marks=_marks(sent)), (step["id"], now, campaign_id, *sent))
+    if skipped:
+        conn.executemany(_SKIPPED_RUNS, [(r["id"], r["seq"], r["automation_id"], r["version_id"], step["id"], why,
+                                          now) for r, why in skipped])
+    moved = [r["id"] for r in sending] + [r["id"] for r, _ in skipped]
+    if not moved:
         return left, []
-    conn.executemany(_STEP_RUNS, runs)
-    moved = [run[0] for run in runs]
     following = step.get("next")
     if following is None:
         conn.execute(_END.format(marks=_marks(moved)), (now, *moved))

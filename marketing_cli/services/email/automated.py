@@ -51,23 +51,23 @@ def queue_automated_message(conn: sqlite3.Connection, campaign_id: str, contact_
     return message_id
 
 
-def queue_automated_messages(conn: sqlite3.Connection, campaign_id: str, recipients: list[tuple[str, str]]) -> None:
-    """Queued messages of an automated campaign, one a (contact id, email), counted against the
-    frequency caps (`capped` = 1), and the campaign's send job once, inside the caller's
-    transaction: queue_automated_message's rows for many contacts at once. The caller finds each
-    message's id by (campaign, contact), which is unique."""
-    if not recipients:
+def queue_automated_messages(conn: sqlite3.Connection, campaign_id: str, contact_ids: list[str]) -> None:
+    """Queued messages of an automated campaign to these contacts (their addresses read in the
+    same statement), counted against the frequency caps (`capped` = 1), and the campaign's send
+    job once, inside the caller's transaction: queue_automated_message's rows for many contacts
+    in one INSERT ... SELECT, the domain and provider as the campaign's freeze writes them
+    (preparation.py). The caller finds each message by (campaign, contact), which is unique."""
+    from marketing_cli.services.email.preparation import DOMAIN
+
+    if not contact_ids:
         return
     row = conn.execute("SELECT c.workspace_id, c.status, v.id AS variant_id FROM campaigns c"
                        " JOIN campaign_variants v ON v.campaign_id = c.id AND v.type = 'A' WHERE c.id = ?",
                        (campaign_id,)).fetchone()
-    now, variant, provider_of = clock.now(), row["variant_id"], stats.provider_of
-    rows = []
-    for contact_id, email in recipients:
-        domain = email.rsplit("@", 1)[-1].lower()
-        rows.append((campaign_id, variant, contact_id, email, domain, provider_of(domain), now))
-    conn.executemany("INSERT INTO email_messages (campaign_id, variant_id, contact_id, email, domain, provider,"
-                     " created_at, capped) VALUES (?, ?, ?, ?, ?, ?, ?, 1)", rows)
+    marks = ", ".join("?" * len(contact_ids))
+    conn.execute("INSERT INTO email_messages (campaign_id, variant_id, contact_id, email, domain, provider,"
+                 f" created_at, capped) SELECT ?, ?, id, email, {DOMAIN}, {stats.provider_sql(conn, DOMAIN)}, ?, 1"
+                 f" FROM contacts WHERE id IN ({marks})", (campaign_id, row["variant_id"], clock.now(), *contact_ids))
     if row["status"] == "SENDING":  # a PAUSED one (transport errors) waits for `mkt campaigns resume`
         jobs.enqueue(conn, "email.send", {"campaign_id": campaign_id}, workspace_id=row["workspace_id"],
                      dedupe_key=f"email.send:{campaign_id}")
