@@ -285,11 +285,21 @@ def test_a_failing_contact_is_put_back_and_the_others_go_on(conn: Any, world: di
             raise RuntimeError("a bug")
         return real(conn_, campaign_id, contact_id, email)
 
+    real_batch = automated.queue_automated_messages
+
+    def batch_fails_for_ann(conn_: Any, campaign_id: str, contact_ids: list[str]) -> None:
+        if world["ann"] in contact_ids:
+            raise RuntimeError("a bug")
+        real_batch(conn_, campaign_id, contact_ids)
+
     monkeypatch.setattr(automated, "queue_automated_message", fail_for_ann)
+    # The batch (drain.py) fails as a whole and is rolled back; each enrollment is then tried alone.
+    monkeypatch.setattr(automated, "queue_automated_messages", batch_fails_for_ann)
     assert steps.run_due(conn) == 2
     assert [r[0] for r in conn.execute("SELECT email FROM email_messages")] == ["bob@example.com"]
     assert steps.due_enrollments(conn) == []  # ann waits RETRY_SECONDS
     monkeypatch.setattr(automated, "queue_automated_message", real)
+    monkeypatch.setattr(automated, "queue_automated_messages", real_batch)
     fixed.advance(seconds=steps.RETRY_SECONDS + 1)
     steps.run_due(conn)
     assert sorted(r[0] for r in conn.execute("SELECT email FROM email_messages")) == ["ann@example.com",
@@ -297,22 +307,27 @@ def test_a_failing_contact_is_put_back_and_the_others_go_on(conn: Any, world: di
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("path", ["batch", "one"])
 def test_a_sigkill_between_claiming_and_committing_creates_no_second_message(
-        conn: Any, world: dict[str, Any], db_path: Path) -> None:
+        conn: Any, world: dict[str, Any], db_path: Path, path: str) -> None:
+    """`batch`: the drain's transaction of many steps (drain.py); `one`: one enrollment's step."""
     ws = world["ws"]
     flow = _manual(conn, ws, [f.email_step("a", world["sender"])])
     triggers.enroll_contact(conn, ws, flow["id"], {"contact_id": world["ann"]})
+    function = "queue_automated_messages" if path == "batch" else "queue_automated_message"
+    run = "steps.run_due(own)" if path == "batch" else "steps.run_enrollment(own, steps.due_enrollments(own)[0])"
     script = textwrap.dedent(f"""
         import os, signal
         from marketing_cli.storage.db import connect
         from marketing_cli.services.automations import steps
         from marketing_cli.services.email import automated
-        real = automated.queue_automated_message
+        real = automated.{function}
         def write_then_die(*args):
             real(*args)
             os.kill(os.getpid(), signal.SIGKILL)
-        automated.queue_automated_message = write_then_die
-        steps.run_due(connect({str(db_path)!r}))
+        automated.{function} = write_then_die
+        own = connect({str(db_path)!r})
+        {run}
     """)
     child = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
                            capture_output=True, timeout=60, check=False)

@@ -13,7 +13,8 @@ on the write lock; the second reads seq N+1 and never repeats step N. A crash be
 COMMIT leaves no trace: no step run and no message, so the step runs once when the
 enrollment is claimed again. From the message row on, delivery is the sender's and follows
 its crash rule (CONTRACT section 7). Every step is on the enrollment's own version, so a
-newer version (a deleted step, a new email) never touches it.
+newer version (a deleted step, a new email) never touches it. A batch's plain email steps
+run together, in one transaction of the same rows (drain.py); `run_due` sends the rest here.
 
 A step that cannot do its work for this contact (no address, not subscribed, a tag deleted
 since publishing) is skipped, counted with its reason in the step run, and the contact goes
@@ -38,6 +39,7 @@ from typing import Any
 from marketing_cli import jobs
 from marketing_cli.errors import MktError
 from marketing_cli.kernel import clock
+from marketing_cli.services.automations import drain
 from marketing_cli.services.contacts import events, zone_columns
 from marketing_cli.storage import field_sql
 from marketing_cli.storage.db import transaction
@@ -95,7 +97,7 @@ class Context:
 
 
 def _send_email(ctx: Context, step: dict[str, Any]) -> Outcome:
-    from marketing_cli.services.email.automated import create_automated_campaign, queue_automated_message
+    from marketing_cli.services.email.automated import queue_automated_message
 
     contact = ctx.contact()
     wanted = "UNCONFIRMED" if step.get("confirmation") else "SUBSCRIBED"
@@ -113,20 +115,8 @@ def _send_email(ctx: Context, step: dict[str, Any]) -> Outcome:
         "SELECT ac.campaign_id FROM automation_campaigns ac WHERE ac.version_id = ? AND ac.step_id = ?"
         " AND NOT EXISTS (SELECT 1 FROM email_messages m WHERE m.campaign_id = ac.campaign_id AND m.contact_id = ?)"
         " ORDER BY ac.round LIMIT 1", (ctx.x["version_id"], step["id"], ctx.contact_id)).fetchone()
-    if found is not None:
-        campaign_id = found[0]
-    else:
-        round_ = conn.execute("SELECT coalesce(max(round), 0) + 1 FROM automation_campaigns WHERE version_id = ?"
-                              " AND step_id = ?", (ctx.x["version_id"], step["id"])).fetchone()[0]
-        version = conn.execute("SELECT version FROM automation_versions WHERE id = ?",
-                               (ctx.x["version_id"],)).fetchone()[0]
-        campaign_id = create_automated_campaign(
-            conn, ctx.ws, automation_id=ctx.x["automation_id"],
-            name=f"{ctx.flow['name']} v{version} / {step['id']}" + (f" ({round_})" if round_ > 1 else ""),
-            sender_id=step["sender_id"], subject=step["subject"], preview_text=step.get("preview_text") or "",
-            html=step["body_html"])
-        conn.execute("INSERT INTO automation_campaigns (version_id, step_id, round, campaign_id) VALUES (?, ?, ?, ?)",
-                     (ctx.x["version_id"], step["id"], round_, campaign_id))
+    campaign_id = found[0] if found is not None else drain.new_round_campaign(
+        conn, ctx.ws, ctx.x["automation_id"], ctx.x["version_id"], ctx.flow, step)
     message_id = queue_automated_message(conn, campaign_id, ctx.contact_id, contact["email"])
     if not exempt:
         conn.execute("UPDATE email_messages SET capped = 1 WHERE id = ?", (message_id,))
@@ -409,11 +399,18 @@ def run_enrollment(conn: sqlite3.Connection, enrollment_id: int) -> int:
 def run_due(conn: sqlite3.Connection, limit: int = CLAIM_BATCH) -> int:
     """One bounded batch of due enrollments; how many were due.
 
-    An enrollment whose step fails (its transaction rolled back: nothing of the step was
-    written) is put back RETRY_SECONDS later and logged, so one broken contact never holds
-    up the others at the head of the due index."""
+    The batch's plain email steps run together in one transaction (drain.py); the rest one
+    enrollment at a time. An enrollment whose step fails (its transaction rolled back:
+    nothing of the step was written) is put back RETRY_SECONDS later and logged, so one
+    broken contact never holds up the others at the head of the due index. When the batch's
+    transaction fails, every enrollment of it runs alone (nothing of the batch was written)."""
     due = due_enrollments(conn, limit)
-    for enrollment_id in due:
+    try:
+        rest = drain.run_batch(conn, due)
+    except Exception:  # noqa: BLE001 - rolled back: each enrollment is tried alone below
+        log.warning("automation batch of %d enrollments failed; running them one by one", len(due), exc_info=True)
+        rest = due
+    for enrollment_id in rest:
         try:
             run_enrollment(conn, enrollment_id)
         except Exception:  # noqa: BLE001 - this enrollment only; the error is logged
