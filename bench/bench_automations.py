@@ -132,19 +132,6 @@ def _flow_db(folder: Path, count: int) -> Path:
     return db
 
 
-def _copy(template: Path, folder: Path) -> Path:
-    """A fresh copy of a prepared database through SQLite's backup API: the mkt commands that
-    prepared it may leave pages in its -wal file, which a plain file copy would lose."""
-    target = folder / f"copy-{time.monotonic_ns()}.db"
-    source, copy = sqlite3.connect(template), sqlite3.connect(target)
-    try:
-        source.backup(copy)
-    finally:
-        copy.close()
-        source.close()
-    return target
-
-
 def _say(text: str) -> None:
     print(f"automations: {text} (load average {os.getloadavg()[0]:.1f})", file=sys.stderr, flush=True)
 
@@ -169,7 +156,7 @@ def _drain_rows(count: int) -> list[dict]:
             for round_ in range(1, rounds + 1):
                 results = {}
                 for kind in (("campaign", "flow") if round_ % 2 else ("flow", "campaign")):
-                    db = _copy(campaign_template if kind == "campaign" else flow_template, folder)
+                    db = email_bench._copy(campaign_template if kind == "campaign" else flow_template, folder)
                     seconds, _, cpu = email_bench._send(db, port)
                     with sqlite3.connect(db) as conn:
                         delivered = conn.execute("SELECT count(*) FROM email_messages WHERE status = 'delivered'"

@@ -33,7 +33,6 @@ from __future__ import annotations
 import os
 import re
 import resource
-import shutil
 import smtplib
 import sqlite3
 import statistics
@@ -207,8 +206,15 @@ def _phases(db: Path, started: float, seconds: float) -> str:
 
 
 def _copy(template: Path, folder: Path) -> Path:
+    """A fresh copy of a prepared database through SQLite's backup API: the mkt commands that
+    prepared it may leave pages in its -wal file, which a plain file copy would lose."""
     target = folder / f"copy-{time.monotonic_ns()}.db"
-    shutil.copyfile(template, target)
+    source, copy = sqlite3.connect(template), sqlite3.connect(target)
+    try:
+        source.backup(copy)
+    finally:
+        copy.close()
+        source.close()
     return target
 
 
