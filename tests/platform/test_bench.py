@@ -47,7 +47,8 @@ def test_postgresql_bench_quick_mode_measures_both_engines(tmp_path: Path) -> No
     names = [r["name"] for r in rows]
     assert any(n.startswith("PostgreSQL: contacts import, 300 rows") for n in names)
     assert sum(n.startswith("PostgreSQL: search at 300") for n in names) == 3
-    assert sum(n.startswith("PostgreSQL: SMS expansion, 300 recipients") for n in names) == 2
+    expansion = [n for n in names if n.startswith("PostgreSQL: SMS expansion, 300 recipients")]
+    assert len(expansion) == 4 and sum("CPU time, server and client" in n for n in expansion) == 2  # plain, merge tag
     assert any("RSS" in n for n in names)
     for r in rows:
         assert r["value"] > 0 and r["baseline_value"] > 0 and r["ratio"] > 0, r
