@@ -41,7 +41,7 @@ pytestmark = pytest.mark.slow
 
 MAX_EXAMPLES = int(os.environ.get("MKT_FUZZ_EXAMPLES", "5"))  # per operation and mode
 DERANDOMIZE = not os.environ.get("MKT_FUZZ_RANDOM")
-STATEFUL_EXAMPLES = int(os.environ.get("MKT_FUZZ_STATEFUL", "25"))  # sequences of up to 6 calls
+STATEFUL_EXAMPLES = int(os.environ.get("MKT_FUZZ_STATEFUL", "60"))  # sequences of up to 6 calls
 DEADLINE_MS = 10_000  # one request over HTTP on a loaded machine (the slowest real one takes a few ms)
 
 
@@ -349,9 +349,11 @@ def test_stateful_create_then_use(served: dict[str, Any], tmp_path: Path) -> Non
     CreateThenUse.run(settings=settings(max_examples=STATEFUL_EXAMPLES, stateful_step_count=6, deadline=DEADLINE_MS,
                                         derandomize=DERANDOMIZE, database=None,
                                         suppress_health_check=list(HealthCheck)))
-    # The links were followed: a resource made in a step was used with the id it was given. The
-    # derandomized run (the default, CI's) does follow them; a random one (MKT_FUZZ_RANDOM) draws
-    # its own sequences, and in about one run in seven none of its 25 follows a link: there the
-    # run's checks of every answer stand without this one.
+    # The links were followed: a resource made in a step was used with the id it was given. In
+    # about one run in seven none of 25 random sequences follows a link, and the derandomized run
+    # (the default, CI's) is one draw of the same kind: its seed is the test's source, but
+    # Hypothesis also draws from the literals of the code under test, so any change elsewhere
+    # can make it a draw without a link (it did, 2026-11-29). 60 sequences make that about one
+    # code change in a hundred; a random run (MKT_FUZZ_RANDOM) is not held to it.
     assert created, created
     assert followed or not DERANDOMIZE, created
