@@ -469,3 +469,28 @@ class Database:
                 conn.interrupt()
             except sqlite3.ProgrammingError:  # already closed
                 pass
+
+
+LOG_LIMIT_BYTES = 64 * 1024 * 1024  # the log file a connection leaves after checkpoint_after
+
+
+@contextmanager
+def checkpoint_after(conn: Any) -> Iterator[None]:
+    """SQLite: no automatic checkpoint on this connection while the block's batches commit; its
+    own limit is back after them, so its next commit checkpoints the log once. For bulk writers
+    that commit a batch at a time (the SMS expansion, the contacts import): with the default
+    limit every few commits copied the log into the database and synced both, and the pages the
+    next batches change again were copied each time (docs/performance.md). A crash meanwhile
+    loses nothing: the log is replayed when the file is next opened. SQLite reuses the log file
+    without shrinking it unless told, so journal_size_limit cuts it back to LOG_LIMIT_BYTES when
+    it next starts over. Other connections' commits checkpoint as usual. PostgreSQL: nothing."""
+    if is_postgresql(conn):
+        yield
+        return
+    limit = conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0]
+    conn.execute(f"PRAGMA journal_size_limit = {LOG_LIMIT_BYTES}")
+    conn.execute("PRAGMA wal_autocheckpoint = 0")
+    try:
+        yield
+    finally:
+        conn.execute(f"PRAGMA wal_autocheckpoint = {int(limit)}")

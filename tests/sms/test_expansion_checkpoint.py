@@ -1,5 +1,5 @@
 """The expansion turns SQLite's automatic checkpoint off for its batches and restores the
-connection's limit afterwards, whether it finished or was cancelled (recipients._checkpoint_after)."""
+connection's limit afterwards, whether it finished or was cancelled (storage/db.checkpoint_after)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from marketing_cli.services.sms import recipients, schedule
+from marketing_cli.storage import db
 from tests import factories as f
 
 
@@ -45,7 +46,7 @@ def test_no_checkpoint_between_batches_and_the_limit_back_after(conn: Any, works
     assert _limit(conn) == before
     assert conn.execute("SELECT count(*) FROM sms_messages WHERE campaign_id = ?", (row["id"],)).fetchone()[0] == 7
     if before is not None:  # the log file is cut back when it next starts over
-        assert conn.execute("PRAGMA journal_size_limit").fetchone()[0] == recipients.LOG_LIMIT_BYTES
+        assert conn.execute("PRAGMA journal_size_limit").fetchone()[0] == db.LOG_LIMIT_BYTES
 
 
 def test_a_cancelled_expansion_restores_the_limit(conn: Any, workspace: dict,

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from marketing_cli.kernel import clock
 from marketing_cli.services.contacts.io_lock import renew_io_lock
 from marketing_cli.storage import deferred_indexes, dialect, field_sql
-from marketing_cli.storage.db import transaction
+from marketing_cli.storage.db import checkpoint_after, transaction
 
 # The import's page cache (the connection's default is 2 MiB). It was 256 MiB, for the reasons
 # batches.BATCH_SIZE gives; but it fills and stays (a million contacts are 824 MB on disk), and it made the
@@ -44,7 +44,6 @@ DEFER_MAX_CONTACTS = 100_000
 BUILD_CACHE_KIB = 8_192
 
 # The log file the import's connection leaves behind (see import_cache).
-LOG_LIMIT_BYTES = 64 * 1024 * 1024
 
 
 @contextmanager
@@ -59,22 +58,18 @@ def import_cache(conn: sqlite3.Connection) -> Iterator[None]:
     (sms/recipients.py). 200,000 rows of issue 42's list, in one process, alternated, load 6:
     wall 21.9 and 18.1 s with the limit, 16.2 and 13.3 s without; CPU 10.5-10.9 against
     10.3-10.6 s. A crash meanwhile loses nothing: the log is replayed when the file is next
-    opened. SQLite reuses the log file without shrinking it unless told, so journal_size_limit
-    cuts it back to LOG_LIMIT_BYTES when it next starts over. PostgreSQL: nothing to do."""
+    opened (storage/db.checkpoint_after). PostgreSQL: nothing to do."""
     row = conn.execute("PRAGMA cache_size").fetchone()
     if row is None:  # an engine without SQLite's page cache (PostgreSQL's is the server's)
         yield
         return
     cache_size = row[0]
-    checkpoint = conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0]
     conn.execute(f"PRAGMA cache_size = -{IMPORT_CACHE_KIB}")
-    conn.execute(f"PRAGMA journal_size_limit = {LOG_LIMIT_BYTES}")
-    conn.execute("PRAGMA wal_autocheckpoint = 0")
     try:
-        yield
+        with checkpoint_after(conn):
+            yield
     finally:
         conn.execute(f"PRAGMA cache_size = {int(cache_size)}")
-        conn.execute(f"PRAGMA wal_autocheckpoint = {int(checkpoint)}")
 
 
 class FieldIndexes:
